@@ -69,9 +69,163 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
 # trie-mine-filter, trie-mine-eval  (owners: triemine.filtering, triemine.evaluation)
 # ---------------------------------------------------------------------------------------------
 
+def _add_bucc_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--src-corpus", help="l1 corpus (default: the BUCC file beside the gold, "
+                        "e.g. zh-en.sample.zh)")
+    parser.add_argument("--tgt-corpus", help="l2 corpus (default: e.g. zh-en.sample.en)")
+
+
 def filter_main(argv: Optional[Sequence[str]] = None) -> int:
-    raise SystemExit("trie-mine-filter: not implemented yet")
+    """Score mined pairs with Bicleaner and/or keep those passing CE / Bicleaner thresholds."""
+    parser = argparse.ArgumentParser(
+        prog="trie-mine-filter", description=filter_main.__doc__,
+        epilog="Filters: ce keeps ce_word <= T; bicleaner keeps bicleaner >= T; ce+bicleaner keeps "
+               "the union. Thresholds come from --thresholds (written by trie-mine-eval "
+               "--save-thresholds) or --ce-max/--bicleaner-min. Every row is filtered (no "
+               "one-per-source rule here; that is an evaluation rule).")
+    parser.add_argument("mined", help="mining TSV written by trie-mine (l1->l2)")
+    parser.add_argument("--second", metavar="TSV",
+                        help="mining TSV of the other direction (l2->l1); with --bitext the union "
+                             "of both directions' selections is written")
+    parser.add_argument("-o", "--output", help="write the kept rows of MINED (with a bicleaner "
+                        "column when scored) to this TSV")
+    parser.add_argument("--bitext", help="write kept pairs as 'l1 text<TAB>l2 text' (union of "
+                        "directions with --second)")
+    parser.add_argument("--filter", choices=["none", "ce", "bicleaner", "ce+bicleaner"], default="none")
+    parser.add_argument("--thresholds", metavar="JSON", help="thresholds file from trie-mine-eval")
+    parser.add_argument("--ce-max", type=float, help="keep ce_word <= this")
+    parser.add_argument("--bicleaner-min", type=float, help="keep bicleaner >= this")
+    parser.add_argument("--bicleaner", action="store_true",
+                        help="score rows with the local Bicleaner model (adds column 'bicleaner')")
+    parser.add_argument("--bicleaner-model", help="Bicleaner model dir (default: "
+                        "<cache>/bicleaner/zh-en, built by scripts/bicleaner_train.py)")
+    parser.add_argument("--batch-size", type=int, default=2000, help="pairs per Bicleaner batch")
+
+    def body(args: argparse.Namespace) -> int:
+        import numpy as np
+        from triemine.errors import InputError
+        from triemine.evaluation.bucc import read_mined, write_mined
+        from triemine.evaluation.pipeline import load_thresholds, select
+
+        if not args.output and not args.bitext:
+            parser.error("give -o/--output and/or --bitext")
+        if args.second and args.output:
+            parser.error("--second combines two directions; use --bitext for the union")
+        ths = {"ce_word": args.ce_max, "bicleaner": args.bicleaner_min}
+        if args.thresholds:
+            filt, saved = load_thresholds(args.thresholds)
+            if args.filter == "none":
+                args.filter = filt
+        inputs = [args.mined] + ([args.second] if args.second else [])
+        kept_pairs = []
+        for k, path in enumerate(inputs):
+            mined = read_mined(path)
+            if args.bicleaner:
+                from triemine.filtering.bicleaner import score_bicleaner
+                src, tgt = (mined.tgt, mined.src) if k == 1 else (mined.src, mined.tgt)
+                scores = score_bicleaner(src, tgt, model_dir=args.bicleaner_model,
+                                         batch_size=args.batch_size)
+                mined = mined.with_column("bicleaner", scores)
+            th = dict(ths)
+            if args.thresholds:
+                vals = list(saved.values())
+                if k >= len(vals):
+                    raise InputError(f"no thresholds for input {k + 1}", args.thresholds)
+                th.update(vals[k])
+            need = {"none": [], "ce": ["ce_word"], "bicleaner": ["bicleaner"],
+                    "ce+bicleaner": ["ce_word", "bicleaner"]}[args.filter]
+            for c in need:
+                if th.get(c) is None:
+                    parser.error(f"filter {args.filter} needs a {c} threshold "
+                                 "(--thresholds, --ce-max or --bicleaner-min)")
+            keep = select(mined, args.filter, th)
+            print(f"{path}: kept {int(keep.sum())} of {len(mined)} rows "
+                  f"(filter={args.filter} thresholds={ {c: th[c] for c in need} })", file=sys.stderr)
+            kept = mined.take(np.flatnonzero(keep))
+            if args.output:
+                write_mined(kept, args.output)
+            rows = zip(kept.src, kept.tgt) if k == 0 else zip(kept.tgt, kept.src)
+            ids = zip(kept.src_ids, kept.tgt_ids) if k == 0 else zip(kept.tgt_ids, kept.src_ids)
+            kept_pairs.extend(zip(ids, rows))
+        if args.bitext:
+            seen = set()
+            with open(args.bitext, "w", encoding="utf-8") as fh:
+                for ids, (a, b) in kept_pairs:
+                    if ids not in seen:
+                        seen.add(ids)
+                        fh.write(f"{a}\t{b}\n")
+            print(f"{args.bitext}: {len(seen)} pairs", file=sys.stderr)
+        return 0
+
+    return _run("trie-mine-filter", body, parser, argv)
 
 
 def eval_main(argv: Optional[Sequence[str]] = None) -> int:
-    raise SystemExit("trie-mine-eval: not implemented yet")
+    """Precision, recall and F1 of mined pairs against a BUCC gold file, with a signature line."""
+    parser = argparse.ArgumentParser(
+        prog="trie-mine-eval", description=eval_main.__doc__,
+        epilog="One candidate per source is kept (best --rank-by value), then the filter is "
+               "applied. Without --thresholds the thresholds are tuned for best strict F1 on "
+               "--gold (optimistic; add --folds K for held-out estimates).")
+    parser.add_argument("mined", nargs="+", help="mining TSV (l1->l2); a second TSV is the "
+                        "l2->l1 direction, whose pairs are united with the first's")
+    parser.add_argument("--gold", required=True, help="BUCC gold file <l1>-<l2>.<split>.gold")
+    _add_bucc_args(parser)
+    parser.add_argument("--filter", choices=["none", "ce", "bicleaner", "ce+bicleaner"], default="none")
+    parser.add_argument("--rank-by", default="ce_word", choices=["ce_word", "ce_token", "score", "bicleaner"],
+                        help="column choosing the one candidate per source (default ce_word)")
+    parser.add_argument("--thresholds", metavar="JSON", help="apply these fixed thresholds instead of tuning")
+    parser.add_argument("--save-thresholds", metavar="JSON", help="store the thresholds used")
+    parser.add_argument("--folds", type=int, default=0,
+                        help="k-fold estimate: tune on k-1 folds of the l1 sentences, score the rest")
+    parser.add_argument("--seed", type=int, default=1234, help="fold assignment seed")
+    parser.add_argument("--json", metavar="FILE", help="also write all numbers as JSON")
+
+    def body(args: argparse.Namespace) -> int:
+        import json
+        from triemine.errors import InputError
+        from triemine.evaluation.bucc import read_bucc, read_mined
+        from triemine.evaluation.metrics import describe
+        from triemine.evaluation.pipeline import Direction, evaluate, load_thresholds, save_thresholds
+
+        if len(args.mined) > 2:
+            parser.error("at most two mining TSVs (one per direction)")
+        bucc = read_bucc(args.gold, args.src_corpus, args.tgt_corpus)
+        dirs = [Direction(read_mined(p), reverse=(i == 1)) for i, p in enumerate(args.mined)]
+        thresholds = None
+        source = None
+        if args.thresholds:
+            filt, thresholds = load_thresholds(args.thresholds)
+            if filt != args.filter:
+                raise InputError(f"thresholds are for filter {filt}, not {args.filter}", args.thresholds)
+            source = f"fixed:{args.thresholds}"
+        out = evaluate(dirs, bucc, args.filter, args.rank_by, thresholds, source, args.folds, args.seed)
+        if args.filter == "none":
+            print("thresholds: none (filter=none keeps every candidate)")
+        elif thresholds is None:
+            print(f"thresholds: tuned for best strict F1 on {bucc.gold_path} "
+                  f"(optimistic: same gold as scored): {out.threshold_text()}")
+        else:
+            print(f"thresholds: fixed, read from {args.thresholds}: {out.threshold_text()}")
+        print(f"candidates (one per source, best {args.rank_by}): {out.candidates}")
+        print(describe(out.strict, "strict  (ids must equal a gold pair)"))
+        print(describe(out.lenient, "lenient (also accepts a pair textually identical to a gold pair)"))
+        if out.folds:
+            for f, th, s, l in out.folds:
+                print(describe(s, f"fold {f} held-out strict [{out.threshold_text(th)}]"))
+            print(describe(out.heldout_strict, f"{args.folds}-fold pooled held-out strict"))
+            print(describe(out.heldout_lenient, f"{args.folds}-fold pooled held-out lenient"))
+        if args.save_thresholds:
+            save_thresholds(out, args.save_thresholds)
+            print(f"thresholds saved to {args.save_thresholds}")
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                json.dump(out.as_dict(), fh, indent=1)
+                fh.write("\n")
+        print(out.signature("strict"))
+        print(out.signature("lenient"))
+        if out.folds:
+            print(out.signature("heldout-strict", out.heldout_strict))
+        return 0
+
+    return _run("trie-mine-eval", body, parser, argv)

@@ -1,0 +1,302 @@
+"""BUCC evaluation of mined pairs: candidates, filters, thresholds (tuned or fixed), folds.
+
+Rules (stated in the docs too):
+
+1. **One target per source.** From the mining TSV (several rows per source possible) keep, for
+   every source, the row with the best ``rank_by`` value (default ``ce_word``, lowest wins; ties:
+   earliest row). This mirrors LASER's ``bucc.py``, which scores one best candidate per source.
+2. **Filter** the candidates: ``none`` keeps all; ``ce`` keeps ``ce_word <= t``; ``bicleaner``
+   keeps ``bicleaner >= t``; ``ce+bicleaner`` keeps the union of both selections.
+3. **Thresholds** are either tuned for best strict F1 on a gold set (LASER style) or read from a
+   JSON file written earlier with ``save_thresholds``; the signature always says which.
+4. **Two directions** (l1→l2 and l2→l1 TSVs): each direction gets its own candidates and
+   thresholds; the selected pairs are merged with ids in ``(l1-id, l2-id)`` order.
+5. **Folds**: with ``folds=k`` the l1 (source-language) ids of the corpus are split into k
+   seeded folds; thresholds are tuned on k-1 folds (their candidates and gold pairs) and applied
+   to the held-out fold. The pooled held-out scores estimate performance on unseen data.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from triemine.errors import InputError
+from triemine.evaluation.bucc import BuccSet, Mined, check_mined_ids, _lang_of
+from triemine.evaluation.metrics import (PRF, Pair, best_per_source, fold_of, gold_mask,
+                                         optimize_threshold, optimize_union, score_pairs,
+                                         score_pairs_lenient)
+
+FILTERS = ("none", "ce", "bicleaner", "ce+bicleaner")
+HIGHER_IS_BETTER = {"score": True, "ce_word": False, "ce_token": False, "bicleaner": True}
+THRESHOLDS_VERSION = 1
+
+
+@dataclass
+class Direction:
+    """One mining TSV and whether its sources are the gold set's l2 side (reverse direction)."""
+
+    mined: Mined
+    reverse: bool = False
+
+    @property
+    def label(self) -> str:
+        meta = self.mined.meta
+        s = _lang_of(str(meta["source"])) if meta.get("source") else None
+        t = _lang_of(str(meta["target"])) if meta.get("target") else None
+        return f"{s}-{t}" if s and t else ("l2-l1" if self.reverse else "l1-l2")
+
+
+@dataclass
+class Outcome:
+    """What one evaluation produced; ``signature()`` is the one-line summary."""
+
+    filter: str
+    rank_by: str
+    thresholds: Dict[str, Dict[str, float]]  # direction label -> {column: value}
+    threshold_source: str  # "tuned-on:<gold>" or "fixed:<file>" or "none"
+    strict: PRF
+    lenient: PRF
+    directions: List[str]
+    meta: Dict[str, object]
+    folds: List[Tuple[int, Dict[str, Dict[str, float]], PRF, PRF]] = field(default_factory=list)
+    heldout_strict: Optional[PRF] = None
+    heldout_lenient: Optional[PRF] = None
+    candidates: int = 0
+
+    def threshold_text(self, thresholds: Optional[Dict[str, Dict[str, float]]] = None) -> str:
+        thresholds = self.thresholds if thresholds is None else thresholds
+        if self.filter == "none":
+            return "none"
+        parts = []
+        for d, th in thresholds.items():
+            cond = []
+            if "ce_word" in th:
+                cond.append(f"ce_word<={th['ce_word']:.4f}")
+            if "bicleaner" in th:
+                cond.append(f"bicleaner>={th['bicleaner']:.4f}")
+            parts.append((f"{d}:" if len(thresholds) > 1 else "") + " or ".join(cond))
+        return ",".join(parts)
+
+    def signature(self, match: str = "strict", scores: Optional[PRF] = None) -> str:
+        scores = scores or (self.strict if match == "strict" else self.lenient)
+        m = self.meta
+        src = "" if self.filter == "none" else f"({self.threshold_source})"
+        return (f"model={m.get('model', 'unknown')}|dir={'+'.join(self.directions)}|"
+                f"mode={m.get('mode', 'unknown')}|beam={m.get('beam', 'unknown')}|"
+                f"rank={self.rank_by}|filter={self.filter}|threshold={self.threshold_text()}{src}|"
+                f"match={match}|{scores.short()}")
+
+    def as_dict(self) -> Dict[str, object]:
+        out: Dict[str, object] = {
+            "filter": self.filter, "rank_by": self.rank_by, "thresholds": self.thresholds,
+            "threshold_source": self.threshold_source, "directions": self.directions,
+            "strict": self.strict.as_dict(), "lenient": self.lenient.as_dict(),
+            "candidates": self.candidates,
+            "model": self.meta.get("model"), "mode": self.meta.get("mode"), "beam": self.meta.get("beam"),
+        }
+        if self.folds:
+            out["folds"] = [{"fold": f, "thresholds": th, "strict": s.as_dict(), "lenient": l.as_dict()}
+                            for f, th, s, l in self.folds]
+            out["heldout_strict"] = self.heldout_strict.as_dict() if self.heldout_strict else None
+            out["heldout_lenient"] = self.heldout_lenient.as_dict() if self.heldout_lenient else None
+        return out
+
+
+def _needed_columns(filt: str) -> Tuple[str, ...]:
+    return {"none": (), "ce": ("ce_word",), "bicleaner": ("bicleaner",),
+            "ce+bicleaner": ("ce_word", "bicleaner")}[filt]
+
+
+def candidates(mined: Mined, rank_by: str = "ce_word") -> Mined:
+    """One row per source: the best by ``rank_by`` (see module docstring)."""
+    if rank_by not in HIGHER_IS_BETTER:
+        raise InputError(f"cannot rank by {rank_by!r} (choose from {', '.join(HIGHER_IS_BETTER)})")
+    idx = best_per_source(mined.src_ids, mined.col(rank_by), HIGHER_IS_BETTER[rank_by])
+    return mined.take(idx)
+
+
+def select(cands: Mined, filt: str, th: Dict[str, float]) -> np.ndarray:
+    """Mask of candidates kept by filter ``filt`` with thresholds ``th``."""
+    n = len(cands)
+    if filt == "none":
+        return np.ones(n, dtype=bool)
+    keep = np.zeros(n, dtype=bool)
+    if "ce_word" in _needed_columns(filt):
+        keep |= cands.col("ce_word") <= th["ce_word"]
+    if "bicleaner" in _needed_columns(filt):
+        keep |= cands.col("bicleaner") >= th["bicleaner"]
+    return keep
+
+
+def tune(cands: Mined, filt: str, correct: np.ndarray, n_gold: int) -> Dict[str, float]:
+    """Best-F1 thresholds of ``filt`` on candidates with known gold status."""
+    if filt == "none":
+        return {}
+    if filt == "ce":
+        t, _ = optimize_threshold(cands.col("ce_word"), correct, n_gold, higher_is_better=False)
+        return {"ce_word": t}
+    if filt == "bicleaner":
+        t, _ = optimize_threshold(cands.col("bicleaner"), correct, n_gold, higher_is_better=True)
+        return {"bicleaner": t}
+    t_ce, t_bc, _ = optimize_union(cands.col("ce_word"), cands.col("bicleaner"), correct, n_gold)
+    return {"ce_word": t_ce, "bicleaner": t_bc}
+
+
+def _oriented(cands: Mined, reverse: bool) -> Tuple[List[str], List[str]]:
+    """(l1 ids, l2 ids) of the candidates."""
+    return (cands.tgt_ids, cands.src_ids) if reverse else (cands.src_ids, cands.tgt_ids)
+
+
+def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
+             rank_by: str = "ce_word", thresholds: Optional[Dict[str, Dict[str, float]]] = None,
+             thresholds_source: Optional[str] = None, folds: int = 0, seed: int = 1234) -> Outcome:
+    """Evaluate one or two directions against ``bucc`` (see module docstring).
+
+    ``thresholds=None`` tunes on ``bucc.gold``; otherwise the given per-direction thresholds are
+    applied unchanged (``thresholds_source`` names where they came from).
+    """
+    if filt not in FILTERS:
+        raise InputError(f"unknown filter {filt!r} (choose from {', '.join(FILTERS)})")
+    if not 1 <= len(directions) <= 2:
+        raise InputError("give one or two mining TSVs (one per translation direction)")
+    if folds == 1 or folds < 0:
+        raise InputError("folds must be 0 (no cross-validation) or at least 2")
+    gold: Set[Pair] = set(bucc.gold)
+    labels: List[str] = []
+    cands: List[Mined] = []
+    for d in directions:
+        for c in _needed_columns(filt):
+            d.mined.col(c)  # clear error when the column is missing
+        src, tgt = (bucc.tgt, bucc.src) if d.reverse else (bucc.src, bucc.tgt)
+        check_mined_ids(d.mined, src, tgt)
+        lab = d.label
+        if lab in ("l1-l2", "l2-l1"):  # no sidecar: name the direction from the BUCC set
+            lab = f"{bucc.l2}-{bucc.l1}" if d.reverse else f"{bucc.l1}-{bucc.l2}"
+        labels.append(lab)
+        cands.append(candidates(d.mined, rank_by))
+    if len(set(labels)) != len(labels):
+        labels = [f"{l}#{i + 1}" for i, l in enumerate(labels)]
+    meta = _merged_meta([d.mined.meta for d in directions])
+
+    def gold_flags(c: Mined, reverse: bool, gold_set: Set[Pair]) -> np.ndarray:
+        l1, l2 = _oriented(c, reverse)
+        return gold_mask(l1, l2, gold_set)
+
+    def selected_pairs(ths: Dict[str, Dict[str, float]], row_filter=None) -> Set[Pair]:
+        out: Set[Pair] = set()
+        for lab, c, d in zip(labels, cands, directions):
+            keep = select(c, filt, ths.get(lab, {}))
+            if row_filter is not None:
+                keep &= row_filter(c, d.reverse)
+            l1, l2 = _oriented(c, d.reverse)
+            out.update((l1[i], l2[i]) for i in np.flatnonzero(keep))
+        return out
+
+    src_text, tgt_text = bucc.src.text_of, bucc.tgt.text_of
+    if thresholds is None:
+        ths = {lab: tune(c, filt, gold_flags(c, d.reverse, gold), len(gold))
+               for lab, c, d in zip(labels, cands, directions)}
+        source = f"tuned-on:{os.path.basename(bucc.gold_path)}"
+    else:
+        ths = _match_thresholds(thresholds, labels, filt)
+        source = thresholds_source or "fixed"
+    if filt == "none":
+        source = "none"
+    pairs = selected_pairs(ths)
+    out = Outcome(filt, rank_by, ths, source, score_pairs(pairs, gold),
+                  score_pairs_lenient(pairs, gold, src_text, tgt_text), labels, meta,
+                  candidates=sum(len(c) for c in cands))
+
+    if folds >= 2:
+        assign = fold_of([], bucc.src.ids, folds, seed)
+        fold_l1 = lambda c, reverse: np.fromiter((assign.get(i, -1) for i in _oriented(c, reverse)[0]),  # noqa: E731
+                                                 dtype=np.int64, count=len(c))
+        cand_folds = [fold_l1(c, d.reverse) for c, d in zip(cands, directions)]
+        held_s, held_l = PRF(0, 0, 0), PRF(0, 0, 0)
+        for f in range(folds):
+            gold_in = {p for p in gold if assign[p[0]] == f}
+            gold_out = gold - gold_in
+            if thresholds is None:
+                fths = {}
+                for lab, c, d, cf in zip(labels, cands, directions, cand_folds):
+                    sub = c.take(np.flatnonzero(cf != f))
+                    fths[lab] = tune(sub, filt, gold_flags(sub, d.reverse, gold_out), len(gold_out))
+            else:
+                fths = ths
+            by_fold = {id(c): cf == f for c, cf in zip(cands, cand_folds)}
+            fpairs = selected_pairs(fths, row_filter=lambda c, _r: by_fold[id(c)])
+            s = score_pairs(fpairs, gold_in)
+            l = score_pairs_lenient(fpairs, gold_in, src_text, tgt_text)
+            out.folds.append((f, fths, s, l))
+            held_s, held_l = held_s + s, held_l + l
+        out.heldout_strict, out.heldout_lenient = held_s, held_l
+    return out
+
+
+def _merged_meta(metas: Sequence[Dict[str, object]]) -> Dict[str, object]:
+    out: Dict[str, object] = {}
+    for key in ("model", "mode", "beam", "nbest"):
+        vals = [str(m[key]) for m in metas if m.get(key) is not None]
+        uniq = list(dict.fromkeys(vals))
+        if uniq:
+            out[key] = "+".join(uniq)
+    if "model" in out:
+        out["model"] = "+".join(os.path.basename(str(m).rstrip("/")) for m in str(out["model"]).split("+"))
+    return out
+
+
+def _match_thresholds(thresholds: Dict[str, Dict[str, float]], labels: Sequence[str],
+                      filt: str) -> Dict[str, Dict[str, float]]:
+    if filt == "none":
+        return {lab: {} for lab in labels}
+    need = _needed_columns(filt)
+    out = {}
+    for i, lab in enumerate(labels):
+        th = thresholds.get(lab)
+        if th is None and len(thresholds) == len(labels):
+            th = list(thresholds.values())[i]  # same order as when they were saved
+        if th is None:
+            raise InputError(f"no thresholds for direction {lab} (have {', '.join(thresholds) or 'none'})")
+        missing = [c for c in need if c not in th]
+        if missing:
+            raise InputError(f"thresholds for {lab} lack {', '.join(missing)} needed by filter {filt}")
+        out[lab] = {c: float(th[c]) for c in need}
+    return out
+
+
+def save_thresholds(outcome: Outcome, path: os.PathLike | str) -> None:
+    """Store the chosen thresholds (and the scores they gave) as a small JSON file."""
+    data = {"version": THRESHOLDS_VERSION, "filter": outcome.filter, "rank_by": outcome.rank_by,
+            "thresholds": outcome.thresholds, "source": outcome.threshold_source,
+            "scores_where_chosen": outcome.strict.as_dict(), "signature": outcome.signature()}
+    with open(os.fspath(path), "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+
+
+def load_thresholds(path: os.PathLike | str) -> Tuple[str, Dict[str, Dict[str, float]]]:
+    """``(filter, thresholds)`` from a file written by :func:`save_thresholds`."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise InputError("thresholds file not found", path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", path, exc.lineno) from None
+    if not isinstance(data, dict) or data.get("version") != THRESHOLDS_VERSION or \
+            not isinstance(data.get("thresholds"), dict) or data.get("filter") not in FILTERS:
+        raise InputError(f"not a trie-mine thresholds file (version {THRESHOLDS_VERSION})", path)
+    ths: Dict[str, Dict[str, float]] = {}
+    for d, th in data["thresholds"].items():
+        if not isinstance(th, dict):
+            raise InputError(f"thresholds for {d} must be an object", path)
+        try:
+            ths[d] = {k: float(v) for k, v in th.items()}
+        except (TypeError, ValueError):
+            raise InputError(f"thresholds for {d} must be numbers", path) from None
+    return data["filter"], ths
