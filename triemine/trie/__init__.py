@@ -1,1 +1,16 @@
-"""triemine.trie"""
+"""Compact array trie of target sentences (see :mod:`triemine.trie.core` for the layout).
+
+``Trie`` is the data structure; ``build_trie_from_corpus`` turns a text corpus into one through
+sentencepiece and a fairseq dictionary (:mod:`triemine.trie.build`).
+"""
+from triemine.trie.core import FORMAT_VERSION, MAX_TOKEN, Trie
+
+__all__ = ["Trie", "FORMAT_VERSION", "MAX_TOKEN", "build_trie_from_corpus", "BuildStats",
+           "dictionary_fingerprint"]
+
+
+def __getattr__(name):  # lazy: the corpus path imports sentencepiece and fairseq
+    if name in ("build_trie_from_corpus", "BuildStats", "dictionary_fingerprint"):
+        from triemine.trie import build
+        return getattr(build, name)
+    raise AttributeError(name)
