@@ -1,0 +1,185 @@
+"""Check that an imported fairseq model computes what the CTranslate2 original computes.
+
+Three measurements on the same source sentences:
+
+* greedy and beam-k outputs, token for token (fairseq ``SequenceGenerator`` with ``lenpen=1``,
+  normalised scores vs ``ctranslate2.Translator.translate_batch`` with ``length_penalty=1``);
+* forced-decoding log-probabilities of CTranslate2's own output (``score_batch``), per token
+  including ``</s>``.
+
+CTranslate2 with ``compute_type="int8"`` also quantises activations, so the conversion itself is
+judged against ``compute_type="float32"`` (same dequantised weights); the int8 comparison is
+reported too and is expected to be somewhat lower.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from triemine.errors import InputError
+
+
+@dataclass
+class FidelityReport:
+    sentences: int
+    compute_type: str
+    beam_size: int
+    greedy_exact: float                 # fraction of sentences with identical greedy output
+    beam_exact: float                   # fraction with identical beam-k output
+    exact_match_rate: float             # mean of the two
+    score_max_abs_diff_per_token: float  # max over sentences of mean |Δ logprob| per token
+    score_mean_abs_diff_per_token: float
+    score_within_0_01: float            # fraction of sentences whose mean |Δ| per token <= 0.01
+    mismatches: List[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["mismatches"] = self.mismatches[:5]
+        return d
+
+
+class FairseqSide:
+    """An imported model plus its dictionaries, run the fairseq way."""
+
+    def __init__(self, model_dir, device: str = "cpu"):
+        from triemine.models.convert import load_fairseq_model
+        self.model, self.task = load_fairseq_model(model_dir, device)
+        self.src_dict = self.task.source_dictionary
+        self.tgt_dict = self.task.target_dictionary
+        self.device = device
+
+    def encode(self, pieces: Sequence[str], target: bool = False) -> torch.Tensor:
+        d = self.tgt_dict if target else self.src_dict
+        ids = [d.index(p) for p in pieces] + [d.eos()]
+        return torch.tensor(ids, dtype=torch.long)
+
+    def decode(self, ids) -> List[str]:
+        eos = self.tgt_dict.eos()
+        return [self.tgt_dict[i] for i in ids if i != eos]
+
+    def _batch(self, sources: List[List[str]]):
+        toks = [self.encode(s) for s in sources]
+        lengths = torch.tensor([len(t) for t in toks])
+        pad = self.src_dict.pad()
+        src = torch.full((len(toks), int(lengths.max())), pad, dtype=torch.long)
+        for i, t in enumerate(toks):  # fairseq's default: left-padded source
+            src[i, src.size(1) - len(t):] = t
+        return {"net_input": {"src_tokens": src.to(self.device),
+                              "src_lengths": lengths.to(self.device)}}
+
+    @torch.no_grad()
+    def translate(self, sources: List[List[str]], beam_size: int, max_len_b: int = 256):
+        from fairseq.sequence_generator import SequenceGenerator
+        gen = SequenceGenerator([self.model], self.tgt_dict, beam_size=beam_size,
+                                max_len_a=0, max_len_b=max_len_b, len_penalty=1.0,
+                                normalize_scores=True)
+        out = gen.generate([self.model], self._batch(sources))
+        return [self.decode(hyps[0]["tokens"].tolist()) for hyps in out]
+
+    @torch.no_grad()
+    def score(self, sources: List[List[str]], targets: List[List[str]]) -> List[np.ndarray]:
+        """Per-token log-probabilities of ``targets`` (each ends with ``</s>``)."""
+        batch = self._batch(sources)
+        tgt = [self.encode(t, target=True) for t in targets]
+        eos, pad = self.tgt_dict.eos(), self.tgt_dict.pad()
+        tmax = max(len(t) for t in tgt)
+        prev = torch.full((len(tgt), tmax), pad, dtype=torch.long)
+        gold = torch.full((len(tgt), tmax), pad, dtype=torch.long)
+        for i, t in enumerate(tgt):
+            gold[i, :len(t)] = t
+            prev[i, 0] = eos
+            prev[i, 1:len(t)] = t[:-1]
+        net = batch["net_input"]
+        logits, _ = self.model(net["src_tokens"], net["src_lengths"], prev.to(self.device))
+        lp = torch.log_softmax(logits.float(), dim=-1)
+        tok_lp = lp.gather(-1, gold.to(self.device).unsqueeze(-1)).squeeze(-1).cpu()
+        return [tok_lp[i, :len(t)].numpy() for i, t in enumerate(tgt)]
+
+
+class CT2Side:
+    def __init__(self, ct2_dir, compute_type: str = "float32"):
+        import ctranslate2
+        self.translator = ctranslate2.Translator(str(ct2_dir), device="cpu",
+                                                 compute_type=compute_type, inter_threads=1,
+                                                 intra_threads=1)
+
+    def translate(self, sources: List[List[str]], beam_size: int, max_len: int = 256):
+        res = self.translator.translate_batch(sources, beam_size=beam_size, length_penalty=1.0,
+                                              max_decoding_length=max_len)
+        return [r.hypotheses[0] for r in res]
+
+    def score(self, sources: List[List[str]], targets: List[List[str]]) -> List[np.ndarray]:
+        res = self.translator.score_batch(sources, targets)
+        return [np.asarray(r.log_probs, dtype=np.float32) for r in res]
+
+
+def tokenize_sources(spm_path, texts: Sequence[str]) -> List[List[str]]:
+    import sentencepiece as spm
+    path = Path(spm_path)
+    if not path.is_file():
+        raise InputError("source sentencepiece model not found", path)
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    return [sp.encode(t, out_type=str) for t in texts]
+
+
+def compare(fairseq_side: FairseqSide, ct2_side: CT2Side, sources: List[List[str]],
+            beam_size: int = 4, batch_size: int = 16, compute_type: str = "float32",
+            progress: bool = True) -> FidelityReport:
+    """Compare greedy, beam-``beam_size`` and forced scores on tokenised ``sources``."""
+    if not sources:
+        raise InputError("no sentences to compare")
+    greedy_ok = beam_ok = 0
+    diffs: List[float] = []
+    mismatches: List[dict] = []
+    bar = tqdm(total=len(sources), desc=f"fidelity ({compute_type})", disable=not progress,
+               unit="sent")
+    for start in range(0, len(sources), batch_size):
+        chunk = sources[start:start + batch_size]
+        for beam, counter in ((1, "greedy"), (beam_size, "beam")):
+            fs = fairseq_side.translate(chunk, beam)
+            ct = ct2_side.translate(chunk, beam)
+            for j, (a, b) in enumerate(zip(fs, ct)):
+                if a == b:
+                    if counter == "greedy":
+                        greedy_ok += 1
+                    else:
+                        beam_ok += 1
+                elif len(mismatches) < 20:
+                    mismatches.append({"index": start + j, "search": counter,
+                                       "fairseq": " ".join(a), "ctranslate2": " ".join(b)})
+            if counter == "beam":
+                targets = ct
+        fs_lp = fairseq_side.score(chunk, targets)
+        ct_lp = ct2_side.score(chunk, targets)
+        for a, b in zip(fs_lp, ct_lp):
+            if len(a) != len(b):
+                raise RuntimeError(f"score lengths differ: fairseq {len(a)} vs ct2 {len(b)}")
+            diffs.append(float(np.mean(np.abs(a - b))))
+        bar.update(len(chunk))
+    bar.close()
+    n = len(sources)
+    diffs_arr = np.asarray(diffs)
+    return FidelityReport(
+        sentences=n, compute_type=compute_type, beam_size=beam_size,
+        greedy_exact=greedy_ok / n, beam_exact=beam_ok / n,
+        exact_match_rate=(greedy_ok + beam_ok) / (2 * n),
+        score_max_abs_diff_per_token=float(diffs_arr.max()),
+        score_mean_abs_diff_per_token=float(diffs_arr.mean()),
+        score_within_0_01=float(np.mean(diffs_arr <= 0.01)), mismatches=mismatches)
+
+
+def check_fidelity(ct2_dir, model_dir, texts: Sequence[str], beam_size: int = 4,
+                   compute_types: Sequence[str] = ("float32",), spm_path=None,
+                   progress: bool = True) -> Dict[str, FidelityReport]:
+    """Tokenise ``texts`` with the model's source sentencepiece and compare per compute type."""
+    spm_path = spm_path or Path(model_dir) / "source.spm"
+    sources = tokenize_sources(spm_path, texts)
+    fs = FairseqSide(model_dir)
+    return {ct: compare(fs, CT2Side(ct2_dir, ct), sources, beam_size=beam_size, compute_type=ct,
+                        progress=progress)
+            for ct in compute_types}
