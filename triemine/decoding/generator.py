@@ -1,0 +1,209 @@
+"""Algorithm 1 of Chen et al. (2020) as a fairseq-compatible generator.
+
+:class:`TrieSequenceGenerator` has the interface of fairseq's ``SequenceGenerator``
+(``generate(models, sample)`` -> per sentence a list of hypothesis dicts, best first), so the
+``trie_translation`` task returns it from ``build_generator`` and the miner calls it directly.
+Compared with running :class:`~triemine.decoding.search.TrieConstrainedBeamSearch` inside the stock
+generator it:
+
+* keeps exactly ``B - |matches|`` live hypotheses per sentence (the top ``B - m`` candidates of
+  each step; an EOS candidate among them becomes a match, the others stay live);
+* removes a sentence from the batch as soon as it has ``B`` matches **or its live beam is empty**
+  (post-expansion early stop; the sentence keeps what it matched, possibly nothing);
+* runs at most ``trie.depth`` steps (the longest trie sequence, EOS included), forcing EOS on
+  the last one, so it never asks for a position past the trie;
+* reports the total log-probability, the token count and the matched target line ids.
+
+With ``search=None`` it is the same shrinking-beam search without a trie (the unconstrained
+baseline).  All per-step work is batched tensor operations plus one or two batched trie calls; the
+only Python loop runs over *finished* hypotheses to build the result dicts.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+
+class TrieSequenceGenerator(nn.Module):
+    """Shrinking-beam (Algorithm 1) generator; trie-constrained when ``search`` is given.
+
+    Args:
+        models: fairseq models (an ensemble) or an ``EnsembleModel``.
+        tgt_dict: target dictionary.
+        search: a :class:`TrieConstrainedBeamSearch` (mode pre/post) or None (unconstrained).
+        beam_size: B.
+        max_len_a, max_len_b: unconstrained maximum output length ``a * src_len + b`` (tokens,
+            EOS excluded); with a trie the limit is the trie depth.
+        len_penalty: hypotheses are ranked by ``total / n_tokens ** len_penalty`` (fairseq's
+            normalised score, ``n_tokens`` includes EOS).
+    """
+
+    def __init__(self, models, tgt_dict, search=None, beam_size: int = 5, max_len_a: float = 0,
+                 max_len_b: int = 200, len_penalty: float = 1.0, **_ignored):
+        super().__init__()
+        from fairseq.sequence_generator import EnsembleModel
+
+        self.model = models if isinstance(models, EnsembleModel) else EnsembleModel(models)
+        self.model.eval()
+        self.tgt_dict = tgt_dict
+        self.pad = tgt_dict.pad()
+        self.eos = tgt_dict.eos()
+        self.vocab_size = len(tgt_dict)
+        self.search = search
+        self.beam_size = min(int(beam_size), self.vocab_size - 1)
+        self.model.set_decoder_beam_size(self.beam_size)
+        self.max_len_a = max_len_a
+        self.max_len_b = max_len_b
+        self.len_penalty = len_penalty
+        self.stats = {"steps": 0, "sentences": 0, "early_stopped": 0}
+
+    def cuda(self):
+        self.model.cuda()
+        return self
+
+    @torch.no_grad()
+    def generate(self, models, sample: Dict[str, Dict[str, Tensor]], **kwargs):
+        return self._generate(sample)
+
+    @torch.no_grad()
+    def forward(self, sample, **kwargs):
+        return self._generate(sample)
+
+    def n_steps(self, src_len: int) -> int:
+        """Decoding steps (tokens including EOS) allowed for a batch with ``src_len`` columns."""
+        cap = self.model.max_decoder_positions() - 1
+        if self.search is not None:
+            return max(1, min(int(self.search.trie.depth), cap))
+        return max(1, min(int(self.max_len_a * src_len + self.max_len_b) + 1, cap))
+
+    def _generate(self, sample) -> List[List[Dict[str, Tensor]]]:
+        net_input = sample["net_input"]
+        src_tokens = net_input["src_tokens"]
+        device = src_tokens.device
+        bsz, src_len = src_tokens.size()[:2]
+        B, V, eos = self.beam_size, self.vocab_size, self.eos
+        search = self.search
+        n_steps = self.n_steps(src_len)
+        self.stats["sentences"] += bsz
+
+        encoder_outs = self.model.forward_encoder(net_input)
+        order = torch.arange(bsz, device=device).repeat_interleave(B)
+        encoder_outs = self.model.reorder_encoder_out(encoder_outs, order)
+        incremental_states = [{} for _ in range(self.model.models_size)]
+
+        rows = bsz * B
+        tokens = torch.full((rows, n_steps + 1), self.pad, dtype=torch.long, device=device)
+        tokens[:, 0] = eos
+        step_scores = torch.zeros(rows, n_steps, device=device)
+        cum = torch.full((rows,), -math.inf, device=device)
+        cum[::B] = 0.0  # only the first slot of every sentence is live at step 0
+        nodes = torch.full((rows,), -1, dtype=torch.long, device=device)
+        if search is not None:
+            nodes[::B] = search.root
+        n_match = torch.zeros(bsz, dtype=torch.long, device=device)
+        sent_ids = torch.arange(bsz, device=device)
+        slot = torch.arange(B, device=device).unsqueeze(0)
+        finalized: List[List[Dict[str, Tensor]]] = [[] for _ in range(bsz)]
+        nb = bsz
+
+        for step in range(n_steps):
+            self.stats["steps"] += 1
+            if search is not None and search.debug and step > 0:
+                search.check_nodes(tokens[:, 1: step + 1], nodes, torch.isfinite(cum))
+            lprobs, _ = self.model.forward_decoder(tokens[:, : step + 1], encoder_outs,
+                                                   incremental_states, 1.0)
+            lprobs[lprobs != lprobs] = -math.inf
+            lprobs[:, self.pad] = -math.inf
+            if step == 0:
+                lprobs[:, eos] = -math.inf  # min length 1, as fairseq's default
+            if step == n_steps - 1:  # last step: only EOS
+                keep = lprobs[:, eos].clone()
+                lprobs.fill_(-math.inf)
+                lprobs[:, eos] = keep
+            if search is not None and search.mode == "pre":
+                lprobs += search.allowed_mask(nodes, V, lprobs.dtype)
+
+            cand = (lprobs + cum.unsqueeze(1)).view(nb, B * V)
+            cand_scores, cand_idx = torch.topk(cand, k=B, dim=1)
+            beams = torch.div(cand_idx, V, rounding_mode="trunc")
+            toks = cand_idx.fmod(V)
+            src_rows = beams + (torch.arange(nb, device=device) * B).unsqueeze(1)
+            if search is not None:
+                cand_nodes = search.advance(nodes[src_rows], toks)
+                if search.mode == "post":
+                    cand_scores = cand_scores.masked_fill(cand_nodes < 0, -math.inf)
+                    cand_scores, perm = torch.sort(cand_scores, dim=1, descending=True, stable=True)
+                    toks, src_rows = toks.gather(1, perm), src_rows.gather(1, perm)
+                    cand_nodes = cand_nodes.gather(1, perm)
+            else:
+                cand_nodes = torch.full_like(toks, -1)
+            # Algorithm 1: only the best B - |matches| candidates survive
+            cand_scores = cand_scores.masked_fill(slot >= (B - n_match).unsqueeze(1), -math.inf)
+            valid = torch.isfinite(cand_scores)
+            is_eos = valid & toks.eq(eos)
+            live = valid & ~is_eos
+            prev_cum = cum[src_rows]
+            tok_scores = torch.where(valid, cand_scores - prev_cum, torch.zeros_like(cand_scores))
+
+            if bool(is_eos.any()):
+                self._finalize(step, is_eos, src_rows, tokens, step_scores, tok_scores,
+                               cand_scores, cand_nodes, sent_ids, finalized)
+                n_match = n_match + is_eos.sum(1)
+
+            if step == n_steps - 1:
+                break
+            done = (n_match >= B) | ~live.any(1)
+            self.stats["early_stopped"] += int((~live.any(1) & (n_match < B)).sum())
+            keep_sents = (~done).nonzero().squeeze(1)
+            if keep_sents.numel() == 0:
+                break
+            reorder = src_rows[keep_sents].reshape(-1)
+            tokens = tokens[reorder]
+            tokens[:, step + 1] = toks[keep_sents].reshape(-1)
+            step_scores = step_scores[reorder]
+            step_scores[:, step] = tok_scores[keep_sents].reshape(-1)
+            cum = cand_scores.masked_fill(~live, -math.inf)[keep_sents].reshape(-1)
+            nodes = cand_nodes.masked_fill(~live, -1)[keep_sents].reshape(-1)
+            n_match = n_match[keep_sents]
+            sent_ids = sent_ids[keep_sents]
+            nb = keep_sents.numel()
+            self.model.reorder_incremental_state(incremental_states, reorder)
+            encoder_outs = self.model.reorder_encoder_out(encoder_outs, reorder)
+
+        for hyps in finalized:
+            hyps.sort(key=lambda h: (-float(h["score"]), h["tokens"].tolist()))
+        return finalized
+
+    def _finalize(self, step, is_eos, src_rows, tokens, step_scores, tok_scores, cand_scores,
+                  cand_nodes, sent_ids, finalized) -> None:
+        s_idx, j_idx = is_eos.nonzero(as_tuple=True)
+        rws = src_rows[s_idx, j_idx]
+        fin_tokens = torch.cat([tokens[rws, 1: step + 1],
+                                torch.full((rws.numel(), 1), self.eos, dtype=torch.long,
+                                           device=tokens.device)], dim=1)
+        fin_pos = torch.cat([step_scores[rws, :step], tok_scores[s_idx, j_idx].unsqueeze(1)], dim=1)
+        totals = cand_scores[s_idx, j_idx]
+        n_tok = step + 1
+        norm = totals / (n_tok ** self.len_penalty)
+        nodes = cand_nodes[s_idx, j_idx].tolist()
+        sents = sent_ids[s_idx].tolist()
+        trie = self.search.trie if self.search is not None else None
+        for i, sent in enumerate(sents):  # one iteration per finished hypothesis
+            line_ids = (np.asarray(trie.terminal_ids(nodes[i]), dtype=np.int64)
+                        if trie is not None else np.empty(0, dtype=np.int64))
+            finalized[sent].append({
+                "tokens": fin_tokens[i].cpu(),
+                "score": norm[i].cpu(),
+                "total_score": float(totals[i]),
+                "n_tokens": n_tok,
+                "positional_scores": fin_pos[i].cpu(),
+                "attention": torch.empty(0),
+                "alignment": torch.empty(0),
+                "node": nodes[i],
+                "line_ids": line_ids,
+            })

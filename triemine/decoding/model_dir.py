@@ -1,0 +1,152 @@
+"""Load a trie-mine model directory.
+
+Convention (written by ``trie-mine-import`` for OPUS-MT and by ``triemine.decoding.testing`` for
+the tiny test model)::
+
+    DIR/checkpoint.pt          fairseq checkpoint carrying its cfg
+    DIR/dict.<src>.txt         fairseq source dictionary
+    DIR/dict.<tgt>.txt         fairseq target dictionary
+    DIR/source.spm             source sentencepiece model
+    DIR/target.spm             optional target sentencepiece model (else pass target_spm)
+    DIR/triemine-model.json    {"format": 1, "source_lang": ..., "target_lang": ..., ...}
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, List, Optional
+
+from triemine.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+
+def dictionary_fingerprint(dictionary) -> str:
+    """The trie package's fingerprint of a fairseq dictionary (what its token ids mean)."""
+    from triemine.trie import dictionary_fingerprint as trie_fingerprint
+
+    return trie_fingerprint(dictionary)
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class ModelDir:
+    """A loaded model directory: fairseq models, task, dictionaries and sentencepiece models."""
+
+    path: Path
+    models: List[Any]
+    task: Any
+    cfg: Any
+    src_dict: Any
+    tgt_dict: Any
+    source_spm_path: Path
+    target_spm_path: Optional[Path]
+    meta: dict = field(default_factory=dict)
+    _sp_src: Any = None
+    _sp_tgt: Any = None
+
+    @property
+    def model(self):
+        return self.models[0]
+
+    @property
+    def source_spm(self):
+        if self._sp_src is None:
+            import sentencepiece as spm
+            self._sp_src = spm.SentencePieceProcessor(model_file=str(self.source_spm_path))
+        return self._sp_src
+
+    @property
+    def target_spm(self):
+        if self._sp_tgt is None:
+            if self.target_spm_path is None:
+                raise InputError("model directory has no target.spm; pass a target sentencepiece "
+                                 "model (--target-spm)", self.path)
+            import sentencepiece as spm
+            self._sp_tgt = spm.SentencePieceProcessor(model_file=str(self.target_spm_path))
+        return self._sp_tgt
+
+    @property
+    def max_source_positions(self) -> int:
+        return int(self.model.max_positions()[0]) if isinstance(self.model.max_positions(), tuple) \
+            else int(self.model.max_positions())
+
+    def encode_source(self, text: str):
+        """Source text -> sentencepiece pieces -> source dictionary ids (ending in EOS)."""
+        pieces = self.source_spm.encode(text, out_type=str)
+        return self.src_dict.encode_line(" ".join(pieces), append_eos=True,
+                                         add_if_not_exist=False).long()
+
+    def encode_target(self, text: str):
+        pieces = self.target_spm.encode(text, out_type=str)
+        return self.tgt_dict.encode_line(" ".join(pieces), append_eos=True,
+                                         add_if_not_exist=False).long()
+
+    def decode_target(self, ids) -> str:
+        """Target ids (EOS optional) -> detokenised text."""
+        eos = self.tgt_dict.eos()
+        pieces = [self.tgt_dict[int(i)] for i in ids if int(i) != eos]
+        return self.target_spm.decode_pieces(pieces) if self.target_spm_path else \
+            "".join(pieces).replace("\u2581", " ").strip()
+
+
+def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
+    """Load ``path`` (see module docstring). Missing files raise :class:`InputError`."""
+    import torch  # noqa: F401
+    # registers the trie_translation task (and Marian architectures when available)
+    import triemine.decoding.task  # noqa: F401
+    try:
+        import triemine.models.marian  # noqa: F401
+    except ImportError:  # the Marian architecture is only needed for imported OPUS-MT models
+        pass
+    from fairseq import checkpoint_utils
+
+    root = Path(path)
+    if not root.is_dir():
+        raise InputError("model directory does not exist", root)
+    meta_path = root / "triemine-model.json"
+    if not meta_path.is_file():
+        raise InputError("missing triemine-model.json (not a trie-mine model directory)", root)
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"unreadable JSON: {exc}", meta_path) from None
+    if meta.get("format") != 1:
+        raise InputError(f"unsupported model directory format {meta.get('format')!r} (expected 1)",
+                         meta_path)
+    src, tgt = meta.get("source_lang"), meta.get("target_lang")
+    if not src or not tgt:
+        raise InputError("source_lang/target_lang missing", meta_path)
+    required = [root / "checkpoint.pt", root / f"dict.{src}.txt", root / f"dict.{tgt}.txt",
+                root / "source.spm"]
+    for req in required:
+        if not req.is_file():
+            raise InputError("missing model file", req)
+    tspm = Path(target_spm) if target_spm is not None else root / "target.spm"
+    if target_spm is not None and not tspm.is_file():
+        raise InputError("target sentencepiece model not found", tspm)
+    if not tspm.is_file():
+        tspm = None
+    overrides = {"data": str(root), "source_lang": src, "target_lang": tgt}
+    try:
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+            [str(root / "checkpoint.pt")], arg_overrides=overrides)
+    except (RuntimeError, KeyError, EOFError, OSError) as exc:
+        raise InputError(f"cannot load fairseq checkpoint: {exc}", root / "checkpoint.pt") from None
+    for m in models:
+        m.eval()
+        if device != "cpu":
+            m.to(device)
+    return ModelDir(path=root, models=models, task=task, cfg=cfg, src_dict=task.source_dictionary,
+                    tgt_dict=task.target_dictionary, source_spm_path=root / "source.spm",
+                    target_spm_path=tspm, meta=meta)

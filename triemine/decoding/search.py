@@ -1,0 +1,184 @@
+"""Trie-constrained beam search (Chen et al., 2020, Algorithm 1) as a fairseq ``Search``.
+
+Every hypothesis carries the id of its trie node (``-1``: dead, i.e. it left the trie or the slot is
+unused).  Per decoding step the work is a handful of batched calls, with no Python loop over
+hypotheses or tokens:
+
+* **pre-expansion** (``mode="pre"``): one ``trie.children_many`` call gives the allowed
+  ``(row, token)`` pairs of all hypotheses; one ``index_put_`` builds an additive ``0/-inf`` mask
+  that is added to the log-probabilities before top-k, so only continuations inside the trie can
+  be chosen.
+* **post-expansion** (``mode="post"``): ordinary top-k over the unconstrained distribution, then one
+  ``trie.step_many`` call advances all candidates; candidates that left the trie get ``-inf`` and
+  are re-sorted behind the surviving ones (the beam shrinks; a sentence whose candidates all left
+  the trie has an empty beam).
+
+Algorithm 1's shrinking beam is applied in both modes: a sentence that has ``m`` matches (finished
+hypotheses, i.e. EOS reached inside the trie) keeps only its best ``B - m`` candidates per step;
+the others are set to ``-inf``.  The class works inside fairseq's stock ``SequenceGenerator``
+(``fairseq-generate``/``fairseq-interactive`` via the plugin), where ``-inf`` candidates become dead
+beam slots that can never be finalised (fairseq's ``eos_mask`` requires a finite score).  The
+miner uses :class:`triemine.decoding.generator.TrieSequenceGenerator`, which additionally drops
+sentences whose live beam is empty (early stop) and stops at the trie depth.
+
+Edge cases, none of which trips a fairseq assertion:
+
+* node with fewer children than the beam: the remaining candidates are ``-inf`` and become dead
+  slots (node ``-1``, all-``-inf`` rows afterwards);
+* dead ends cannot occur in pre-expansion (every trie path ends in EOS); in post-expansion a
+  sentence whose candidates all left the trie keeps only dead slots;
+* max length: ``stop_on_max_len`` is set, so stock fairseq stops at ``max_len`` instead of asserting
+  that every sentence has finished; the task sets ``max_len_b`` to the trie depth so that every
+  trie sequence is reachable.  EOS forced at ``max_len`` is only finalised when it is a trie
+  continuation (pre: masked; post: dropped).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+import torch
+from fairseq.search import Search
+from torch import Tensor
+
+MODES = ("pre", "post")
+
+
+class TrieConsistencyError(AssertionError):
+    """Raised in debug mode when a cached trie node disagrees with a walk from the root."""
+
+
+class TrieConstrainedBeamSearch(Search):
+    """Beam search constrained to the sequences of ``trie`` (pre- or post-expansion).
+
+    Args:
+        tgt_dict: fairseq target dictionary (the trie must hold ids of this dictionary).
+        trie: a :class:`triemine.trie.Trie` whose sequences end in ``tgt_dict.eos()``.
+        mode: ``"pre"`` or ``"post"``.
+        debug: check every live hypothesis's cached node against a walk from the root each step.
+        shrink_beam: Algorithm 1's live beam ``B - |matches|`` (default on).
+    """
+
+    def __init__(self, tgt_dict, trie, mode: str = "pre", debug: bool = False,
+                 shrink_beam: bool = True):
+        super().__init__(tgt_dict)
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if int(trie.eos) != self.eos:
+            raise ValueError(f"trie EOS id {trie.eos} differs from the dictionary's {self.eos}")
+        self.trie = trie
+        self.mode = mode
+        self.debug = debug
+        self.shrink_beam = shrink_beam
+        self.stop_on_max_len = True
+        self.root = int(getattr(trie, "root", 0))
+        self.nodes: Optional[Tensor] = None       # (bsz, beam) node of every beam slot
+        self.cand_nodes: Optional[Tensor] = None  # (bsz, cand) node of every candidate
+        self.n_match: Optional[Tensor] = None     # (bsz,) matches found so far
+        self.debug_checks = 0                     # number of hypotheses verified (debug mode)
+
+    # -- vectorised building blocks (shared with TrieSequenceGenerator) ---------------------------
+
+    def allowed_mask(self, nodes: Tensor, vocab_size: int, dtype=torch.float32) -> Tensor:
+        """Additive mask ``(len(nodes), vocab_size)``: 0 for trie children, ``-inf`` elsewhere.
+
+        Rows whose node is ``-1`` are entirely ``-inf``.  One batched trie call, one scatter.
+        """
+        flat = nodes.reshape(-1)
+        offsets, keys, _ = self.trie.children_many(flat.cpu().numpy())
+        counts = torch.from_numpy(np.diff(offsets))
+        rows = torch.repeat_interleave(torch.arange(flat.numel()), counts)
+        mask = torch.full((flat.numel(), vocab_size), -math.inf, dtype=dtype)
+        mask[rows, torch.from_numpy(keys)] = 0.0
+        return mask.to(nodes.device)
+
+    def advance(self, nodes: Tensor, tokens: Tensor) -> Tensor:
+        """Child of each node by each token (``-1`` where absent or node is ``-1``)."""
+        out = self.trie.step_many(nodes.reshape(-1).cpu().numpy(), tokens.reshape(-1).cpu().numpy())
+        return torch.from_numpy(np.asarray(out, dtype=np.int64)).view(nodes.shape).to(nodes.device)
+
+    def walk(self, prefixes: Tensor) -> Tensor:
+        """Nodes reached from the root by each row of ``prefixes`` (rows x t, no BOS)."""
+        nodes = torch.full((prefixes.size(0),), self.root, dtype=torch.long, device=prefixes.device)
+        for t in range(prefixes.size(1)):  # debug only: one batched call per position
+            nodes = self.advance(nodes, prefixes[:, t])
+        return nodes
+
+    def check_nodes(self, prefixes: Tensor, nodes: Tensor, live: Tensor) -> None:
+        """Debug check: the cached node of every live hypothesis equals a walk from the root."""
+        nodes = nodes.reshape(-1)
+        live = live.reshape(-1)
+        walked = self.walk(prefixes)
+        bad = live & ((walked != nodes) | (nodes < 0))
+        if bool(bad.any()):
+            r = int(bad.nonzero()[0])
+            raise TrieConsistencyError(
+                f"hypothesis row {r}: cached trie node {int(nodes[r])} but walking its prefix "
+                f"{prefixes[r].tolist()} from the root gives {int(walked[r])}")
+        self.debug_checks += int(live.sum())
+
+    # -- fairseq Search interface ---------------------------------------------------------------
+
+    @torch.jit.export
+    def init_constraints(self, batch_constraints: Optional[Tensor], beam_size: int):
+        self.nodes = None
+        self.cand_nodes = None
+        self.n_match = None
+
+    def step(self, step: int, lprobs: Tensor, scores: Optional[Tensor],
+             prev_output_tokens: Optional[Tensor] = None,
+             original_batch_idxs: Optional[Tensor] = None):
+        bsz, beam_size, vocab_size = lprobs.size()
+        device = lprobs.device
+        if step == 0 or self.nodes is None:
+            self.nodes = torch.full((bsz, beam_size), self.root, dtype=torch.long, device=device)
+            self.n_match = torch.zeros(bsz, dtype=torch.long, device=device)
+        nodes = self.nodes
+        if self.debug and step > 0 and prev_output_tokens is not None:
+            live = torch.isfinite(scores[:, :, step - 1]).reshape(-1)
+            self.check_nodes(prev_output_tokens[:, 1: step + 1], nodes, live)
+
+        if self.mode == "pre":
+            mask = self.allowed_mask(nodes, vocab_size, lprobs.dtype)
+            lprobs = lprobs + mask.view(bsz, beam_size, vocab_size)
+        else:
+            lprobs = lprobs.masked_fill((nodes < 0).unsqueeze(-1), -math.inf)
+
+        if step == 0:  # all beam slots are identical: expand the first only
+            lprobs = lprobs[:, ::beam_size, :].contiguous()
+        else:
+            lprobs = lprobs + scores[:, :, step - 1].unsqueeze(-1)
+
+        flat = lprobs.view(bsz, -1)
+        k = min(2 * beam_size, flat.size(1) - 1)  # -1 so we never select pad
+        cand_scores, cand_idx = torch.topk(flat, k=k)
+        cand_beams = torch.div(cand_idx, vocab_size, rounding_mode="trunc")
+        cand_tokens = cand_idx.fmod(vocab_size)
+        cand_nodes = self.advance(nodes.gather(1, cand_beams), cand_tokens)
+        if self.mode == "post":
+            cand_scores = cand_scores.masked_fill(cand_nodes < 0, -math.inf)
+            cand_scores, order = torch.sort(cand_scores, dim=1, descending=True, stable=True)
+            cand_tokens = cand_tokens.gather(1, order)
+            cand_beams = cand_beams.gather(1, order)
+            cand_nodes = cand_nodes.gather(1, order)
+        if self.shrink_beam:
+            live_beam = (beam_size - self.n_match).clamp(min=0)
+            pos = torch.arange(k, device=device).unsqueeze(0)
+            cand_scores = cand_scores.masked_fill(pos >= live_beam.unsqueeze(1), -math.inf)
+        finite = torch.isfinite(cand_scores)
+        cand_nodes = cand_nodes.masked_fill(~finite, -1)
+        # fairseq finalises the finite EOS candidates among the first beam_size positions
+        new_matches = (finite & cand_tokens.eq(self.eos))[:, :beam_size].sum(1)
+        self.n_match = self.n_match + new_matches
+        self.cand_nodes = cand_nodes
+        return cand_scores, cand_tokens, cand_beams
+
+    @torch.jit.export
+    def prune_sentences(self, batch_idxs: Tensor):
+        self.cand_nodes = self.cand_nodes[batch_idxs]
+        self.n_match = self.n_match[batch_idxs]
+
+    @torch.jit.export
+    def update_constraints(self, active_hypos: Tensor):
+        self.nodes = torch.gather(self.cand_nodes, 1, active_hypos)

@@ -1,0 +1,116 @@
+"""fairseq task ``trie_translation``: ``translation`` with trie-constrained beam search.
+
+Use through the plugin::
+
+    fairseq-generate DATA --user-dir $(trie-mine-user-dir) --task trie_translation \
+        --path DIR/checkpoint.pt --trie targets.trie --trie-mode pre --beam 5
+
+Options: ``--trie FILE`` (a :class:`triemine.trie.Trie` saved with ``Trie.save``),
+``--trie-mode pre|post``, ``--trie-debug`` (verify cached trie nodes every step) and
+``--trie-generator algorithm1|fairseq``: ``algorithm1`` (default) is
+:class:`~triemine.decoding.generator.TrieSequenceGenerator` (shrinking beam, early stop, stops at
+the trie depth); ``fairseq`` runs :class:`~triemine.decoding.search.TrieConstrainedBeamSearch`
+inside fairseq's stock ``SequenceGenerator`` with ``max_len_b`` set to the trie depth.
+
+Registration is idempotent: fairseq's ``register_task`` returns the existing class when the name is
+already registered, and this module is imported once whether it comes from Python or
+``--user-dir``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from fairseq.tasks import TASK_REGISTRY, register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+from triemine.errors import InputError
+
+TASK_NAME = "trie_translation"
+
+
+def load_trie_for_dict(path, tgt_dict):
+    """Load a trie file and check it was built for ``tgt_dict`` (EOS id, size, fingerprint)."""
+    from triemine.trie import Trie
+
+    trie = Trie.load(path)
+    check_trie_dict(trie, tgt_dict, path)
+    return trie
+
+
+def check_trie_dict(trie, tgt_dict, path=None) -> None:
+    """Raise :class:`InputError` if ``trie`` was built for another dictionary than ``tgt_dict``."""
+    from triemine.decoding.model_dir import dictionary_fingerprint
+
+    meta = getattr(trie, "metadata", {}) or {}
+    if int(trie.eos) != tgt_dict.eos():
+        raise InputError(f"trie EOS id {trie.eos} differs from the model dictionary's "
+                         f"{tgt_dict.eos()}: trie built for another dictionary", path)
+    size = meta.get("dict_size")
+    if size is not None and int(size) != len(tgt_dict):
+        raise InputError(f"trie built for a dictionary of {size} symbols, the model's has "
+                         f"{len(tgt_dict)}: rebuild the trie with this model", path)
+    fp = meta.get("dict_fingerprint")
+    if fp is not None and fp != dictionary_fingerprint(tgt_dict):
+        raise InputError("trie built for another dictionary (fingerprint differs): rebuild it "
+                         "with this model's target dictionary", path)
+    keys = getattr(trie, "keys", None)
+    if keys is not None and len(keys) > 1 and int(keys[1:].max()) >= len(tgt_dict):
+        raise InputError(f"trie holds token id {int(keys[1:].max())} but the model dictionary "
+                         f"has {len(tgt_dict)} symbols", path)
+
+
+@dataclass
+class TrieTranslationConfig(TranslationConfig):
+    trie: Optional[str] = field(default=None, metadata={"help": "trie file (Trie.save format)"})
+    trie_mode: str = field(default="pre", metadata={"help": "pre | post expansion"})
+    trie_debug: bool = field(default=False, metadata={
+        "help": "check every live hypothesis's cached trie node against a walk from the root"})
+    trie_generator: str = field(default="algorithm1", metadata={
+        "help": "algorithm1 (shrinking beam, early stop) | fairseq (stock SequenceGenerator)"})
+
+
+if TASK_NAME in TASK_REGISTRY:  # imported twice under different module names: reuse
+    TrieTranslationTask = TASK_REGISTRY[TASK_NAME]
+else:
+    @register_task(TASK_NAME, dataclass=TrieTranslationConfig)
+    class TrieTranslationTask(TranslationTask):
+        """``translation`` whose generator is constrained to the target sentences of a trie."""
+
+        cfg: TrieTranslationConfig
+
+        def __init__(self, cfg, src_dict, tgt_dict):
+            super().__init__(cfg, src_dict, tgt_dict)
+            self._trie = None
+
+        @property
+        def trie(self):
+            if self._trie is None:
+                if not self.cfg.trie:
+                    raise InputError("--trie FILE is required by --task trie_translation")
+                self._trie = load_trie_for_dict(self.cfg.trie, self.target_dictionary)
+            return self._trie
+
+        def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None,
+                            prefix_allowed_tokens_fn=None):
+            from triemine.decoding.generator import TrieSequenceGenerator
+            from triemine.decoding.search import TrieConstrainedBeamSearch
+
+            mode = self.cfg.trie_mode
+            if mode not in ("pre", "post"):
+                raise InputError(f"--trie-mode must be pre or post, got {mode!r}")
+            search = TrieConstrainedBeamSearch(self.target_dictionary, self.trie, mode=mode,
+                                               debug=bool(self.cfg.trie_debug))
+            beam = getattr(args, "beam", 5)
+            lenpen = getattr(args, "lenpen", 1.0)
+            if self.cfg.trie_generator == "fairseq":
+                from fairseq.sequence_generator import SequenceGenerator
+                return SequenceGenerator(
+                    models, self.target_dictionary, beam_size=beam, max_len_a=0,
+                    max_len_b=int(self.trie.depth), min_len=getattr(args, "min_len", 1),
+                    normalize_scores=not getattr(args, "unnormalized", False), len_penalty=lenpen,
+                    unk_penalty=getattr(args, "unkpen", 0.0), search_strategy=search)
+            if self.cfg.trie_generator != "algorithm1":
+                raise InputError("--trie-generator must be algorithm1 or fairseq")
+            return TrieSequenceGenerator(models, self.target_dictionary, search=search,
+                                         beam_size=beam, len_penalty=lenpen)
