@@ -34,7 +34,39 @@ def _run(prog: str, body: Callable[[argparse.Namespace], int], parser: argparse.
 # ---------------------------------------------------------------------------------------------
 
 def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
-    raise SystemExit("trie-build: not implemented yet")
+    """Build the compact trie of a target corpus (plain text or BUCC TSV id<TAB>sentence)."""
+    parser = argparse.ArgumentParser(prog="trie-build", description=trie_build_main.__doc__)
+    parser.add_argument("corpus", help="target-side corpus: one sentence per line, or id<TAB>sentence")
+    parser.add_argument("-o", "--output", required=True, help="trie file to write")
+    parser.add_argument("--spm", required=True, help="sentencepiece model of the target side")
+    parser.add_argument("--dict", required=True, dest="dict_path",
+                        help="fairseq dictionary (dict.txt) of the model's target side")
+    parser.add_argument("--nbest", type=int, default=1,
+                        help="insert up to K distinct sentencepiece segmentations per line (default 1)")
+    parser.add_argument("--format", choices=("auto", "plain", "tsv"), default="auto",
+                        help="corpus format (auto: TSV when every non-empty line is id<TAB>text)")
+    parser.add_argument("--unk", choices=("error", "map"), default="error",
+                        help="a piece missing from the dictionary: error (default) or map to <unk>")
+    parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    def body(args: argparse.Namespace) -> int:
+        import json
+        from triemine.trie.build import build_trie_from_corpus
+        if args.nbest < 1:
+            parser.error("--nbest must be >= 1")
+        trie, stats = build_trie_from_corpus(args.corpus, args.spm, args.dict_path, nbest=args.nbest,
+                                             format=args.format, unk=args.unk,
+                                             progress=not args.quiet)
+        trie.save(args.output)
+        if args.json:
+            print(json.dumps(dict(stats.as_dict(), output=args.output)))
+        else:
+            print(stats.report())
+            print(f"written {args.output}")
+        return 0
+
+    return _run("trie-build", body, parser, argv)
 
 
 # ---------------------------------------------------------------------------------------------
