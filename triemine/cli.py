@@ -129,9 +129,9 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--bicleaner-min", type=float, help="keep bicleaner >= this")
     parser.add_argument("--bicleaner", action="store_true",
                         help="score rows with the local Bicleaner model (adds column 'bicleaner')")
-    parser.add_argument("--bicleaner-model", help="Bicleaner model dir (default: "
-                        "<cache>/bicleaner/zh-en, built by scripts/bicleaner_train.py)")
-    parser.add_argument("--batch-size", type=int, default=2000, help="pairs per Bicleaner batch")
+    parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its dir (default: "
+                        "<cache>/bicleaner/zh-en/zh-en.yaml, built by scripts/bicleaner_train.py)")
+    parser.add_argument("--batch-size", type=int, default=5000, help="pairs per Bicleaner batch")
 
     def body(args: argparse.Namespace) -> int:
         import numpy as np
@@ -155,7 +155,7 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
             if args.bicleaner:
                 from triemine.filtering.bicleaner import score_bicleaner
                 src, tgt = (mined.tgt, mined.src) if k == 1 else (mined.src, mined.tgt)
-                scores = score_bicleaner(src, tgt, model_dir=args.bicleaner_model,
+                scores = score_bicleaner(src, tgt, model=args.bicleaner_model,
                                          batch_size=args.batch_size)
                 mined = mined.with_column("bicleaner", scores)
             th = dict(ths)

@@ -1,0 +1,277 @@
+"""BUCC evaluation: readers, P/R/F1, LASER-style threshold search, lenient matching, folds, CLI."""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from triemine.cli import eval_main
+from triemine.errors import InputError
+from triemine.evaluation.bucc import bucc_files, read_bucc, read_gold, read_mined, write_mined
+from triemine.evaluation.metrics import (PRF, best_per_source, optimize_threshold, score_pairs,
+                                         score_pairs_lenient)
+from triemine.evaluation.pipeline import Direction, evaluate, load_thresholds, save_thresholds
+from triemine.paths import BUCC_ZH_EN, shared_path
+
+HEADER = "src_id\ttgt_id\tscore\tce_word\tce_token\tsrc\ttgt\n"
+
+
+def write_tsv(path, rows, header=HEADER, meta=None):
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(header)
+        for r in rows:
+            fh.write("\t".join(str(x) for x in r) + "\n")
+    if meta is not None:
+        with open(str(path) + ".meta.json", "w") as fh:
+            json.dump(meta, fh)
+    return str(path)
+
+
+@pytest.fixture
+def tiny_bucc(tmp_path):
+    """A hand-made BUCC set: zh s3 repeats s1's text, en e4 repeats e1's text."""
+    d = tmp_path / "bucc"
+    d.mkdir()
+    (d / "zh-en.tiny.zh").write_text("zh-1\t你好\nzh-2\t谢谢\nzh-3\t你好\nzh-4\t再见\nzh-5\t猫\n", encoding="utf-8")
+    (d / "zh-en.tiny.en").write_text("en-1\thello\nen-2\tthanks\nen-3\tbye\nen-4\thello\nen-5\tdog\n",
+                                     encoding="utf-8")
+    (d / "zh-en.tiny.gold").write_text("zh-1\ten-1\nzh-2\ten-2\nzh-4\ten-3\n", encoding="utf-8")
+    return read_bucc(d / "zh-en.tiny.gold")
+
+
+def row(s, t, ce, bucc, score=-1.0):
+    return (s, t, score, ce, ce, bucc.src.text_of(s), bucc.tgt.text_of(t))
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------
+
+def test_prf_arithmetic():
+    s = PRF(correct=3, predicted=4, gold=6)
+    assert s.precision == 0.75 and s.recall == 0.5
+    assert math.isclose(s.f1, 2 * 0.75 * 0.5 / 1.25)
+    assert PRF(0, 0, 5).f1 == 0.0 and PRF(0, 0, 5).precision == 0.0
+
+
+def test_score_pairs_strict_dedups_predictions():
+    gold = [("a", "1"), ("b", "2")]
+    s = score_pairs([("a", "1"), ("a", "1"), ("c", "3")], gold)
+    assert (s.correct, s.predicted, s.gold) == (1, 2, 2)
+
+
+def test_optimize_threshold_finds_known_best_cut():
+    # lower is better (cross-entropy). Best F1 keeps the first three values (2 correct of 2 gold
+    # plus one wrong one between them): P=2/3, R=1 -> F1=0.8; keeping only the first gives 0.667.
+    values = np.array([0.1, 0.5, 0.3, 0.9, 0.7])
+    correct = np.array([True, False, True, False, False])
+    thr, s = optimize_threshold(values, correct, n_gold=2, higher_is_better=False)
+    assert math.isclose(thr, 0.4)  # midpoint between 0.3 (kept) and 0.5 (dropped)
+    assert (s.correct, s.predicted) == (2, 2)
+    assert s.f1 == 1.0
+    # same data, higher is better: values negated give the same cut, threshold -0.4
+    thr2, s2 = optimize_threshold(-values, correct, 2, higher_is_better=True)
+    assert math.isclose(thr2, -0.4) and s2 == s
+
+
+def test_optimize_threshold_keeps_ties_together_and_reproduces_scores():
+    values = np.array([1.0, 1.0, 2.0, 3.0])
+    correct = np.array([True, False, True, True])
+    thr, s = optimize_threshold(values, correct, n_gold=3, higher_is_better=False)
+    keep = values <= thr
+    assert score_pairs([(str(i), "x") for i in np.flatnonzero(keep)],
+                       [(str(i), "x") for i in np.flatnonzero(correct)]) == s
+    assert keep.sum() in (2, 3, 4)  # never splits the tie at 1.0
+
+
+def test_optimize_threshold_brute_force_agreement():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        n = int(rng.integers(1, 30))
+        values = rng.integers(0, 8, n).astype(float)
+        correct = rng.random(n) < 0.4
+        n_gold = int(correct.sum()) + int(rng.integers(0, 3))
+        thr, s = optimize_threshold(values, correct, max(n_gold, 1), higher_is_better=True)
+        best = max(PRF(int((correct & (values >= t)).sum()), int((values >= t).sum()), max(n_gold, 1)).f1
+                   for t in np.append(np.unique(values), np.inf))
+        assert math.isclose(s.f1, best)
+        kept = values >= thr
+        assert PRF(int((correct & kept).sum()), int(kept.sum()), max(n_gold, 1)) == s
+
+
+def test_best_per_source_picks_best_and_earliest_tie():
+    ids = ["a", "b", "a", "b", "c"]
+    ce = np.array([2.0, 1.0, 1.0, 1.0, 5.0])
+    assert best_per_source(ids, ce, higher_is_better=False).tolist() == [1, 2, 4]
+    assert best_per_source(ids, ce, higher_is_better=True).tolist() == [0, 1, 4]
+
+
+def test_lenient_counts_textual_duplicates(tiny_bucc):
+    b = tiny_bucc
+    # zh-3 has the same text as zh-1 and en-4 the same as en-1: (zh-3, en-4) is textually gold
+    pred = [("zh-3", "en-4"), ("zh-2", "en-2"), ("zh-5", "en-5")]
+    strict = score_pairs(pred, b.gold)
+    lenient = score_pairs_lenient(pred, b.gold, b.src.text_of, b.tgt.text_of)
+    assert (strict.correct, lenient.correct) == (1, 2)
+    # one-to-one: two textual copies of one gold pair validate only one prediction
+    pred2 = [("zh-1", "en-1"), ("zh-3", "en-4")]
+    assert score_pairs_lenient(pred2, b.gold, b.src.text_of, b.tgt.text_of).correct == 1
+
+
+# --------------------------------------------------------------------------------------------
+# readers and errors
+# --------------------------------------------------------------------------------------------
+
+def test_shared_bucc_sample_reads():
+    gold = shared_path(*BUCC_ZH_EN, "zh-en.sample.gold")
+    l1, l2, split, p1, p2 = bucc_files(gold)
+    assert (l1, l2, split) == ("zh", "en", "sample") and p1.endswith(".zh") and p2.endswith(".en")
+    b = read_bucc(gold)
+    assert len(b.src.ids) == 8624 and len(b.tgt.ids) == 13589 and len(b.gold) == 257
+    assert b.gold[0] == ("zh-000000057", "en-000008530")
+
+
+def test_perfect_prediction_on_shared_gold_scores_one(tmp_path):
+    b = read_bucc(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"))
+    rows = [row(s, t, 0.5, b) for s, t in b.gold]
+    # a worse second candidate for every gold source must not hurt (one per source)
+    rows += [row(s, b.tgt.ids[0], 3.0, b) for s, _ in b.gold if b.tgt.ids[0] != _]
+    path = write_tsv(tmp_path / "m.tsv", rows)
+    out = evaluate([Direction(read_mined(path))], b, "none")
+    assert (out.strict.precision, out.strict.recall, out.strict.f1) == (1.0, 1.0, 1.0)
+    assert out.lenient.f1 == 1.0
+
+
+def test_mined_tsv_errors(tmp_path, tiny_bucc):
+    b = tiny_bucc
+    good = row("zh-1", "en-1", 0.5, b)
+    p = write_tsv(tmp_path / "a.tsv", [good[:5]])
+    with pytest.raises(InputError, match=r"a\.tsv:2: expected 7 tab-separated columns"):
+        read_mined(p)
+    p = write_tsv(tmp_path / "b.tsv", [good], header="src_id\ttgt_id\tscore\tsrc\ttgt\n")
+    with pytest.raises(InputError, match=r"b\.tsv:1: header lacks column\(s\) ce_word, ce_token"):
+        read_mined(p)
+    p = write_tsv(tmp_path / "c.tsv", [good, ("zh-2", "en-2", "nan", 1, 1, "x", "y")])
+    with pytest.raises(InputError, match=r"c\.tsv:3: column score: nan is not a finite number"):
+        read_mined(p)
+    p = write_tsv(tmp_path / "d.tsv", [("zh-2", "en-2", -1, "abc", 1, "x", "y")])
+    with pytest.raises(InputError, match=r"d\.tsv:2: column ce_word: not a number"):
+        read_mined(p)
+    p = write_tsv(tmp_path / "e.tsv", [good], header="")
+    with pytest.raises(InputError, match=r"e\.tsv:1: missing header"):
+        read_mined(p)
+    p = write_tsv(tmp_path / "f.tsv", [good, ("zh-9", "en-2", -1, 1, 1, "x", "y")])
+    with pytest.raises(InputError, match=r"f\.tsv:3: source id 'zh-9' is not in"):
+        evaluate([Direction(read_mined(p))], b)
+    p = write_tsv(tmp_path / "g.tsv", [("zh-2", "en-77", -1, 1, 1, "x", "y")])
+    with pytest.raises(InputError, match=r"g\.tsv:2: target id 'en-77' is not in"):
+        evaluate([Direction(read_mined(p))], b)
+
+
+def test_gold_errors(tmp_path, tiny_bucc):
+    g = tmp_path / "x.gold"
+    g.write_text("zh-1\ten-1\nzh-2 en-2\n")
+    with pytest.raises(InputError, match=r"x\.gold:2: expected 'src-id<TAB>tgt-id'"):
+        read_gold(g)
+    d = os.path.dirname(tiny_bucc.gold_path)
+    bad = os.path.join(d, "zh-en.bad.gold")
+    for ext in ("zh", "en"):
+        os.link(os.path.join(d, f"zh-en.tiny.{ext}"), os.path.join(d, f"zh-en.bad.{ext}"))
+    with open(bad, "w") as fh:
+        fh.write("zh-1\ten-1\nzh-2\ten-99\n")
+    with pytest.raises(InputError, match=r"zh-en\.bad\.gold:2: target id 'en-99' is not in"):
+        read_bucc(bad)
+
+
+def test_write_mined_round_trip(tmp_path, tiny_bucc):
+    b = tiny_bucc
+    p = write_tsv(tmp_path / "m.tsv", [row("zh-1", "en-1", 0.123456789, b), row("zh-2", "en-3", 2.5, b)],
+                  meta={"model": "m", "mode": "pre", "beam": 5})
+    m = read_mined(p).with_column("bicleaner", np.array([0.9, 0.1]))
+    write_mined(m, tmp_path / "out.tsv")
+    m2 = read_mined(tmp_path / "out.tsv")
+    assert m2.columns[-1] == "bicleaner" and m2.col("bicleaner").tolist() == [0.9, 0.1]
+    assert m2.col("ce_word").tolist() == [0.123456789, 2.5] and m2.src == m.src
+    assert m2.meta["beam"] == 5
+
+
+# --------------------------------------------------------------------------------------------
+# pipeline: tuning, fixed thresholds, folds, directions
+# --------------------------------------------------------------------------------------------
+
+def test_tuned_ce_threshold_and_transfer(tmp_path, tiny_bucc):
+    b = tiny_bucc
+    rows = [row("zh-1", "en-1", 0.2, b), row("zh-1", "en-2", 0.9, b),  # second candidate ignored
+            row("zh-2", "en-2", 0.4, b), row("zh-4", "en-5", 0.6, b), row("zh-5", "en-5", 1.5, b)]
+    path = write_tsv(tmp_path / "m.tsv", rows, meta={"model": "/x/opus-mt-zh-en", "mode": "pre", "beam": 4,
+                                                     "source": "zh-en.tiny.zh", "target": "zh-en.tiny.en"})
+    out = evaluate([Direction(read_mined(path))], b, "ce")
+    assert math.isclose(out.thresholds["zh-en"]["ce_word"], 0.5)
+    assert (out.strict.correct, out.strict.predicted, out.strict.gold) == (2, 2, 3)
+    sig = out.signature()
+    assert sig.startswith("model=opus-mt-zh-en|dir=zh-en|mode=pre|beam=4|rank=ce_word|filter=ce|"
+                          "threshold=ce_word<=0.5000(tuned-on:zh-en.tiny.gold)|match=strict|")
+    assert sig.endswith("P=1.0000|R=0.6667|F1=0.8000")
+    save_thresholds(out, tmp_path / "th.json")
+    filt, ths = load_thresholds(tmp_path / "th.json")
+    assert filt == "ce" and math.isclose(ths["zh-en"]["ce_word"], 0.5)
+    # a stricter fixed threshold applied elsewhere gives different, reproducible numbers
+    fixed = evaluate([Direction(read_mined(path))], b, "ce", thresholds={"zh-en": {"ce_word": 0.3}},
+                     thresholds_source="fixed:th.json")
+    assert (fixed.strict.correct, fixed.strict.predicted) == (1, 1)
+    assert "threshold=ce_word<=0.3000(fixed:th.json)" in fixed.signature()
+
+
+def test_folds_tune_on_other_folds(tmp_path):
+    b = read_bucc(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"))
+    rng = np.random.default_rng(3)
+    rows = [row(s, t, float(rng.uniform(0, 1)), b) for s, t in b.gold]
+    rows += [row(s, b.tgt.ids[k], float(rng.uniform(0.8, 2)), b) for k, s in enumerate(b.src.ids[:400])
+             if (s, b.tgt.ids[k]) not in set(b.gold) and s not in {g[0] for g in b.gold}]
+    path = write_tsv(tmp_path / "m.tsv", rows)
+    out = evaluate([Direction(read_mined(path))], b, "ce", folds=2)
+    assert len(out.folds) == 2
+    assert out.heldout_strict.gold == 257
+    # each fold's thresholds differ from the all-data tuning in general and the pooled numbers
+    # add up from the folds
+    assert sum(f[2].correct for f in out.folds) == out.heldout_strict.correct
+    assert out.heldout_strict.f1 <= out.strict.f1 + 1e-9
+
+
+def test_union_of_directions(tmp_path, tiny_bucc):
+    b = tiny_bucc
+    fwd = write_tsv(tmp_path / "zh-en.tsv", [row("zh-1", "en-1", 0.2, b), row("zh-5", "en-5", 0.3, b)])
+    # reverse direction: sources are en ids
+    bwd = write_tsv(tmp_path / "en-zh.tsv", [("en-2", "zh-2", -1, 0.2, 0.2, "thanks", "谢谢"),
+                                              ("en-1", "zh-1", -1, 0.1, 0.1, "hello", "你好")])
+    one = evaluate([Direction(read_mined(fwd))], b, "none")
+    both = evaluate([Direction(read_mined(fwd)), Direction(read_mined(bwd), reverse=True)], b, "none")
+    assert (one.strict.correct, one.strict.predicted) == (1, 2)
+    assert (both.strict.correct, both.strict.predicted) == (2, 3)  # (zh-1,en-1) counted once
+    assert "dir=zh-en+en-zh" in both.signature()
+
+
+def test_cli_eval_prints_signature_and_saves(tmp_path, tiny_bucc, capsys):
+    b = tiny_bucc
+    path = write_tsv(tmp_path / "m.tsv", [row("zh-1", "en-1", 0.2, b), row("zh-5", "en-5", 0.9, b)])
+    th = tmp_path / "th.json"
+    assert eval_main([path, "--gold", b.gold_path, "--filter", "ce", "--save-thresholds", str(th)]) == 0
+    out = capsys.readouterr().out
+    assert "thresholds: tuned for best strict F1" in out
+    assert "|filter=ce|threshold=ce_word<=" in out and "match=lenient" in out
+    assert eval_main([path, "--gold", b.gold_path, "--filter", "ce", "--thresholds", str(th)]) == 0
+    assert "thresholds: fixed, read from" in capsys.readouterr().out
+    # thresholds for another filter are refused clearly
+    assert eval_main([path, "--gold", b.gold_path, "--filter", "bicleaner", "--thresholds", str(th)]) == 2
+    assert "thresholds are for filter ce" in capsys.readouterr().err
+
+
+def test_cli_eval_bad_input_is_one_line(tmp_path, tiny_bucc, capsys):
+    p = write_tsv(tmp_path / "m.tsv", [("zh-1", "en-1", "-inf", 1, 1, "a", "b")])
+    assert eval_main([p, "--gold", tiny_bucc.gold_path]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trie-mine-eval: error: ") and "m.tsv:2: column score" in err
+    assert "Traceback" not in err
