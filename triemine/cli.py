@@ -94,7 +94,52 @@ def user_dir_main(argv: Optional[Sequence[str]] = None) -> int:
 # ---------------------------------------------------------------------------------------------
 
 def import_main(argv: Optional[Sequence[str]] = None) -> int:
-    raise SystemExit("trie-mine-import: not implemented yet")
+    """Convert a CTranslate2 transformer (e.g. OPUS-MT) into a fairseq model directory."""
+    parser = argparse.ArgumentParser(
+        prog="trie-mine-import", description=import_main.__doc__,
+        epilog="Writes OUT/checkpoint.pt, OUT/dict.SRC.txt, OUT/dict.TGT.txt, OUT/source.spm, "
+               "OUT/target.spm (given, copied from CT2_DIR, or recovered) and "
+               "OUT/triemine-model.json. Default OUT for the shared OPUS-MT model: "
+               "$TRIEMINE_CACHE/models/opus-mt-zh-en.")
+    parser.add_argument("ct2_dir", metavar="CT2_DIR", nargs="?",
+                        help="CTranslate2 model directory (default: the shared OPUS-MT zh-en)")
+    parser.add_argument("-o", "--output", metavar="OUT", help="output model directory")
+    parser.add_argument("-s", "--source-lang", default="zh")
+    parser.add_argument("-t", "--target-lang", default="en")
+    parser.add_argument("--target-spm", metavar="PATH",
+                        help="the model's real target sentencepiece model, copied to OUT")
+    parser.add_argument("--no-recover-target", action="store_true",
+                        help="without --target-spm, do not recover a target sentencepiece model")
+    parser.add_argument("--check", type=int, default=0, metavar="N",
+                        help="afterwards compare N BUCC zh sample sentences with CTranslate2")
+
+    def body(args: argparse.Namespace) -> int:
+        from pathlib import Path
+
+        from triemine.models.convert import import_ct2_model
+        from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
+
+        ct2_dir = Path(args.ct2_dir) if args.ct2_dir else shared_path(*OPUS_MT_ZH_EN_CT2)
+        out = Path(args.output) if args.output else cache_root() / "models" / "opus-mt-zh-en"
+        import_ct2_model(ct2_dir, out, args.source_lang, args.target_lang,
+                         target_spm=args.target_spm, recover_target=not args.no_recover_target)
+        print(f"wrote {out}", file=sys.stderr)
+        if args.check > 0:
+            import json
+
+            from triemine.models.fidelity import check_fidelity
+            from triemine.paths import BUCC_ZH_EN
+            texts = []
+            with open(shared_path(*BUCC_ZH_EN, "zh-en.sample.zh"), encoding="utf-8") as f:
+                for line in f:
+                    texts.append(line.rstrip("\n").split("\t", 1)[-1])
+                    if len(texts) >= args.check:
+                        break
+            reports = check_fidelity(ct2_dir, out, texts)
+            print(json.dumps({k: v.as_dict() for k, v in reports.items()}, ensure_ascii=False))
+        return 0
+
+    return _run("trie-mine-import", body, parser, argv)
 
 
 # ---------------------------------------------------------------------------------------------

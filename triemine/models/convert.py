@@ -424,8 +424,13 @@ def _checkpoint_args(out_dir: Path, source_lang: str, target_lang: str, model_ar
 
 
 def import_ct2_model(ct2_dir, out_dir, source_lang: str = "zh", target_lang: str = "en",
-                     target_spm=None) -> Path:
-    """Convert ``ct2_dir`` into a fairseq model directory ``out_dir``; returns ``out_dir``."""
+                     target_spm=None, recover_target: bool = True) -> Path:
+    """Convert ``ct2_dir`` into a fairseq model directory ``out_dir``; returns ``out_dir``.
+
+    ``target_spm`` (a sentencepiece model file) is copied to ``OUT/target.spm``; without it, a
+    ``target.spm`` in ``ct2_dir`` is copied, else (``recover_target``) the segmenter recovers one
+    from the shared vocabulary and the source model (slow: it translates a sample).
+    """
     import triemine.models.marian  # noqa: F401  (registers the architecture)
 
     ct2_dir = Path(ct2_dir)
@@ -453,14 +458,19 @@ def import_ct2_model(ct2_dir, out_dir, source_lang: str = "zh", target_lang: str
     if src_spm.is_file():
         shutil.copyfile(src_spm, out_dir / "source.spm")
     target_status = None
+    (out_dir / "target.spm").unlink(missing_ok=True)
     if target_spm is not None:
         shutil.copyfile(target_spm, out_dir / "target.spm")
         target_status = "given"
     elif (ct2_dir / "target.spm").is_file():
         shutil.copyfile(ct2_dir / "target.spm", out_dir / "target.spm")
         target_status = "given"
-    else:
+    elif recover_target and src_spm.is_file():
         target_status = _recover_target_spm(ct2_dir, out_dir / "target.spm")
+    elif recover_target:
+        import sys
+        print(f"note: {ct2_dir} has neither a target nor a source sentencepiece model; no "
+              f"target.spm written (pass --target-spm PATH)", file=sys.stderr)
     meta = {
         "format": 1, "source_lang": source_lang, "target_lang": target_lang,
         "origin": str(ct2_dir.resolve()), "spec": model.spec, "revision": model.revision,
