@@ -302,6 +302,8 @@ def test_foreign_version_trailing_and_inconsistent_files(trie_file, tmp_path):
             Trie.load(bad)
     with pytest.raises(TrieFormatError, match="cannot open"):
         Trie.load(tmp_path / "missing.trie")
+    with pytest.raises(TrieFormatError, match="directory"):
+        Trie.load(tmp_path)
     # a structurally broken first_child with a *valid* checksum is still refused
     trie = Trie.load(trie_file)
     fc = np.array(trie.first_child)

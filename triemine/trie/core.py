@@ -158,7 +158,10 @@ class Trie(TrieCore):
     def contains(self, seq: Sequence[int]) -> bool:
         """Whether ``seq`` (including its EOS) was inserted."""
         node = self.walk(seq)
-        return node > 0 and self.terminal_range(node)[1] > self.terminal_range(node)[0]
+        if node <= 0:
+            return False
+        a, b = self.terminal_range(node)
+        return b > a
 
     __contains__ = contains
 
@@ -257,6 +260,8 @@ class Trie(TrieCore):
         """
         p = os.fspath(path)
         try:
+            if os.path.isdir(p):
+                raise IsADirectoryError(21, "is a directory")
             size = os.path.getsize(p)
         except OSError as exc:
             raise TrieFormatError(f"cannot open trie file: {exc.strerror}", p) from None
