@@ -313,3 +313,12 @@ def test_foreign_version_trailing_and_inconsistent_files(trie_file, tmp_path):
     broken.save(bad)
     with pytest.raises(TrieFormatError, match="structure"):
         Trie.load(bad)
+
+
+def test_node_limit_is_a_clear_error(monkeypatch):
+    """Offsets are uint32: a trie beyond the limit fails clearly (limit lowered to test it)."""
+    import triemine.trie.core as core
+    monkeypatch.setattr(core, "MAX_NODES", 10)
+    Trie.build([(5, 6, 7, EOS), (5, 6, 8, EOS)])  # 7 nodes: fine
+    with pytest.raises(InputError, match="exceed 10 nodes"):
+        Trie.build([(5, 6, 7, EOS), (9, 10, 11, 12, EOS), (13, EOS)])
