@@ -105,6 +105,8 @@ def test_piece_missing_from_dictionary(tiny, tmp_path, capsys):
     assert err.startswith(f"trie-build: error: {corpus}:3: sentencepiece piece {missing!r} "
                           f"is not in the dictionary")
     assert not (tmp_path / "x.trie").exists()
+    assert trie_build_main(argv[:-1] + [str(tmp_path / "no-dir" / "x.trie"), "--unk", "map"]) == 2
+    assert "cannot write the trie" in capsys.readouterr().err
     assert trie_build_main(argv + ["--unk", "map", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert stats["unk_lines"] == 1 and stats["empty_lines"] == [1, 2] and stats["sentences"] == 1

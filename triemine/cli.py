@@ -58,7 +58,11 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
         trie, stats = build_trie_from_corpus(args.corpus, args.spm, args.dict_path, nbest=args.nbest,
                                              format=args.format, unk=args.unk,
                                              progress=not args.quiet)
-        trie.save(args.output)
+        try:
+            trie.save(args.output)
+        except OSError as exc:
+            from triemine.errors import InputError
+            raise InputError(f"cannot write the trie: {exc.strerror}", args.output) from None
         if args.json:
             print(json.dumps(dict(stats.as_dict(), output=args.output)))
         else:
