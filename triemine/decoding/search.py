@@ -100,10 +100,11 @@ class TrieConstrainedBeamSearch(Search):
 
     def walk(self, prefixes: Tensor) -> Tensor:
         """Nodes reached from the root by each row of ``prefixes`` (rows x t, no BOS)."""
-        nodes = torch.full((prefixes.size(0),), self.root, dtype=torch.long, device=prefixes.device)
-        for t in range(prefixes.size(1)):  # debug only: one batched call per position
-            nodes = self.advance(nodes, prefixes[:, t])
-        return nodes
+        nodes = np.full(prefixes.size(0), self.root, dtype=np.int64)
+        toks = prefixes.cpu().numpy().astype(np.int64)
+        for t in range(toks.shape[1]):  # debug only: one batched call per position
+            nodes = np.asarray(self.trie.step_many(nodes, np.ascontiguousarray(toks[:, t])))
+        return torch.from_numpy(nodes).to(prefixes.device)
 
     def check_nodes(self, prefixes: Tensor, nodes: Tensor, live: Tensor) -> None:
         """Debug check: the cached node of every live hypothesis equals a walk from the root."""

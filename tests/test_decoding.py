@@ -1,0 +1,224 @@
+"""Trie-constrained beam search on the tiny synthetic model (real Cython trie, real fairseq)."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from fairseq.data import data_utils
+from fairseq.search import BeamSearch
+from fairseq.sequence_generator import SequenceGenerator
+
+from triemine.decoding.generator import TrieSequenceGenerator
+from triemine.decoding.search import TrieConstrainedBeamSearch, TrieConsistencyError
+from triemine.decoding.testing import synthetic_pairs
+from triemine.trie import Trie
+
+PAIRS = synthetic_pairs(40, seed=101)
+OTHER = [t for _, t in synthetic_pairs(60, seed=202)]
+
+
+def make_trie(model, texts, token_seqs=()):
+    seqs = [list(t) for t in token_seqs] + [model.encode_target(t).tolist() for t in texts]
+    return Trie.build(seqs, eos=model.tgt_dict.eos())
+
+
+def sample_of(model, sources):
+    toks = [model.encode_source(s) for s in sources]
+    return {"net_input": {
+        "src_tokens": data_utils.collate_tokens(toks, model.src_dict.pad(), left_pad=True),
+        "src_lengths": torch.tensor([len(t) for t in toks])}}
+
+
+def run(model, sources, trie, mode, beam, debug=False):
+    search = None if mode is None else TrieConstrainedBeamSearch(model.tgt_dict, trie, mode,
+                                                                  debug=debug)
+    gen = TrieSequenceGenerator(model.models, model.tgt_dict, search=search, beam_size=beam)
+    return gen.generate(model.models, sample_of(model, sources)), gen, search
+
+
+def run_stock(model, sources, trie, mode, beam):
+    search = (BeamSearch(model.tgt_dict) if mode is None
+              else TrieConstrainedBeamSearch(model.tgt_dict, trie, mode, debug=True))
+    gen = SequenceGenerator(model.models, model.tgt_dict, beam_size=beam,
+                            max_len_b=trie.depth if trie is not None else 50, search_strategy=search)
+    return gen.generate(model.models, sample_of(model, sources)), search
+
+
+def forced_scores(model, source, targets):
+    """Total log-prob of every target given the source (teacher forcing, EOS included)."""
+    m = model.model
+    src = model.encode_source(source)
+    tgt = [model.encode_target(t) for t in targets]
+    eos, pad = model.tgt_dict.eos(), model.tgt_dict.pad()
+    n = len(tgt)
+    target = data_utils.collate_tokens(tgt, pad, eos, left_pad=False)
+    prev = data_utils.collate_tokens(tgt, pad, eos, left_pad=False, move_eos_to_beginning=True)
+    with torch.no_grad():
+        out = m(src.unsqueeze(0).repeat(n, 1), torch.tensor([len(src)] * n), prev)
+        lp = m.get_normalized_probs(out, log_probs=True)
+    tok = lp.gather(2, target.unsqueeze(-1)).squeeze(-1).masked_fill(target.eq(pad), 0.0)
+    return tok.sum(1), torch.tensor([len(t) for t in tgt])
+
+
+@pytest.fixture(scope="module")
+def dup_setup(tiny_model):
+    """Targets: the translations of the first 20 sources, distractors, and duplicated lines."""
+    texts = [t for _, t in PAIRS[:20]] + OTHER[:30]
+    texts[25] = texts[3]   # duplicate of a reachable target
+    texts[40] = texts[3]
+    texts[41] = texts[33]  # duplicate among distractors
+    return texts, make_trie(tiny_model, texts)
+
+
+@pytest.mark.parametrize("mode", ["pre", "post"])
+@pytest.mark.parametrize("stock", [False, True])
+def test_every_output_is_a_trie_line_with_all_its_ids(tiny_model, dup_setup, mode, stock):
+    texts, trie = dup_setup
+    sources = [s for s, _ in PAIRS]
+    beam = 12  # wider than most trie nodes' child lists: dead slots must be harmless
+    if stock:
+        out, _ = run_stock(tiny_model, sources, trie, mode, beam)
+    else:
+        out, _, _ = run(tiny_model, sources, trie, mode, beam, debug=True)
+    by_text = {}
+    for i, t in enumerate(texts):
+        by_text.setdefault(t, []).append(i)
+    n_hyps = 0
+    for hyps in out:
+        assert len(hyps) <= beam
+        for h in hyps:
+            toks = h["tokens"].tolist()
+            assert toks[-1] == tiny_model.tgt_dict.eos()
+            text = tiny_model.decode_target(toks)
+            assert text in by_text, text
+            assert trie.contains(toks)
+            if not stock:
+                assert sorted(h["line_ids"].tolist()) == by_text[text]
+                assert h["n_tokens"] == len(toks)
+                assert h["total_score"] == pytest.approx(float(h["positional_scores"].sum()),
+                                                         abs=1e-4)
+            n_hyps += 1
+    assert n_hyps >= (len(sources) if mode == "pre" else 15)
+    if not stock:
+        # the duplicated reachable line (index 3) is matched with all three ids
+        found = [h["line_ids"].tolist() for hyps in out for h in hyps]
+        assert [3, 25, 40] in [sorted(x) for x in found]
+
+
+def test_pre_expansion_matches_every_source(tiny_model, dup_setup):
+    _, trie = dup_setup
+    sources = [s for s, _ in PAIRS]  # 20 of the 40 have no translation in the trie
+    for beam in (1, 4):
+        out, _, _ = run(tiny_model, sources, trie, "pre", beam)
+        assert all(len(h) >= 1 for h in out)
+
+
+def test_pre_expansion_finds_the_translation_when_present(tiny_model, dup_setup):
+    texts, trie = dup_setup
+    out, _, _ = run(tiny_model, [s for s, _ in PAIRS[:20]], trie, "pre", 5)
+    correct = sum(tiny_model.decode_target(h[0]["tokens"]) == PAIRS[i][1]
+                  for i, h in enumerate(out))
+    assert correct >= 15
+
+
+@pytest.mark.parametrize("beam", [1, 3, 6])
+def test_constrained_equals_unconstrained_when_trie_holds_its_output(tiny_model, beam):
+    """Per source: a trie of exactly the unconstrained n-best gives the same best and score.
+
+    (Extra trie sequences may legitimately change the result under Algorithm 1: a bad match
+    reached early occupies one of the B slots; see docs/readme-parts/decoding.md.)"""
+    for src, _ in PAIRS[:4] + PAIRS[20:26]:
+        free, _, _ = run(tiny_model, [src], None, None, beam)
+        trie = make_trie(tiny_model, [], [h["tokens"].tolist() for h in free[0]])
+        for mode in ("pre", "post"):
+            con, _, _ = run(tiny_model, [src], trie, mode, beam)
+            assert con[0][0]["tokens"].tolist() == free[0][0]["tokens"].tolist()
+            assert con[0][0]["total_score"] == pytest.approx(free[0][0]["total_score"], abs=1e-4)
+        # the same property inside fairseq's stock generator
+        free_s, _ = run_stock(tiny_model, [src], None, None, beam)
+        trie_s = make_trie(tiny_model, [], [h["tokens"].tolist() for h in free_s[0]])
+        for mode in ("pre", "post"):
+            con_s, _ = run_stock(tiny_model, [src], trie_s, mode, beam)
+            assert con_s[0][0]["tokens"].tolist() == free_s[0][0]["tokens"].tolist()
+            assert float(con_s[0][0]["score"]) == pytest.approx(float(free_s[0][0]["score"]),
+                                                                abs=1e-4)
+
+
+def test_post_expansion_returns_nothing_for_absent_translations_and_stops_early(tiny_model):
+    # targets: unrelated sentences only
+    trie = make_trie(tiny_model, OTHER)
+    sources = [s for s, _ in PAIRS]
+    out, gen, _ = run(tiny_model, sources, trie, "post", 5)
+    empty = [i for i, h in enumerate(out) if not h]
+    assert len(empty) >= 30
+    for i, hyps in enumerate(out):
+        for h in hyps:
+            assert tiny_model.decode_target(h["tokens"]) in OTHER
+    # early stop: far fewer decoding steps than the trie depth allows
+    assert gen.stats["early_stopped"] >= len(empty)
+    out1, gen1, _ = run(tiny_model, [sources[empty[0]]], trie, "post", 5)
+    assert out1 == [[]]
+    assert gen1.stats["steps"] < trie.depth // 2
+
+
+def _level_widths(trie):
+    widths, level = [], np.array([0], dtype=np.int64)
+    while level.size:
+        widths.append(level.size)
+        _, _, level = trie.children_many(level)
+    return widths
+
+
+def test_wide_pre_expansion_equals_brute_force_forced_decoding(tiny_model):
+    texts = [t for _, t in PAIRS[:6]] + OTHER[:18]
+    trie = make_trie(tiny_model, texts)
+    widest = max(_level_widths(trie))
+    # Algorithm 1's matches occupy beam slots: the beam also covers every sequence
+    beam = max(widest, len(set(texts)))
+    for src, _ in PAIRS[:3] + PAIRS[30:33]:
+        totals, lengths = forced_scores(tiny_model, src, texts)
+        norm = totals / lengths
+        best = int(torch.argmax(norm))
+        out, _, _ = run(tiny_model, [src], trie, "pre", beam)
+        hyps = out[0]
+        assert len(hyps) == len(set(texts))  # exhaustive
+        assert tiny_model.decode_target(hyps[0]["tokens"]) == texts[best]
+        assert hyps[0]["total_score"] == pytest.approx(float(totals[best]), abs=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["pre", "post"])
+def test_debug_check_passes_on_realistic_batches_and_catches_corruption(tiny_model, dup_setup,
+                                                                        mode):
+    _, trie = dup_setup
+    sources = [s for s, _ in PAIRS[:16]]
+    _, _, search = run(tiny_model, sources, trie, mode, 8, debug=True)
+    assert search.debug_checks > 100
+
+    bad = TrieConstrainedBeamSearch(tiny_model.tgt_dict, trie, mode, debug=True)
+    real = bad.advance
+
+    def corrupted(nodes, toks):  # cached nodes one off from the truth
+        out = real(nodes, toks)
+        return torch.where(out > 0, out + 1, out)
+
+    bad.advance = corrupted
+    gen = TrieSequenceGenerator(tiny_model.models, tiny_model.tgt_dict, search=bad, beam_size=4)
+    with pytest.raises(TrieConsistencyError):
+        gen.generate(tiny_model.models, sample_of(tiny_model, sources))
+
+
+def test_results_are_deterministic(tiny_model, dup_setup):
+    _, trie = dup_setup
+    sources = [s for s, _ in PAIRS]
+    a, _, _ = run(tiny_model, sources, trie, "pre", 6)
+    b, _, _ = run(tiny_model, sources, trie, "pre", 6)
+    key = lambda out: [[(h["tokens"].tolist(), h["total_score"]) for h in hs] for hs in out]
+    assert key(a) == key(b)
+
+
+def test_search_rejects_trie_of_another_eos(tiny_model):
+    trie = Trie.build([[5, 6, 7]], eos=7)
+    with pytest.raises(ValueError, match="EOS"):
+        TrieConstrainedBeamSearch(tiny_model.tgt_dict, trie, "pre")
+    with pytest.raises(ValueError, match="mode"):
+        TrieConstrainedBeamSearch(tiny_model.tgt_dict, make_trie(tiny_model, OTHER[:2]), "side")
