@@ -78,7 +78,68 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
 # ---------------------------------------------------------------------------------------------
 
 def mine_main(argv: Optional[Sequence[str]] = None) -> int:
-    raise SystemExit("trie-mine: not implemented yet")
+    """Mine parallel sentences: translate every source sentence with beam search constrained to
+    the target corpus's trie and write the matches as a TSV
+    (src_id, tgt_id, score, ce_word, ce_token, src, tgt)."""
+    parser = argparse.ArgumentParser(prog="trie-mine", description=mine_main.__doc__)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--pre-expansion", dest="mode", action="store_const", const="pre",
+                      help="mask tokens outside the trie before top-k")
+    mode.add_argument("--post-expansion", dest="mode", action="store_const", const="post",
+                      help="ordinary top-k, then drop hypotheses that left the trie")
+    parser.add_argument("--model", required=True, help="trie-mine model directory")
+    parser.add_argument("--source", required=True, help="source corpus (plain text or id<TAB>text)")
+    parser.add_argument("--target", required=True, help="target corpus (plain text or id<TAB>text)")
+    parser.add_argument("-o", "--output", required=True, help="mining TSV to write")
+    parser.add_argument("--beam", type=int, default=90, help="beam size B (default 90)")
+    parser.add_argument("--batch-size", type=int, default=16, help="sentences per batch (16)")
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help="also cap a batch at this many padded source tokens")
+    parser.add_argument("--nbest", type=int, default=None,
+                        help="write at most K matches per source (default: all, up to B)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--target-spm", default=None,
+                        help="target sentencepiece model when the model directory has none")
+    parser.add_argument("--trie", default=None, help="prebuilt trie (trie-build) instead of the cache")
+    parser.add_argument("--trie-nbest", type=int, default=1,
+                        help="sentencepiece segmentations per target line in a built trie (1)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted run of the same command")
+    parser.add_argument("--debug", action="store_true",
+                        help="verify every hypothesis's trie node against a walk from the root")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    def body(args: argparse.Namespace) -> int:
+        import json
+        import logging
+        import warnings
+
+        for name, value in (("--beam", args.beam), ("--batch-size", args.batch_size),
+                            ("--trie-nbest", args.trie_nbest)):
+            if value < 1:
+                parser.error(f"{name} must be >= 1")
+        if args.nbest is not None and args.nbest < 1:
+            parser.error("--nbest must be >= 1")
+        if args.max_tokens is not None and args.max_tokens < 1:
+            parser.error("--max-tokens must be >= 1")
+        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        from triemine.decoding.mine import mine_to_tsv
+        from triemine.decoding.model_dir import load_model_dir
+        from triemine.decoding.task import load_trie_for_dict
+
+        model = load_model_dir(args.model, target_spm=args.target_spm, device=args.device)
+        trie = load_trie_for_dict(args.trie, model.tgt_dict) if args.trie else None
+        summary = mine_to_tsv(model, args.source, args.target, args.output, mode=args.mode,
+                              beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,
+                              max_tokens=args.max_tokens, device=args.device, trie=trie,
+                              trie_nbest=args.trie_nbest, resume=args.resume, debug=args.debug,
+                              progress=not args.quiet)
+        print(json.dumps(summary.__dict__), file=sys.stderr)
+        return 0
+
+    return _run("trie-mine", body, parser, argv)
 
 
 def user_dir_main(argv: Optional[Sequence[str]] = None) -> int:

@@ -1,0 +1,364 @@
+"""Mining driver: translate every source sentence with trie-constrained beam search.
+
+Python API::
+
+    from triemine.decoding import load_model_dir, mine
+    model = load_model_dir("DIR")
+    trie = get_trie(model, "target.txt")            # built once, cached
+    for m in mine(model, ["source sentence", ...], trie, mode="pre", beam=20):
+        print(m.src_index, m.tgt_line_ids, m.score, m.ce_word, m.ce_token, m.text)
+
+:func:`mine_to_tsv` is what ``trie-mine`` runs: it streams the mining TSV (header, then one row per
+(match, target line id), sources in input order, flushed per batch) and keeps a sidecar
+``OUT.progress`` so that ``resume=True`` continues an interrupted run without losing or duplicating
+rows.
+
+Scores (natural log): ``score`` is the total log-probability of the target tokens given the source,
+EOS included; ``ce_token = -score / n_tokens`` (target tokens incl. EOS); ``ce_word = -score /
+(words + 1)`` where ``words`` is the number of whitespace-separated words of the detokenised
+target and the 1 stands for EOS.
+
+Over-long sources (more tokens than the model's ``max_source_positions``, EOS included) are
+truncated to that length (EOS kept) with a warning naming their line numbers; the count is in the
+run summary.  Empty source lines produce no rows but count as done.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from triemine.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+TSV_HEADER = "src_id\ttgt_id\tscore\tce_word\tce_token\tsrc\ttgt"
+PROGRESS_SUFFIX = ".progress"
+
+
+@dataclass(frozen=True)
+class Match:
+    """One finished hypothesis of one source: a target sentence found in the trie."""
+
+    src_index: int                 # 0-based position in the sources
+    rank: int                      # 0 = best (by score / n_tokens)
+    tgt_line_ids: Tuple[int, ...]  # 0-based target line indices (several for duplicated lines)
+    tokens: Tuple[int, ...]        # target dictionary ids, EOS included
+    score: float                   # total log-prob (natural log), EOS included
+    n_tokens: int                  # target tokens incl. EOS
+    ce_token: float                # -score / n_tokens
+    ce_word: float                 # -score / (words of detokenised target + 1)
+    text: str                      # detokenised target
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+def encode_sources(model, texts: Sequence[str], path=None) -> Tuple[List[Optional[torch.Tensor]],
+                                                                     List[int]]:
+    """Encode non-empty texts (None for empty ones); truncate over-long ones (warning)."""
+    limit = model.max_source_positions
+    out: List[Optional[torch.Tensor]] = []
+    truncated: List[int] = []
+    for i, text in enumerate(texts):
+        if not text.strip():
+            out.append(None)
+            continue
+        ids = model.encode_source(text)
+        if len(ids) > limit:
+            ids = torch.cat([ids[: limit - 1], ids[-1:]])
+            truncated.append(i + 1)
+        out.append(ids)
+    if truncated:
+        shown = ", ".join(map(str, truncated[:20])) + (" ..." if len(truncated) > 20 else "")
+        where = f"{path}: " if path else ""
+        warnings.warn(f"{where}{len(truncated)} source sentence(s) longer than the model's "
+                      f"{limit} positions were truncated to {limit} tokens (lines {shown})",
+                      stacklevel=2)
+    return out, truncated
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int = 16,
+                 max_tokens: Optional[int] = None) -> List[Tuple[int, int]]:
+    """Consecutive ``[start, end)`` ranges in input order; deterministic (resume relies on it).
+
+    A range holds at most ``batch_size`` non-empty sources and, with ``max_tokens``, at most that
+    many padded source tokens (``count * longest``); zero lengths (empty lines) are free.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    plan, start, count, longest = [], 0, 0, 0
+    for i, n in enumerate(lengths):
+        if n:
+            new_longest = max(longest, n)
+            if count and (count + 1 > batch_size or
+                          (max_tokens is not None and (count + 1) * new_longest > max_tokens)):
+                plan.append((start, i))
+                start, count, new_longest = i, 0, n
+            count += 1
+            longest = new_longest
+    if start < len(lengths):
+        plan.append((start, len(lengths)))
+    return plan
+
+
+def build_generator(model, trie, mode: str = "pre", beam: int = 90, debug: bool = False):
+    from triemine.decoding.generator import TrieSequenceGenerator
+    from triemine.decoding.search import TrieConstrainedBeamSearch
+    from triemine.decoding.task import check_trie_dict
+
+    if mode not in ("pre", "post"):
+        raise ValueError(f"mode must be 'pre' or 'post', got {mode!r}")
+    check_trie_dict(trie, model.tgt_dict, getattr(trie, "path", None))
+    search = TrieConstrainedBeamSearch(model.tgt_dict, trie, mode, debug=debug)
+    return TrieSequenceGenerator(model.models, model.tgt_dict, search=search, beam_size=beam)
+
+
+def _to_matches(model, src_index: int, hyps, nbest: Optional[int]) -> List[Match]:
+    out = []
+    for rank, h in enumerate(hyps[: nbest] if nbest else hyps):
+        toks = tuple(int(t) for t in h["tokens"].tolist())
+        text = model.decode_target(toks)
+        score = float(h["total_score"])
+        n_tok = int(h["n_tokens"])
+        out.append(Match(src_index=src_index, rank=rank,
+                         tgt_line_ids=tuple(int(x) for x in h["line_ids"]), tokens=toks,
+                         score=score, n_tokens=n_tok, ce_token=-score / n_tok,
+                         ce_word=-score / (word_count(text) + 1), text=text))
+    return out
+
+
+def mine_batches(model, sources: Sequence[str], trie, mode: str = "pre", beam: int = 90,
+                 nbest: Optional[int] = None, batch_size: int = 16,
+                 max_tokens: Optional[int] = None, device: str = "cpu", debug: bool = False,
+                 start: int = 0, progress: bool = False, source_path=None, encoded=None
+                 ) -> Iterator[Tuple[int, int, List[List[Match]]]]:
+    """Yield ``(start, end, matches)`` per batch; ``matches[i]`` belongs to source ``start + i``.
+
+    ``start`` must be a batch boundary of the same plan (as recorded by :func:`mine_to_tsv`).
+    """
+    from fairseq.data import data_utils
+    from tqdm import tqdm
+
+    gen = build_generator(model, trie, mode, beam, debug)
+    if device != "cpu":
+        gen.to(device)
+    if encoded is None:
+        encoded, _ = encode_sources(model, sources, source_path)
+    lengths = [0 if e is None else len(e) for e in encoded]
+    plan = plan_batches(lengths, batch_size, max_tokens)
+    if start and start not in {s for s, _ in plan} and start != len(sources):
+        raise ValueError(f"start={start} is not a batch boundary of this plan")
+    pad = model.src_dict.pad()
+    with tqdm(total=len(sources), initial=start, unit="sent", desc=f"mine ({mode})",
+              disable=not progress, dynamic_ncols=True) as bar:
+        for s, e in plan:
+            if e <= start:
+                continue
+            idx = [i for i in range(s, e) if encoded[i] is not None]
+            results: List[List[Match]] = [[] for _ in range(e - s)]
+            if idx:
+                toks = [encoded[i] for i in idx]
+                sample = {"net_input": {
+                    "src_tokens": data_utils.collate_tokens(toks, pad, left_pad=True).to(device),
+                    "src_lengths": torch.tensor([len(t) for t in toks], device=device)}}
+                hyps = gen.generate(gen.model.models, sample)
+                for i, h in zip(idx, hyps):
+                    results[i - s] = _to_matches(model, i, h, nbest)
+            bar.update(e - s)
+            yield s, e, results
+
+
+def mine(model, sources: Sequence[str], trie, mode: str = "pre", beam: int = 90,
+         nbest: Optional[int] = None, batch_size: int = 16, max_tokens: Optional[int] = None,
+         device: str = "cpu", debug: bool = False, progress: bool = False) -> Iterator[Match]:
+    """Matches of every source in input order (best first within a source)."""
+    for _, _, results in mine_batches(model, sources, trie, mode, beam, nbest, batch_size,
+                                      max_tokens, device, debug, progress=progress):
+        for ms in results:
+            yield from ms
+
+
+# -- trie cache --------------------------------------------------------------------------------
+
+def _sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def trie_cache_key(model, target_path, nbest: int = 1) -> str:
+    from triemine.decoding.model_dir import dictionary_fingerprint
+    from triemine.trie import FORMAT_VERSION
+
+    if model.target_spm_path is None:
+        raise InputError("the model directory has no target.spm: pass --target-spm", model.path)
+    h = hashlib.sha256()
+    for part in (_sha256_file(target_path), dictionary_fingerprint(model.tgt_dict),
+                 _sha256_file(model.target_spm_path), str(nbest), str(FORMAT_VERSION)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:40]
+
+
+def get_trie(model, target_path, nbest: int = 1, cache_dir=None, progress: bool = False):
+    """The trie of ``target_path`` for ``model``, built once and reused from the cache.
+
+    Cache key: target file content, target dictionary fingerprint, target sentencepiece model
+    and ``nbest`` (number of segmentations per line); location
+    ``triemine.paths.cache_root()/tries/<key>.trie`` unless ``cache_dir`` is given.
+    """
+    from triemine.paths import cache_root
+    from triemine.trie import Trie, build_trie_from_corpus
+
+    if not Path(target_path).is_file():
+        raise InputError("target file not found", target_path)
+    cache = Path(cache_dir) if cache_dir is not None else cache_root() / "tries"
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / f"{trie_cache_key(model, target_path, nbest)}.trie"
+    if path.is_file():
+        logger.info("reusing cached trie %s", path)
+        return Trie.load(path)
+    trie, stats = build_trie_from_corpus(target_path, model.target_spm, model.tgt_dict,
+                                         nbest=nbest, unk="map", progress=progress)
+    if len(trie) == 0:
+        raise InputError("target file has no non-empty lines", target_path)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    trie.save(tmp)
+    os.replace(tmp, path)
+    logger.info("built trie %s (%s)", path, trie.stats())
+    return trie
+
+
+# -- TSV writer with resume ----------------------------------------------------------------------
+
+def _clean(text: str) -> str:
+    return text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+
+
+def format_rows(matches: Iterable[Match], src_ids: Sequence[str], src_texts: Sequence[str],
+                tgt_ids: Sequence[str], tgt_texts: Sequence[str]) -> str:
+    rows = []
+    for m in matches:
+        for line in m.tgt_line_ids:
+            rows.append(f"{src_ids[m.src_index]}\t{tgt_ids[line]}\t{m.score:.6f}\t{m.ce_word:.6f}"
+                        f"\t{m.ce_token:.6f}\t{_clean(src_texts[m.src_index])}"
+                        f"\t{_clean(tgt_texts[line])}\n")
+    return "".join(rows)
+
+
+@dataclass
+class MineSummary:
+    sources: int
+    decoded: int
+    rows: int
+    sources_with_matches: int
+    truncated: int
+    resumed_from: int
+    trie_path: Optional[str]
+
+
+def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", beam: int = 90,
+                nbest: Optional[int] = None, batch_size: int = 16,
+                max_tokens: Optional[int] = None, device: str = "cpu", trie=None,
+                trie_nbest: int = 1, resume: bool = False, debug: bool = False,
+                progress: bool = False, stop_after_batches: Optional[int] = None) -> MineSummary:
+    """Mine ``source_path`` against ``target_path`` and write the mining TSV to ``out_path``."""
+    from triemine.corpus import read_corpus
+
+    src = read_corpus(source_path)
+    if not src.non_empty:
+        raise InputError("empty source file (no non-empty lines)", source_path)
+    tgt = read_corpus(target_path)
+    if not tgt.non_empty:
+        raise InputError("empty target file (no non-empty lines)", target_path)
+    if trie is None:
+        trie = get_trie(model, target_path, trie_nbest, progress=progress)
+    if getattr(trie, "n_lines", None) is not None and len(trie) and \
+            int(np.max(trie.term_ids)) >= len(tgt):
+        raise InputError(f"trie refers to target line {int(np.max(trie.term_ids)) + 1} but the "
+                         f"target file has {len(tgt)} lines: trie built from another file",
+                         target_path)
+    out_path = Path(out_path)
+    prog_path = Path(str(out_path) + PROGRESS_SUFFIX)
+    settings = {"source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
+                "mode": mode, "beam": beam, "nbest": nbest, "batch_size": batch_size,
+                "max_tokens": max_tokens, "n_sources": len(src)}
+    start = 0
+    if resume and out_path.exists():
+        start = _prepare_resume(out_path, prog_path, settings)
+        f = open(out_path, "r+b")
+        f.seek(0, os.SEEK_END)
+    else:
+        f = open(out_path, "wb")
+        f.write((TSV_HEADER + "\n").encode("utf-8"))
+        _write_progress(prog_path, settings, 0, f.tell())
+    with f:
+        f.flush()
+        _write_progress(prog_path, settings, start, f.tell())
+        rows = decoded = with_matches = batches = 0
+        encoded, truncated = encode_sources(model, src.texts, source_path)
+        gen = mine_batches(model, src.texts, trie, mode, beam, nbest, batch_size, max_tokens,
+                           device, debug, start=start, progress=progress, encoded=encoded)
+        for s, e, results in gen:
+            flat = [m for ms in results for m in ms]
+            text = format_rows(flat, src.ids, src.texts, tgt.ids, tgt.texts)
+            f.write(text.encode("utf-8"))
+            f.flush()
+            _write_progress(prog_path, settings, e, f.tell())
+            rows += text.count("\n")
+            decoded += e - s
+            with_matches += sum(1 for ms in results if ms)
+            batches += 1
+            if stop_after_batches is not None and batches >= stop_after_batches:
+                break
+    return MineSummary(sources=len(src), decoded=decoded, rows=rows,
+                       sources_with_matches=with_matches, truncated=len(truncated),
+                       resumed_from=start,
+                       trie_path=getattr(trie, "path", None))
+
+
+def _write_progress(path: Path, settings: dict, done: int, offset: int) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"settings": settings, "sources_done": done, "offset": offset}),
+                   encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _prepare_resume(out_path: Path, prog_path: Path, settings: dict) -> int:
+    """Validate an interrupted output, truncate it to its last complete batch, return start."""
+    with open(out_path, "rb") as f:
+        first = f.readline().decode("utf-8", "replace").rstrip("\n")
+    if first != TSV_HEADER:
+        raise InputError("cannot resume: not a trie-mine TSV (unexpected header)", out_path, 1)
+    if not prog_path.is_file():
+        raise InputError("cannot resume: progress file missing (was the run started with this "
+                         "trie-mine?)", prog_path)
+    try:
+        prog = json.loads(prog_path.read_text(encoding="utf-8"))
+        done, offset, old = int(prog["sources_done"]), int(prog["offset"]), prog["settings"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"cannot resume: unreadable progress file ({exc})", prog_path) from None
+    diff = [k for k in settings if old.get(k) != settings[k]]
+    if diff:
+        raise InputError("cannot resume: the run used different settings ("
+                         + ", ".join(f"{k}: {old.get(k)!r} != {settings[k]!r}" for k in diff)
+                         + ")", prog_path)
+    size = out_path.stat().st_size
+    if offset > size:
+        raise InputError(f"cannot resume: output is shorter ({size} bytes) than recorded "
+                         f"({offset})", out_path)
+    with open(out_path, "r+b") as f:
+        f.truncate(offset)
+    return done
