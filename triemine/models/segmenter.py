@@ -267,12 +267,32 @@ def rank_prior(vocab: Sequence[str], source_scores: dict[str, float],
             continue
         tot = math.exp(total[i])
         tgt = tot - math.exp(source_scores[piece])
-        if tgt >= keep_ratio * tot:
+        if len(piece) == 1:  # every character stays encodable (the target model has them all)
+            tgt = max(tgt, 0.05 * tot)
+        if tgt >= keep_ratio * tot or len(piece) == 1:
             out[piece] = math.log(tgt)
             stats["shared_kept"] += 1
         else:
             stats["shared_dropped"] += 1
     return out, stats
+
+
+def _piece_features(pieces: Sequence[str], source_scores: dict[str, float]) -> np.ndarray:
+    """Piece classes whose scores the perceptron corrects as a group (0/1 matrix)."""
+    cols = [
+        lambda p: p in source_scores,                                   # shared with the source
+        lambda p: p == SPACE,                                           # bare word boundary
+        lambda p: p.startswith(SPACE) and len(p) > 1,                   # word-initial piece
+        lambda p: p.lstrip(SPACE).isdigit(),                            # digits
+        lambda p: p.lstrip(SPACE)[:1].isupper(),                        # capitalised
+        lambda p: len(p.lstrip(SPACE)) == 1,                            # single character
+        lambda p: len(p.lstrip(SPACE)) == 2,
+        lambda p: len(p.lstrip(SPACE)) == 3,
+        lambda p: len(p.lstrip(SPACE)) >= 6,
+        lambda p: bool(_HAN.search(p)),                                 # Han characters
+        lambda p: not any(c.isalnum() for c in p),                      # punctuation / symbols
+    ]
+    return np.array([[1.0 if f(p) else 0.0 for f in cols] for p in pieces])
 
 
 def _alignable(pieces: Sequence[str]) -> bool:
@@ -326,7 +346,7 @@ def _agreement(sp, texts: Sequence[str], golds: Sequence[Sequence[str]]) -> tupl
 
 
 def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=None,
-                       source_spm: Path | None = None, epochs: int = 30, lr: float = 0.05,
+                       source_spm: Path | None = None, epochs: int = 20, lr: float = 0.01,
                        min_output_count: int = 20, dev_fraction: float = 0.1,
                        progress: bool = True, seed: int = 1) -> Path:
     """Write a target-side sentencepiece model for a CTranslate2 model; return ``output_path``.
@@ -379,7 +399,9 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
     norm = math.log(sum(math.exp(v) for v in log_counts.values()))
     scores = {p: v - norm for p, v in log_counts.items()}
 
-    # 3. averaged batch perceptron on the alignable estimation outputs.
+    # 3. averaged batch perceptron on the alignable estimation outputs.  Besides one weight per
+    # piece it learns weights of piece classes (see _piece_features), which carry corrections
+    # over to pieces that never occur in the estimation outputs.
     pairs = [(detokenize(o), o) for o in outputs if _alignable(o)]
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(pairs))
@@ -391,17 +413,20 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
         from tqdm import tqdm
         pieces = list(scores)
         index = {p: i for i, p in enumerate(pieces)}
-        w = np.array([scores[p] for p in pieces])
-        w_sum = np.zeros_like(w)
+        base = np.array([scores[p] for p in pieces])
+        feats = _piece_features(pieces, source_scores)
+        w = np.zeros_like(base)
+        theta = np.zeros(feats.shape[1])
+        w_sum, theta_sum, n_sum = np.zeros_like(w), np.zeros_like(theta), 0
+        best, avg_hist = (-1.0, None), []
         tt, tg = [t for t, _ in train], [g for _, g in train]
-        best = (-1.0, w.copy())
-        for _ in tqdm(range(epochs), desc="perceptron", disable=not progress):
-            sp = _processor(build_proto(template, dict(zip(pieces, w))))
+        for epoch in tqdm(range(epochs), desc="perceptron", disable=not progress):
+            cur = base + w + feats @ theta
+            sp = _processor(build_proto(template, dict(zip(pieces, cur))))
             acc, wrong = _agreement(sp, tt, tg)
             train_hist.append(acc)
             if dev:
-                dacc, _ = _agreement(sp, [t for t, _ in dev], [g for _, g in dev])
-                dev_hist.append(dacc)
+                dev_hist.append(_agreement(sp, [t for t, _ in dev], [g for _, g in dev])[0])
             if not wrong:
                 break
             delta = np.zeros_like(w)
@@ -412,10 +437,21 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
                     j = index.get(p)
                     if j is not None:
                         delta[j] -= 1.0
-            w = w + lr * np.clip(delta, -5.0, 5.0)
+            step = lr / (1.0 + epoch / 10.0)
+            w += step * np.clip(delta, -3.0, 3.0)
+            theta += step * (feats.T @ delta) / max(len(wrong), 1)
             w_sum += w
-        w_avg = w_sum / max(len(train_hist), 1) if w_sum.any() else w
-        scores = dict(zip(pieces, w_avg))
+            theta_sum += theta
+            n_sum += 1
+            # keep the averaged iterate that does best on the held-out part of the estimation data
+            avg = base + (w_sum + feats @ theta_sum) / n_sum
+            score_avg = _agreement(_processor(build_proto(template, dict(zip(pieces, avg)))),
+                                   [t for t, _ in dev or train], [g for _, g in dev or train])[0]
+            avg_hist.append(score_avg)
+            if score_avg > best[0]:
+                best = (score_avg, avg)
+        if best[1] is not None and best[0] > (dev_hist or train_hist)[0]:
+            scores = dict(zip(pieces, best[1]))
 
     proto = build_proto(template, scores, description=f"target side of {ct2_dir.name}")
     output_path.parent.mkdir(parents=True, exist_ok=True)
