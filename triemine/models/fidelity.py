@@ -13,6 +13,7 @@ reported too and is expected to be somewhat lower.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -36,6 +37,7 @@ class FidelityReport:
     score_mean_abs_diff_per_token: float
     score_within_0_01: float            # fraction of sentences whose mean |Δ| per token <= 0.01
     mismatches: List[dict] = field(default_factory=list)
+    fairseq_decode_seconds: float = 0.0  # fairseq greedy + beam search time for all sentences
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -127,50 +129,63 @@ def tokenize_sources(spm_path, texts: Sequence[str]) -> List[List[str]]:
     return [sp.encode(t, out_type=str) for t in texts]
 
 
-def compare(fairseq_side: FairseqSide, ct2_side: CT2Side, sources: List[List[str]],
-            beam_size: int = 4, batch_size: int = 16, compute_type: str = "float32",
-            progress: bool = True) -> FidelityReport:
-    """Compare greedy, beam-``beam_size`` and forced scores on tokenised ``sources``."""
+def compare_many(fairseq_side: FairseqSide, ct2_sides: Dict[str, CT2Side],
+                 sources: List[List[str]], beam_size: int = 4, batch_size: int = 16,
+                 progress: bool = True) -> Dict[str, FidelityReport]:
+    """Compare greedy, beam-``beam_size`` and forced scores on tokenised ``sources`` against each
+    CTranslate2 side (keyed by compute type); fairseq decodes each sentence once."""
     if not sources:
         raise InputError("no sentences to compare")
-    greedy_ok = beam_ok = 0
-    diffs: List[float] = []
-    mismatches: List[dict] = []
-    bar = tqdm(total=len(sources), desc=f"fidelity ({compute_type})", disable=not progress,
-               unit="sent")
+    stats = {k: {"greedy": 0, "beam": 0, "diffs": [], "mismatches": []} for k in ct2_sides}
+    bar = tqdm(total=len(sources), desc="fidelity", disable=not progress, unit="sent")
+    fs_seconds = 0.0
     for start in range(0, len(sources), batch_size):
         chunk = sources[start:start + batch_size]
-        for beam, counter in ((1, "greedy"), (beam_size, "beam")):
-            fs = fairseq_side.translate(chunk, beam)
-            ct = ct2_side.translate(chunk, beam)
-            for j, (a, b) in enumerate(zip(fs, ct)):
-                if a == b:
-                    if counter == "greedy":
-                        greedy_ok += 1
-                    else:
-                        beam_ok += 1
-                elif len(mismatches) < 20:
-                    mismatches.append({"index": start + j, "search": counter,
-                                       "fairseq": " ".join(a), "ctranslate2": " ".join(b)})
-            if counter == "beam":
-                targets = ct
-        fs_lp = fairseq_side.score(chunk, targets)
-        ct_lp = ct2_side.score(chunk, targets)
-        for a, b in zip(fs_lp, ct_lp):
-            if len(a) != len(b):
-                raise RuntimeError(f"score lengths differ: fairseq {len(a)} vs ct2 {len(b)}")
-            diffs.append(float(np.mean(np.abs(a - b))))
+        t0 = time.perf_counter()
+        fs_out = {beam: fairseq_side.translate(chunk, beam) for beam in (1, beam_size)}
+        fs_seconds += time.perf_counter() - t0
+        for key, ct2 in ct2_sides.items():
+            st = stats[key]
+            for beam, counter in ((1, "greedy"), (beam_size, "beam")):
+                ct = ct2.translate(chunk, beam)
+                for j, (a, b) in enumerate(zip(fs_out[beam], ct)):
+                    if a == b:
+                        st[counter] += 1
+                    elif len(st["mismatches"]) < 20:
+                        st["mismatches"].append({"index": start + j, "search": counter,
+                                                 "fairseq": " ".join(a),
+                                                 "ctranslate2": " ".join(b)})
+                if counter == "beam":
+                    targets = ct
+            fs_lp = fairseq_side.score(chunk, targets)
+            ct_lp = ct2.score(chunk, targets)
+            for a, b in zip(fs_lp, ct_lp):
+                if len(a) != len(b):
+                    raise RuntimeError(f"score lengths differ: fairseq {len(a)} vs ct2 {len(b)}")
+                st["diffs"].append(float(np.mean(np.abs(a - b))))
         bar.update(len(chunk))
     bar.close()
     n = len(sources)
-    diffs_arr = np.asarray(diffs)
-    return FidelityReport(
-        sentences=n, compute_type=compute_type, beam_size=beam_size,
-        greedy_exact=greedy_ok / n, beam_exact=beam_ok / n,
-        exact_match_rate=(greedy_ok + beam_ok) / (2 * n),
-        score_max_abs_diff_per_token=float(diffs_arr.max()),
-        score_mean_abs_diff_per_token=float(diffs_arr.mean()),
-        score_within_0_01=float(np.mean(diffs_arr <= 0.01)), mismatches=mismatches)
+    reports = {}
+    for key, st in stats.items():
+        d = np.asarray(st["diffs"])
+        reports[key] = FidelityReport(
+            sentences=n, compute_type=key, beam_size=beam_size,
+            greedy_exact=st["greedy"] / n, beam_exact=st["beam"] / n,
+            exact_match_rate=(st["greedy"] + st["beam"]) / (2 * n),
+            score_max_abs_diff_per_token=float(d.max()),
+            score_mean_abs_diff_per_token=float(d.mean()),
+            score_within_0_01=float(np.mean(d <= 0.01)), mismatches=st["mismatches"],
+            fairseq_decode_seconds=fs_seconds)
+    return reports
+
+
+def compare(fairseq_side: FairseqSide, ct2_side: CT2Side, sources: List[List[str]],
+            beam_size: int = 4, batch_size: int = 16, compute_type: str = "float32",
+            progress: bool = True) -> FidelityReport:
+    """:func:`compare_many` against a single CTranslate2 side."""
+    return compare_many(fairseq_side, {compute_type: ct2_side}, sources, beam_size=beam_size,
+                        batch_size=batch_size, progress=progress)[compute_type]
 
 
 def check_fidelity(ct2_dir, model_dir, texts: Sequence[str], beam_size: int = 4,
@@ -180,6 +195,5 @@ def check_fidelity(ct2_dir, model_dir, texts: Sequence[str], beam_size: int = 4,
     spm_path = spm_path or Path(model_dir) / "source.spm"
     sources = tokenize_sources(spm_path, texts)
     fs = FairseqSide(model_dir)
-    return {ct: compare(fs, CT2Side(ct2_dir, ct), sources, beam_size=beam_size, compute_type=ct,
-                        progress=progress)
-            for ct in compute_types}
+    sides = {ct: CT2Side(ct2_dir, ct) for ct in compute_types}
+    return compare_many(fs, sides, sources, beam_size=beam_size, progress=progress)

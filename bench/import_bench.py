@@ -1,0 +1,157 @@
+"""Benchmark / verification of the OPUS-MT (CTranslate2) -> fairseq import.
+
+Measures, on the shared zh->en OPUS-MT model:
+
+* fidelity: the first N BUCC zh sample sentences (quick 6, full 200) decoded greedily and with
+  beam 4 by the converted fairseq model and by CTranslate2 (compute_type float32 = same weights,
+  and int8 = what the packaged model runs with, activations quantised too); token-for-token
+  exact-match rates and forced-decoding |delta log-prob| per token of CTranslate2's beam output;
+* target segmentation (the segmenter engineer's ``evaluate_segmenter``) on held-out zh sentences
+  (quick 20, full 1000): 1-best agreement with the model's own pieces and n-best (k <= 4)
+  coverage, plus the longest-match baseline;
+* conversion time and the fairseq decoding time.
+
+The last line of stdout is one JSON object. Usage::
+
+    python bench/import_bench.py --quick
+    python bench/import_bench.py            # full
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+
+
+def _bucc_zh(n: int):
+    from triemine.paths import BUCC_ZH_EN, shared_path
+    texts = []
+    with open(shared_path(*BUCC_ZH_EN, "zh-en.sample.zh"), encoding="utf-8") as f:
+        for line in f:
+            texts.append(line.rstrip("\n").split("\t", 1)[-1])
+            if len(texts) >= n:
+                break
+    return texts
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small slice, < 1 minute")
+    ap.add_argument("--sentences", type=int, help="fidelity sentences (default 6 / 200)")
+    ap.add_argument("--seg-sentences", type=int, help="segmenter sentences (default 20 / 1000)")
+    ap.add_argument("--model-dir", help="imported model directory (default: the cache, "
+                    "converted now if missing; quick mode then converts into a temporary "
+                    "folder without recovering a target segmenter)")
+    ap.add_argument("--target-spm", help="target sentencepiece model to evaluate (default "
+                    "MODEL_DIR/target.spm; quick mode falls back to the rank prior alone)")
+    args = ap.parse_args(argv)
+
+    import torch
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    from triemine.models.convert import import_ct2_model
+    from triemine.models.fidelity import CT2Side, FairseqSide, compare_many, tokenize_sources
+    from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
+
+    n_fid = args.sentences or (6 if args.quick else 200)
+    n_seg = args.seg_sentences or (20 if args.quick else 1000)
+    ct2_dir = shared_path(*OPUS_MT_ZH_EN_CT2)
+    tmp = tempfile.TemporaryDirectory(prefix="import-bench-")
+    result = {"bench": "import", "mode": "quick" if args.quick else "full",
+              "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+              "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
+              "model": str(ct2_dir)}
+
+    # 1. conversion (timed)
+    model_dir = Path(args.model_dir) if args.model_dir else cache_root() / "models" / "opus-mt-zh-en"
+    t0 = time.perf_counter()
+    if args.quick and not args.model_dir and not (model_dir / "checkpoint.pt").is_file():
+        model_dir = Path(tmp.name) / "opus-mt-zh-en"
+        import_ct2_model(ct2_dir, model_dir, "zh", "en", recover_target=False)
+        result["convert_seconds"] = round(time.perf_counter() - t0, 2)
+        cached = cache_root() / "models" / "opus-mt-zh-en" / "target.spm"
+        if cached.is_file():
+            (model_dir / "target.spm").write_bytes(cached.read_bytes())
+    elif not (model_dir / "checkpoint.pt").is_file():
+        import_ct2_model(ct2_dir, model_dir, "zh", "en")
+        result["convert_seconds"] = round(time.perf_counter() - t0, 2)
+    else:
+        result["convert_seconds"] = None  # reused an existing import
+    result["model_dir"] = str(model_dir)
+
+    # 2. fidelity
+    texts = _bucc_zh(n_fid)
+    sources = tokenize_sources(model_dir / "source.spm", texts)
+    fs = FairseqSide(model_dir)
+    sides = {"float32": CT2Side(ct2_dir, "float32"), "int8": CT2Side(ct2_dir, "int8")}
+    t0 = time.perf_counter()
+    reports = compare_many(fs, sides, sources, beam_size=4, progress=True)
+    result["fidelity_seconds"] = round(time.perf_counter() - t0, 2)
+    result["sentences"] = n_fid
+    f32, i8 = reports["float32"], reports["int8"]
+    result["exact_match_rate"] = f32.exact_match_rate
+    result["greedy_exact_float32"] = f32.greedy_exact
+    result["beam4_exact_float32"] = f32.beam_exact
+    result["score_max_abs_diff_per_token_float32"] = f32.score_max_abs_diff_per_token
+    result["score_mean_abs_diff_per_token_float32"] = f32.score_mean_abs_diff_per_token
+    result["score_within_0_01_float32"] = f32.score_within_0_01
+    result["exact_match_rate_int8"] = i8.exact_match_rate
+    result["greedy_exact_int8"] = i8.greedy_exact
+    result["beam4_exact_int8"] = i8.beam_exact
+    result["score_mean_abs_diff_per_token_int8"] = i8.score_mean_abs_diff_per_token
+    result["score_within_0_01_int8"] = i8.score_within_0_01
+    result["mismatch_examples_float32"] = f32.mismatches[:2]
+
+    result["fairseq_seconds_per_sentence_greedy_plus_beam4"] = round(
+        f32.fairseq_decode_seconds / n_fid, 3)
+    # reference: how often CTranslate2 int8 agrees with CTranslate2 float32 (int8 quantises
+    # activations, so this bounds what any float model can reach against int8)
+    agree = 0
+    for beam in (1, 4):
+        a = sides["float32"].translate(sources, beam)
+        b = sides["int8"].translate(sources, beam)
+        agree += sum(x == y for x, y in zip(a, b))
+    result["ct2_int8_vs_ct2_float32_exact"] = agree / (2 * n_fid)
+
+    # 3. segmenter
+    result.update({"segmenter_agreement": None, "segmenter_agreement_pieces": None,
+                   "segmenter_coverage": None, "segmenter_note": None})
+    try:
+        from triemine.models.segmenter import (default_evaluation_sentences,
+                                               evaluate_segmenter, recover_target_spm)
+    except ImportError as exc:
+        result["segmenter_note"] = f"triemine.models.segmenter unavailable: {exc}"
+    else:
+        spm_path = Path(args.target_spm) if args.target_spm else model_dir / "target.spm"
+        source_of_spm = "given" if args.target_spm else "model dir"
+        if not spm_path.is_file():
+            spm_path = Path(tmp.name) / "target.spm"
+            t0 = time.perf_counter()
+            if args.quick:  # rank prior only: fast, and honest about being the weaker estimate
+                recover_target_spm(ct2_dir, spm_path, estimation_sources=[], progress=False)
+                source_of_spm = "recovered now, rank prior only (quick mode)"
+            else:
+                recover_target_spm(ct2_dir, spm_path)
+                source_of_spm = "recovered now (full estimation)"
+            result["segmenter_recover_seconds"] = round(time.perf_counter() - t0, 2)
+        seg = evaluate_segmenter(ct2_dir, spm_path, default_evaluation_sentences(n_seg), nbest=4)
+        result["segmenter_spm"] = source_of_spm
+        result["segmenter_sentences"] = n_seg
+        result["segmenter_agreement"] = seg.get("agreement_sentences")
+        result["segmenter_agreement_pieces"] = seg.get("agreement_pieces")
+        result["segmenter_coverage"] = seg.get("coverage")
+        result["segmenter_coverage_at"] = seg.get("coverage_at")
+        result["longest_match_agreement"] = seg.get("longest_match_agreement_sentences")
+    tmp.cleanup()
+    print(json.dumps(result, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
