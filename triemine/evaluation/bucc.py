@@ -245,10 +245,11 @@ class Mined:
 
 
 def read_meta(tsv_path: os.PathLike | str) -> Dict[str, object]:
-    """The ``<tsv>.meta.json`` sidecar written by trie-mine, or ``{}`` when there is none."""
+    """The ``<tsv>.meta.json`` sidecar written by trie-mine; else the settings in ``<tsv>.progress``
+    (trie-mine's resume file); else ``{}``."""
     meta_path = os.fspath(tsv_path) + ".meta.json"
     if not os.path.isfile(meta_path):
-        return {}
+        return _progress_settings(os.fspath(tsv_path) + ".progress")
     try:
         with open(meta_path, encoding="utf-8") as fh:
             meta = json.load(fh)
@@ -257,6 +258,18 @@ def read_meta(tsv_path: os.PathLike | str) -> Dict[str, object]:
     if not isinstance(meta, dict):
         raise InputError("expected a JSON object", meta_path, 1)
     return meta
+
+
+def _progress_settings(path: str) -> Dict[str, object]:
+    """Fallback: the run settings trie-mine keeps in ``OUT.progress`` for ``--resume``."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            settings = json.load(fh).get("settings", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(settings, dict):
+        return {}
+    return {k: settings[k] for k in ("model", "source", "target", "mode", "beam", "nbest") if k in settings}
 
 
 def read_mined(path: os.PathLike | str) -> Mined:
