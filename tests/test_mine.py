@@ -1,0 +1,216 @@
+"""The mining API, trie cache, ``trie-mine`` CLI, --resume and bad input (tiny synthetic model)."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from triemine.cli import mine_main
+from triemine.decoding.mine import TSV_HEADER, get_trie, mine, mine_to_tsv, plan_batches
+from triemine.decoding.testing import synthetic_pairs
+from triemine.trie import Trie
+
+PAIRS = synthetic_pairs(48, seed=11)
+OTHER = [t for _, t in synthetic_pairs(40, seed=12)]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def corpora(tmp_path):
+    """BUCC-style TSV source and target; target lines 2, 5 and 40 are the same sentence."""
+    src = tmp_path / "src.tsv"
+    src.write_text("".join(f"s{i}\t{s}\n" for i, (s, _) in enumerate(PAIRS)), encoding="utf-8")
+    tgt_texts = [t for _, t in PAIRS[:24]] + OTHER[:24]
+    tgt_texts[5] = tgt_texts[2]
+    tgt_texts[40] = tgt_texts[2]
+    tgt = tmp_path / "tgt.tsv"
+    tgt.write_text("".join(f"t{i}\t{t}\n" for i, t in enumerate(tgt_texts)), encoding="utf-8")
+    return src, tgt, tgt_texts
+
+
+def read_rows(path):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == TSV_HEADER
+    return [ln.split("\t") for ln in lines[1:]]
+
+
+def test_mine_api_yields_trie_lines_with_all_ids(tiny_model, corpora):
+    src, tgt, tgt_texts = corpora
+    trie = get_trie(tiny_model, tgt)
+    matches = list(mine(tiny_model, [s for s, _ in PAIRS], trie, mode="pre", beam=4, batch_size=5))
+    assert {m.src_index for m in matches} == set(range(len(PAIRS)))  # pre: >= 1 per source
+    for m in matches:
+        ids = sorted(i for i, t in enumerate(tgt_texts) if t == m.text)
+        assert list(m.tgt_line_ids) == ids
+        assert m.ce_token == pytest.approx(-m.score / m.n_tokens)
+        assert m.ce_word == pytest.approx(-m.score / (len(m.text.split()) + 1))
+    best = {m.src_index: m for m in matches if m.rank == 0}
+    assert best[2].tgt_line_ids == (2, 5, 40)
+    assert sum(best[i].text == PAIRS[i][1] for i in range(24)) >= 18
+
+
+def test_trie_cache_is_reused_and_keyed_by_target(tiny_model, corpora, tmp_path):
+    src, tgt, _ = corpora
+    t1 = get_trie(tiny_model, tgt)
+    files = sorted((tmp_path / "cache" / "tries").iterdir())
+    assert len(files) == 1
+    mtime = files[0].stat().st_mtime_ns
+    t2 = get_trie(tiny_model, tgt)
+    assert files[0].stat().st_mtime_ns == mtime
+    assert [(k, v.tolist()) for k, v in t1] == [(k, v.tolist()) for k, v in t2]
+    tgt.write_text(tgt.read_text(encoding="utf-8") + "t99\ttab tac\n", encoding="utf-8")
+    get_trie(tiny_model, tgt)
+    assert len(list((tmp_path / "cache" / "tries").iterdir())) == 2
+
+
+def test_cli_writes_header_and_one_row_per_target_id(tiny_model_dir, corpora, tmp_path):
+    src, tgt, tgt_texts = corpora
+    out = tmp_path / "out.tsv"
+    rc = mine_main(["--pre-expansion", "--model", str(tiny_model_dir), "--source", str(src),
+                    "--target", str(tgt), "-o", str(out), "--beam", "3", "--nbest", "1", "-q"])
+    assert rc == 0
+    rows = read_rows(out)
+    assert [r[0] for r in rows if r[1] in ("t2", "t5", "t40")][:3] == ["s2"] * 3
+    assert {r[0] for r in rows} == {f"s{i}" for i in range(len(PAIRS))}
+    for r in rows:
+        assert len(r) == 7
+        assert r[6] == tgt_texts[int(r[1][1:])]
+        assert r[5] == PAIRS[int(r[0][1:])][0]
+        assert float(r[2]) <= 0 and float(r[3]) >= 0 and float(r[4]) >= 0
+
+
+def test_cli_post_expansion_skips_sources_without_translation(tiny_model_dir, corpora, tmp_path):
+    src, tgt, _ = corpora
+    out = tmp_path / "post.tsv"
+    assert mine_main(["--post-expansion", "--model", str(tiny_model_dir), "--source", str(src),
+                      "--target", str(tgt), "-o", str(out), "--beam", "3", "-q"]) == 0
+    rows = read_rows(out)
+    found = {int(r[0][1:]) for r in rows}
+    assert len(found - set(range(24))) <= 3  # sources 24.. have no translation in the target
+    assert len(found & set(range(24))) >= 18
+
+
+def test_resume_in_process_truncates_partial_batch(tiny_model, corpora, tmp_path):
+    src, tgt, _ = corpora
+    full, part = tmp_path / "full.tsv", tmp_path / "part.tsv"
+    kw = dict(mode="pre", beam=3, batch_size=4)
+    mine_to_tsv(tiny_model, src, tgt, full, **kw)
+    s = mine_to_tsv(tiny_model, src, tgt, part, stop_after_batches=3, **kw)
+    assert s.decoded == 12
+    with open(part, "ab") as f:  # a batch half-written when the process died
+        f.write(b"s12\tt0\t-1.0\t0.1\t0.1\tgarbage")
+    s2 = mine_to_tsv(tiny_model, src, tgt, part, resume=True, **kw)
+    assert s2.resumed_from == 12 and s2.decoded == len(PAIRS) - 12
+    assert part.read_bytes() == full.read_bytes()
+    with pytest.raises(Exception, match="different settings"):
+        mine_to_tsv(tiny_model, src, tgt, part, resume=True, mode="post", beam=3, batch_size=4)
+
+
+def _cli(*args):
+    return [sys.executable, "-c", "import sys; from triemine.cli import mine_main; "
+            "sys.exit(mine_main(sys.argv[1:]))", *args]
+
+
+def test_resume_after_kill_gives_identical_file(tiny_model_dir, corpora, tmp_path):
+    src, tgt, _ = corpora
+    env = dict(os.environ, TRIEMINE_CACHE=str(tmp_path / "cache"), OMP_NUM_THREADS="1",
+               TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    common = ["--pre-expansion", "--model", str(tiny_model_dir), "--source", str(src),
+              "--target", str(tgt), "--beam", "6", "--batch-size", "1", "-q"]
+    full, killed = tmp_path / "full.tsv", tmp_path / "killed.tsv"
+    subprocess.run(_cli(*common, "-o", str(full)), env=env, check=True, capture_output=True)
+    proc = subprocess.Popen(_cli(*common, "-o", str(killed)), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prog = tmp_path / "killed.tsv.progress"
+    deadline = time.time() + 120
+    done = 0
+    while time.time() < deadline and proc.poll() is None:
+        if prog.is_file():
+            try:
+                done = json.loads(prog.read_text())["sources_done"]
+            except (ValueError, KeyError):
+                done = 0
+            if done >= 8:
+                break
+        time.sleep(0.05)
+    assert proc.poll() is None, "run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert killed.read_bytes() != full.read_bytes()
+    r = subprocess.run(_cli(*common, "-o", str(killed), "--resume"), env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stderr.strip().splitlines()[-1])["resumed_from"] >= 8
+    assert killed.read_bytes() == full.read_bytes()
+
+
+def test_plan_batches_respects_limits_and_is_resumable():
+    lengths = [5, 0, 7, 3, 9, 0, 0, 4, 6]
+    plan = plan_batches(lengths, batch_size=2)
+    assert plan[0][0] == 0 and plan[-1][1] == len(lengths)
+    assert all(a[1] == b[0] for a, b in zip(plan, plan[1:]))
+    assert all(sum(1 for n in lengths[s:e] if n) <= 2 for s, e in plan)
+    for s, e in plan_batches(lengths, batch_size=10, max_tokens=14):
+        nz = [n for n in lengths[s:e] if n]
+        assert len(nz) * max(nz) <= 14 or len(nz) == 1
+
+
+# -- bad input ------------------------------------------------------------------------------------
+
+def _err(capsys, argv):
+    rc = mine_main(argv)
+    return rc, capsys.readouterr().err
+
+
+def test_missing_model_file(tiny_model_dir, corpora, tmp_path, capsys):
+    src, tgt, _ = corpora
+    broken = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, broken)
+    (broken / "dict.tgt.txt").unlink()
+    rc, err = _err(capsys, ["--pre-expansion", "--model", str(broken), "--source", str(src),
+                            "--target", str(tgt), "-o", str(tmp_path / "o.tsv"), "-q"])
+    assert rc == 2 and "dict.tgt.txt: missing model file" in err
+
+
+def test_trie_of_another_dictionary(tiny_model_dir, tiny_model, corpora, tmp_path, capsys):
+    src, tgt, _ = corpora
+    foreign = tmp_path / "foreign.trie"
+    Trie.build([[4, 5, 2]], eos=2, metadata={"dict_fingerprint": "sha256:other",
+                                             "dict_size": len(tiny_model.tgt_dict)}).save(foreign)
+    rc, err = _err(capsys, ["--pre-expansion", "--model", str(tiny_model_dir), "--source",
+                            str(src), "--target", str(tgt), "-o", str(tmp_path / "o.tsv"),
+                            "--trie", str(foreign), "-q"])
+    assert rc == 2 and "foreign.trie" in err and "another dictionary" in err
+
+
+def test_empty_source_and_unreadable_line(tiny_model_dir, corpora, tmp_path, capsys):
+    _, tgt, _ = corpora
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    base = ["--pre-expansion", "--model", str(tiny_model_dir), "--target", str(tgt),
+            "-o", str(tmp_path / "o.tsv"), "-q"]
+    rc, err = _err(capsys, base + ["--source", str(empty)])
+    assert rc == 2 and "empty.txt: empty source file" in err
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("saa sab\nsac\n".encode() + b"sad \xff\xfe sae\n")
+    rc, err = _err(capsys, base + ["--source", str(bad)])
+    assert rc == 2 and "bad.txt:3:" in err and "UTF-8" in err
+
+
+def test_over_long_source_is_truncated_with_warning(tiny_model, corpora, tmp_path):
+    _, tgt, _ = corpora
+    src = tmp_path / "long.txt"
+    words = " ".join(s for s, _ in PAIRS[:30])  # ~130 words > 64 positions
+    src.write_text(f"{PAIRS[0][0]}\n{words}\n{PAIRS[1][0]}\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"long.txt: 1 source sentence.*truncated.*lines 2\)"):
+        s = mine_to_tsv(tiny_model, src, tgt, tmp_path / "o.tsv", beam=2)
+    assert s.truncated == 1 and s.decoded == 3
+    assert {r[0] for r in read_rows(tmp_path / "o.tsv")} == {"1", "2", "3"}
