@@ -347,7 +347,7 @@ def _agreement(sp, texts: Sequence[str], golds: Sequence[Sequence[str]]) -> tupl
 
 def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=None,
                        source_spm: Path | None = None, epochs: int = 20, lr: float = 0.01,
-                       min_output_count: int = 20, dev_fraction: float = 0.1,
+                       min_output_count: int = 100, dev_fraction: float = 0.1,
                        progress: bool = True, seed: int = 1) -> Path:
     """Write a target-side sentencepiece model for a CTranslate2 model; return ``output_path``.
 
