@@ -119,11 +119,11 @@ def test_held_out_agreement_and_coverage(recovered):
     assert not set(held_out) & set(_estimation())
     r = S.evaluate_segmenter(CT2, recovered, held_out, nbest=4, progress=False)
     assert r["sentences"] == N_EVAL
-    # Measured with this setup (400 estimation lines, 120 BUCC sentences): sentences 0.792,
-    # pieces 0.984, coverage@4 0.842, longest match 0.317; thresholds leave a margin.
+    # Measured with this setup (400 estimation lines, 120 BUCC sentences): sentences 0.808,
+    # pieces 0.983, coverage@4 0.908, longest match 0.317; thresholds leave a margin.
     assert r["agreement_sentences"] >= 0.70
     assert r["agreement_pieces"] >= 0.97
-    assert r["coverage"] >= 0.78
+    assert r["coverage"] >= 0.85
     assert abs(r["coverage_at"]["1"] - r["agreement_sentences"]) <= 0.03
     assert r["coverage"] >= r["coverage_at"]["2"] >= r["coverage_at"]["1"]
     assert r["longest_match_agreement_sentences"] < r["agreement_sentences"] - 0.3

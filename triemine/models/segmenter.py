@@ -277,6 +277,19 @@ def rank_prior(vocab: Sequence[str], source_scores: dict[str, float],
     return out, stats
 
 
+def _dominated_class(piece: str):
+    """Class of a piece whose counts the Chinese side dominates (None for other pieces)."""
+    body = piece[1:] if piece.startswith(SPACE) else piece
+    head = piece.startswith(SPACE)
+    if not body:
+        return None
+    if body.isdigit():
+        return ("digits", head, min(len(body), 4))
+    if not any(c.isalnum() for c in body) and not _HAN.search(body):
+        return ("punct", head, min(len(body), 2))
+    return None
+
+
 def _piece_features(pieces: Sequence[str], source_scores: dict[str, float]) -> np.ndarray:
     """Piece classes whose scores the perceptron corrects as a group (0/1 matrix)."""
     cols = [
@@ -347,7 +360,8 @@ def _agreement(sp, texts: Sequence[str], golds: Sequence[Sequence[str]]) -> tupl
 
 def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=None,
                        source_spm: Path | None = None, epochs: int = 20, lr: float = 0.01,
-                       min_output_count: int = 100, dev_fraction: float = 0.1,
+                       min_output_count: int = 100, min_class_count: int = 5,
+                       dev_fraction: float = 0.1,
                        progress: bool = True, seed: int = 1) -> Path:
     """Write a target-side sentencepiece model for a CTranslate2 model; return ``output_path``.
 
@@ -388,11 +402,26 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
         diffs = [log_counts[p] - math.log(c / n_tok) for p, c in counts.items()
                  if c >= min_output_count and p not in source_scores and p in log_counts]
         offset = float(np.median(diffs)) if diffs else 0.0
+        # Classes the source side dominates (digits by length, punctuation): the target share of
+        # each shared piece is its source probability times the class's output/source mass ratio.
+        class_src: dict[tuple, float] = {}
+        class_out: dict[tuple, int] = {}
+        for p, sc in source_scores.items():
+            k = _dominated_class(p)
+            if k is not None and p in vocab_set:
+                class_src[k] = class_src.get(k, 0.0) + math.exp(sc)
         for p, c in counts.items():
-            if p not in log_counts:  # the rank prior dropped a piece the model does write
-                log_counts[p] = math.log(c / n_tok) + offset if c >= min_output_count \
-                    else min(log_counts.values())
-            if p in source_scores and c >= min_output_count:
+            k = _dominated_class(p)
+            if k is not None and p in source_scores:
+                class_out[k] = class_out.get(k, 0) + c
+        for p, sc in source_scores.items():
+            k = _dominated_class(p)
+            if k is not None and p in vocab_set and class_out.get(k, 0) >= min_class_count:
+                log_counts[p] = sc + math.log(class_out[k] / n_tok / class_src[k]) + offset
+                n_out_est += 1
+        for p, c in counts.items():
+            if p not in log_counts or (p in source_scores and c >= min_output_count):
+                # a piece the rank prior dropped although the model writes it, or a frequent one
                 log_counts[p] = math.log(c / n_tok) + offset
                 n_out_est += 1
 
