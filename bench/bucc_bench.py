@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """BUCC zh-en mining benchmark: mine with trie-mine, evaluate with trie-mine-eval's pipeline.
 
-* ``--quick``: a fixed slice of the shared BUCC zh-en sample: the first 30 gold zh sources and
-  the first 30 non-gold zh sources in file order (60 sources), against the full English side
+* ``--quick``: a fixed slice of the shared BUCC zh-en sample: the first 20 gold zh sources and
+  the first 20 non-gold zh sources in file order (40 sources), against the full English side
   (13,589 sentences in the trie), pre-expansion, beam 5. Needs the imported model
   (``<cache>/models/opus-mt-zh-en``, built by ``trie-mine-import``).
 * full mode: all 8,624 zh sources (``--sources N`` to cap), ``--beam`` (default 10) and
-  ``--mode pre|post``.
+  ``--mode pre|post``; ``--gold-sources G --other-sources O`` mines a gold-enriched slice instead
+  (first G gold and first O non-gold zh sources in file order; precision is then higher than on
+  the full sample, where only 3% of the zh sentences have a gold pair).
 
 It reports P/R/F1 (strict; lenient too) with filter ``none`` and with a CE threshold tuned on the
 slice's own gold (LASER style; optimistic, labelled), the wall time of mining, and the machine.
@@ -59,6 +61,8 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", choices=["pre", "post"], default="pre")
     ap.add_argument("--beam", type=int, default=None, help="beam size (quick: 5, full: 10)")
     ap.add_argument("--sources", type=int, default=None, help="full mode: only the first N zh sources")
+    ap.add_argument("--gold-sources", type=int, default=None, help="enriched slice: first G gold zh sources")
+    ap.add_argument("--other-sources", type=int, default=None, help="enriched slice: first O non-gold zh sources")
     ap.add_argument("--nbest", type=int, default=1)
     ap.add_argument("--keep", default=None, help="keep the mined TSV and slice in this folder")
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="extra trie-mine arguments")
@@ -74,8 +78,12 @@ def main(argv=None) -> int:
     for f in ("zh-en.slice.zh", "zh-en.slice.en", "zh-en.slice.gold"):
         (work / f).unlink(missing_ok=True)
     if args.quick:
-        gold, n_src = make_slice(work, 30, 30, None)
-        slice_name = "first 30 gold + first 30 non-gold zh sources of zh-en.sample, full en side"
+        gold, n_src = make_slice(work, 20, 20, None)
+        slice_name = "first 20 gold + first 20 non-gold zh sources of zh-en.sample, full en side"
+    elif args.gold_sources is not None or args.other_sources is not None:
+        gold, n_src = make_slice(work, args.gold_sources or 0, args.other_sources or 0, None)
+        slice_name = (f"first {args.gold_sources or 0} gold + first {args.other_sources or 0} non-gold zh "
+                      "sources of zh-en.sample (gold-enriched), full en side")
     else:
         gold, n_src = make_slice(work, None, None, args.sources)
         slice_name = f"first {n_src} zh sources of zh-en.sample, full en side"
@@ -84,13 +92,14 @@ def main(argv=None) -> int:
            f"--{args.mode}-expansion", "--model", str(model), "--source", str(work / "zh-en.slice.zh"),
            "--target", str(work / "zh-en.slice.en"), "-o", str(out_tsv), "--beam", str(beam),
            "--nbest", str(args.nbest)] + list(args.extra)
-    print("running:", " ".join(cmd[3:] if False else cmd), file=sys.stderr, flush=True)
+    print("running: trie-mine", " ".join(cmd[3:]), file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=str(REPO))
     seconds = time.perf_counter() - t0
 
     b = read_bucc(gold)
     mined = read_mined(out_tsv)
+    mined.meta.setdefault("model", model.name)
     res = {}
     for filt in ("none", "ce"):
         o = evaluate([Direction(mined)], b, filt)
