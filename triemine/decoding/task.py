@@ -16,7 +16,7 @@ Registration is idempotent: fairseq's ``register_task`` returns the existing cla
 already registered, and this module is imported once whether it comes from Python or
 ``--user-dir``.
 """
-from __future__ import annotations
+# no "from __future__ import annotations": fairseq reads the dataclass field types
 
 from dataclasses import dataclass, field
 from typing import Optional
