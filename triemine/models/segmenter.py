@@ -213,6 +213,8 @@ class RecoveryReport:
     n_target_only: int
     n_shared_kept: int
     n_shared_dropped: int
+    n_target_only_dropped: int
+    bias_threshold: float | None
     n_output_estimates: int
     estimation_sentences: int
     perceptron_epochs: int
@@ -245,36 +247,69 @@ def _monotone_rank_fit(log_rank: np.ndarray, score: np.ndarray, bin_width: float
 
 
 def rank_prior(vocab: Sequence[str], source_scores: dict[str, float],
-               keep_ratio: float = 0.25) -> tuple[dict[str, float], dict]:
+               keep_ratio: float = 0.25, bias: np.ndarray | None = None,
+               drop_target_only: bool = True) -> tuple[dict[str, float], dict]:
     """Log-count estimates (natural log, source-model units) of the target side from ranks.
 
     Returns ``{piece: log_count}`` for pieces judged to belong to the target model, plus counts
-    for the report.  ``keep_ratio``: a piece the source model knows is kept when the target share
-    of its estimated combined count is at least this fraction.
+    for the report.  Without ``bias``, a piece the source model knows is kept when the target
+    share of its estimated combined count is at least ``keep_ratio``.  With the decoder's output
+    bias (one value per vocabulary entry), membership is decided by the bias instead: pieces the
+    decoder was never trained to write end with a bias as low as source-only (Han) pieces; the
+    threshold is the midpoint between the 90th percentile of source-only pieces and the 10th
+    percentile of pieces absent from the source model.
     """
     log_rank = np.log(np.arange(len(vocab), dtype=np.float64) + 1.0)
     ref = [i for i, p in enumerate(vocab) if p in source_scores and _HAN.search(p)]
     fit = _monotone_rank_fit(log_rank[ref], np.array([source_scores[vocab[i]] for i in ref]))
     total = fit(log_rank)
     out: dict[str, float] = {}
-    stats = {"target_only": 0, "shared_kept": 0, "shared_dropped": 0}
+    stats = {"target_only": 0, "shared_kept": 0, "shared_dropped": 0, "target_only_dropped": 0,
+             "bias_threshold": None}
+    threshold = None
+    if bias is not None:
+        if len(bias) != len(vocab):
+            raise InputError(f"decoder output bias has {len(bias)} entries for a vocabulary of "
+                             f"{len(vocab)}")
+        tgt_only = [i for i, p in enumerate(vocab) if p and p not in source_scores]
+        threshold = float(np.percentile(bias[ref], 90) + np.percentile(bias[tgt_only], 10)) / 2
+        stats["bias_threshold"] = threshold
     for i, piece in enumerate(vocab):
         if not piece or piece in (UNK, BOS, EOS, "<pad>"):
             continue
+        single = len(piece) == 1  # every character stays encodable
+        writable = threshold is None or bias[i] >= threshold
         if piece not in source_scores:
-            out[piece] = float(total[i])
-            stats["target_only"] += 1
+            if writable or single or not drop_target_only:
+                out[piece] = float(total[i])
+                stats["target_only"] += 1
+            else:
+                stats["target_only_dropped"] += 1
             continue
         tot = math.exp(total[i])
         tgt = tot - math.exp(source_scores[piece])
-        if len(piece) == 1:  # every character stays encodable (the target model has them all)
-            tgt = max(tgt, 0.05 * tot)
-        if tgt >= keep_ratio * tot or len(piece) == 1:
-            out[piece] = math.log(tgt)
+        if threshold is None:
+            keep = tgt >= keep_ratio * tot or single
+        else:
+            keep = writable or single
+        if keep:
+            out[piece] = math.log(max(tgt, (keep_ratio if writable and threshold is not None
+                                            else 0.05) * tot))
             stats["shared_kept"] += 1
         else:
             stats["shared_dropped"] += 1
     return out, stats
+
+
+def decoder_output_bias(ct2_dir: Path) -> np.ndarray | None:
+    """The decoder's output-projection bias of a CTranslate2 transformer (None if it has none)."""
+    from triemine.models.ct2_reader import read_ct2_model
+
+    model = read_ct2_model(ct2_dir)
+    for name in ("decoder/projection/bias",):
+        if model.has(name):
+            return np.asarray(model.get(name), dtype=np.float64).reshape(-1)
+    return None
 
 
 def _dominated_class(piece: str):
@@ -361,7 +396,7 @@ def _agreement(sp, texts: Sequence[str], golds: Sequence[Sequence[str]]) -> tupl
 def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=None,
                        source_spm: Path | None = None, epochs: int = 20, lr: float = 0.01,
                        min_output_count: int = 100, min_class_count: int = 5,
-                       dev_fraction: float = 0.1,
+                       dev_fraction: float = 0.1, use_bias: bool = True,
                        progress: bool = True, seed: int = 1) -> Path:
     """Write a target-side sentencepiece model for a CTranslate2 model; return ``output_path``.
 
@@ -380,7 +415,8 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
                          "a unigram target model from it", source_spm)
     vocab = read_target_vocabulary(ct2_dir)
     source_scores = {p.piece: p.score for p in template.pieces if p.type == p.NORMAL}
-    log_counts, stats = rank_prior(vocab, source_scores)
+    bias = decoder_output_bias(ct2_dir) if use_bias else None
+    log_counts, stats = rank_prior(vocab, source_scores, bias=bias)
 
     if estimation_sources is None:
         estimation_sources = default_estimation_sentences()
@@ -408,7 +444,7 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
         class_out: dict[tuple, int] = {}
         for p, sc in source_scores.items():
             k = _dominated_class(p)
-            if k is not None and p in vocab_set:
+            if k is not None and p in log_counts:
                 class_src[k] = class_src.get(k, 0.0) + math.exp(sc)
         for p, c in counts.items():
             k = _dominated_class(p)
@@ -416,7 +452,7 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
                 class_out[k] = class_out.get(k, 0) + c
         for p, sc in source_scores.items():
             k = _dominated_class(p)
-            if k is not None and p in vocab_set and class_out.get(k, 0) >= min_class_count:
+            if k is not None and p in log_counts and class_out.get(k, 0) >= min_class_count:
                 log_counts[p] = sc + math.log(class_out[k] / n_tok / class_src[k]) + offset
                 n_out_est += 1
         for p, c in counts.items():
@@ -490,6 +526,7 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
     report = RecoveryReport(
         n_pieces=len(scores), n_target_only=stats["target_only"],
         n_shared_kept=stats["shared_kept"], n_shared_dropped=stats["shared_dropped"],
+        n_target_only_dropped=stats["target_only_dropped"], bias_threshold=stats["bias_threshold"],
         n_output_estimates=n_out_est, estimation_sentences=len(estimation_sources),
         perceptron_epochs=len(train_hist), train_agreement=train_hist, dev_agreement=dev_hist)
     Path(str(output_path) + ".json").write_text(json.dumps(report.__dict__, indent=1))
