@@ -122,39 +122,52 @@ def model_outputs(ct2_dir: Path, sentences: Sequence[str], *, beam_size: int = 1
 
     ct2_dir = Path(ct2_dir)
     source_spm = Path(source_spm) if source_spm is not None else find_source_spm(ct2_dir)
-    key = hashlib.sha1(json.dumps([_model_fingerprint(ct2_dir), str(source_spm.name),
-                                   beam_size, list(sentences)], ensure_ascii=False).encode())
-    cache_file = cache_root() / "segmenter" / f"outputs-{key.hexdigest()[:20]}.json"
-    if cache and cache_file.is_file():
-        with open(cache_file, encoding="utf-8") as f:
-            return json.load(f)
+    key = hashlib.sha1(json.dumps([_model_fingerprint(ct2_dir), str(source_spm.name), beam_size,
+                                   "greedy-256"]).encode()).hexdigest()[:20]
+    # One cache file per model and beam size: {source sentence: target pieces}.
+    cache_file = cache_root() / "segmenter" / f"outputs-{key}.json"
+    known = _load_output_cache(cache_file) if cache else {}
+    missing = sorted({s for s in sentences if s not in known}, key=len)
+    if missing:
+        import ctranslate2
+        from tqdm import tqdm
 
-    import ctranslate2
-    from tqdm import tqdm
+        sp = spm.SentencePieceProcessor(model_file=str(source_spm))
+        translator = ctranslate2.Translator(str(ct2_dir), device="cpu", compute_type="int8",
+                                            intra_threads=threads)
+        new: dict[str, list[str]] = {}
+        # Sorted by length so batches waste little padding.
+        with tqdm(total=len(missing), desc=f"ct2 beam={beam_size}", unit="sent",
+                  disable=not progress) as bar:
+            for start in range(0, len(missing), batch_size):
+                batch = missing[start:start + batch_size]
+                res = translator.translate_batch([sp.encode(s, out_type=str) for s in batch],
+                                                 beam_size=beam_size, max_batch_size=batch_size,
+                                                 max_decoding_length=256)
+                for s, r in zip(batch, res):
+                    new[s] = list(r.hypotheses[0])
+                bar.update(len(batch))
+        known.update(new)
+        if cache:
+            merged = _load_output_cache(cache_file)  # another process may have added some
+            merged.update(new)
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(merged, f, ensure_ascii=False)
+            os.replace(tmp, cache_file)
+    return [known[s] for s in sentences]
 
-    sp = spm.SentencePieceProcessor(model_file=str(source_spm))
-    translator = ctranslate2.Translator(str(ct2_dir), device="cpu", compute_type="int8",
-                                        intra_threads=threads)
-    # Sort by length so batches waste little padding; restore the order afterwards.
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    out: list[list[str] | None] = [None] * len(sentences)
-    with tqdm(total=len(sentences), desc=f"ct2 beam={beam_size}", unit="sent",
-              disable=not progress) as bar:
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            src = [sp.encode(sentences[i], out_type=str) for i in idx]
-            res = translator.translate_batch(src, beam_size=beam_size, max_batch_size=batch_size,
-                                             max_decoding_length=256)
-            for i, r in zip(idx, res):
-                out[i] = list(r.hypotheses[0])
-            bar.update(len(idx))
-    if cache:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(out, f, ensure_ascii=False)
-        os.replace(tmp, cache_file)
-    return out  # type: ignore[return-value]
+
+def _load_output_cache(path: Path) -> dict[str, list[str]]:
+    if not path.is_file():
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}  # a damaged cache is recomputed
+    return data if isinstance(data, dict) else {}
 
 
 def detokenize(pieces: Sequence[str]) -> str:
@@ -484,6 +497,7 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
         theta = np.zeros(feats.shape[1])
         w_sum, theta_sum, n_sum = np.zeros_like(w), np.zeros_like(theta), 0
         best, avg_hist = (-1.0, None), []
+        steps, prev_sign = np.full_like(w, 0.1), np.zeros_like(w)
         tt, tg = [t for t, _ in train], [g for _, g in train]
         for epoch in tqdm(range(epochs), desc="perceptron", disable=not progress):
             cur = base + w + feats @ theta
@@ -502,9 +516,15 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
                     j = index.get(p)
                     if j is not None:
                         delta[j] -= 1.0
-            step = lr / (1.0 + epoch / 10.0)
-            w += step * np.clip(delta, -3.0, 3.0)
-            theta += step * (feats.T @ delta) / max(len(wrong), 1)
+            # Rprop-style per-piece steps: grow while a piece keeps being pushed the same way,
+            # halve when the push reverses (batch updates otherwise overshoot and oscillate).
+            sign = np.sign(delta)
+            same = sign * prev_sign
+            steps = np.where(same > 0, np.minimum(steps * 1.2, 1.0),
+                             np.where(same < 0, steps * 0.5, steps))
+            w += sign * steps
+            prev_sign = np.where(same < 0, 0.0, sign)
+            theta += lr / (1.0 + epoch / 10.0) * (feats.T @ delta) / max(len(wrong), 1)
             w_sum += w
             theta_sum += theta
             n_sum += 1
