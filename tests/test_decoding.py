@@ -195,13 +195,13 @@ def test_debug_check_passes_on_realistic_batches_and_catches_corruption(tiny_mod
     assert search.debug_checks > 100
 
     bad = TrieConstrainedBeamSearch(tiny_model.tgt_dict, trie, mode, debug=True)
-    real = bad.advance
+    real_advance, real_topk = bad.advance, bad.sparse_topk
 
-    def corrupted(nodes, toks):  # cached nodes one off from the truth
-        out = real(nodes, toks)
-        return torch.where(out > 0, out + 1, out)
+    def off_by_one(nodes):  # cached nodes one off from the truth
+        return torch.where(nodes > 0, nodes + 1, nodes)
 
-    bad.advance = corrupted
+    bad.advance = lambda nodes, toks: off_by_one(real_advance(nodes, toks))
+    bad.sparse_topk = lambda *a: real_topk(*a)[:3] + (off_by_one(real_topk(*a)[3]),)
     gen = TrieSequenceGenerator(tiny_model.models, tiny_model.tgt_dict, search=bad, beam_size=4)
     with pytest.raises(TrieConsistencyError):
         gen.generate(tiny_model.models, sample_of(tiny_model, sources))

@@ -126,22 +126,22 @@ class TrieSequenceGenerator(nn.Module):
                 lprobs.fill_(-math.inf)
                 lprobs[:, eos] = keep
             if search is not None and search.mode == "pre":
-                lprobs += search.allowed_mask(nodes, V, lprobs.dtype)
-
-            cand = (lprobs + cum.unsqueeze(1)).view(nb, B * V)
-            cand_scores, cand_idx = torch.topk(cand, k=B, dim=1)
-            beams = torch.div(cand_idx, V, rounding_mode="trunc")
-            toks = cand_idx.fmod(V)
-            src_rows = beams + (torch.arange(nb, device=device) * B).unsqueeze(1)
-            if search is not None:
-                cand_nodes = search.advance(nodes[src_rows], toks)
-                if search.mode == "post":
+                cand_scores, toks, beams, cand_nodes = search.sparse_topk(lprobs, cum, nodes, B, B)
+                src_rows = beams + (torch.arange(nb, device=device) * B).unsqueeze(1)
+            else:
+                cand = (lprobs + cum.unsqueeze(1)).view(nb, B * V)
+                cand_scores, cand_idx = torch.topk(cand, k=B, dim=1)
+                beams = torch.div(cand_idx, V, rounding_mode="trunc")
+                toks = cand_idx.fmod(V)
+                src_rows = beams + (torch.arange(nb, device=device) * B).unsqueeze(1)
+                if search is not None:  # post-expansion: drop candidates that left the trie
+                    cand_nodes = search.advance(nodes[src_rows], toks)
                     cand_scores = cand_scores.masked_fill(cand_nodes < 0, -math.inf)
                     cand_scores, perm = torch.sort(cand_scores, dim=1, descending=True, stable=True)
                     toks, src_rows = toks.gather(1, perm), src_rows.gather(1, perm)
                     cand_nodes = cand_nodes.gather(1, perm)
-            else:
-                cand_nodes = torch.full_like(toks, -1)
+                else:
+                    cand_nodes = torch.full_like(toks, -1)
             # Algorithm 1: only the best B - |matches| candidates survive
             cand_scores = cand_scores.masked_fill(slot >= (B - n_match).unsqueeze(1), -math.inf)
             valid = torch.isfinite(cand_scores)

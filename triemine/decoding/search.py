@@ -5,9 +5,10 @@ unused).  Per decoding step the work is a handful of batched calls, with no Pyth
 hypotheses or tokens:
 
 * **pre-expansion** (``mode="pre"``): one ``trie.children_many`` call gives the allowed
-  ``(row, token)`` pairs of all hypotheses; one ``index_put_`` builds an additive ``0/-inf`` mask
-  that is added to the log-probabilities before top-k, so only continuations inside the trie can
-  be chosen.
+  ``(row, token, child)`` triples of all hypotheses; their log-probabilities are gathered, scattered
+  into a (sentences x widest) matrix and top-k'ed (:meth:`sparse_topk`).  This is the masking of
+  every token outside the trie, done sparsely: no vocabulary-sized mask is built, and the trie
+  children of the chosen candidates come for free.
 * **post-expansion** (``mode="post"``): ordinary top-k over the unconstrained distribution, then one
   ``trie.step_many`` call advances all candidates; candidates that left the trie get ``-inf`` and
   are re-sorted behind the surviving ones (the beam shrinks; a sentence whose candidates all left
@@ -80,18 +81,43 @@ class TrieConstrainedBeamSearch(Search):
 
     # -- vectorised building blocks (shared with TrieSequenceGenerator) ---------------------------
 
-    def allowed_mask(self, nodes: Tensor, vocab_size: int, dtype=torch.float32) -> Tensor:
-        """Additive mask ``(len(nodes), vocab_size)``: 0 for trie children, ``-inf`` elsewhere.
+    def sparse_topk(self, lprobs: Tensor, cum: Tensor, nodes: Tensor, group: int, k: int):
+        """Pre-expansion top-k without touching the full vocabulary.
 
-        Rows whose node is ``-1`` are entirely ``-inf``.  One batched trie call, one scatter.
+        ``lprobs`` (rows x V) are the step's log-probs, ``cum`` (rows,) the hypotheses'
+        cumulative scores, ``nodes`` (rows,) their trie nodes; rows come in groups of ``group``
+        per sentence.  One ``children_many`` call lists the allowed (row, token, child) triples;
+        their scores are gathered, scattered into a (sentences x widest) matrix and top-k'ed.
+        Returns ``(scores, tokens, beams, child_nodes)``, each (sentences x k); missing
+        candidates have score ``-inf`` and node ``-1``.
         """
-        flat = nodes.reshape(-1)
-        offsets, keys, _ = self.trie.children_many(flat.cpu().numpy())
-        counts = torch.from_numpy(np.diff(offsets))
-        rows = torch.repeat_interleave(torch.arange(flat.numel()), counts)
-        mask = torch.full((flat.numel(), vocab_size), -math.inf, dtype=dtype)
-        mask[rows, torch.from_numpy(keys)] = 0.0
-        return mask.to(nodes.device)
+        device = lprobs.device
+        rows = nodes.numel()
+        nb = rows // group
+        offsets, keys, child = self.trie.children_many(nodes.reshape(-1).cpu().numpy())
+        offsets = torch.from_numpy(np.asarray(offsets, dtype=np.int64)).to(device)
+        keys = torch.from_numpy(np.asarray(keys, dtype=np.int64)).to(device)
+        child = torch.from_numpy(np.asarray(child, dtype=np.int64)).to(device)
+        m = keys.numel()
+        row_of = torch.repeat_interleave(torch.arange(rows, device=device), offsets.diff())
+        vals = lprobs[row_of, keys] + cum.reshape(-1)[row_of]
+        sent_start = offsets[:-1:group]
+        per_sent = offsets[group::group] - sent_start
+        width = max(int(per_sent.max()) if nb else 0, k, 1)
+        mat = torch.full((nb, width), -math.inf, dtype=lprobs.dtype, device=device)
+        sent_of = torch.div(row_of, group, rounding_mode="floor")
+        mat[sent_of, torch.arange(m, device=device) - sent_start[sent_of]] = vals
+        scores, j = torch.topk(mat, k=k, dim=1)
+        missing = j >= per_sent.unsqueeze(1)
+        flat = (sent_start.unsqueeze(1) + j).clamp(max=max(m - 1, 0))
+        if m == 0:  # every hypothesis is dead
+            zeros = torch.zeros_like(j)
+            return scores, zeros + self.eos, zeros, zeros - 1
+        tokens = keys[flat].masked_fill(missing, self.eos)
+        beams = (row_of[flat] - (torch.arange(nb, device=device) * group).unsqueeze(1))
+        beams = beams.masked_fill(missing, 0)
+        nodes_out = child[flat].masked_fill(missing | ~torch.isfinite(scores), -1)
+        return scores, tokens, beams, nodes_out
 
     def advance(self, nodes: Tensor, tokens: Tensor) -> Tensor:
         """Child of each node by each token (``-1`` where absent or node is ``-1``)."""
@@ -140,24 +166,27 @@ class TrieConstrainedBeamSearch(Search):
             live = torch.isfinite(scores[:, :, step - 1]).reshape(-1)
             self.check_nodes(prev_output_tokens[:, 1: step + 1], nodes, live)
 
+        k = min(2 * beam_size, beam_size * vocab_size - 1)  # as BeamSearch (never pad)
         if self.mode == "pre":
-            mask = self.allowed_mask(nodes, vocab_size, lprobs.dtype)
-            lprobs = lprobs + mask.view(bsz, beam_size, vocab_size)
+            if step == 0:  # all beam slots are identical: expand the first only
+                nodes = nodes.clone()
+                nodes[:, 1:] = -1
+                cum = torch.zeros(bsz, beam_size, dtype=lprobs.dtype, device=device)
+            else:
+                cum = scores[:, :, step - 1]
+            cand_scores, cand_tokens, cand_beams, cand_nodes = self.sparse_topk(
+                lprobs.reshape(bsz * beam_size, vocab_size), cum, nodes, beam_size, k)
         else:
             lprobs = lprobs.masked_fill((nodes < 0).unsqueeze(-1), -math.inf)
-
-        if step == 0:  # all beam slots are identical: expand the first only
-            lprobs = lprobs[:, ::beam_size, :].contiguous()
-        else:
-            lprobs = lprobs + scores[:, :, step - 1].unsqueeze(-1)
-
-        flat = lprobs.view(bsz, -1)
-        k = min(2 * beam_size, flat.size(1) - 1)  # -1 so we never select pad
-        cand_scores, cand_idx = torch.topk(flat, k=k)
-        cand_beams = torch.div(cand_idx, vocab_size, rounding_mode="trunc")
-        cand_tokens = cand_idx.fmod(vocab_size)
-        cand_nodes = self.advance(nodes.gather(1, cand_beams), cand_tokens)
-        if self.mode == "post":
+            if step == 0:  # all beam slots are identical: expand the first only
+                lprobs = lprobs[:, ::beam_size, :].contiguous()
+            else:
+                lprobs = lprobs + scores[:, :, step - 1].unsqueeze(-1)
+            flat = lprobs.view(bsz, -1)
+            cand_scores, cand_idx = torch.topk(flat, k=min(k, flat.size(1) - 1))
+            cand_beams = torch.div(cand_idx, vocab_size, rounding_mode="trunc")
+            cand_tokens = cand_idx.fmod(vocab_size)
+            cand_nodes = self.advance(nodes.gather(1, cand_beams), cand_tokens)
             cand_scores = cand_scores.masked_fill(cand_nodes < 0, -math.inf)
             cand_scores, order = torch.sort(cand_scores, dim=1, descending=True, stable=True)
             cand_tokens = cand_tokens.gather(1, order)
@@ -165,7 +194,7 @@ class TrieConstrainedBeamSearch(Search):
             cand_nodes = cand_nodes.gather(1, order)
         if self.shrink_beam:
             live_beam = (beam_size - self.n_match).clamp(min=0)
-            pos = torch.arange(k, device=device).unsqueeze(0)
+            pos = torch.arange(cand_scores.size(1), device=device).unsqueeze(0)
             cand_scores = cand_scores.masked_fill(pos >= live_beam.unsqueeze(1), -math.inf)
         finite = torch.isfinite(cand_scores)
         cand_nodes = cand_nodes.masked_fill(~finite, -1)
