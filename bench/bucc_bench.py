@@ -97,9 +97,13 @@ def main(argv=None) -> int:
     subprocess.run(cmd, check=True, cwd=str(REPO))
     seconds = time.perf_counter() - t0
 
+    meta_path = Path(str(out_tsv) + ".meta.json")
+    if not meta_path.is_file():  # trie-mine did not write the agreed sidecar: record the run here
+        meta_path.write_text(json.dumps({"model": model.name, "source": str(work / "zh-en.slice.zh"),
+                                         "target": str(work / "zh-en.slice.en"), "mode": args.mode,
+                                         "beam": beam, "nbest": args.nbest}) + "\n", encoding="utf-8")
     b = read_bucc(gold)
     mined = read_mined(out_tsv)
-    mined.meta.setdefault("model", model.name)
     res = {}
     for filt in ("none", "ce"):
         o = evaluate([Direction(mined)], b, filt)
