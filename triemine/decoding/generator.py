@@ -56,7 +56,6 @@ class TrieSequenceGenerator(nn.Module):
         self.vocab_size = len(tgt_dict)
         self.search = search
         self.beam_size = min(int(beam_size), self.vocab_size - 1)
-        self.model.set_decoder_beam_size(self.beam_size)
         self.max_len_a = max_len_a
         self.max_len_b = max_len_b
         self.len_penalty = len_penalty
@@ -82,6 +81,9 @@ class TrieSequenceGenerator(nn.Module):
         return max(1, min(int(self.max_len_a * src_len + self.max_len_b) + 1, cap))
 
     def _generate(self, sample) -> List[List[Dict[str, Tensor]]]:
+        """Decode a batch.  Only live hypotheses occupy decoder rows: row ``r`` belongs to
+        sentence ``row_sent[r]`` (rows grouped by sentence, in order); a sentence has at most
+        ``B - |matches|`` rows and leaves the batch when it has none."""
         net_input = sample["net_input"]
         src_tokens = net_input["src_tokens"]
         device = src_tokens.device
@@ -92,21 +94,18 @@ class TrieSequenceGenerator(nn.Module):
         self.stats["sentences"] += bsz
 
         encoder_outs = self.model.forward_encoder(net_input)
-        order = torch.arange(bsz, device=device).repeat_interleave(B)
-        encoder_outs = self.model.reorder_encoder_out(encoder_outs, order)
         incremental_states = [{} for _ in range(self.model.models_size)]
 
-        rows = bsz * B
-        tokens = torch.full((rows, n_steps + 1), self.pad, dtype=torch.long, device=device)
+        # one live row per sentence at step 0
+        tokens = torch.full((bsz, n_steps + 1), self.pad, dtype=torch.long, device=device)
         tokens[:, 0] = eos
-        step_scores = torch.zeros(rows, n_steps, device=device)
-        cum = torch.full((rows,), -math.inf, device=device)
-        cum[::B] = 0.0  # only the first slot of every sentence is live at step 0
-        nodes = torch.full((rows,), -1, dtype=torch.long, device=device)
-        if search is not None:
-            nodes[::B] = search.root
+        step_scores = torch.zeros(bsz, n_steps, device=device)
+        cum = torch.zeros(bsz, device=device)
+        nodes = torch.full((bsz,), search.root if search is not None else -1, dtype=torch.long,
+                           device=device)
+        row_sent = torch.arange(bsz, device=device)
         n_match = torch.zeros(bsz, dtype=torch.long, device=device)
-        sent_ids = torch.arange(bsz, device=device)
+        sent_ids = torch.arange(bsz, device=device)  # original index of each batch sentence
         slot = torch.arange(B, device=device).unsqueeze(0)
         finalized: List[List[Dict[str, Tensor]]] = [[] for _ in range(bsz)]
         nb = bsz
@@ -114,7 +113,8 @@ class TrieSequenceGenerator(nn.Module):
         for step in range(n_steps):
             self.stats["steps"] += 1
             if search is not None and search.debug and step > 0:
-                search.check_nodes(tokens[:, 1: step + 1], nodes, torch.isfinite(cum))
+                search.check_nodes(tokens[:, 1: step + 1], nodes,
+                                   torch.ones_like(nodes, dtype=torch.bool))
             lprobs, _ = self.model.forward_decoder(tokens[:, : step + 1], encoder_outs,
                                                    incremental_states, 1.0)
             lprobs[lprobs != lprobs] = -math.inf
@@ -125,15 +125,23 @@ class TrieSequenceGenerator(nn.Module):
                 keep = lprobs[:, eos].clone()
                 lprobs.fill_(-math.inf)
                 lprobs[:, eos] = keep
+            rows = nodes.numel()
+            per_sent = torch.bincount(row_sent, minlength=nb)
+            first_row = torch.cumsum(per_sent, 0) - per_sent
             if search is not None and search.mode == "pre":
-                cand_scores, toks, beams, cand_nodes = search.sparse_topk(lprobs, cum, nodes, B, B)
-                src_rows = beams + (torch.arange(nb, device=device) * B).unsqueeze(1)
+                cand_scores, toks, src_rows, cand_nodes = search.sparse_topk(
+                    lprobs, cum, nodes, row_sent, nb, B)
             else:
-                cand = (lprobs + cum.unsqueeze(1)).view(nb, B * V)
-                cand_scores, cand_idx = torch.topk(cand, k=B, dim=1)
-                beams = torch.div(cand_idx, V, rounding_mode="trunc")
+                # (nb, B, V) with each sentence's rows in its first slots, -inf elsewhere
+                rank = torch.arange(rows, device=device) - first_row[row_sent]
+                dense = torch.full((nb * B, V), -math.inf, dtype=lprobs.dtype, device=device)
+                dense[row_sent * B + rank] = lprobs + cum.unsqueeze(1)
+                cand_scores, cand_idx = torch.topk(dense.view(nb, B * V), k=B, dim=1)
+                src_slot = torch.div(cand_idx, V, rounding_mode="trunc")
                 toks = cand_idx.fmod(V)
-                src_rows = beams + (torch.arange(nb, device=device) * B).unsqueeze(1)
+                src_rows = (first_row.unsqueeze(1) + src_slot).clamp(max=rows - 1)
+                cand_scores = cand_scores.masked_fill(src_slot >= per_sent.unsqueeze(1),
+                                                      -math.inf)
                 if search is not None:  # post-expansion: drop candidates that left the trie
                     cand_nodes = search.advance(nodes[src_rows], toks)
                     cand_scores = cand_scores.masked_fill(cand_nodes < 0, -math.inf)
@@ -147,8 +155,8 @@ class TrieSequenceGenerator(nn.Module):
             valid = torch.isfinite(cand_scores)
             is_eos = valid & toks.eq(eos)
             live = valid & ~is_eos
-            prev_cum = cum[src_rows]
-            tok_scores = torch.where(valid, cand_scores - prev_cum, torch.zeros_like(cand_scores))
+            tok_scores = torch.where(valid, cand_scores - cum[src_rows],
+                                     torch.zeros_like(cand_scores))
 
             if bool(is_eos.any()):
                 self._finalize(step, is_eos, src_rows, tokens, step_scores, tok_scores,
@@ -157,18 +165,21 @@ class TrieSequenceGenerator(nn.Module):
 
             if step == n_steps - 1:
                 break
-            done = (n_match >= B) | ~live.any(1)
-            self.stats["early_stopped"] += int((~live.any(1) & (n_match < B)).sum())
-            keep_sents = (~done).nonzero().squeeze(1)
-            if keep_sents.numel() == 0:
+            has_live = live.any(1)
+            self.stats["early_stopped"] += int((~has_live & (n_match < B)).sum())
+            if not bool(has_live.any()):
                 break
-            reorder = src_rows[keep_sents].reshape(-1)
+            keep_sents = has_live.nonzero().squeeze(1)
+            new_index = torch.cumsum(has_live.long(), 0) - 1  # old sentence -> new position
+            live_s, live_j = live.nonzero(as_tuple=True)  # sentence-major: rows stay grouped
+            reorder = src_rows[live_s, live_j]
             tokens = tokens[reorder]
-            tokens[:, step + 1] = toks[keep_sents].reshape(-1)
+            tokens[:, step + 1] = toks[live_s, live_j]
             step_scores = step_scores[reorder]
-            step_scores[:, step] = tok_scores[keep_sents].reshape(-1)
-            cum = cand_scores.masked_fill(~live, -math.inf)[keep_sents].reshape(-1)
-            nodes = cand_nodes.masked_fill(~live, -1)[keep_sents].reshape(-1)
+            step_scores[:, step] = tok_scores[live_s, live_j]
+            cum = cand_scores[live_s, live_j]
+            nodes = cand_nodes[live_s, live_j]
+            row_sent = new_index[live_s]
             n_match = n_match[keep_sents]
             sent_ids = sent_ids[keep_sents]
             nb = keep_sents.numel()

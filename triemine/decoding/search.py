@@ -81,43 +81,43 @@ class TrieConstrainedBeamSearch(Search):
 
     # -- vectorised building blocks (shared with TrieSequenceGenerator) ---------------------------
 
-    def sparse_topk(self, lprobs: Tensor, cum: Tensor, nodes: Tensor, group: int, k: int):
+    def sparse_topk(self, lprobs: Tensor, cum: Tensor, nodes: Tensor, row_sent: Tensor,
+                    n_sent: int, k: int):
         """Pre-expansion top-k without touching the full vocabulary.
 
         ``lprobs`` (rows x V) are the step's log-probs, ``cum`` (rows,) the hypotheses'
-        cumulative scores, ``nodes`` (rows,) their trie nodes; rows come in groups of ``group``
-        per sentence.  One ``children_many`` call lists the allowed (row, token, child) triples;
-        their scores are gathered, scattered into a (sentences x widest) matrix and top-k'ed.
-        Returns ``(scores, tokens, beams, child_nodes)``, each (sentences x k); missing
-        candidates have score ``-inf`` and node ``-1``.
+        cumulative scores, ``nodes`` (rows,) their trie nodes and ``row_sent`` (rows,) their
+        sentence (rows grouped by sentence, ascending).  One ``children_many`` call lists the
+        allowed (row, token, child) triples; their scores are gathered, scattered into a
+        (sentences x widest) matrix and top-k'ed.  Returns ``(scores, tokens, src_rows,
+        child_nodes)``, each (n_sent x k); missing candidates have score ``-inf`` and node ``-1``.
         """
         device = lprobs.device
         rows = nodes.numel()
-        nb = rows // group
         offsets, keys, child = self.trie.children_many(nodes.reshape(-1).cpu().numpy())
         offsets = torch.from_numpy(np.asarray(offsets, dtype=np.int64)).to(device)
         keys = torch.from_numpy(np.asarray(keys, dtype=np.int64)).to(device)
         child = torch.from_numpy(np.asarray(child, dtype=np.int64)).to(device)
         m = keys.numel()
+        if m == 0:  # every hypothesis is dead
+            zeros = torch.zeros((n_sent, k), dtype=torch.long, device=device)
+            return (torch.full((n_sent, k), -math.inf, dtype=lprobs.dtype, device=device),
+                    zeros + self.eos, zeros, zeros - 1)
         row_of = torch.repeat_interleave(torch.arange(rows, device=device), offsets.diff())
         vals = lprobs[row_of, keys] + cum.reshape(-1)[row_of]
-        sent_start = offsets[:-1:group]
-        per_sent = offsets[group::group] - sent_start
-        width = max(int(per_sent.max()) if nb else 0, k, 1)
-        mat = torch.full((nb, width), -math.inf, dtype=lprobs.dtype, device=device)
-        sent_of = torch.div(row_of, group, rounding_mode="floor")
+        sent_of = row_sent[row_of]
+        per_sent = torch.bincount(sent_of, minlength=n_sent)
+        sent_start = torch.cumsum(per_sent, 0) - per_sent
+        width = max(int(per_sent.max()), k)
+        mat = torch.full((n_sent, width), -math.inf, dtype=lprobs.dtype, device=device)
         mat[sent_of, torch.arange(m, device=device) - sent_start[sent_of]] = vals
         scores, j = torch.topk(mat, k=k, dim=1)
         missing = j >= per_sent.unsqueeze(1)
-        flat = (sent_start.unsqueeze(1) + j).clamp(max=max(m - 1, 0))
-        if m == 0:  # every hypothesis is dead
-            zeros = torch.zeros_like(j)
-            return scores, zeros + self.eos, zeros, zeros - 1
+        flat = (sent_start.unsqueeze(1) + j).clamp(max=m - 1)
         tokens = keys[flat].masked_fill(missing, self.eos)
-        beams = (row_of[flat] - (torch.arange(nb, device=device) * group).unsqueeze(1))
-        beams = beams.masked_fill(missing, 0)
+        src_rows = row_of[flat]
         nodes_out = child[flat].masked_fill(missing | ~torch.isfinite(scores), -1)
-        return scores, tokens, beams, nodes_out
+        return scores, tokens, src_rows, nodes_out
 
     def advance(self, nodes: Tensor, tokens: Tensor) -> Tensor:
         """Child of each node by each token (``-1`` where absent or node is ``-1``)."""
@@ -174,8 +174,12 @@ class TrieConstrainedBeamSearch(Search):
                 cum = torch.zeros(bsz, beam_size, dtype=lprobs.dtype, device=device)
             else:
                 cum = scores[:, :, step - 1]
-            cand_scores, cand_tokens, cand_beams, cand_nodes = self.sparse_topk(
-                lprobs.reshape(bsz * beam_size, vocab_size), cum, nodes, beam_size, k)
+            row_sent = torch.arange(bsz, device=device).repeat_interleave(beam_size)
+            cand_scores, cand_tokens, cand_rows, cand_nodes = self.sparse_topk(
+                lprobs.reshape(bsz * beam_size, vocab_size), cum, nodes, row_sent, bsz, k)
+            cand_beams = cand_rows - (torch.arange(bsz, device=device) * beam_size).unsqueeze(1)
+            # missing candidates (-inf) may point at another sentence's row: keep them in range
+            cand_beams = cand_beams.masked_fill(~torch.isfinite(cand_scores), 0)
         else:
             lprobs = lprobs.masked_fill((nodes < 0).unsqueeze(-1), -math.inf)
             if step == 0:  # all beam slots are identical: expand the first only
