@@ -119,8 +119,8 @@ def test_held_out_agreement_and_coverage(recovered):
     assert not set(held_out) & set(_estimation())
     r = S.evaluate_segmenter(CT2, recovered, held_out, nbest=4, progress=False)
     assert r["sentences"] == N_EVAL
-    # Measured with this setup (400 estimation lines, 120 BUCC sentences): sentences 0.808,
-    # pieces 0.983, coverage@4 0.908, longest match 0.317; thresholds leave a margin.
+    # Measured with this setup (400 estimation lines, 120 BUCC sentences): sentences 0.825,
+    # pieces 0.985, coverage@4 0.925, longest match 0.317; thresholds leave a margin.
     assert r["agreement_sentences"] >= 0.70
     assert r["agreement_pieces"] >= 0.97
     assert r["coverage"] >= 0.85
@@ -134,7 +134,7 @@ def test_rank_prior_alone_beats_longest_match(tmp_path):
     out = S.recover_target_spm(CT2, tmp_path / "prior.spm", estimation_sources=[], progress=False)
     r = S.evaluate_segmenter(CT2, out, S.default_evaluation_sentences(N_EVAL), nbest=2,
                              progress=False)
-    # Measured: 0.783 vs 0.317 sentences, 0.983 pieces.
+    # Measured: 0.733 vs 0.317 sentences, 0.982 pieces.
     assert r["agreement_sentences"] > r["longest_match_agreement_sentences"] + 0.3
     assert r["agreement_pieces"] >= 0.97
 

@@ -233,6 +233,8 @@ class RecoveryReport:
     perceptron_epochs: int
     train_agreement: list
     dev_agreement: list
+    dev_agreement_averaged: list
+    kept_iterate: int | None
 
 
 def _monotone_rank_fit(log_rank: np.ndarray, score: np.ndarray, bin_width: float = 0.25):
@@ -261,7 +263,7 @@ def _monotone_rank_fit(log_rank: np.ndarray, score: np.ndarray, bin_width: float
 
 def rank_prior(vocab: Sequence[str], source_scores: dict[str, float],
                keep_ratio: float = 0.25, bias: np.ndarray | None = None,
-               drop_target_only: bool = True) -> tuple[dict[str, float], dict]:
+               drop_target_only: bool = True, keep_floor: float = 0.05) -> tuple[dict[str, float], dict]:
     """Log-count estimates (natural log, source-model units) of the target side from ranks.
 
     Returns ``{piece: log_count}`` for pieces judged to belong to the target model, plus counts
@@ -306,7 +308,7 @@ def rank_prior(vocab: Sequence[str], source_scores: dict[str, float],
         else:
             keep = writable or single
         if keep:
-            out[piece] = math.log(max(tgt, (keep_ratio if writable and threshold is not None
+            out[piece] = math.log(max(tgt, (keep_floor if writable and threshold is not None
                                             else 0.05) * tot))
             stats["shared_kept"] += 1
         else:
@@ -409,7 +411,7 @@ def _agreement(sp, texts: Sequence[str], golds: Sequence[Sequence[str]]) -> tupl
 def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=None,
                        source_spm: Path | None = None, epochs: int = 20, lr: float = 0.01,
                        min_output_count: int = 100, min_class_count: int = 5,
-                       dev_fraction: float = 0.1, use_bias: bool = True,
+                       dev_fraction: float = 0.1, use_bias: bool = True, max_step: float = 0.3,
                        progress: bool = True, seed: int = 1) -> Path:
     """Write a target-side sentencepiece model for a CTranslate2 model; return ``output_path``.
 
@@ -486,7 +488,7 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
     n_dev = int(len(pairs) * dev_fraction) if len(pairs) >= 50 else 0
     dev = [pairs[i] for i in order[:n_dev]]
     train = [pairs[i] for i in order[n_dev:]]
-    train_hist, dev_hist = [], []
+    train_hist, dev_hist, avg_hist, kept = [], [], [], None
     if train and epochs > 0:
         from tqdm import tqdm
         pieces = list(scores)
@@ -496,7 +498,7 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
         w = np.zeros_like(base)
         theta = np.zeros(feats.shape[1])
         w_sum, theta_sum, n_sum = np.zeros_like(w), np.zeros_like(theta), 0
-        best, avg_hist = (-1.0, None), []
+        best = (-1.0, None)
         steps, prev_sign = np.full_like(w, 0.1), np.zeros_like(w)
         tt, tg = [t for t, _ in train], [g for _, g in train]
         for epoch in tqdm(range(epochs), desc="perceptron", disable=not progress):
@@ -520,7 +522,7 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
             # halve when the push reverses (batch updates otherwise overshoot and oscillate).
             sign = np.sign(delta)
             same = sign * prev_sign
-            steps = np.where(same > 0, np.minimum(steps * 1.2, 1.0),
+            steps = np.where(same > 0, np.minimum(steps * 1.2, max_step),
                              np.where(same < 0, steps * 0.5, steps))
             w += sign * steps
             prev_sign = np.where(same < 0, 0.0, sign)
@@ -535,8 +537,10 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
             avg_hist.append(score_avg)
             if score_avg > best[0]:
                 best = (score_avg, avg)
+                best_epoch = epoch
         if best[1] is not None and best[0] > (dev_hist or train_hist)[0]:
             scores = dict(zip(pieces, best[1]))
+            kept = best_epoch
 
     proto = build_proto(template, scores, description=f"target side of {ct2_dir.name}")
     output_path.parent.mkdir(parents=True, exist_ok=True)
@@ -548,7 +552,8 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
         n_shared_kept=stats["shared_kept"], n_shared_dropped=stats["shared_dropped"],
         n_target_only_dropped=stats["target_only_dropped"], bias_threshold=stats["bias_threshold"],
         n_output_estimates=n_out_est, estimation_sentences=len(estimation_sources),
-        perceptron_epochs=len(train_hist), train_agreement=train_hist, dev_agreement=dev_hist)
+        perceptron_epochs=len(train_hist), train_agreement=train_hist, dev_agreement=dev_hist,
+        dev_agreement_averaged=avg_hist, kept_iterate=kept)
     Path(str(output_path) + ".json").write_text(json.dumps(report.__dict__, indent=1))
     return output_path
 
