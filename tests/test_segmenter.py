@@ -166,3 +166,35 @@ def test_bad_inputs_raise_input_errors(tmp_path):
     (bad / "shared_vocabulary.json").write_text('{"a": 1}')
     with pytest.raises(InputError, match="list of strings"):
         S.read_target_vocabulary(bad)
+
+
+def test_decoder_bias_decides_which_shared_pieces_the_target_side_has():
+    bias = S.decoder_output_bias(CT2)
+    vocab = S.read_target_vocabulary(CT2)
+    assert bias is not None and bias.shape == (len(vocab),)
+    source = {p.piece: p.score for p in S.load_model_proto(CT2 / "source.spm").pieces
+              if p.type == p.NORMAL}
+    prior, stats = S.rank_prior(vocab, source, bias=bias)
+    assert -3.0 < stats["bias_threshold"] < -1.5
+    # Source-side pieces the model never writes (it writes "▁ Z hang", "▁ th or ium").
+    assert "▁Z" in source and "▁Z" not in prior
+    assert "▁th" in source and "▁th" not in prior
+    # Shared pieces the model does write, and target-only pieces, are kept.
+    for piece in ("▁", "Z", "th", "19", "▁Li", "hang", "iao", "▁China"):
+        assert piece in prior, piece
+    # Without the bias the count subtraction alone keeps ▁th (the error the bias fixes).
+    prior_nb, stats_nb = S.rank_prior(vocab, source)
+    assert "▁th" in prior_nb and stats_nb["bias_threshold"] is None
+
+
+def test_rank_prior_on_a_synthetic_vocabulary():
+    import numpy as np
+    han = [chr(0x4E00 + i) * 2 for i in range(60)]          # source-only pieces
+    vocab = ["</s>", "<unk>", "▁the", "▁a", "x", "▁shared_hi", "▁shared_lo"] + han + ["▁tail"]
+    source = {p: -4.0 - 0.05 * i for i, p in enumerate(han)}
+    source.update({"▁shared_hi": -20.0, "▁shared_lo": -20.0, "x": -3.0})
+    bias = np.array([0, 0, 1.0, 1.0, -3.5, 0.5, -3.5] + [-3.5] * 60 + [-1.0])
+    prior, stats = S.rank_prior(vocab, source, bias=bias)
+    assert set(prior) == {"▁the", "▁a", "x", "▁shared_hi", "▁tail"}  # x: single characters stay
+    assert prior["▁the"] > prior["▁a"] > prior["▁tail"]            # rank order kept
+    assert stats["shared_dropped"] == 61 and stats["target_only"] == 3
