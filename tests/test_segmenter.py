@@ -119,8 +119,8 @@ def test_held_out_agreement_and_coverage(recovered):
     assert not set(held_out) & set(_estimation())
     r = S.evaluate_segmenter(CT2, recovered, held_out, nbest=4, progress=False)
     assert r["sentences"] == N_EVAL
-    # Measured with this setup (400 estimation lines, 120 BUCC sentences): sentences 0.825,
-    # pieces 0.985, coverage@4 0.925, longest match 0.317; thresholds leave a margin.
+    # Measured with this setup (400 estimation lines, 120 BUCC sentences): sentences 0.800,
+    # pieces 0.984, coverage@4 0.883, longest match 0.317; thresholds leave a margin.
     assert r["agreement_sentences"] >= 0.70
     assert r["agreement_pieces"] >= 0.97
     assert r["coverage"] >= 0.85
@@ -134,7 +134,7 @@ def test_rank_prior_alone_beats_longest_match(tmp_path):
     out = S.recover_target_spm(CT2, tmp_path / "prior.spm", estimation_sources=[], progress=False)
     r = S.evaluate_segmenter(CT2, out, S.default_evaluation_sentences(N_EVAL), nbest=2,
                              progress=False)
-    # Measured: 0.733 vs 0.317 sentences, 0.982 pieces.
+    # Measured: 0.792 vs 0.317 sentences, 0.983 pieces.
     assert r["agreement_sentences"] > r["longest_match_agreement_sentences"] + 0.3
     assert r["agreement_pieces"] >= 0.97
 
@@ -180,7 +180,7 @@ def test_decoder_bias_decides_which_shared_pieces_the_target_side_has():
     assert "▁Z" in source and "▁Z" not in prior
     assert "▁th" in source and "▁th" not in prior
     # Shared pieces the model does write, and target-only pieces, are kept.
-    for piece in ("▁", "Z", "th", "19", "▁Li", "hang", "iao", "▁China"):
+    for piece in ("▁", "Z", "th", "▁Li", "hang", "iao", "▁China", "▁Let", "▁Well"):
         assert piece in prior, piece
     # Without the bias the count subtraction alone keeps ▁th (the error the bias fixes).
     prior_nb, stats_nb = S.rank_prior(vocab, source)
@@ -194,7 +194,10 @@ def test_rank_prior_on_a_synthetic_vocabulary():
     source = {p: -4.0 - 0.05 * i for i, p in enumerate(han)}
     source.update({"▁shared_hi": -20.0, "▁shared_lo": -20.0, "x": -3.0})
     bias = np.array([0, 0, 1.0, 1.0, -3.5, 0.5, -3.5] + [-3.5] * 60 + [-1.0])
-    prior, stats = S.rank_prior(vocab, source, bias=bias)
+    prior, stats = S.rank_prior(vocab, source, bias=bias, min_bias_rank=0)
     assert set(prior) == {"▁the", "▁a", "x", "▁shared_hi", "▁tail"}  # x: single characters stay
     assert prior["▁the"] > prior["▁a"] > prior["▁tail"]            # rank order kept
     assert stats["shared_dropped"] == 61 and stats["target_only"] == 3
+    # Frequent pieces (rank < min_bias_rank) are judged by the count subtraction instead.
+    prior, _ = S.rank_prior(vocab, source, bias=bias, min_bias_rank=10)
+    assert "▁shared_lo" in prior

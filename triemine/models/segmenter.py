@@ -263,16 +263,18 @@ def _monotone_rank_fit(log_rank: np.ndarray, score: np.ndarray, bin_width: float
 
 def rank_prior(vocab: Sequence[str], source_scores: dict[str, float],
                keep_ratio: float = 0.25, bias: np.ndarray | None = None,
-               drop_target_only: bool = True, keep_floor: float = 0.05) -> tuple[dict[str, float], dict]:
+               drop_target_only: bool = True, keep_floor: float = 0.05,
+               min_bias_rank: int = 2000) -> tuple[dict[str, float], dict]:
     """Log-count estimates (natural log, source-model units) of the target side from ranks.
 
     Returns ``{piece: log_count}`` for pieces judged to belong to the target model, plus counts
     for the report.  Without ``bias``, a piece the source model knows is kept when the target
     share of its estimated combined count is at least ``keep_ratio``.  With the decoder's output
-    bias (one value per vocabulary entry), membership is decided by the bias instead: pieces the
-    decoder was never trained to write end with a bias as low as source-only (Han) pieces; the
-    threshold is the midpoint between the 90th percentile of source-only pieces and the 10th
-    percentile of pieces absent from the source model.
+    bias (one value per vocabulary entry), membership of shared pieces ranked ``min_bias_rank``
+    or later is decided by the bias instead: pieces the decoder was never trained to write end
+    with a bias as low as source-only (Han) pieces; the threshold is the midpoint between the 90th
+    percentile of source-only pieces and the 10th percentile of pieces absent from the source
+    model.  ``drop_target_only`` also drops low-bias pieces absent from the source model.
     """
     log_rank = np.log(np.arange(len(vocab), dtype=np.float64) + 1.0)
     ref = [i for i, p in enumerate(vocab) if p in source_scores and _HAN.search(p)]
@@ -293,7 +295,9 @@ def rank_prior(vocab: Sequence[str], source_scores: dict[str, float],
         if not piece or piece in (UNK, BOS, EOS, "<pad>"):
             continue
         single = len(piece) == 1  # every character stays encodable
-        writable = threshold is None or bias[i] >= threshold
+        # The bias is no membership signal for frequent pieces (sentence-initial "▁It", "▁Let",
+        # "▁Well" have biases as low as source-only pieces): below min_bias_rank ranks decide.
+        writable = threshold is None or bias[i] >= threshold or i < min_bias_rank
         if piece not in source_scores:
             if writable or single or not drop_target_only:
                 out[piece] = float(total[i])
@@ -303,7 +307,7 @@ def rank_prior(vocab: Sequence[str], source_scores: dict[str, float],
             continue
         tot = math.exp(total[i])
         tgt = tot - math.exp(source_scores[piece])
-        if threshold is None:
+        if threshold is None or i < min_bias_rank:
             keep = tgt >= keep_ratio * tot or single
         else:
             keep = writable or single
