@@ -329,7 +329,9 @@ def test_cli_converts(small_model, tmp_path):
 def shared_import(tmp_path_factory):
     ct2_dir = shared_path(*OPUS_MT_ZH_EN_CT2)
     out = tmp_path_factory.mktemp("opus") / "opus-mt-zh-en"
-    import_ct2_model(ct2_dir, out, "zh", "en", recover_target=False)
+    # source.spm stands in for a user's target model: the vocabulary is shared by both sides
+    import_ct2_model(ct2_dir, out, "zh", "en", target_spm=ct2_dir / "source.spm",
+                     recover_target=False)
     return ct2_dir, out
 
 
@@ -351,3 +353,15 @@ def test_shared_opus_mt_slice_matches_ctranslate2(shared_import):
     assert meta["model_args"]["activation"] == "swish" and meta["model_args"]["pre_norm"] == 0
     assert meta["model_args"]["start_from_zero_embedding"] == 1
     assert (out / "source.spm").read_bytes() == (ct2_dir / "source.spm").read_bytes()
+    assert meta["target_spm"] == "given" and (out / "target.spm").is_file()
+    assert meta["target_spm_pieces_in_vocab"] > 0.9
+
+
+def test_foreign_or_broken_target_spm_is_rejected(small_model, tmp_path):
+    ct2_dir = shared_path(*OPUS_MT_ZH_EN_CT2)
+    with pytest.raises(InputError, match="does not belong to this model"):
+        import_ct2_model(small_model, tmp_path / "o1", target_spm=ct2_dir / "source.spm")
+    junk = tmp_path / "junk.spm"
+    junk.write_bytes(b"not a protobuf at all")
+    with pytest.raises(InputError, match="not a sentencepiece model"):
+        import_ct2_model(small_model, tmp_path / "o2", target_spm=junk)

@@ -441,6 +441,9 @@ def import_ct2_model(ct2_dir, out_dir, source_lang: str = "zh", target_lang: str
         raise InputError("target sentencepiece model not found", target_spm)
     model = read_ct2_model(ct2_dir)
     sd, model_args, src_vocab, tgt_vocab = convert_weights(model)
+    spm_coverage = None
+    if target_spm is not None:
+        spm_coverage = check_target_spm(target_spm, tgt_vocab.tokens)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_dictionary(out_dir / f"dict.{source_lang}.txt", src_vocab)
     write_dictionary(out_dir / f"dict.{target_lang}.txt", tgt_vocab)
@@ -479,12 +482,35 @@ def import_ct2_model(ct2_dir, out_dir, source_lang: str = "zh", target_lang: str
         "source_vocab_size": len(src_vocab.tokens), "target_vocab_size": len(tgt_vocab.tokens),
         "shared_vocabulary": model.shared_vocabulary,
         "fairseq_specials": list(FAIRSEQ_SPECIALS),
+        "target_spm_pieces_in_vocab": spm_coverage,
         "ct2_config": model.config,
         "model_args": model_args,
     }
     (out_dir / "triemine-model.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False)
                                                  + "\n", encoding="utf-8")
     return out_dir
+
+
+def check_target_spm(path, target_tokens: List[str], min_coverage: float = 0.5) -> float:
+    """Load ``path`` as a sentencepiece model; the fraction of its (non-control) pieces that are
+    in the target dictionary must reach ``min_coverage``, else it belongs to another model."""
+    import sentencepiece as spm
+
+    try:
+        sp = spm.SentencePieceProcessor(model_file=str(path))
+    except (RuntimeError, OSError) as exc:
+        raise InputError(f"not a sentencepiece model: {exc}", path) from None
+    vocab = set(target_tokens)
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())
+              if not (sp.is_control(i) or sp.is_unknown(i))]
+    if not pieces:
+        raise InputError("sentencepiece model has no pieces", path)
+    coverage = sum(p in vocab for p in pieces) / len(pieces)
+    if coverage < min_coverage:
+        raise InputError(f"only {coverage:.1%} of the sentencepiece model's {len(pieces)} pieces "
+                         f"are in the model's target vocabulary; it does not belong to this "
+                         f"model", path)
+    return round(coverage, 4)
 
 
 def _recover_target_spm(ct2_dir: Path, output: Path) -> Optional[str]:
