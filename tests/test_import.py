@@ -355,6 +355,11 @@ def test_shared_opus_mt_slice_matches_ctranslate2(shared_import):
     assert (out / "source.spm").read_bytes() == (ct2_dir / "source.spm").read_bytes()
     assert meta["target_spm"] == "given" and (out / "target.spm").is_file()
     assert meta["target_spm_pieces_in_vocab"] > 0.9
+    # the decoding side's loader accepts the directory as written (shared convention)
+    from triemine.decoding.model_dir import load_model_dir
+    md = load_model_dir(out)
+    assert md.tgt_dict.eos() == 2 and len(md.tgt_dict) == 65002
+    assert md.target_spm_path == out / "target.spm"
 
 
 def test_foreign_or_broken_target_spm_is_rejected(small_model, tmp_path):
