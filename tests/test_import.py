@@ -36,7 +36,7 @@ D, HEADS, FFN, POS = 32, 4, 64, 128
 
 def make_ct2_model(out: Path, *, pre_norm=False, activation=common_spec.Activation.SWISH,
                    zero_start=True, positions=True, shared=True, quantization="int8",
-                   layers=(2, 2), n_pieces=40, eos_ramp_from=None, seed=0):
+                   layers=(2, 2), n_pieces=40, eos_ramp_from=None, seed=0, heads=HEADS):
     """Write a random CTranslate2 TransformerSpec model; returns (source vocab, target vocab).
 
     ``eos_ramp_from``: add a large component along the </s> embedding to the decoder position
@@ -44,7 +44,7 @@ def make_ct2_model(out: Path, *, pre_norm=False, activation=common_spec.Activati
     search finishes instead of repeating a token until the length limit.
     """
     rng = np.random.default_rng(seed)
-    spec = transformer_spec.TransformerSpec.from_config(layers, HEADS, pre_norm=pre_norm,
+    spec = transformer_spec.TransformerSpec.from_config(layers, heads, pre_norm=pre_norm,
                                                         activation=activation)
 
     def linear(s, o, i):
@@ -241,6 +241,79 @@ def small_model(tmp_path_factory):
     d = tmp_path_factory.mktemp("bad") / "ok"
     make_ct2_model(d, layers=(1, 1), n_pieces=8)
     return d
+
+
+def _write_model_bin(path: Path, spec: str, revision: int, variables: dict, aliases: dict):
+    """Serialise like CTranslate2's ModelSpec._serialize (binary version 6)."""
+    type_ids = {np.dtype(n): i for i, n in enumerate(
+        ("float32", "int8", "int16", "int32", "float16"))}
+
+    def string(f, text):
+        raw = text.encode()
+        f.write(struct.pack("<H", len(raw) + 1) + raw + b"\0")
+
+    with open(path, "wb") as f:
+        f.write(struct.pack("<I", 6))
+        string(f, spec)
+        f.write(struct.pack("<I", revision))
+        f.write(struct.pack("<I", len(variables)))
+        for name, value in sorted(variables.items()):
+            value = np.array(value, order="C")  # (ascontiguousarray would make scalars 1-d)
+            string(f, name)
+            f.write(struct.pack("<B", value.ndim))
+            for dim in value.shape:
+                f.write(struct.pack("<I", dim))
+            f.write(struct.pack("<B", type_ids[value.dtype]))
+            f.write(struct.pack("<I", value.nbytes))
+            f.write(value.tobytes())
+        f.write(struct.pack("<I", len(aliases)))
+        for alias, target in sorted(aliases.items()):
+            string(f, alias)
+            string(f, target)
+
+
+@pytest.mark.parametrize("revision,spec_name", [(4, "TransformerSpec"), (2, "TransformerBig")])
+def test_older_spec_revisions_convert_like_ctranslate2_reads_them(tmp_path, revision, spec_name):
+    """Revisions < 5 kept num_heads/pre_norm/activation/... global; revisions < 3 had no
+    num_heads at all (TransformerBig: 16). CTranslate2 itself must read the rewritten file the
+    same way, and so must the converter."""
+    from triemine.models.ct2_reader import read_model_bin
+    heads = 16 if revision < 3 else HEADS
+    new_dir = tmp_path / "new"
+    src_vocab, tgt_vocab = make_ct2_model(new_dir, layers=(1, 1), heads=heads, seed=3)
+    _, _, _, variables, aliases = read_model_bin(new_dir / "model.bin")
+    variables = dict(variables)
+    for flag in ("num_heads", "pre_norm", "activation", "embeddings_merge", "alignment_layer",
+                 "alignment_heads"):
+        values = [variables.pop(f"{scope}/{flag}") for scope in ("encoder", "decoder")
+                  if f"{scope}/{flag}" in variables]
+        if flag == "num_heads":
+            if revision < 3:
+                continue  # implied by the spec name
+            values = [np.asarray(heads, dtype=np.int8)]
+        variables[flag] = values[0]
+    old_dir = tmp_path / "old"
+    shutil.copytree(new_dir, old_dir)
+    _write_model_bin(old_dir / "model.bin", spec_name, revision, variables, aliases)
+    assert read_ct2_model(old_dir).revision == revision
+    out_new = import_ct2_model(new_dir, tmp_path / "fs-new", "xx", "yy", recover_target=False)
+    out_old = import_ct2_model(old_dir, tmp_path / "fs-old", "xx", "yy", recover_target=False)
+    a = json.loads((out_new / "triemine-model.json").read_text())["model_args"]
+    b = json.loads((out_old / "triemine-model.json").read_text())["model_args"]
+    assert a == b and b["encoder_attention_heads"] == heads
+    rng = np.random.default_rng(11)
+    sources = random_sentences(src_vocab, 6, rng)
+    targets = random_sentences(tgt_vocab, 6, rng, 1, 10)
+    ours = FairseqSide(out_old).score(sources, targets)
+    theirs = CT2Side(old_dir, "float32").score(sources, targets)
+    for x, y in zip(ours, theirs):
+        np.testing.assert_allclose(x, y, atol=1e-3)
+
+
+def test_revision_one_is_an_input_error(small_model, tmp_path):
+    bad = _rewrite_header(small_model, tmp_path / "rev1", revision=1)
+    with pytest.raises(InputError, match="revision 1 .* not supported"):
+        import_ct2_model(bad, tmp_path / "out", recover_target=False)
 
 
 def test_unknown_revision_is_an_input_error(small_model, tmp_path):

@@ -30,7 +30,17 @@ import torch
 from triemine.errors import InputError
 from triemine.models.ct2_reader import CT2Model, read_ct2_model
 
-SUPPORTED_SPECS = {"TransformerSpec": (7,)}
+# Spec names CTranslate2's runtime loads as a TransformerModel, and the revisions it reads
+# (src/models/transformer.cc: revision 1 used OpenNMT-tf variable names, which we do not map).
+SUPPORTED_SPECS = {"TransformerSpec": (2, 3, 4, 5, 6, 7), "TransformerBase": (2, 3, 4, 5, 6, 7),
+                   "TransformerBig": (2, 3, 4, 5, 6, 7)}
+# Before revision 3 the number of heads came from the spec name.
+_LEGACY_HEADS = {"TransformerBase": 8, "TransformerBig": 16, "TransformerSpec": 8}
+# Before revision 5 these flags were global; CTranslate2 aliases them into both scopes.
+_LEGACY_GLOBAL_FLAGS = {
+    "encoder": ("num_heads", "pre_norm", "activation", "embeddings_merge"),
+    "decoder": ("num_heads", "pre_norm", "activation", "alignment_layer", "alignment_heads"),
+}
 # Fairseq's fixed special symbols, in order.
 FAIRSEQ_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
 MAX_VOCAB = 65535  # trie keys are uint16; 65535 stays free as a sentinel
@@ -41,6 +51,9 @@ _FLAG_VARIABLES = {
     "activation", "pre_norm", "num_heads", "scale_embeddings", "start_from_zero_embedding",
     "embeddings_merge", "alibi", "alibi_use_positive_positions", "scale_alibi",
     "alignment_layer", "alignment_heads", "multi_query_attention",
+    # revision <= 4 globals: relative positions and the embedding norm are recognised by their
+    # variables (as the current runtime does), so the flags themselves carry nothing more
+    "with_relative_position", "layernorm_embedding",
 }
 NEG_LOGIT = -1e9  # bias of fairseq-only output rows (<s>, <pad>): exp() underflows to exactly 0
 
@@ -159,7 +172,7 @@ class _Mapper:
 
 
 def _t(x: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    return torch.from_numpy(np.array(x, dtype=np.float32, order="C"))  # a writable copy
 
 
 def _embed_scale(mp: _Mapper, scope: str, dim: int) -> float:
@@ -224,6 +237,17 @@ def _ffn(mp: _Mapper, scope: str, sd, prefix: str):
     sd[f"{prefix}.ffn_layer_norm.weight"], sd[f"{prefix}.ffn_layer_norm.bias"] = _t(g), _t(b)
 
 
+def _apply_legacy_revisions(model: CT2Model) -> None:
+    """What CTranslate2's ``TransformerModel::initialize`` does for older spec revisions."""
+    if model.revision < 3 and not model.has("num_heads"):
+        model.variables["num_heads"] = np.asarray(_LEGACY_HEADS[model.spec], dtype=np.int8)
+    if model.revision < 5:
+        for scope, flags in _LEGACY_GLOBAL_FLAGS.items():
+            for flag in flags:
+                if model.has(flag) and not model.has(f"{scope}/{flag}"):
+                    model.aliases[f"{scope}/{flag}"] = flag
+
+
 def _count_layers(model: CT2Model, scope: str) -> int:
     n = 0
     names = set(model.variables) | set(model.aliases)
@@ -235,6 +259,10 @@ def _count_layers(model: CT2Model, scope: str) -> int:
 def convert_weights(model: CT2Model):
     """Map a CTranslate2 TransformerSpec onto ``marian_transformer``: (state_dict, args, vocabs)."""
     bin_path = model.path / "model.bin"
+    if model.spec == "" or model.revision == 1:
+        raise InputError("CTranslate2 spec revision 1 (binary version 1, OpenNMT-tf variable "
+                         "names) is not supported; convert the model again with a current "
+                         "CTranslate2", bin_path)
     if model.spec not in SUPPORTED_SPECS:
         raise InputError(f"model spec {model.spec or '(unnamed, binary version 1)'!r} is not an "
                          f"encoder-decoder transformer this converter supports (supported: "
@@ -242,6 +270,7 @@ def convert_weights(model: CT2Model):
     if model.revision not in SUPPORTED_SPECS[model.spec]:
         raise InputError(f"unknown {model.spec} revision {model.revision} (supported: "
                          f"{', '.join(map(str, SUPPORTED_SPECS[model.spec]))})", bin_path)
+    _apply_legacy_revisions(model)
     mp = _Mapper(model)
     if mp.has("encoder/embeddings_1/weight"):
         mp.unsupported("several source embeddings (source factors)")
