@@ -9,14 +9,17 @@ model writes them, so this module rebuilds a target unigram sentencepiece model 
    containing Han characters) the source model's unigram score is ``log count_src + const``, so a
    monotone fit of source score against log rank turns any rank into an estimated combined
    log-count.  Target-only pieces (absent from the source model) get that count; pieces both models
-   know get the combined count minus the source model's share (the remainder is the target share;
-   none left means the target model does not know the piece).
-2. **Model-output counts.**  Frequent punctuation, ``▁`` and digits are dominated by Chinese-side
+   know get the combined count minus the source model's share.
+2. **Membership from the decoder's output bias.**  Whether a shared piece is a target piece at all
+   is read off the decoder projection bias: pieces the decoder never learnt to write keep a bias
+   as low as the source-only pieces (frequent pieces excepted, where the subtraction decides).
+3. **Model-output counts.**  Frequent punctuation, ``▁`` and digits are dominated by Chinese-side
    counts, so their share cannot be recovered from ranks.  The model's own greedy outputs on
-   estimation sentences give direct counts; pieces seen often enough there take an estimate
-   calibrated from those counts instead.
-3. **Discriminative correction.**  An averaged structured perceptron nudges piece scores so that
-   Viterbi re-segmentation of the detokenised estimation outputs reproduces the model's pieces.
+   estimation sentences give direct counts, per piece when frequent and per class (digits by
+   length, punctuation) otherwise.
+4. **Discriminative correction.**  An averaged structured perceptron nudges piece scores so that
+   Viterbi re-segmentation of the detokenised estimation outputs reproduces the model's pieces;
+   the iterate kept is chosen on held-out estimation outputs.
 
 The result is written as a real sentencepiece ``ModelProto`` (the source model's proto with pieces,
 scores and trainer fields replaced; same ``nmt_nfkc`` normaliser, no byte fallback, so characters
@@ -416,13 +419,15 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
                        source_spm: Path | None = None, epochs: int = 20, lr: float = 0.01,
                        min_output_count: int = 100, min_class_count: int = 5,
                        dev_fraction: float = 0.1, use_bias: bool = True, max_step: float = 0.3,
+                       threads: int = 1,
                        progress: bool = True, seed: int = 1) -> Path:
     """Write a target-side sentencepiece model for a CTranslate2 model; return ``output_path``.
 
     ``estimation_sources``: source-language sentences whose model outputs drive the output-count
     estimates and the perceptron (default :func:`default_estimation_sentences`); pass ``[]`` for
     the rank prior alone.  Never pass the sentences you evaluate on.  A JSON report is written to
-    ``output_path`` + ``.json``.
+    ``output_path`` + ``.json``.  ``threads``: CTranslate2 threads for decoding the estimation
+    sentences (outputs are cached under ``cache_root()/segmenter``).
     """
     ct2_dir, output_path = Path(ct2_dir), Path(output_path)
     if not ct2_dir.is_dir():
@@ -440,7 +445,7 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
     if estimation_sources is None:
         estimation_sources = default_estimation_sentences()
     estimation_sources = [s for s in estimation_sources if s.strip()]
-    outputs = model_outputs(ct2_dir, estimation_sources, progress=progress,
+    outputs = model_outputs(ct2_dir, estimation_sources, progress=progress, threads=threads,
                             source_spm=source_spm) if estimation_sources else []
     vocab_set = set(vocab)
 
