@@ -46,8 +46,7 @@ def _hypotheses(stdout):
     return hyps
 
 
-@pytest.mark.parametrize("mode,generator", [("pre", "algorithm1"), ("post", "algorithm1"),
-                                            ("pre", "fairseq")])
+@pytest.mark.parametrize("mode,generator", [("pre", "algorithm1"), ("post", "fairseq")])
 def test_fairseq_interactive_with_trie_task(plugin_setup, tiny_model_dir, mode, generator):
     tmp, trie_path, allowed, src_lines, env = plugin_setup
     cmd = [_tool("fairseq-interactive"), str(tiny_model_dir), "--path",
