@@ -178,6 +178,11 @@ def test_missing_model_file(tiny_model_dir, corpora, tmp_path, capsys):
     rc, err = _err(capsys, ["--pre-expansion", "--model", str(broken), "--source", str(src),
                             "--target", str(tgt), "-o", str(tmp_path / "o.tsv"), "-q"])
     assert rc == 2 and "dict.tgt.txt: missing model file" in err
+    shutil.copy(tiny_model_dir / "dict.tgt.txt", broken / "dict.tgt.txt")
+    (broken / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    rc, err = _err(capsys, ["--pre-expansion", "--model", str(broken), "--source", str(src),
+                            "--target", str(tgt), "-o", str(tmp_path / "o.tsv"), "-q"])
+    assert rc == 2 and "checkpoint.pt: cannot load fairseq checkpoint" in err
 
 
 def test_trie_of_another_dictionary(tiny_model_dir, tiny_model, corpora, tmp_path, capsys):

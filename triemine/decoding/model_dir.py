@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional
@@ -141,7 +142,8 @@ def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
     try:
         models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
             [str(root / "checkpoint.pt")], arg_overrides=overrides)
-    except (RuntimeError, KeyError, EOFError, OSError) as exc:
+    except (RuntimeError, KeyError, EOFError, OSError, ValueError, AttributeError,
+            pickle.UnpicklingError) as exc:
         raise InputError(f"cannot load fairseq checkpoint: {exc}", root / "checkpoint.pt") from None
     for m in models:
         m.eval()
