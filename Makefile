@@ -1,10 +1,15 @@
 # The two commands in the README: `make demo` (main job on the shared default) and `make test`.
-# Both build .venv first when it is missing or stale.
+# Both build what they need first, when it is missing or stale:
+#   .venv             main environment (scripts/setup_env.sh)
+#   .venv-bicleaner   classic Bicleaner 0.17.4 tool environment (scripts/bicleaner_setup.sh)
+#   .cache/bicleaner  the zh-en Bicleaner model trained from the shared parallel data
+#   .cache/models     the shared OPUS-MT model imported into fairseq (+ recovered target spm)
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 SHARED ?= ../shared
 export TRIEMINE_SHARED := $(abspath $(SHARED))
+export TRIEMINE_CACHE ?= $(CURDIR)/.cache
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD := 1
 export OMP_NUM_THREADS ?= 1
@@ -12,22 +17,38 @@ export PYTHONUNBUFFERED := 1
 
 STAMP := $(VENV)/.installed
 SOURCES := setup.cfg setup.py pyproject.toml constraints.txt $(wildcard triemine/trie/*.pyx triemine/trie/*.pxd)
+BICLEANER_STAMP := .venv-bicleaner/.bicleaner-installed-v1
+BICLEANER_MODEL := $(TRIEMINE_CACHE)/bicleaner/zh-en/zh-en.yaml
+OPUS_MODEL := $(TRIEMINE_CACHE)/models/opus-mt-zh-en/checkpoint.pt
 
-.PHONY: setup test demo bench-quick clean
+.PHONY: setup test demo model bicleaner bench-quick clean
 
 setup: $(STAMP)
 
 $(STAMP): $(SOURCES) scripts/setup_env.sh
 	bash scripts/setup_env.sh
 
-test: $(STAMP)
+$(BICLEANER_STAMP): scripts/bicleaner_setup.sh
+	bash scripts/bicleaner_setup.sh
+
+$(BICLEANER_MODEL): $(BICLEANER_STAMP) $(STAMP) scripts/bicleaner_train.py
+	.venv-bicleaner/bin/python scripts/bicleaner_train.py
+
+bicleaner: $(BICLEANER_MODEL)
+
+$(OPUS_MODEL): $(STAMP)
+	$(VENV)/bin/trie-mine-import -o $(dir $@)
+
+model: $(OPUS_MODEL)
+
+test: $(STAMP) $(BICLEANER_MODEL)
 	$(PY) -m pytest -q tests
 
-demo: $(STAMP)
+demo: $(STAMP) $(OPUS_MODEL)
 	bash scripts/demo.sh
 
-bench-quick: $(STAMP)
+bench-quick: $(STAMP) $(OPUS_MODEL) $(BICLEANER_MODEL)
 	for b in bench/*_bench.py; do $(PY) $$b --quick || exit 1; done
 
 clean:
-	rm -rf build $(VENV) .cache triemine/trie/*.so triemine/trie/_trie.c
+	rm -rf build $(VENV) .venv-bicleaner .cache triemine/trie/*.so triemine/trie/_trie.c
