@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # fairseq checkpoints hold argparse objects
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(REPO))
 
 from triemine.evaluation.bucc import read_bucc, read_mined  # noqa: E402
