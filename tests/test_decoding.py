@@ -222,3 +222,19 @@ def test_search_rejects_trie_of_another_eos(tiny_model):
         TrieConstrainedBeamSearch(tiny_model.tgt_dict, trie, "pre")
     with pytest.raises(ValueError, match="mode"):
         TrieConstrainedBeamSearch(tiny_model.tgt_dict, make_trie(tiny_model, OTHER[:2]), "side")
+
+
+@pytest.mark.parametrize("mode", ["pre", "post"])
+def test_stock_generator_max_len_shorter_than_trie_never_asserts(tiny_model, dup_setup, mode):
+    """fairseq forces EOS at max_len; our Search must neither trip fairseq's `step < max_len`
+    assertion nor output a non-trie sentence when no trie sentence is that short."""
+    _, trie = dup_setup
+    sources = [s for s, _ in PAIRS[:8]]
+    search = TrieConstrainedBeamSearch(tiny_model.tgt_dict, trie, mode, debug=True)
+    gen = SequenceGenerator(tiny_model.models, tiny_model.tgt_dict, beam_size=6, max_len_b=3,
+                            search_strategy=search)
+    out = gen.generate(tiny_model.models, sample_of(tiny_model, sources))
+    assert len(out) == len(sources)
+    for hyps in out:
+        for h in hyps:
+            assert trie.contains(h["tokens"].tolist()) and len(h["tokens"]) <= 4
