@@ -15,7 +15,9 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 echo "[setup] installing dependencies (constrained by constraints.txt)"
-.venv/bin/python -m pip install -q --upgrade "setuptools>=64" wheel "Cython>=3.0"
+# Build requirements first: the package is installed without build isolation so that its Cython
+# extension is compiled against exactly the numpy of this environment.
+.venv/bin/python -m pip install -q --upgrade "setuptools>=64" wheel "Cython>=3.0" "numpy<2"
 .venv/bin/python -m pip install -q -e ".[test]" --no-build-isolation
 .venv/bin/python -c "import torch, fairseq, triemine.trie; assert torch.__version__.startswith('2.13.0'), torch.__version__" \
     || { echo "[setup] environment check failed" >&2; exit 1; }
