@@ -1,5 +1,4 @@
 """Trie-constrained beam search on the tiny synthetic model (real Cython trie, real fairseq)."""
-import math
 
 import numpy as np
 import pytest
