@@ -153,12 +153,12 @@ def main(argv=None) -> int:
 
         from triemine.paths import cache_root
 
-        tiny = cache_root() / "bench" / "decode-tiny-model-v1"  # trained once, then reused
+        tiny = cache_root() / "bench" / "decode-tiny-model-v2"  # trained once, then reused
         t0 = time.perf_counter()
         if not (tiny / "triemine-model.json").is_file():
             tmp = tempfile.mkdtemp(prefix="decode_bench_", dir=tiny.parent if tiny.parent.is_dir()
                                    else None)
-            build_tiny_model(tmp)
+            build_tiny_model(tmp, updates=300)
             tiny.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, tiny)
             info["tiny_model_trained_s"] = round(time.perf_counter() - t0, 2)
