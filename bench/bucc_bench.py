@@ -27,33 +27,19 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # fairseq checkpoints hold argparse objects
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(REPO))
 
 from triemine.evaluation.bucc import read_bucc, read_mined  # noqa: E402
 from triemine.evaluation.pipeline import Direction, evaluate  # noqa: E402
+from triemine.evaluation.slices import write_bucc_slice  # noqa: E402
 from triemine.paths import BUCC_ZH_EN, cache_root, shared_path  # noqa: E402
 
 
 def make_slice(out_dir: Path, n_gold: int | None, n_other: int | None, cap: int | None):
-    """Write zh-en.slice.{zh,en,gold} (BUCC layout) and return the gold path."""
-    gold_path = shared_path(*BUCC_ZH_EN, "zh-en.sample.gold")
-    b = read_bucc(gold_path)
-    gold_src = {s for s, _ in b.gold}
-    if n_gold is None and n_other is None:
-        keep = list(range(len(b.src.ids)))[: cap or None]
-    else:
-        g = [i for i, s in enumerate(b.src.ids) if s in gold_src][:n_gold]
-        o = [i for i, s in enumerate(b.src.ids) if s not in gold_src][:n_other]
-        keep = sorted(g + o)
-    ids = {b.src.ids[i] for i in keep}
-    (out_dir / "zh-en.slice.zh").write_text("".join(f"{b.src.ids[i]}\t{b.src.texts[i]}\n" for i in keep),
-                                            encoding="utf-8")
-    os.symlink(shared_path(*BUCC_ZH_EN, "zh-en.sample.en"), out_dir / "zh-en.slice.en")
-    (out_dir / "zh-en.slice.gold").write_text("".join(f"{s}\t{t}\n" for s, t in b.gold if s in ids),
-                                              encoding="utf-8")
-    return out_dir / "zh-en.slice.gold", len(keep)
+    """Write zh-en.slice.{zh,en,gold} (BUCC layout); return (gold path, number of sources)."""
+    return write_bucc_slice(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"), out_dir,
+                            n_gold=n_gold, n_other=n_other, first=cap)
 
 
 def main(argv=None) -> int:
@@ -99,11 +85,6 @@ def main(argv=None) -> int:
     subprocess.run(cmd, check=True, cwd=str(REPO))
     seconds = time.perf_counter() - t0
 
-    meta_path = Path(str(out_tsv) + ".meta.json")
-    if not meta_path.is_file():  # trie-mine did not write the agreed sidecar: record the run here
-        meta_path.write_text(json.dumps({"model": model.name, "source": str(work / "zh-en.slice.zh"),
-                                         "target": str(work / "zh-en.slice.en"), "mode": args.mode,
-                                         "beam": beam, "nbest": args.nbest}) + "\n", encoding="utf-8")
     b = read_bucc(gold)
     mined = read_mined(out_tsv)
     res = {}

@@ -87,6 +87,21 @@ def test_cli_writes_header_and_one_row_per_target_id(tiny_model_dir, corpora, tm
         assert float(r[2]) <= 0 and float(r[3]) >= 0 and float(r[4]) >= 0
 
 
+def test_cli_writes_run_sidecar_read_by_evaluation(tiny_model_dir, corpora, tmp_path, monkeypatch):
+    """trie-mine records its settings next to the TSV; loading needs no torch env switch."""
+    from triemine.evaluation.bucc import read_meta
+
+    monkeypatch.delenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", raising=False)
+    src, tgt, _ = corpora
+    out = tmp_path / "out.tsv"
+    assert mine_main(["--pre-expansion", "--model", str(tiny_model_dir), "--source", str(src),
+                      "--target", str(tgt), "-o", str(out), "--beam", "3", "-q"]) == 0
+    assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in os.environ
+    meta = read_meta(out)
+    assert meta["model"] == tiny_model_dir.name and meta["mode"] == "pre" and meta["beam"] == 3
+    assert meta["source"] == str(src.resolve()) and meta["target"] == str(tgt.resolve())
+
+
 def test_cli_post_expansion_skips_sources_without_translation(tiny_model_dir, corpora, tmp_path):
     src, tgt, _ = corpora
     out = tmp_path / "post.tsv"

@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 TSV_HEADER = "src_id\ttgt_id\tscore\tce_word\tce_token\tsrc\ttgt"
 PROGRESS_SUFFIX = ".progress"
+META_SUFFIX = ".meta.json"
 
 
 @dataclass(frozen=True)
@@ -295,6 +296,7 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
     settings = {"source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
                 "mode": mode, "beam": beam, "nbest": nbest, "batch_size": batch_size,
                 "max_tokens": max_tokens, "n_sources": len(src)}
+    _write_meta(out_path, model, settings, trie_nbest)
     start = 0
     if resume and out_path.exists():
         start = _prepare_resume(out_path, prog_path, settings)
@@ -327,6 +329,20 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
                        sources_with_matches=with_matches, truncated=len(truncated),
                        resumed_from=start,
                        trie_path=getattr(trie, "path", None))
+
+
+def _write_meta(out_path: Path, model, settings: dict, trie_nbest: int) -> None:
+    """``OUT.meta.json``: what produced the TSV, for evaluation signatures (trie-mine-eval)."""
+    model_path = getattr(model, "path", None)
+    spm = getattr(model, "target_spm_path", None)
+    meta = {"model": Path(model_path).name if model_path is not None else None,
+            "model_path": os.path.abspath(model_path) if model_path is not None else None,
+            "source": settings["source"], "target": settings["target"], "mode": settings["mode"],
+            "beam": settings["beam"], "nbest": settings["nbest"], "trie_nbest": trie_nbest,
+            "target_spm": os.path.abspath(spm) if spm is not None else None}
+    tmp = Path(str(out_path) + META_SUFFIX + ".tmp")
+    tmp.write_text(json.dumps(meta, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, str(out_path) + META_SUFFIX)
 
 
 def _write_progress(path: Path, settings: dict, done: int, offset: int) -> None:

@@ -110,7 +110,7 @@ def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
         import triemine.models.marian  # noqa: F401
     except ImportError:  # the Marian architecture is only needed for imported OPUS-MT models
         pass
-    from fairseq import checkpoint_utils
+    from triemine.models.checkpoint import load_ensemble
 
     root = Path(path)
     if not root.is_dir():
@@ -140,8 +140,7 @@ def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
         tspm = None
     overrides = {"data": str(root), "source_lang": src, "target_lang": tgt}
     try:
-        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-            [str(root / "checkpoint.pt")], arg_overrides=overrides)
+        models, cfg, task = load_ensemble(str(root / "checkpoint.pt"), overrides)
     except (RuntimeError, KeyError, EOFError, OSError, ValueError, AttributeError,
             pickle.UnpicklingError) as exc:
         raise InputError(f"cannot load fairseq checkpoint: {exc}", root / "checkpoint.pt") from None

@@ -17,7 +17,6 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -53,47 +52,13 @@ class Sentences:
 
 
 def read_sentences(path: os.PathLike | str) -> Sentences:
-    """Read a BUCC ``id<TAB>sentence`` file or a plain one-sentence-per-line file.
+    """Read a BUCC ``id<TAB>sentence`` file or a plain one-sentence-per-line file
+    (``triemine.corpus.read_corpus`` rules: plain-text ids are 1-based line numbers)."""
+    from triemine.corpus import read_corpus
 
-    Uses ``triemine.corpus.read_corpus`` (the project's shared reader) when it is available.
-    """
     path = os.fspath(path)
-    try:
-        from triemine.corpus import read_corpus  # type: ignore
-    except ImportError:  # the shared reader is being written; same rules, private copy
-        return _read_sentences_private(path)
     corpus = read_corpus(path)
     return Sentences(path, list(corpus.ids), list(corpus.texts), corpus.format)
-
-
-def _read_sentences_private(path: str) -> Sentences:
-    if not os.path.isfile(path):
-        raise InputError("corpus file not found", path)
-    ids: List[str] = []
-    texts: List[str] = []
-    with open(path, encoding="utf-8", newline="\n") as fh:
-        try:
-            lines = fh.read().split("\n")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})", path) from None
-    if lines and lines[-1] == "":
-        lines.pop()
-    tsv = bool(lines) and all("\t" in ln for ln in lines if ln.strip())
-    seen: Dict[str, int] = {}
-    for no, line in enumerate(lines, 1):
-        line = line.rstrip("\r")
-        if tsv and line.strip():
-            cid, text = line.split("\t", 1)
-            if not cid:
-                raise InputError("empty id before the tab", path, no)
-            if cid in seen:
-                raise InputError(f"duplicate id {cid!r} (first on line {seen[cid]})", path, no)
-            seen[cid] = no
-        else:
-            cid, text = str(no), line
-        ids.append(cid)
-        texts.append(text)
-    return Sentences(path, ids, texts, "tsv" if tsv else "plain")
 
 
 def read_gold(path: os.PathLike | str) -> List[Tuple[str, str]]:

@@ -560,13 +560,12 @@ def _recover_target_spm(ct2_dir: Path, output: Path) -> Optional[str]:
 def load_fairseq_model(model_dir, device: str = "cpu"):
     """Load an imported model directory: (model in eval mode, task)."""
     import triemine.models.marian  # noqa: F401
-    from fairseq import checkpoint_utils
+    from triemine.models.checkpoint import load_ensemble
 
     model_dir = Path(model_dir)
     ckpt = model_dir / "checkpoint.pt"
     if not ckpt.is_file():
         raise InputError("missing checkpoint.pt; run trie-mine-import first", model_dir)
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(ckpt)], arg_overrides={"data": str(model_dir)})
+    models, _cfg, task = load_ensemble(str(ckpt), {"data": str(model_dir)})
     model = models[0].to(device).eval()
     return model, task

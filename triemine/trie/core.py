@@ -29,7 +29,7 @@ import struct
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
