@@ -125,7 +125,7 @@ def test_constrained_equals_unconstrained_when_trie_holds_its_output(tiny_model,
     """Per source: a trie of exactly the unconstrained n-best gives the same best and score.
 
     (Extra trie sequences may legitimately change the result under Algorithm 1: a bad match
-    reached early occupies one of the B slots; see docs/readme-parts/decoding.md.)"""
+    reached early occupies one of the B slots; see docs/decoding.md.)"""
     for src, _ in PAIRS[:4] + PAIRS[20:26]:
         free, _, _ = run(tiny_model, [src], None, None, beam)
         trie = make_trie(tiny_model, [], [h["tokens"].tolist() for h in free[0]])

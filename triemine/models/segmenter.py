@@ -179,7 +179,7 @@ def detokenize(pieces: Sequence[str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Default data splits (documented in docs/readme-parts/segmenter.md)
+# Default data splits (documented in docs/segmenter.md)
 # ---------------------------------------------------------------------------------------------
 
 
