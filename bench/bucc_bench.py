@@ -19,11 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
+
+from benchlib import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
         "filter": "none",
         "lenient": none.lenient.as_dict(),
         "ce_tuned_on_slice_gold": {"threshold": ce.thresholds, **ce.strict.as_dict()},
-        "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus".strip(),
+        "machine": machine(),
         "threads": threads, "model": str(model),
     }
     print(json.dumps(report))

@@ -19,26 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
 
+from benchlib import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
+
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-
-def _machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores visible"
 
 
 def nested_dict_trie(seqs):
@@ -146,7 +134,7 @@ def main(argv=None) -> int:
     from triemine.decoding.model_dir import load_model_dir
     from triemine.trie import Trie
 
-    info = {"bench": "decode_bench", "machine": _machine(), "threads": torch.get_num_threads(),
+    info = {"bench": "decode_bench", "machine": machine(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "batch_size": args.batch_size}
     if args.quick:
         from triemine.decoding.testing import build_tiny_model, synthetic_pairs

@@ -21,10 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
+
+from benchlib import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
 from pathlib import Path
 
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     ct2_dir = shared_path(*OPUS_MT_ZH_EN_CT2)
     tmp = tempfile.TemporaryDirectory(prefix="import-bench-")
     result = {"bench": "import", "mode": "quick" if args.quick else "full",
-              "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+              "machine": machine(),
               "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
               "model": str(ct2_dir)}
 

@@ -25,10 +25,11 @@ import argparse
 import gc
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
+
+from benchlib import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
 import tracemalloc
 
 import numpy as np
@@ -37,19 +38,6 @@ from triemine.paths import BUCC_ZH_EN, PARALLEL_ZH_EN, cache_root, shared_path
 from triemine.trie import Trie
 
 EOS = 2
-
-
-def machine() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for ln in f:
-                if ln.startswith("model name"):
-                    model = ln.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
 def default_spm() -> str:
