@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import hashlib
 from pathlib import Path
 
 _PKG_DIR = Path(__file__).resolve().parent
@@ -49,6 +50,15 @@ def cache_root() -> Path:
         path = root / ".cache" if root is not None else Path.home() / ".cache" / "triemine"
     path.mkdir(parents=True, exist_ok=True)
     return path.resolve()
+
+
+def file_sha256(path: os.PathLike | str) -> str:
+    """Hex SHA-256 of a file's content, read in 1 MiB chunks (cache keys, provenance)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 # Well-known shared resources (relative to shared_root()).

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from triemine.errors import InputError
+from triemine.paths import file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -191,14 +192,6 @@ def mine(model, sources: Sequence[str], trie, mode: str = "pre", beam: int = 90,
 
 # -- trie cache --------------------------------------------------------------------------------
 
-def _sha256_file(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def trie_cache_key(model, target_path, nbest: int = 1) -> str:
     from triemine.decoding.model_dir import dictionary_fingerprint
     from triemine.trie import FORMAT_VERSION
@@ -206,8 +199,8 @@ def trie_cache_key(model, target_path, nbest: int = 1) -> str:
     if model.target_spm_path is None:
         raise InputError("the model directory has no target.spm: pass --target-spm", model.path)
     h = hashlib.sha256()
-    for part in (_sha256_file(target_path), dictionary_fingerprint(model.tgt_dict),
-                 _sha256_file(model.target_spm_path), str(nbest), str(FORMAT_VERSION)):
+    for part in (file_sha256(target_path), dictionary_fingerprint(model.tgt_dict),
+                 file_sha256(model.target_spm_path), str(nbest), str(FORMAT_VERSION)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:40]

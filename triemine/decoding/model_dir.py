@@ -12,7 +12,6 @@ the tiny test model)::
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import pickle
@@ -30,14 +29,6 @@ def dictionary_fingerprint(dictionary) -> str:
     from triemine.trie import dictionary_fingerprint as trie_fingerprint
 
     return trie_fingerprint(dictionary)
-
-
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass
@@ -103,13 +94,8 @@ class ModelDir:
 
 def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
     """Load ``path`` (see module docstring). Missing files raise :class:`InputError`."""
-    import torch  # noqa: F401
-    # registers the trie_translation task (and Marian architectures when available)
-    import triemine.decoding.task  # noqa: F401
-    try:
-        import triemine.models.marian  # noqa: F401
-    except ImportError:  # the Marian architecture is only needed for imported OPUS-MT models
-        pass
+    # registers the trie_translation task and the Marian architecture (imported OPUS-MT models)
+    import triemine.plugin.triemine_fairseq  # noqa: F401
     from triemine.models.checkpoint import load_ensemble
 
     root = Path(path)

@@ -16,6 +16,7 @@ import numpy as np
 
 from triemine.corpus import Corpus, read_corpus
 from triemine.errors import InputError
+from triemine.paths import file_sha256
 from triemine.trie.core import FORMAT_VERSION, Trie
 
 UNK_POLICIES = ("error", "map")
@@ -76,14 +77,6 @@ def dictionary_fingerprint(dictionary) -> str:
     """Stable fingerprint of a fairseq dictionary's symbol list (counts ignored)."""
     h = hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8"))
     return "sha256:" + h.hexdigest()[:32]
-
-
-def _file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
 
 
 def load_dictionary(path: Union[str, os.PathLike]):
@@ -210,7 +203,7 @@ def build_trie_from_corpus(corpus: Union[str, os.PathLike, Corpus], spm_model, d
         "format_version": FORMAT_VERSION,
         "source": os.path.abspath(corp.path), "source_format": corp.format,
         "spm": os.path.abspath(spm_path) if spm_path else None,
-        "spm_sha256": _file_sha256(spm_path) if spm_path else None,
+        "spm_sha256": file_sha256(spm_path) if spm_path else None,
         "dict": os.path.abspath(dict_path) if dict_path else None,
         "dict_fingerprint": dictionary_fingerprint(d), "dict_size": len(d), "eos": eos,
         "nbest": nbest, "unk": unk, "lines": len(corp), "empty_lines": len(corp.empty_lines),
