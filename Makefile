@@ -31,12 +31,13 @@ $(STAMP): $(SOURCES) scripts/setup_env.sh
 $(BICLEANER_STAMP): scripts/bicleaner_setup.sh
 	bash scripts/bicleaner_setup.sh
 
-$(BICLEANER_MODEL): $(BICLEANER_STAMP) $(STAMP) scripts/bicleaner_train.py
+# Order-only on the environments (after |): refreshing an environment must not retrain or re-import.
+$(BICLEANER_MODEL): scripts/bicleaner_train.py | $(BICLEANER_STAMP) $(STAMP)
 	.venv-bicleaner/bin/python scripts/bicleaner_train.py
 
 bicleaner: $(BICLEANER_MODEL)
 
-$(OPUS_MODEL): $(STAMP)
+$(OPUS_MODEL): | $(STAMP)
 	$(VENV)/bin/trie-mine-import -o $(dir $@)
 
 model: $(OPUS_MODEL)
