@@ -29,12 +29,16 @@ print(f"{n} sources, gold {gold}")
 PY
 
 OUT="$WORK/mined.pre.b$BEAM.g$GOLD_N.o$OTHER_N.tsv"
-RESUME=()
-[ -f "$OUT.progress" ] && RESUME=(--resume)
+MINE=("$BIN/trie-mine" --pre-expansion --model "$MODEL" --source "$WORK/zh-en.slice.zh"
+      --target "$WORK/zh-en.slice.en" -o "$OUT" --beam "$BEAM" --nbest 1)
 echo "== trie-mine --pre-expansion --beam $BEAM"
-time "$BIN/trie-mine" --pre-expansion --model "$MODEL" \
-    --source "$WORK/zh-en.slice.zh" --target "$WORK/zh-en.slice.en" \
-    -o "$OUT" --beam "$BEAM" --nbest 1 "${RESUME[@]}"
+# An earlier run of the same settings is resumed (a no-op when it finished); one with other
+# settings (e.g. a re-imported model) is refused by trie-mine, and the demo then starts over.
+if [ -f "$OUT.progress" ] && "${MINE[@]}" --resume; then
+    :
+else
+    time "${MINE[@]}"
+fi
 
 echo "== evaluation: one target per source, per-word cross-entropy filter"
 "$BIN/trie-mine-eval" "$OUT" --gold "$WORK/zh-en.slice.gold" --filter ce --folds 2

@@ -129,6 +129,19 @@ def test_resume_in_process_truncates_partial_batch(tiny_model, corpora, tmp_path
         mine_to_tsv(tiny_model, src, tgt, part, resume=True, mode="post", beam=3, batch_size=4)
 
 
+def test_resume_refuses_another_model(tiny_model_dir, corpora, tmp_path):
+    """Rows of two different models must never end up in one resumed file."""
+    from triemine.decoding import load_model_dir
+
+    src, tgt, _ = corpora
+    out = tmp_path / "part.tsv"
+    kw = dict(mode="pre", beam=3, batch_size=4)
+    mine_to_tsv(load_model_dir(tiny_model_dir), src, tgt, out, stop_after_batches=1, **kw)
+    other_dir = shutil.copytree(tiny_model_dir, tmp_path / "other-model")
+    with pytest.raises(Exception, match="different settings.*model"):
+        mine_to_tsv(load_model_dir(other_dir), src, tgt, out, resume=True, **kw)
+
+
 def _cli(*args):
     return [sys.executable, "-c", "import sys; from triemine.cli import mine_main; "
             "sys.exit(mine_main(sys.argv[1:]))", *args]

@@ -286,7 +286,8 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
                          target_path)
     out_path = Path(out_path)
     prog_path = Path(str(out_path) + PROGRESS_SUFFIX)
-    settings = {"source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
+    settings = {"model": model_fingerprint(model),
+                "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
                 "mode": mode, "beam": beam, "nbest": nbest, "batch_size": batch_size,
                 "max_tokens": max_tokens, "n_sources": len(src)}
     _write_meta(out_path, model, settings, trie_nbest)
@@ -322,6 +323,16 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
                        sources_with_matches=with_matches, truncated=len(truncated),
                        resumed_from=start,
                        trie_path=getattr(trie, "path", None))
+
+
+def model_fingerprint(model) -> str:
+    """``<model dir>@<checkpoint sha256 prefix>``: a resumed run must use the very same weights."""
+    root = getattr(model, "path", None)
+    if root is None:
+        return "unknown"
+    ckpt = Path(root) / "checkpoint.pt"
+    digest = file_sha256(ckpt)[:16] if ckpt.is_file() else "no-checkpoint"
+    return f"{os.path.abspath(root)}@{digest}"
 
 
 def _write_meta(out_path: Path, model, settings: dict, trie_nbest: int) -> None:
