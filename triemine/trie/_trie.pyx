@@ -92,6 +92,19 @@ cdef class TrieCore:
         self._toffs = &to[0]
         self._tids = &ti[0] if ti.shape[0] else NULL
 
+    cdef int _check_nodes(self, const int64_t[::1] nv) except -1:
+        """Batched queries accept node ids in ``[-1, n_nodes)``; raise on the first other one."""
+        cdef Py_ssize_t n = nv.shape[0], i, bad = -1
+        cdef int64_t nn = self.n_nodes
+        with nogil:
+            for i in range(n):
+                if nv[i] < -1 or nv[i] >= nn:
+                    bad = i
+                    break
+        if bad >= 0:
+            self._check_node(nv[bad])
+        return 0
+
     cdef inline int _check_node(self, int64_t node) except -1:
         if node < -1 or node >= self.n_nodes:
             raise IndexError(f"node {node} out of range (trie has {self.n_nodes} nodes; -1 = none)")
@@ -139,47 +152,35 @@ cdef class TrieCore:
         """Vectorised :meth:`step`: ``int64[n]`` child ids, -1 where absent or node is -1."""
         cdef const int64_t[::1] nv = np.ascontiguousarray(nodes, dtype=np.int64).reshape(-1)
         cdef const int64_t[::1] tv = np.ascontiguousarray(tokens, dtype=np.int64).reshape(-1)
-        cdef Py_ssize_t n = nv.shape[0], i, bad = -1
+        cdef Py_ssize_t n = nv.shape[0], i
         if tv.shape[0] != n:
             raise ValueError(f"step_many: {n} nodes but {tv.shape[0]} tokens")
+        self._check_nodes(nv)
         out = np.empty(n, dtype=np.int64)
         cdef int64_t[::1] ov = out
-        cdef int64_t node, nn = self.n_nodes
+        cdef int64_t node
         with nogil:
             for i in range(n):
                 node = nv[i]
-                if node < 0 or node >= nn:
-                    if node != -1:
-                        bad = i
-                        break
-                    ov[i] = -1
-                else:
-                    ov[i] = _child(self._keys, self._fc, node, tv[i])
-        if bad >= 0:
-            self._check_node(nv[bad])
+                ov[i] = -1 if node < 0 else _child(self._keys, self._fc, node, tv[i])
         return out
 
     def children_many(self, nodes):
         """Children of many nodes as flat arrays ``(offsets int64[n+1], keys int64[m],
         child_nodes int64[m])``: node ``nodes[i]`` has ``keys[offsets[i]:offsets[i+1]]``."""
         cdef const int64_t[::1] nv = np.ascontiguousarray(nodes, dtype=np.int64).reshape(-1)
-        cdef Py_ssize_t n = nv.shape[0], i, bad = -1
-        cdef int64_t node, nn = self.n_nodes, total = 0, j, a, b, pos
+        cdef Py_ssize_t n = nv.shape[0], i
+        cdef int64_t node, total = 0, j, a, b, pos
+        self._check_nodes(nv)
         offsets = np.empty(n + 1, dtype=np.int64)
         cdef int64_t[::1] off = offsets
         with nogil:
             off[0] = 0
             for i in range(n):
                 node = nv[i]
-                if node < 0 or node >= nn:
-                    if node != -1:
-                        bad = i
-                        break
-                else:
+                if node >= 0:
                     total += self._fc[node + 1] - self._fc[node]
                 off[i + 1] = total
-        if bad >= 0:
-            self._check_node(nv[bad])
         keys = np.empty(total, dtype=np.int64)
         child = np.empty(total, dtype=np.int64)
         cdef int64_t[::1] kv = keys
@@ -201,28 +202,24 @@ cdef class TrieCore:
     def is_terminal_many(self, nodes):
         """``bool[n]``: whether each node ends at least one inserted sequence (-1 → False)."""
         cdef const int64_t[::1] nv = np.ascontiguousarray(nodes, dtype=np.int64).reshape(-1)
-        cdef Py_ssize_t n = nv.shape[0], i, bad = -1
-        cdef int64_t node, nn = self.n_nodes
+        cdef Py_ssize_t n = nv.shape[0], i
+        cdef int64_t node
+        self._check_nodes(nv)
         out = np.zeros(n, dtype=np.bool_)
         cdef cnp.npy_bool[::1] ov = out
         with nogil:
             for i in range(n):
                 node = nv[i]
-                if node < 0 or node >= nn:
-                    if node != -1:
-                        bad = i
-                        break
-                else:
+                if node >= 0:
                     ov[i] = _terminal_index(self._tnodes, self.n_terminals, node) >= 0
-        if bad >= 0:
-            self._check_node(nv[bad])
         return out
 
     def terminal_ids_many(self, nodes):
         """Line ids of many nodes as ``(offsets int64[n+1], ids int64[m])`` (GIL released)."""
         cdef const int64_t[::1] nv = np.ascontiguousarray(nodes, dtype=np.int64).reshape(-1)
-        cdef Py_ssize_t n = nv.shape[0], i, bad = -1
-        cdef int64_t node, nn = self.n_nodes, total = 0, t, j, pos
+        cdef Py_ssize_t n = nv.shape[0], i
+        cdef int64_t node, total = 0, t, j, pos
+        self._check_nodes(nv)
         offsets = np.empty(n + 1, dtype=np.int64)
         tidx = np.full(n, -1, dtype=np.int64)
         cdef int64_t[::1] off = offsets
@@ -231,18 +228,12 @@ cdef class TrieCore:
             off[0] = 0
             for i in range(n):
                 node = nv[i]
-                if node < 0 or node >= nn:
-                    if node != -1:
-                        bad = i
-                        break
-                else:
+                if node >= 0:
                     t = _terminal_index(self._tnodes, self.n_terminals, node)
                     tx[i] = t
                     if t >= 0:
                         total += self._toffs[t + 1] - self._toffs[t]
                 off[i + 1] = total
-        if bad >= 0:
-            self._check_node(nv[bad])
         ids = np.empty(total, dtype=np.int64)
         cdef int64_t[::1] iv = ids
         with nogil:
