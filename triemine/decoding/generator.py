@@ -117,7 +117,7 @@ class TrieSequenceGenerator(nn.Module):
                                    torch.ones_like(nodes, dtype=torch.bool))
             lprobs, _ = self.model.forward_decoder(tokens[:, : step + 1], encoder_outs,
                                                    incremental_states, 1.0)
-            lprobs[lprobs != lprobs] = -math.inf
+            torch.nan_to_num_(lprobs, nan=-math.inf, posinf=math.inf, neginf=-math.inf)
             lprobs[:, self.pad] = -math.inf
             if step == 0:
                 lprobs[:, eos] = -math.inf  # min length 1, as fairseq's default
@@ -204,15 +204,21 @@ class TrieSequenceGenerator(nn.Module):
         nodes = cand_nodes[s_idx, j_idx].tolist()
         sents = sent_ids[s_idx].tolist()
         trie = self.search.trie if self.search is not None else None
-        for i, sent in enumerate(sents):  # one iteration per finished hypothesis
-            line_ids = (np.asarray(trie.terminal_ids(nodes[i]), dtype=np.int64)
-                        if trie is not None else np.empty(0, dtype=np.int64))
+        # one device->host copy and one split per field, then a loop over finished hypotheses
+        tok_rows = fin_tokens.cpu().unbind(0)
+        pos_rows = fin_pos.cpu().unbind(0)
+        norm_rows = norm.cpu().unbind(0)
+        total_list = totals.tolist()
+        no_ids = np.empty(0, dtype=np.int64)
+        for i, sent in enumerate(sents):
+            line_ids = (trie.terminal_ids(nodes[i]).astype(np.int64)
+                        if trie is not None else no_ids)
             finalized[sent].append({
-                "tokens": fin_tokens[i].cpu(),
-                "score": norm[i].cpu(),
-                "total_score": float(totals[i]),
+                "tokens": tok_rows[i],
+                "score": norm_rows[i],
+                "total_score": total_list[i],
                 "n_tokens": n_tok,
-                "positional_scores": fin_pos[i].cpu(),
+                "positional_scores": pos_rows[i],
                 "attention": torch.empty(0),
                 "alignment": torch.empty(0),
                 "node": nodes[i],
