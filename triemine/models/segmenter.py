@@ -572,30 +572,28 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *, estimation_sources=N
 # ---------------------------------------------------------------------------------------------
 
 
-def nbest_segmentations(sp, text: str, k: int) -> list[list[str]]:
-    """Up to ``k`` distinct segmentations of ``text``, best first (``k=1``: Viterbi)."""
+def _distinct_nbest(sp, text: str, k: int, as_ids: bool) -> list[list]:
+    """Up to ``k`` distinct segmentations of ``text`` (pieces or ids), best first."""
     if k <= 1:
-        return [sp.encode(text, out_type=str)]
+        return [sp.encode(text, out_type=int if as_ids else str)]
+    nbest = sp.nbest_encode_as_ids if as_ids else sp.nbest_encode_as_pieces
     seen, out = set(), []
-    for seg in sp.nbest_encode_as_pieces(text, k):
+    for seg in nbest(text, k):
         key = tuple(seg)
         if key not in seen:
             seen.add(key)
             out.append(list(seg))
     return out
+
+
+def nbest_segmentations(sp, text: str, k: int) -> list[list[str]]:
+    """Up to ``k`` distinct segmentations of ``text``, best first (``k=1``: Viterbi)."""
+    return _distinct_nbest(sp, text, k, as_ids=False)
 
 
 def nbest_ids(sp, text: str, k: int) -> list[list[int]]:
     """Like :func:`nbest_segmentations` but sentencepiece ids (unknown characters are id 0)."""
-    if k <= 1:
-        return [sp.encode(text)]
-    seen, out = set(), []
-    for seg in sp.nbest_encode_as_ids(text, k):
-        key = tuple(seg)
-        if key not in seen:
-            seen.add(key)
-            out.append(list(seg))
-    return out
+    return _distinct_nbest(sp, text, k, as_ids=True)
 
 
 class LongestMatch:
