@@ -17,7 +17,12 @@ fi
 echo "[setup] installing dependencies (constrained by constraints.txt)"
 # Build requirements first: the package is installed without build isolation so that its Cython
 # extension is compiled against exactly the numpy of this environment.
+# Order matters on a machine with an empty pip cache: fairseq-fixed is an sdist whose setup.py
+# imports torch, numpy and Cython, and it is built without isolation (below), so all three must
+# be installed before pip resolves it. Nothing here may rely on a wheel cached by an earlier run.
 .venv/bin/python -m pip install -q --upgrade "setuptools>=64" wheel "Cython>=3.0" "numpy<2"
+.venv/bin/python -m pip install -q "torch==2.13.0"
+.venv/bin/python -m pip install -q --no-build-isolation "fairseq-fixed==0.12.3.1"
 .venv/bin/python -m pip install -q -e ".[test]" --no-build-isolation
 .venv/bin/python -c "import torch, fairseq, triemine.trie; assert torch.__version__.startswith('2.13.0'), torch.__version__" \
     || { echo "[setup] environment check failed" >&2; exit 1; }
