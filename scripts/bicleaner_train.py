@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Train a classic Bicleaner (0.17.4) zh-en model from the shared parallel corpus.
+"""Train a classic Bicleaner (0.17.4) zh-en model from the shared zh-en training split.
 
 Run with the tool environment built by ``scripts/bicleaner_setup.sh``::
 
@@ -7,8 +7,9 @@ Run with the tool environment built by ``scripts/bicleaner_setup.sh``::
 
 Steps (all local; nothing is downloaded):
 
-1. read ``<shared>/data/parallel/zh-en/train.{zh,en}`` (through ``triemine.paths``), drop empty,
-   identical and duplicate pairs;
+1. read ``<shared>/data/devsets/zh-en/train.{zh,en}`` (through ``triemine.paths``): the zh-en
+   parallel data minus the transfer set's pairs, so that no score the filter gives on the transfer
+   set was learnt from its own pairs; drop empty, identical and duplicate pairs;
 2. tokenise and lowercase: Chinese with jieba (``scripts/bicleaner_zh_tokenize.py``, which is
    also the model's source tokenizer command), English with the Moses tokenizer (sacremoses);
 3. word frequency lists (gzipped ``count word``) for both sides;
@@ -35,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from triemine.paths import PARALLEL_ZH_EN, cache_root, shared_path  # noqa: E402
+from triemine.paths import DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -117,7 +118,7 @@ def build_dictionaries(zh_tok, en_tok, work: Path, out_dir: Path, min_prob: floa
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus-dir", default=None,
-                    help="folder with train.zh and train.en (default: shared data/parallel/zh-en)")
+                    help="folder with train.zh and train.en (default: shared data/devsets/zh-en)")
     ap.add_argument("--out", default=None, help="model dir (default: <cache>/bicleaner/zh-en)")
     ap.add_argument("--limit", type=int, default=None, help="use at most this many pairs (>= 10000)")
     ap.add_argument("--min-prob", type=float, default=0.01)
@@ -127,7 +128,7 @@ def main(argv=None) -> int:
     ap.add_argument("--force", action="store_true", help="retrain even when the model exists")
     args = ap.parse_args(argv)
 
-    corpus = Path(args.corpus_dir) if args.corpus_dir else shared_path(*PARALLEL_ZH_EN)
+    corpus = Path(args.corpus_dir) if args.corpus_dir else shared_path(*DEVSET_ZH_EN)
     out = Path(args.out) if args.out else cache_root() / "bicleaner" / "zh-en"
     yaml_path = out / "zh-en.yaml"
     if yaml_path.is_file() and not args.force:

@@ -66,3 +66,5 @@ BUCC_ZH_EN = ("data", "bucc2018", "zh-en")
 OPUS_MT_ZH_EN_CT2 = ("models", "opus-mt-zh-en-ct2")
 PARALLEL_ZH_EN = ("data", "parallel", "zh-en")
 PARALLEL_DE_EN = ("data", "parallel", "de-en")
+# the transfer set (BUCC layout) and the zh-en pairs left for anything that learns
+DEVSET_ZH_EN = ("data", "devsets", "zh-en")

@@ -41,7 +41,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.paths import BUCC_ZH_EN, PARALLEL_ZH_EN, cache_root, shared_path
+from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, cache_root, shared_path
 
 SPACE = "\u2581"
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
@@ -201,9 +201,10 @@ def bucc_zh_sentences() -> list[str]:
 
 
 def default_estimation_sentences(n_parallel: int = 1500, n_bucc: int = 1000) -> list[str]:
-    """Estimation data: the first ``n_parallel`` lines of ``parallel/zh-en/train.zh`` plus the
-    *last* ``n_bucc`` BUCC zh sample sentences (evaluation uses the first 1000)."""
-    par = _read_text_lines(shared_path(*PARALLEL_ZH_EN, "train.zh"), tsv=False)[:n_parallel]
+    """Estimation data: the first ``n_parallel`` lines of ``devsets/zh-en/train.zh`` (the zh-en
+    split that excludes the transfer set) plus the *last* ``n_bucc`` BUCC zh sample sentences
+    (evaluation uses the first 1000)."""
+    par = _read_text_lines(shared_path(*DEVSET_ZH_EN, "train.zh"), tsv=False)[:n_parallel]
     bucc = bucc_zh_sentences()
     bucc_part = bucc[len(bucc) - n_bucc:] if n_bucc else []
     return [s for s in par + bucc_part if s]
