@@ -35,11 +35,15 @@ def run(model, sources, trie, mode, beam, debug=False):
     return gen.generate(model.models, sample_of(model, sources)), gen, search
 
 
-def run_stock(model, sources, trie, mode, beam):
+def run_stock(model, sources, trie, mode, beam, max_len_b=None):
+    """fairseq's stock generator; with a trie, ``max_len_b`` defaults to the trie depth (one
+    more step than needed: the search must apply the trie's own length limit)."""
     search = (BeamSearch(model.tgt_dict) if mode is None
               else TrieConstrainedBeamSearch(model.tgt_dict, trie, mode, debug=True))
+    if max_len_b is None:
+        max_len_b = trie.depth if trie is not None else 50
     gen = SequenceGenerator(model.models, model.tgt_dict, beam_size=beam,
-                            max_len_b=trie.depth if trie is not None else 50, search_strategy=search)
+                            max_len_b=max_len_b, search_strategy=search)
     return gen.generate(model.models, sample_of(model, sources)), search
 
 
@@ -141,6 +145,31 @@ def test_constrained_equals_unconstrained_when_trie_holds_its_output(tiny_model,
             assert con_s[0][0]["tokens"].tolist() == free_s[0][0]["tokens"].tolist()
             assert float(con_s[0][0]["score"]) == pytest.approx(float(free_s[0][0]["score"]),
                                                                 abs=1e-4)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_output_ended_by_the_length_rule_is_found(tiny_model, beam):
+    """Regression (a fresh AVX-512 machine, beam 1): an unconstrained search that ends its output
+    by its max-length rule (EOS forced after 3 tokens here) writes EOS where the model itself
+    would continue. A trie holding exactly that output must still give it back, in both modes and
+    both generators: the search applies the trie's length limit (EOS only at step depth - 1)
+    instead of leaving post-expansion's top-k, which lacks EOS there, to drop the only path."""
+    src = next(s for s, t in PAIRS if len(t.split()) >= 6)
+    natural, _ = run_stock(tiny_model, [src], None, None, beam)
+    assert len(natural[0][0]["tokens"]) > 4  # the model itself does not stop after 3 tokens
+    cut, _ = run_stock(tiny_model, [src], None, None, beam, max_len_b=3)
+    seqs = [h["tokens"].tolist() for h in cut[0]]
+    assert all(len(q) == 4 and q[-1] == tiny_model.tgt_dict.eos() for q in seqs)
+    trie = make_trie(tiny_model, [], seqs)
+    assert trie.depth == 4
+    for mode in ("pre", "post"):
+        con_s, _ = run_stock(tiny_model, [src], trie, mode, beam)  # max_len_b = depth
+        assert con_s[0], f"stock generator, {mode}: no hypothesis"
+        assert con_s[0][0]["tokens"].tolist() == cut[0][0]["tokens"].tolist()
+        con, _, _ = run(tiny_model, [src], trie, mode, beam)
+        assert con[0][0]["tokens"].tolist() == cut[0][0]["tokens"].tolist()
+        assert con[0][0]["total_score"] == pytest.approx(float(cut[0][0]["positional_scores"].sum()),
+                                                         abs=1e-4)
 
 
 def test_post_expansion_returns_nothing_for_absent_translations_and_stops_early(tiny_model):

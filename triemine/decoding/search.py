@@ -28,10 +28,15 @@ Edge cases, none of which trips a fairseq assertion:
   slots (node ``-1``, all-``-inf`` rows afterwards);
 * dead ends cannot occur in pre-expansion (every trie path ends in EOS); in post-expansion a
   sentence whose candidates all left the trie keeps only dead slots;
-* max length: ``stop_on_max_len`` is set, so stock fairseq stops at ``max_len`` instead of asserting
-  that every sentence has finished; the task sets ``max_len_b`` to the trie depth so that every
-  trie sequence is reachable.  EOS forced at ``max_len`` is only finalised when it is a trie
-  continuation (pre: masked; post: dropped).
+* max length: no trie sequence is longer than ``trie.depth`` tokens (EOS included), so the search
+  itself applies ordinary beam search's max-length rule at the trie's depth: at step
+  ``depth - 1`` only EOS may be written, whatever ``max_len`` the generator was given.  Without
+  this, post-expansion lost every hypothesis that an unconstrained search ends by its length rule
+  (forced EOS): the stock generator forces EOS one step later (its ``max_len`` counts tokens
+  before EOS), so the model's own top-k, which does not contain EOS there, left the trie.
+  ``stop_on_max_len`` is set, so stock fairseq stops at ``max_len`` instead of asserting that
+  every sentence has finished; the task sets ``max_len_b = depth - 1``.  EOS forced at
+  ``max_len`` is only finalised when it is a trie continuation (pre: masked; post: dropped).
 """
 from __future__ import annotations
 
@@ -167,6 +172,10 @@ class TrieConstrainedBeamSearch(Search):
             self.check_nodes(prev_output_tokens[:, 1: step + 1], nodes, live)
 
         k = min(2 * beam_size, beam_size * vocab_size - 1)  # as BeamSearch (never pad)
+        if step >= int(self.trie.depth) - 1:  # the trie's max length: EOS only (see module doc)
+            only_eos = torch.ones(vocab_size, dtype=torch.bool, device=device)
+            only_eos[self.eos] = False
+            lprobs = lprobs.masked_fill(only_eos, -math.inf)
         if self.mode == "pre":
             if step == 0:  # all beam slots are identical: expand the first only
                 nodes = nodes.clone()

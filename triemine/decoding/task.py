@@ -10,7 +10,8 @@ Options: ``--trie FILE`` (a :class:`triemine.trie.Trie` saved with ``Trie.save``
 ``--trie-generator algorithm1|fairseq``: ``algorithm1`` (default) is
 :class:`~triemine.decoding.generator.TrieSequenceGenerator` (shrinking beam, early stop, stops at
 the trie depth); ``fairseq`` runs :class:`~triemine.decoding.search.TrieConstrainedBeamSearch`
-inside fairseq's stock ``SequenceGenerator`` with ``max_len_b`` set to the trie depth.
+inside fairseq's stock ``SequenceGenerator`` with ``max_len_b`` set to the trie depth minus one
+(fairseq's ``max_len`` counts the tokens before EOS).
 
 Registration is idempotent: fairseq's ``register_task`` returns the existing class when the name is
 already registered, and this module is imported once whether it comes from Python or
@@ -107,7 +108,7 @@ else:
                 from fairseq.sequence_generator import SequenceGenerator
                 return SequenceGenerator(
                     models, self.target_dictionary, beam_size=beam, max_len_a=0,
-                    max_len_b=int(self.trie.depth), min_len=getattr(args, "min_len", 1),
+                    max_len_b=max(1, int(self.trie.depth) - 1), min_len=getattr(args, "min_len", 1),
                     normalize_scores=not getattr(args, "unnormalized", False), len_penalty=lenpen,
                     unk_penalty=getattr(args, "unkpen", 0.0), search_strategy=search)
             if self.cfg.trie_generator != "algorithm1":
