@@ -31,7 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(REPO))
 
-from triemine.evaluation.bucc import read_bucc, read_mined  # noqa: E402
+from triemine.evaluation.bucc import read_bucc  # noqa: E402
+from triemine.tsv import read_mined  # noqa: E402
 from triemine.evaluation.pipeline import Direction, evaluate  # noqa: E402
 from triemine.evaluation.slices import write_bucc_slice  # noqa: E402
 from triemine.paths import BUCC_ZH_EN, cache_root, shared_path  # noqa: E402

@@ -10,7 +10,8 @@ import pytest
 
 from triemine.cli import eval_main
 from triemine.errors import InputError
-from triemine.evaluation.bucc import bucc_files, read_bucc, read_gold, read_mined, write_mined
+from triemine.evaluation.bucc import bucc_files, read_bucc, read_gold
+from triemine.tsv import read_mined, write_mined
 from triemine.evaluation.metrics import (PRF, best_per_source, optimize_threshold, score_pairs,
                                          score_pairs_lenient)
 from triemine.evaluation.pipeline import Direction, evaluate, load_thresholds, save_thresholds
@@ -212,12 +213,13 @@ def test_tuned_ce_threshold_and_transfer(tmp_path, tiny_bucc):
     assert math.isclose(out.thresholds["zh-en"]["ce_word"], 0.5)
     assert (out.strict.correct, out.strict.predicted, out.strict.gold) == (2, 2, 3)
     sig = out.signature()
-    assert sig.startswith("model=opus-mt-zh-en|dir=zh-en|mode=pre|beam=4|rank=ce_word|filter=ce|"
+    assert sig.startswith("model=opus-mt-zh-en|dir=zh-en|mode=pre|beam=4|rule=best-per-source|rank=ce_word|filter=ce|"
                           "threshold=ce_word<=0.5000(tuned-on:zh-en.tiny.gold)|match=strict|")
     assert sig.endswith("P=1.0000|R=0.6667|F1=0.8000")
     save_thresholds(out, tmp_path / "th.json")
-    filt, ths = load_thresholds(tmp_path / "th.json")
-    assert filt == "ce" and math.isclose(ths["zh-en"]["ce_word"], 0.5)
+    saved = load_thresholds(tmp_path / "th.json")
+    assert saved.filter == "ce" and math.isclose(saved.thresholds["zh-en"]["ce_word"], 0.5)
+    assert (saved.rule, saved.rank_by) == ("best-per-source", "ce_word")
     # a stricter fixed threshold applied elsewhere gives different, reproducible numbers
     fixed = evaluate([Direction(read_mined(path))], b, "ce", thresholds={"zh-en": {"ce_word": 0.3}},
                      thresholds_source="fixed:th.json")

@@ -1,4 +1,5 @@
-"""Filtering: CE threshold, CE ∪ Bicleaner, union of directions, filter CLI, Bicleaner errors."""
+"""Filtering: the score/filter registry (CE, CE ∪ Bicleaner, PMI), selection rules, the filter
+CLI, Bicleaner errors."""
 from __future__ import annotations
 
 import math
@@ -7,11 +8,12 @@ import numpy as np
 import pytest
 
 from triemine.cli import filter_main
-from triemine.evaluation.bucc import read_mined
+from triemine.tsv import read_mined
 from triemine.evaluation.metrics import optimize_union
-from triemine.evaluation.pipeline import Direction, evaluate, select
-from triemine.filtering import select_ce, select_ce_or_bicleaner, tune_ce, union_directions
+from triemine.errors import InputError
+from triemine.evaluation.pipeline import Direction, evaluate
 from triemine.filtering.bicleaner import BicleanerUnavailable, score_bicleaner
+from triemine.filtering.registry import apply_rule, filter_scores, get_score, select, tune
 
 HEADER = "src_id\ttgt_id\tscore\tce_word\tce_token\tsrc\ttgt"
 
@@ -34,23 +36,50 @@ def mined(tmp_path):
 
 
 def test_ce_selection_is_inclusive_upper_bound(mined):
-    assert select_ce(mined, 1.0).tolist() == [True, False, True, False]
-    assert select_ce(mined, 0.4999).tolist() == [False] * 4
-    assert select_ce(mined, 0.8, column="ce_token").tolist() == [True, False, True, False]
+    assert select(mined, "ce", {"ce_word": 1.0}).tolist() == [True, False, True, False]
+    assert select(mined, "ce", {"ce_word": 0.4999}).tolist() == [False] * 4
+    assert select(mined, "ce_token", {"ce_token": 0.8}).tolist() == [True, False, True, False]
 
 
 def test_ce_or_bicleaner_union_semantics(mined):
-    ce_only = select_ce(mined, 1.0)
+    ce_only = select(mined, "ce", {"ce_word": 1.0})
     bc_only = mined.col("bicleaner") >= 0.6
-    both = select_ce_or_bicleaner(mined, 1.0, 0.6)
+    both = select(mined, "ce+bicleaner", {"ce_word": 1.0, "bicleaner": 0.6})
     assert both.tolist() == (ce_only | bc_only).tolist() == [True, True, True, False]
-    assert select(mined, "ce+bicleaner", {"ce_word": 1.0, "bicleaner": 0.6}).tolist() == both.tolist()
     assert select(mined, "bicleaner", {"bicleaner": 0.6}).tolist() == bc_only.tolist()
 
 
 def test_tune_ce_on_known_gold(mined):
-    t, s = tune_ce(mined, np.array([True, False, True, False]), n_gold=2)
-    assert math.isclose(t, 1.75) and s.f1 == 1.0
+    th = tune(mined, "ce", np.array([True, False, True, False]), n_gold=2)
+    assert math.isclose(th["ce_word"], 1.75)
+
+
+def test_tune_union_orients_each_score(mined):
+    """A union of a higher-is-better and a lower-is-better score tunes both the right way round,
+    in either order, and the tuned thresholds reproduce the selection."""
+    correct = np.array([True, True, False, False])
+    for spec in ("ce+bicleaner", "bicleaner+ce"):
+        th = tune(mined, spec, correct, n_gold=2)
+        assert select(mined, spec, th).tolist() == correct.tolist()
+
+
+def test_registry_names_scores_once_and_refuses_unknown():
+    assert get_score("ce").name == "ce_word" and not get_score("ce").higher_is_better
+    assert get_score("pmi").higher_is_better
+    assert [sc.name for sc in filter_scores("ce+bicleaner")] == ["ce_word", "bicleaner"]
+    assert filter_scores("none") == ()
+    for bad in ("nope", "ce+", "ce+ce_word", "a+b+c"):
+        with pytest.raises(InputError):
+            filter_scores(bad)
+
+
+def test_one_to_one_rule_uses_each_sentence_once(tmp_path):
+    rows = [("s1", "t1", -1, 0.5, 0.5, "a", "A"), ("s1", "t2", -1, 0.2, 0.2, "a", "B"),
+            ("s2", "t2", -1, 0.1, 0.1, "b", "B"), ("s3", "t3", -1, 0.9, 0.9, "c", "C")]
+    m = read_mined(write_tsv(tmp_path / "o.tsv", rows))
+    # best first: (s2,t2) 0.1, then (s1,t2) is blocked by t2, (s1,t1) 0.5, (s3,t3) 0.9
+    assert apply_rule(m, "one-to-one", "ce").tolist() == [0, 2, 3]
+    assert apply_rule(m, "best-per-source", "ce").tolist() == [1, 2, 3]
 
 
 def test_optimize_union_beats_or_matches_each_filter_alone():
@@ -67,12 +96,6 @@ def test_optimize_union_beats_or_matches_each_filter_alone():
     assert s_u.f1 >= max(s_ce.f1, s_bc.f1) - 1e-12
     keep = (ce <= t_ce) | (bc >= t_bc)
     assert (int((keep & correct).sum()), int(keep.sum())) == (s_u.correct, s_u.predicted)
-
-
-def test_union_directions_swaps_and_dedups():
-    fwd = [("zh1", "en1"), ("zh2", "en2")]
-    bwd = [("en1", "zh1"), ("en3", "zh3")]
-    assert union_directions(fwd, bwd) == {("zh1", "en1"), ("zh2", "en2"), ("zh3", "en3")}
 
 
 def test_filter_cli_writes_kept_rows_and_bitext(tmp_path, mined, capsys):
@@ -98,7 +121,32 @@ def test_filter_cli_union_of_two_directions(tmp_path, capsys):
 def test_filter_cli_needs_threshold_for_filter(tmp_path, mined, capsys):
     with pytest.raises(SystemExit):
         filter_main([mined.path, "--filter", "ce", "-o", str(tmp_path / "x.tsv")])
-    assert "needs a ce_word threshold" in capsys.readouterr().err
+    assert "needs a threshold for ce_word" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--filter", "ce", "--ce-max", "nan"], "must be a finite number"),
+    (["--ce-max", "inf"], "must be a finite number"),
+    (["--filter", "ce", "--threshold", "pmi=1.0", "--ce-max", "1"], "does not use them"),
+    (["--threshold", "nope=1"], "unknown score 'nope'"),
+])
+def test_filter_cli_refuses_thresholds_it_would_ignore_or_misuse(tmp_path, mined, capsys, argv, message):
+    code = None
+    try:
+        code = filter_main([mined.path, "-o", str(tmp_path / "x.tsv")] + argv)
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "x.tsv").exists()
+
+
+def test_filter_cli_infers_the_filter_from_the_thresholds_given(tmp_path, mined, capsys):
+    out = tmp_path / "k.tsv"
+    assert filter_main([mined.path, "--ce-max", "1.0", "-o", str(out)]) == 0
+    assert read_mined(out).src_ids == ["s1", "s3"]
+    assert "filter=ce_word" in capsys.readouterr().err
 
 
 def test_filter_cli_missing_bicleaner_column_is_clear(tmp_path, capsys):

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from triemine.cli import filter_main
-from triemine.evaluation.bucc import read_bucc, read_mined
+from triemine.evaluation.bucc import read_bucc
+from triemine.tsv import read_mined
 from triemine.filtering.bicleaner import score_bicleaner
 from triemine.paths import BUCC_ZH_EN, shared_path
 

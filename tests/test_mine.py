@@ -10,7 +10,8 @@ import time
 import pytest
 
 from triemine.cli import mine_main
-from triemine.decoding.mine import TSV_HEADER, get_trie, mine, mine_to_tsv, plan_batches
+from triemine.decoding.mine import get_trie, mine, mine_to_tsv, plan_batches
+from triemine.tsv import HEADER as TSV_HEADER
 from triemine.decoding.testing import synthetic_pairs
 from triemine.trie import Trie
 
@@ -89,7 +90,7 @@ def test_cli_writes_header_and_one_row_per_target_id(tiny_model_dir, corpora, tm
 
 def test_cli_writes_run_sidecar_read_by_evaluation(tiny_model_dir, corpora, tmp_path, monkeypatch):
     """trie-mine records its settings next to the TSV; loading needs no torch env switch."""
-    from triemine.evaluation.bucc import read_meta
+    from triemine.tsv import read_meta
 
     monkeypatch.delenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", raising=False)
     src, tgt, _ = corpora

@@ -217,14 +217,41 @@ def _add_bucc_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tgt-corpus", help="l2 corpus (default: e.g. zh-en.sample.en)")
 
 
+def _finite(text: str) -> float:
+    """argparse type: a finite number (``nan``/``inf`` are refused, not silently used)."""
+    import math
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return v
+
+
+def _score_threshold(text: str):
+    """argparse type for ``--threshold NAME=VALUE``."""
+    name, eq, value = text.partition("=")
+    if not eq or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, _finite(value)
+
+
+def _filter_help() -> str:
+    from triemine.filtering.registry import ALIASES, SCORES
+    names = ", ".join(sorted(SCORES) + sorted(ALIASES))
+    return (f"'none', a score ({names}), or two joined by '+' (a union, e.g. ce+bicleaner); "
+            "a score keeps rows on its good side of the threshold")
+
+
 def filter_main(argv: Optional[Sequence[str]] = None) -> int:
-    """Score mined pairs with Bicleaner and/or keep those passing CE / Bicleaner thresholds."""
+    """Score mined pairs with Bicleaner and/or keep those passing thresholds."""
     parser = argparse.ArgumentParser(
         prog="trie-mine-filter", description=filter_main.__doc__,
-        epilog="Filters: ce keeps ce_word <= T; bicleaner keeps bicleaner >= T; ce+bicleaner keeps "
-               "the union. Thresholds come from --thresholds (written by trie-mine-eval "
-               "--save-thresholds) or --ce-max/--bicleaner-min. Every row is filtered (no "
-               "one-per-source rule here; that is an evaluation rule).")
+        epilog="Thresholds come from --thresholds (written by trie-mine-eval --save-thresholds) "
+               "or from --ce-max / --bicleaner-min / --threshold NAME=VALUE; without --filter the "
+               "filter is the union of the scores given. --rule chooses which rows the filter "
+               "sees (default: every row).")
     parser.add_argument("mined", help="mining TSV written by trie-mine (l1->l2)")
     parser.add_argument("--second", metavar="TSV",
                         help="mining TSV of the other direction (l2->l1); with --bitext the union "
@@ -233,10 +260,16 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                         "column when scored) to this TSV")
     parser.add_argument("--bitext", help="write kept pairs as 'l1 text<TAB>l2 text' (union of "
                         "directions with --second)")
-    parser.add_argument("--filter", choices=["none", "ce", "bicleaner", "ce+bicleaner"], default="none")
+    parser.add_argument("--filter", default=None, help=_filter_help())
+    parser.add_argument("--rule", default="none", choices=["none", "best-per-source", "one-to-one"],
+                        help="selection before filtering (default none: every row)")
+    parser.add_argument("--rank-by", default=None,
+                        help="score ranking the rows for --rule (default: the filter's first score)")
     parser.add_argument("--thresholds", metavar="JSON", help="thresholds file from trie-mine-eval")
-    parser.add_argument("--ce-max", type=float, help="keep ce_word <= this")
-    parser.add_argument("--bicleaner-min", type=float, help="keep bicleaner >= this")
+    parser.add_argument("--ce-max", type=_finite, help="keep ce_word <= this")
+    parser.add_argument("--bicleaner-min", type=_finite, help="keep bicleaner >= this")
+    parser.add_argument("--threshold", type=_score_threshold, action="append", default=[],
+                        metavar="NAME=VALUE", help="threshold of any registered score (repeatable)")
     parser.add_argument("--bicleaner", action="store_true",
                         help="score rows with the local Bicleaner model (adds column 'bicleaner')")
     parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its dir (default: "
@@ -246,18 +279,32 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
     def body(args: argparse.Namespace) -> int:
         import numpy as np
         from triemine.errors import InputError
-        from triemine.evaluation.bucc import read_mined, write_mined
-        from triemine.evaluation.pipeline import load_thresholds, select
+        from triemine.evaluation.pipeline import load_thresholds
+        from triemine.filtering import registry
+        from triemine.tsv import read_mined, write_mined
 
         if not args.output and not args.bitext:
             parser.error("give -o/--output and/or --bitext")
         if args.second and args.output:
             parser.error("--second combines two directions; use --bitext for the union")
-        ths = {"ce_word": args.ce_max, "bicleaner": args.bicleaner_min}
-        if args.thresholds:
-            filt, saved = load_thresholds(args.thresholds)
-            if args.filter == "none":
-                args.filter = filt
+        if args.batch_size < 1:
+            parser.error("--batch-size must be >= 1")
+        given = {}
+        if args.ce_max is not None:
+            given["ce_word"] = args.ce_max
+        if args.bicleaner_min is not None:
+            given["bicleaner"] = args.bicleaner_min
+        for name, value in args.threshold:
+            given[registry.get_score(name).name] = value
+        saved = load_thresholds(args.thresholds) if args.thresholds else None
+        filt = args.filter
+        if filt is None:
+            filt = saved.filter if saved else ("+".join(given) if given else "none")
+        scores = registry.filter_scores(filt)
+        unused = set(given) - {sc.name for sc in scores}
+        if unused:
+            parser.error(f"threshold(s) for {', '.join(sorted(unused))} given but filter {filt} "
+                         "does not use them")
         inputs = [args.mined] + ([args.second] if args.second else [])
         kept_pairs = []
         for k, path in enumerate(inputs):
@@ -265,30 +312,34 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
             if args.bicleaner:
                 from triemine.filtering.bicleaner import score_bicleaner
                 src, tgt = (mined.tgt, mined.src) if k == 1 else (mined.src, mined.tgt)
-                scores = score_bicleaner(src, tgt, model=args.bicleaner_model,
-                                         batch_size=args.batch_size)
-                mined = mined.with_column("bicleaner", scores)
-            th = dict(ths)
-            if args.thresholds:
-                vals = list(saved.values())
+                scores_bc = score_bicleaner(src, tgt, model=args.bicleaner_model,
+                                            batch_size=args.batch_size)
+                mined = mined.with_column("bicleaner", scores_bc)
+            th = {}
+            if saved is not None:
+                vals = list(saved.thresholds.values())
                 if k >= len(vals):
                     raise InputError(f"no thresholds for input {k + 1}", args.thresholds)
                 th.update(vals[k])
-            need = {"none": [], "ce": ["ce_word"], "bicleaner": ["bicleaner"],
-                    "ce+bicleaner": ["ce_word", "bicleaner"]}[args.filter]
-            for c in need:
-                if th.get(c) is None:
-                    parser.error(f"filter {args.filter} needs a {c} threshold "
-                                 "(--thresholds, --ce-max or --bicleaner-min)")
-            keep = select(mined, args.filter, th)
-            print(f"{path}: kept {int(keep.sum())} of {len(mined)} rows "
-                  f"(filter={args.filter} thresholds={ {c: th[c] for c in need} })", file=sys.stderr)
-            kept = mined.take(np.flatnonzero(keep))
+            th.update(given)
+            try:
+                th = registry.check_thresholds(filt, th)
+            except InputError as exc:
+                parser.error(f"{exc.problem} (--thresholds, --ce-max, --bicleaner-min or --threshold)")
+            rows = np.arange(len(mined))
+            if args.rule != "none":
+                rank = args.rank_by or (scores[0].name if scores else "ce_word")
+                rows = registry.apply_rule(mined, args.rule, rank)
+            sub = mined.take(rows)
+            keep = rows[registry.select(sub, filt, th)]
+            print(f"{path}: kept {len(keep)} of {len(mined)} rows (rule={args.rule} filter={filt} "
+                  f"thresholds={registry.threshold_text(filt, th)})", file=sys.stderr)
+            kept = mined.take(keep)
             if args.output:
                 write_mined(kept, args.output)
-            rows = zip(kept.src, kept.tgt) if k == 0 else zip(kept.tgt, kept.src)
+            rows_t = zip(kept.src, kept.tgt) if k == 0 else zip(kept.tgt, kept.src)
             ids = zip(kept.src_ids, kept.tgt_ids) if k == 0 else zip(kept.tgt_ids, kept.src_ids)
-            kept_pairs.extend(zip(ids, rows))
+            kept_pairs.extend(zip(ids, rows_t))
         if args.bitext:
             seen = set()
             with open(args.bitext, "w", encoding="utf-8") as fh:
@@ -313,9 +364,11 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
                         "l2->l1 direction, whose pairs are united with the first's")
     parser.add_argument("--gold", required=True, help="BUCC gold file <l1>-<l2>.<split>.gold")
     _add_bucc_args(parser)
-    parser.add_argument("--filter", choices=["none", "ce", "bicleaner", "ce+bicleaner"], default="none")
-    parser.add_argument("--rank-by", default="ce_word", choices=["ce_word", "ce_token", "score", "bicleaner"],
-                        help="column choosing the one candidate per source (default ce_word)")
+    parser.add_argument("--filter", default="none", help=_filter_help())
+    parser.add_argument("--rank-by", default="ce_word",
+                        help="score choosing the candidates (default ce_word)")
+    parser.add_argument("--rule", default="best-per-source", choices=["best-per-source", "one-to-one"],
+                        help="selection rule before the filter (default best-per-source)")
     parser.add_argument("--thresholds", metavar="JSON", help="apply these fixed thresholds instead of tuning")
     parser.add_argument("--save-thresholds", metavar="JSON", help="store the thresholds used")
     parser.add_argument("--folds", type=int, default=0,
@@ -326,8 +379,9 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
     def body(args: argparse.Namespace) -> int:
         import json
         from triemine.errors import InputError
-        from triemine.evaluation.bucc import read_bucc, read_mined
+        from triemine.evaluation.bucc import read_bucc
         from triemine.evaluation.metrics import describe
+        from triemine.tsv import read_mined
         from triemine.evaluation.pipeline import Direction, evaluate, load_thresholds, save_thresholds
 
         if len(args.mined) > 2:
@@ -337,11 +391,14 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
         thresholds = None
         source = None
         if args.thresholds:
-            filt, thresholds = load_thresholds(args.thresholds)
-            if filt != args.filter:
-                raise InputError(f"thresholds are for filter {filt}, not {args.filter}", args.thresholds)
+            saved = load_thresholds(args.thresholds)
+            if saved.filter != args.filter:
+                raise InputError(f"thresholds are for filter {saved.filter}, not {args.filter}",
+                                 args.thresholds)
+            thresholds = saved.thresholds
             source = f"fixed:{args.thresholds}"
-        out = evaluate(dirs, bucc, args.filter, args.rank_by, thresholds, source, args.folds, args.seed)
+        out = evaluate(dirs, bucc, args.filter, args.rank_by, thresholds, source, args.folds,
+                       args.seed, rule=args.rule)
         if args.filter == "none":
             print("thresholds: none (filter=none keeps every candidate)")
         elif thresholds is None:
@@ -349,7 +406,7 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
                   f"(optimistic: same gold as scored): {out.threshold_text()}")
         else:
             print(f"thresholds: fixed, read from {args.thresholds}: {out.threshold_text()}")
-        print(f"candidates (one per source, best {args.rank_by}): {out.candidates}")
+        print(f"candidates ({args.rule}, ranked by {args.rank_by}): {out.candidates}")
         print(describe(out.strict, "strict  (ids must equal a gold pair)"))
         print(describe(out.lenient, "lenient (also accepts a pair textually identical to a gold pair)"))
         if out.folds:

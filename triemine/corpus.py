@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import List
 
 from triemine.errors import InputError
+from triemine.textfile import decode_utf8, read_bytes
 
 FORMATS = ("auto", "plain", "tsv")
 
@@ -40,18 +41,9 @@ class Corpus:
 
 
 def _split_lines(data: bytes, path: str) -> List[str]:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1)
-        raise InputError(f"invalid UTF-8 at byte {col} of the line ({exc.reason})", path,
-                         line) from None
-    lines = text.split("\n")
+    lines = decode_utf8(data, path).split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line, it does not start a new one
-    if lines and lines[0].startswith("\ufeff"):
-        lines[0] = lines[0][1:]
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
@@ -73,14 +65,7 @@ def read_corpus(path: os.PathLike | str, format: str = "auto") -> Corpus:
     if format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
     p = os.fspath(path)
-    try:
-        with open(p, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise InputError("corpus file not found", p) from None
-    except OSError as exc:
-        raise InputError(f"cannot read corpus: {exc.strerror}", p) from None
-    lines = _split_lines(data, p)
+    lines = _split_lines(read_bytes(p, "corpus file"), p)
     if format == "auto":
         format = "tsv" if _looks_tsv(lines) else "plain"
     ids: List[str] = []

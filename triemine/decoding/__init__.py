@@ -9,7 +9,7 @@ _API = {
     "load_model_dir": "triemine.decoding.model_dir", "ModelDir": "triemine.decoding.model_dir",
     "mine": "triemine.decoding.mine", "mine_batches": "triemine.decoding.mine",
     "mine_to_tsv": "triemine.decoding.mine", "get_trie": "triemine.decoding.mine",
-    "Match": "triemine.decoding.mine", "TSV_HEADER": "triemine.decoding.mine",
+    "Match": "triemine.decoding.mine",
     "TrieConstrainedBeamSearch": "triemine.decoding.search",
     "TrieSequenceGenerator": "triemine.decoding.generator",
 }

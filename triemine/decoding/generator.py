@@ -186,8 +186,11 @@ class TrieSequenceGenerator(nn.Module):
             self.model.reorder_incremental_state(incremental_states, reorder)
             encoder_outs = self.model.reorder_encoder_out(encoder_outs, reorder)
 
+        weight = search.prior_weight if search is not None else 0.0
         for hyps in finalized:
-            hyps.sort(key=lambda h: (-float(h["score"]), h["tokens"].tolist()))
+            # the search's own ranking: log P(y|x) - lambda * prior, length-normalised
+            hyps.sort(key=lambda h: (-(h["total_score"] - weight * h.get("prior", 0.0))
+                                     / h["n_tokens"] ** self.len_penalty, h["tokens"].tolist()))
         return finalized
 
     def _finalize(self, step, is_eos, src_rows, tokens, step_scores, tok_scores, cand_scores,
@@ -201,9 +204,12 @@ class TrieSequenceGenerator(nn.Module):
         totals = cand_scores[s_idx, j_idx]
         n_tok = step + 1
         norm = totals / (n_tok ** self.len_penalty)
-        nodes = cand_nodes[s_idx, j_idx].tolist()
+        node_t = cand_nodes[s_idx, j_idx]
+        nodes = node_t.tolist()
         sents = sent_ids[s_idx].tolist()
         trie = self.search.trie if self.search is not None else None
+        prior_t = self.search.prior_of(node_t) if self.search is not None else None
+        priors = prior_t.tolist() if prior_t is not None else None
         # one device->host copy and one split per field, then a loop over finished hypotheses
         tok_rows = fin_tokens.cpu().unbind(0)
         pos_rows = fin_pos.cpu().unbind(0)
@@ -213,7 +219,9 @@ class TrieSequenceGenerator(nn.Module):
         for i, sent in enumerate(sents):
             line_ids = (trie.terminal_ids(nodes[i]).astype(np.int64)
                         if trie is not None else no_ids)
+            extra = {"prior": priors[i]} if priors is not None else {}
             finalized[sent].append({
+                **extra,
                 "tokens": tok_rows[i],
                 "score": norm_rows[i],
                 "total_score": total_list[i],

@@ -25,7 +25,6 @@ run summary.  Empty source lines produce no rows but count as done.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import warnings
@@ -41,9 +40,6 @@ from triemine.paths import file_sha256
 
 logger = logging.getLogger(__name__)
 
-TSV_HEADER = "src_id\ttgt_id\tscore\tce_word\tce_token\tsrc\ttgt"
-PROGRESS_SUFFIX = ".progress"
-META_SUFFIX = ".meta.json"
 
 
 @dataclass(frozen=True)
@@ -59,6 +55,7 @@ class Match:
     ce_token: float                # -score / n_tokens
     ce_word: float                 # -score / (words of detokenised target + 1)
     text: str                      # detokenised target
+    prior: Optional[float] = None  # log P(target | empty source), when the search has node priors
 
 
 def word_count(text: str) -> int:
@@ -113,7 +110,8 @@ def plan_batches(lengths: Sequence[int], batch_size: int = 16,
     return plan
 
 
-def build_generator(model, trie, mode: str = "pre", beam: int = 90, debug: bool = False):
+def build_generator(model, trie, mode: str = "pre", beam: int = 90, debug: bool = False,
+                    node_prior=None, prior_weight: float = 0.0):
     from triemine.decoding.generator import TrieSequenceGenerator
     from triemine.decoding.search import TrieConstrainedBeamSearch
     from triemine.decoding.task import check_trie_dict
@@ -121,7 +119,8 @@ def build_generator(model, trie, mode: str = "pre", beam: int = 90, debug: bool 
     if mode not in ("pre", "post"):
         raise ValueError(f"mode must be 'pre' or 'post', got {mode!r}")
     check_trie_dict(trie, model.tgt_dict, getattr(trie, "path", None))
-    search = TrieConstrainedBeamSearch(model.tgt_dict, trie, mode, debug=debug)
+    search = TrieConstrainedBeamSearch(model.tgt_dict, trie, mode, debug=debug,
+                                       node_prior=node_prior, prior_weight=prior_weight)
     return TrieSequenceGenerator(model.models, model.tgt_dict, search=search, beam_size=beam)
 
 
@@ -135,14 +134,16 @@ def _to_matches(model, src_index: int, hyps, nbest: Optional[int]) -> List[Match
         out.append(Match(src_index=src_index, rank=rank,
                          tgt_line_ids=tuple(int(x) for x in h["line_ids"]), tokens=toks,
                          score=score, n_tokens=n_tok, ce_token=-score / n_tok,
-                         ce_word=-score / (word_count(text) + 1), text=text))
+                         ce_word=-score / (word_count(text) + 1), text=text,
+                         prior=h.get("prior")))
     return out
 
 
 def mine_batches(model, sources: Sequence[str], trie, mode: str = "pre", beam: int = 90,
                  nbest: Optional[int] = None, batch_size: int = 16,
                  max_tokens: Optional[int] = None, device: str = "cpu", debug: bool = False,
-                 start: int = 0, progress: bool = False, source_path=None, encoded=None
+                 start: int = 0, progress: bool = False, source_path=None, encoded=None,
+                 node_prior=None, prior_weight: float = 0.0
                  ) -> Iterator[Tuple[int, int, List[List[Match]]]]:
     """Yield ``(start, end, matches)`` per batch; ``matches[i]`` belongs to source ``start + i``.
 
@@ -151,7 +152,7 @@ def mine_batches(model, sources: Sequence[str], trie, mode: str = "pre", beam: i
     from fairseq.data import data_utils
     from tqdm import tqdm
 
-    gen = build_generator(model, trie, mode, beam, debug)
+    gen = build_generator(model, trie, mode, beam, debug, node_prior, prior_weight)
     if device != "cpu":
         gen.to(device)
     if encoded is None:
@@ -237,18 +238,24 @@ def get_trie(model, target_path, nbest: int = 1, cache_dir=None, progress: bool 
 
 # -- TSV writer with resume ----------------------------------------------------------------------
 
-def _clean(text: str) -> str:
-    return text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+PRIOR_COLUMNS = ("prior", "pmi")
 
 
 def format_rows(matches: Iterable[Match], src_ids: Sequence[str], src_texts: Sequence[str],
-                tgt_ids: Sequence[str], tgt_texts: Sequence[str]) -> str:
+                tgt_ids: Sequence[str], tgt_texts: Sequence[str], with_prior: bool = False) -> str:
+    """Mining-TSV rows (:mod:`triemine.tsv`), one per (match, target line id); with
+    ``with_prior`` also ``prior`` (log P(target | empty source)) and ``pmi`` (per token)."""
+    from triemine.tsv import clean_cell, format_number as num
+
     rows = []
     for m in matches:
+        extra = ""
+        if with_prior:
+            extra = f"\t{num(m.prior)}\t{num((m.score - m.prior) / m.n_tokens)}"
         for line in m.tgt_line_ids:
-            rows.append(f"{src_ids[m.src_index]}\t{tgt_ids[line]}\t{m.score:.6f}\t{m.ce_word:.6f}"
-                        f"\t{m.ce_token:.6f}\t{_clean(src_texts[m.src_index])}"
-                        f"\t{_clean(tgt_texts[line])}\n")
+            rows.append(f"{src_ids[m.src_index]}\t{tgt_ids[line]}\t{num(m.score)}\t{num(m.ce_word)}"
+                        f"\t{num(m.ce_token)}\t{clean_cell(src_texts[m.src_index])}"
+                        f"\t{clean_cell(tgt_texts[line])}{extra}\n")
     return "".join(rows)
 
 
@@ -267,9 +274,16 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
                 nbest: Optional[int] = None, batch_size: int = 16,
                 max_tokens: Optional[int] = None, device: str = "cpu", trie=None,
                 trie_nbest: int = 1, resume: bool = False, debug: bool = False,
-                progress: bool = False, stop_after_batches: Optional[int] = None) -> MineSummary:
-    """Mine ``source_path`` against ``target_path`` and write the mining TSV to ``out_path``."""
+                progress: bool = False, stop_after_batches: Optional[int] = None,
+                prior_weight: float = 0.0, with_prior: bool = False) -> MineSummary:
+    """Mine ``source_path`` against ``target_path`` and write the mining TSV to ``out_path``.
+
+    ``with_prior`` (implied by ``prior_weight`` > 0) computes the trie's node priors once
+    (:mod:`triemine.scoring.prior`, cached beside the trie) and adds the columns ``prior`` and
+    ``pmi``; ``prior_weight`` is the lambda of prior-corrected pre-expansion.
+    """
     from triemine.corpus import read_corpus
+    from triemine.tsv import header_line, prepare_resume, write_meta, write_progress
 
     src = read_corpus(source_path)
     if not src.non_empty:
@@ -284,35 +298,41 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
         raise InputError(f"trie refers to target line {int(np.max(trie.term_ids)) + 1} but the "
                          f"target file has {len(tgt)} lines: trie built from another file",
                          target_path)
+    with_prior = bool(with_prior or prior_weight)
+    node_prior = None
+    if with_prior:
+        from triemine.scoring.prior import get_node_priors
+        node_prior = get_node_priors(model, trie, progress=progress)
     out_path = Path(out_path)
-    prog_path = Path(str(out_path) + PROGRESS_SUFFIX)
+    header = header_line(PRIOR_COLUMNS if with_prior else ())
     settings = {"model": model_fingerprint(model),
                 "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
                 "mode": mode, "beam": beam, "nbest": nbest, "batch_size": batch_size,
-                "max_tokens": max_tokens, "n_sources": len(src)}
-    _write_meta(out_path, model, settings, trie_nbest)
+                "max_tokens": max_tokens, "n_sources": len(src), "prior_weight": prior_weight,
+                "with_prior": with_prior}
+    write_meta(out_path, _meta(model, settings, trie_nbest))
     start = 0
     if resume and out_path.exists():
-        start = _prepare_resume(out_path, prog_path, settings)
+        start = prepare_resume(out_path, settings, header)
         f = open(out_path, "r+b")
         f.seek(0, os.SEEK_END)
     else:
         f = open(out_path, "wb")
-        f.write((TSV_HEADER + "\n").encode("utf-8"))
-        _write_progress(prog_path, settings, 0, f.tell())
+        f.write((header + "\n").encode("utf-8"))
     with f:
         f.flush()
-        _write_progress(prog_path, settings, start, f.tell())
+        write_progress(out_path, settings, start, f.tell())
         rows = decoded = with_matches = batches = 0
         encoded, truncated = encode_sources(model, src.texts, source_path)
         gen = mine_batches(model, src.texts, trie, mode, beam, nbest, batch_size, max_tokens,
-                           device, debug, start=start, progress=progress, encoded=encoded)
+                           device, debug, start=start, progress=progress, encoded=encoded,
+                           node_prior=node_prior, prior_weight=prior_weight)
         for s, e, results in gen:
             flat = [m for ms in results for m in ms]
-            text = format_rows(flat, src.ids, src.texts, tgt.ids, tgt.texts)
+            text = format_rows(flat, src.ids, src.texts, tgt.ids, tgt.texts, with_prior)
             f.write(text.encode("utf-8"))
             f.flush()
-            _write_progress(prog_path, settings, e, f.tell())
+            write_progress(out_path, settings, e, f.tell())
             rows += text.count("\n")
             decoded += e - s
             with_matches += sum(1 for ms in results if ms)
@@ -335,50 +355,13 @@ def model_fingerprint(model) -> str:
     return f"{os.path.abspath(root)}@{digest}"
 
 
-def _write_meta(out_path: Path, model, settings: dict, trie_nbest: int) -> None:
-    """``OUT.meta.json``: what produced the TSV, for evaluation signatures (trie-mine-eval)."""
+def _meta(model, settings: dict, trie_nbest: int) -> dict:
+    """What produced the TSV, for evaluation signatures (``OUT.tsv.meta.json``)."""
     model_path = getattr(model, "path", None)
     spm = getattr(model, "target_spm_path", None)
-    meta = {"model": Path(model_path).name if model_path is not None else None,
+    return {"model": Path(model_path).name if model_path is not None else None,
             "model_path": os.path.abspath(model_path) if model_path is not None else None,
             "source": settings["source"], "target": settings["target"], "mode": settings["mode"],
             "beam": settings["beam"], "nbest": settings["nbest"], "trie_nbest": trie_nbest,
+            "prior_weight": settings["prior_weight"],
             "target_spm": os.path.abspath(spm) if spm is not None else None}
-    tmp = Path(str(out_path) + META_SUFFIX + ".tmp")
-    tmp.write_text(json.dumps(meta, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, str(out_path) + META_SUFFIX)
-
-
-def _write_progress(path: Path, settings: dict, done: int, offset: int) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"settings": settings, "sources_done": done, "offset": offset}),
-                   encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _prepare_resume(out_path: Path, prog_path: Path, settings: dict) -> int:
-    """Validate an interrupted output, truncate it to its last complete batch, return start."""
-    with open(out_path, "rb") as f:
-        first = f.readline().decode("utf-8", "replace").rstrip("\n")
-    if first != TSV_HEADER:
-        raise InputError("cannot resume: not a trie-mine TSV (unexpected header)", out_path, 1)
-    if not prog_path.is_file():
-        raise InputError("cannot resume: progress file missing (was the run started with this "
-                         "trie-mine?)", prog_path)
-    try:
-        prog = json.loads(prog_path.read_text(encoding="utf-8"))
-        done, offset, old = int(prog["sources_done"]), int(prog["offset"]), prog["settings"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"cannot resume: unreadable progress file ({exc})", prog_path) from None
-    diff = [k for k in settings if old.get(k) != settings[k]]
-    if diff:
-        raise InputError("cannot resume: the run used different settings ("
-                         + ", ".join(f"{k}: {old.get(k)!r} != {settings[k]!r}" for k in diff)
-                         + ")", prog_path)
-    size = out_path.stat().st_size
-    if offset > size:
-        raise InputError(f"cannot resume: output is shorter ({size} bytes) than recorded "
-                         f"({offset})", out_path)
-    with open(out_path, "r+b") as f:
-        f.truncate(offset)
-    return done

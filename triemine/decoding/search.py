@@ -64,10 +64,15 @@ class TrieConstrainedBeamSearch(Search):
         mode: ``"pre"`` or ``"post"``.
         debug: check every live hypothesis's cached node against a walk from the root each step.
         shrink_beam: Algorithm 1's live beam ``B - |matches|`` (default on).
+        node_prior: optional ``float32[n_nodes]`` cumulative prior log P(prefix | empty source)
+            of every node (:mod:`triemine.scoring.prior`); with ``prior_weight`` > 0,
+            pre-expansion ranks candidates by ``log P(y|x) - prior_weight * prior(node)``.
+            The scores it returns stay the exact ``log P(y|x)``.
+        prior_weight: lambda of the prior correction (0: the plain search).
     """
 
     def __init__(self, tgt_dict, trie, mode: str = "pre", debug: bool = False,
-                 shrink_beam: bool = True):
+                 shrink_beam: bool = True, node_prior=None, prior_weight: float = 0.0):
         super().__init__(tgt_dict)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -79,6 +84,18 @@ class TrieConstrainedBeamSearch(Search):
         self.shrink_beam = shrink_beam
         self.stop_on_max_len = True
         self.root = int(getattr(trie, "root", 0))
+        self.prior_weight = float(prior_weight)
+        self.node_prior: Optional[Tensor] = None
+        if node_prior is not None:
+            prior = np.asarray(node_prior, dtype=np.float32)
+            if prior.shape != (int(trie.n_nodes),):
+                raise ValueError(f"node_prior has shape {prior.shape}, the trie has "
+                                 f"{int(trie.n_nodes)} nodes")
+            self.node_prior = torch.from_numpy(np.array(prior))
+        if self.prior_weight and self.node_prior is None:
+            raise ValueError("prior_weight needs node_prior")
+        if self.prior_weight and mode != "pre":
+            raise ValueError("the prior correction ranks trie children: pre-expansion only")
         self.nodes: Optional[Tensor] = None       # (bsz, beam) node of every beam slot
         self.cand_nodes: Optional[Tensor] = None  # (bsz, cand) node of every candidate
         self.n_match: Optional[Tensor] = None     # (bsz,) matches found so far
@@ -94,8 +111,10 @@ class TrieConstrainedBeamSearch(Search):
         cumulative scores, ``nodes`` (rows,) their trie nodes and ``row_sent`` (rows,) their
         sentence (rows grouped by sentence, ascending).  One ``children_many`` call lists the
         allowed (row, token, child) triples; their scores are gathered, scattered into a
-        (sentences x widest) matrix and top-k'ed.  Returns ``(scores, tokens, src_rows,
-        child_nodes)``, each (n_sent x k); missing candidates have score ``-inf`` and node ``-1``.
+        (sentences x widest) matrix and top-k'ed (by the prior-corrected score when a prior
+        weight is set).  Returns ``(scores, tokens, src_rows, child_nodes)``, each (n_sent x k),
+        in rank order; ``scores`` are exact cumulative log-probabilities; missing candidates have
+        score ``-inf`` and node ``-1``.
         """
         device = lprobs.device
         rows = nodes.numel()
@@ -110,19 +129,30 @@ class TrieConstrainedBeamSearch(Search):
                     zeros + self.eos, zeros, zeros - 1)
         row_of = torch.repeat_interleave(torch.arange(rows, device=device), offsets.diff())
         vals = lprobs[row_of, keys] + cum.reshape(-1)[row_of]
+        rank = vals
+        if self.prior_weight:
+            rank = vals - self.prior_weight * self.node_prior.to(device)[child].to(vals.dtype)
         sent_of = row_sent[row_of]
         per_sent = torch.bincount(sent_of, minlength=n_sent)
         sent_start = torch.cumsum(per_sent, 0) - per_sent
         width = max(int(per_sent.max()), k)
         mat = torch.full((n_sent, width), -math.inf, dtype=lprobs.dtype, device=device)
-        mat[sent_of, torch.arange(m, device=device) - sent_start[sent_of]] = vals
-        scores, j = torch.topk(mat, k=k, dim=1)
+        mat[sent_of, torch.arange(m, device=device) - sent_start[sent_of]] = rank
+        ranked, j = torch.topk(mat, k=k, dim=1)
         missing = j >= per_sent.unsqueeze(1)
         flat = (sent_start.unsqueeze(1) + j).clamp(max=m - 1)
+        dead = missing | ~torch.isfinite(ranked)
+        scores = ranked if rank is vals else vals[flat].masked_fill(dead, -math.inf)
         tokens = keys[flat].masked_fill(missing, self.eos)
         src_rows = row_of[flat]
-        nodes_out = child[flat].masked_fill(missing | ~torch.isfinite(scores), -1)
+        nodes_out = child[flat].masked_fill(dead, -1)
         return scores, tokens, src_rows, nodes_out
+
+    def prior_of(self, nodes: Tensor) -> Optional[Tensor]:
+        """Cumulative prior of ``nodes`` (None without a node prior)."""
+        if self.node_prior is None:
+            return None
+        return self.node_prior.to(nodes.device)[nodes.clamp(min=0)].double()
 
     def advance(self, nodes: Tensor, tokens: Tensor) -> Tensor:
         """Child of each node by each token (``-1`` where absent or node is ``-1``)."""

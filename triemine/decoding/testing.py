@@ -155,12 +155,12 @@ def build_tiny_model(out_dir, *, n_train: int = 3000, updates: int = 500, seed: 
         "args": None,
         "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam",
                                "lr_scheduler_state": {}, "num_updates": updates}],
-        "extra_state": {"final_loss": float(loss)},
+        "extra_state": {"final_loss": float(loss.detach())},
     }
     torch.save(state, out / "checkpoint.pt")
     (out / "triemine-model.json").write_text(json.dumps({
         "format": 1, "source_lang": "src", "target_lang": "tgt",
         "description": "tiny synthetic test model (triemine.decoding.testing)",
-        "final_train_loss": float(loss),
+        "final_train_loss": float(loss.detach()),
     }, indent=2) + "\n", encoding="utf-8")
     return out

@@ -2,11 +2,13 @@
 
 Rules (stated in the docs too):
 
-1. **One target per source.** From the mining TSV (several rows per source possible) keep, for
-   every source, the row with the best ``rank_by`` value (default ``ce_word``, lowest wins; ties:
-   earliest row). This mirrors LASER's ``bucc.py``, which scores one best candidate per source.
-2. **Filter** the candidates: ``none`` keeps all; ``ce`` keeps ``ce_word <= t``; ``bicleaner``
-   keeps ``bicleaner >= t``; ``ce+bicleaner`` keeps the union of both selections.
+1. **Selection rule** (:data:`triemine.filtering.registry.RULES`): ``best-per-source`` (default)
+   keeps, for every source, the row with the best ``rank_by`` value (default ``ce_word``, lowest
+   wins; ties: earliest row), as LASER's ``bucc.py`` scores one best candidate per source;
+   ``one-to-one`` keeps rows greedily from best to worst, each source and target at most once.
+2. **Filter** the candidates (:mod:`triemine.filtering.registry`): ``none`` keeps all; a score
+   name keeps the rows passing its threshold (``ce`` = ``ce_word <= t``, ``pmi >= t``, ...);
+   ``a+b`` keeps the union of two selections (e.g. ``ce+bicleaner``).
 3. **Thresholds** are either tuned for best strict F1 on a gold set (LASER style) or read from a
    JSON file written earlier with ``save_thresholds``; the signature always says which.
 4. **Two directions** (l1→l2 and l2→l1 TSVs): each direction gets its own candidates and
@@ -25,13 +27,12 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.evaluation.bucc import BuccSet, Mined, check_mined_ids, _lang_of
-from triemine.evaluation.metrics import (PRF, Pair, best_per_source, fold_of, gold_mask,
-                                         optimize_threshold, optimize_union, score_pairs,
-                                         score_pairs_lenient)
+from triemine.evaluation.bucc import BuccSet, check_mined_ids, _lang_of
+from triemine.evaluation.metrics import PRF, Pair, fold_of, gold_mask, score_pairs, score_pairs_lenient
+from triemine.filtering import registry
+from triemine.textfile import read_json
+from triemine.tsv import Mined
 
-FILTERS = ("none", "ce", "bicleaner", "ce+bicleaner")
-HIGHER_IS_BETTER = {"score": True, "ce_word": False, "ce_token": False, "bicleaner": True}
 THRESHOLDS_VERSION = 1
 
 
@@ -57,6 +58,7 @@ class Outcome:
     filter: str
     rank_by: str
     thresholds: Dict[str, Dict[str, float]]  # direction label -> {column: value}
+    rule: str
     threshold_source: str  # "tuned-on:<gold>" or "fixed:<file>" or "none"
     strict: PRF
     lenient: PRF
@@ -71,15 +73,8 @@ class Outcome:
         thresholds = self.thresholds if thresholds is None else thresholds
         if self.filter == "none":
             return "none"
-        parts = []
-        for d, th in thresholds.items():
-            cond = []
-            if "ce_word" in th:
-                cond.append(f"ce_word<={th['ce_word']:.4f}")
-            if "bicleaner" in th:
-                cond.append(f"bicleaner>={th['bicleaner']:.4f}")
-            parts.append((f"{d}:" if len(thresholds) > 1 else "") + " or ".join(cond))
-        return ",".join(parts)
+        return ",".join((f"{d}:" if len(thresholds) > 1 else "") + registry.threshold_text(self.filter, th)
+                        for d, th in thresholds.items())
 
     def signature(self, match: str = "strict", scores: Optional[PRF] = None) -> str:
         scores = scores or (self.strict if match == "strict" else self.lenient)
@@ -87,12 +82,14 @@ class Outcome:
         src = "" if self.filter == "none" else f"({self.threshold_source})"
         return (f"model={m.get('model', 'unknown')}|dir={'+'.join(self.directions)}|"
                 f"mode={m.get('mode', 'unknown')}|beam={m.get('beam', 'unknown')}|"
-                f"rank={self.rank_by}|filter={self.filter}|threshold={self.threshold_text()}{src}|"
+                f"rule={self.rule}|rank={self.rank_by}|filter={self.filter}|"
+                f"threshold={self.threshold_text()}{src}|"
                 f"match={match}|{scores.short()}")
 
     def as_dict(self) -> Dict[str, object]:
         out: Dict[str, object] = {
-            "filter": self.filter, "rank_by": self.rank_by, "thresholds": self.thresholds,
+            "filter": self.filter, "rule": self.rule, "rank_by": self.rank_by,
+            "thresholds": self.thresholds,
             "threshold_source": self.threshold_source, "directions": self.directions,
             "strict": self.strict.as_dict(), "lenient": self.lenient.as_dict(),
             "candidates": self.candidates,
@@ -106,44 +103,9 @@ class Outcome:
         return out
 
 
-def _needed_columns(filt: str) -> Tuple[str, ...]:
-    return {"none": (), "ce": ("ce_word",), "bicleaner": ("bicleaner",),
-            "ce+bicleaner": ("ce_word", "bicleaner")}[filt]
-
-
-def candidates(mined: Mined, rank_by: str = "ce_word") -> Mined:
-    """One row per source: the best by ``rank_by`` (see module docstring)."""
-    if rank_by not in HIGHER_IS_BETTER:
-        raise InputError(f"cannot rank by {rank_by!r} (choose from {', '.join(HIGHER_IS_BETTER)})")
-    idx = best_per_source(mined.src_ids, mined.col(rank_by), HIGHER_IS_BETTER[rank_by])
-    return mined.take(idx)
-
-
-def select(cands: Mined, filt: str, th: Dict[str, float]) -> np.ndarray:
-    """Mask of candidates kept by filter ``filt`` with thresholds ``th``."""
-    n = len(cands)
-    if filt == "none":
-        return np.ones(n, dtype=bool)
-    keep = np.zeros(n, dtype=bool)
-    if "ce_word" in _needed_columns(filt):
-        keep |= cands.col("ce_word") <= th["ce_word"]
-    if "bicleaner" in _needed_columns(filt):
-        keep |= cands.col("bicleaner") >= th["bicleaner"]
-    return keep
-
-
-def tune(cands: Mined, filt: str, correct: np.ndarray, n_gold: int) -> Dict[str, float]:
-    """Best-F1 thresholds of ``filt`` on candidates with known gold status."""
-    if filt == "none":
-        return {}
-    if filt == "ce":
-        t, _ = optimize_threshold(cands.col("ce_word"), correct, n_gold, higher_is_better=False)
-        return {"ce_word": t}
-    if filt == "bicleaner":
-        t, _ = optimize_threshold(cands.col("bicleaner"), correct, n_gold, higher_is_better=True)
-        return {"bicleaner": t}
-    t_ce, t_bc, _ = optimize_union(cands.col("ce_word"), cands.col("bicleaner"), correct, n_gold)
-    return {"ce_word": t_ce, "bicleaner": t_bc}
+def candidates(mined: Mined, rank_by: str = "ce_word", rule: str = "best-per-source") -> Mined:
+    """The rows selection rule ``rule`` keeps, ranked by ``rank_by`` (module docstring, rule 1)."""
+    return mined.take(registry.apply_rule(mined, rule, rank_by))
 
 
 def _oriented(cands: Mined, reverse: bool) -> Tuple[List[str], List[str]]:
@@ -153,14 +115,17 @@ def _oriented(cands: Mined, reverse: bool) -> Tuple[List[str], List[str]]:
 
 def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
              rank_by: str = "ce_word", thresholds: Optional[Dict[str, Dict[str, float]]] = None,
-             thresholds_source: Optional[str] = None, folds: int = 0, seed: int = 1234) -> Outcome:
+             thresholds_source: Optional[str] = None, folds: int = 0, seed: int = 1234,
+             rule: str = "best-per-source") -> Outcome:
     """Evaluate one or two directions against ``bucc`` (see module docstring).
 
     ``thresholds=None`` tunes on ``bucc.gold``; otherwise the given per-direction thresholds are
     applied unchanged (``thresholds_source`` names where they came from).
     """
-    if filt not in FILTERS:
-        raise InputError(f"unknown filter {filt!r} (choose from {', '.join(FILTERS)})")
+    scores = registry.filter_scores(filt)
+    registry.get_score(rank_by)
+    if rule not in registry.RULES:
+        raise InputError(f"unknown selection rule {rule!r} (choose from {', '.join(registry.RULES)})")
     if not 1 <= len(directions) <= 2:
         raise InputError("give one or two mining TSVs (one per translation direction)")
     if folds == 1 or folds < 0:
@@ -169,15 +134,15 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
     labels: List[str] = []
     cands: List[Mined] = []
     for d in directions:
-        for c in _needed_columns(filt):
-            d.mined.col(c)  # clear error when the column is missing
+        for sc in scores:
+            d.mined.col(sc.name)  # clear error when the column is missing
         src, tgt = (bucc.tgt, bucc.src) if d.reverse else (bucc.src, bucc.tgt)
         check_mined_ids(d.mined, src, tgt)
         lab = d.label
         if lab in ("l1-l2", "l2-l1"):  # no sidecar: name the direction from the BUCC set
             lab = f"{bucc.l2}-{bucc.l1}" if d.reverse else f"{bucc.l1}-{bucc.l2}"
         labels.append(lab)
-        cands.append(candidates(d.mined, rank_by))
+        cands.append(candidates(d.mined, rank_by, rule))
     if len(set(labels)) != len(labels):
         labels = [f"{l}#{i + 1}" for i, l in enumerate(labels)]
     meta = _merged_meta([d.mined.meta for d in directions])
@@ -189,7 +154,7 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
     def selected_pairs(ths: Dict[str, Dict[str, float]], row_filter=None) -> Set[Pair]:
         out: Set[Pair] = set()
         for lab, c, d in zip(labels, cands, directions):
-            keep = select(c, filt, ths.get(lab, {}))
+            keep = registry.select(c, filt, ths.get(lab, {}))
             if row_filter is not None:
                 keep &= row_filter(c, d.reverse)
             l1, l2 = _oriented(c, d.reverse)
@@ -198,7 +163,7 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
 
     src_text, tgt_text = bucc.src.text_of, bucc.tgt.text_of
     if thresholds is None:
-        ths = {lab: tune(c, filt, gold_flags(c, d.reverse, gold), len(gold))
+        ths = {lab: registry.tune(c, filt, gold_flags(c, d.reverse, gold), len(gold))
                for lab, c, d in zip(labels, cands, directions)}
         source = f"tuned-on:{os.path.basename(bucc.gold_path)}"
     else:
@@ -207,7 +172,7 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
     if filt == "none":
         source = "none"
     pairs = selected_pairs(ths)
-    out = Outcome(filt, rank_by, ths, source, score_pairs(pairs, gold),
+    out = Outcome(filt, rank_by, ths, rule, source, score_pairs(pairs, gold),
                   score_pairs_lenient(pairs, gold, src_text, tgt_text), labels, meta,
                   candidates=sum(len(c) for c in cands))
 
@@ -224,7 +189,7 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
                 fths = {}
                 for lab, c, d, cf in zip(labels, cands, directions, cand_folds):
                     sub = c.take(np.flatnonzero(cf != f))
-                    fths[lab] = tune(sub, filt, gold_flags(sub, d.reverse, gold_out), len(gold_out))
+                    fths[lab] = registry.tune(sub, filt, gold_flags(sub, d.reverse, gold_out), len(gold_out))
             else:
                 fths = ths
             by_fold = {id(c): cf == f for c, cf in zip(cands, cand_folds)}
@@ -253,7 +218,6 @@ def _match_thresholds(thresholds: Dict[str, Dict[str, float]], labels: Sequence[
                       filt: str) -> Dict[str, Dict[str, float]]:
     if filt == "none":
         return {lab: {} for lab in labels}
-    need = _needed_columns(filt)
     out = {}
     for i, lab in enumerate(labels):
         th = thresholds.get(lab)
@@ -261,42 +225,54 @@ def _match_thresholds(thresholds: Dict[str, Dict[str, float]], labels: Sequence[
             th = list(thresholds.values())[i]  # same order as when they were saved
         if th is None:
             raise InputError(f"no thresholds for direction {lab} (have {', '.join(thresholds) or 'none'})")
-        missing = [c for c in need if c not in th]
-        if missing:
-            raise InputError(f"thresholds for {lab} lack {', '.join(missing)} needed by filter {filt}")
-        out[lab] = {c: float(th[c]) for c in need}
+        out[lab] = registry.check_thresholds(filt, th)
     return out
 
 
 def save_thresholds(outcome: Outcome, path: os.PathLike | str) -> None:
     """Store the chosen thresholds (and the scores they gave) as a small JSON file."""
-    data = {"version": THRESHOLDS_VERSION, "filter": outcome.filter, "rank_by": outcome.rank_by,
-            "thresholds": outcome.thresholds, "source": outcome.threshold_source,
+    data = {"version": THRESHOLDS_VERSION, "filter": outcome.filter, "rule": outcome.rule,
+            "rank_by": outcome.rank_by, "thresholds": outcome.thresholds,
+            "source": outcome.threshold_source,
             "scores_where_chosen": outcome.strict.as_dict(), "signature": outcome.signature()}
     with open(os.fspath(path), "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=1, sort_keys=True)
         fh.write("\n")
 
 
-def load_thresholds(path: os.PathLike | str) -> Tuple[str, Dict[str, Dict[str, float]]]:
-    """``(filter, thresholds)`` from a file written by :func:`save_thresholds`."""
+@dataclass
+class SavedThresholds:
+    """A thresholds file: the filter, its per-direction thresholds, and how candidates were chosen."""
+
+    filter: str
+    thresholds: Dict[str, Dict[str, float]]
+    rule: str = "best-per-source"
+    rank_by: str = "ce_word"
+
+
+def load_thresholds(path: os.PathLike | str) -> SavedThresholds:
+    """Read a file written by :func:`save_thresholds`; every value must be a finite number."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise InputError("thresholds file not found", path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", path, exc.lineno) from None
+    data = read_json(path, "thresholds file")
     if not isinstance(data, dict) or data.get("version") != THRESHOLDS_VERSION or \
-            not isinstance(data.get("thresholds"), dict) or data.get("filter") not in FILTERS:
+            not isinstance(data.get("thresholds"), dict) or not isinstance(data.get("filter"), str):
         raise InputError(f"not a trie-mine thresholds file (version {THRESHOLDS_VERSION})", path)
+    filt = data["filter"]
+    try:
+        registry.filter_scores(filt)
+    except InputError as exc:
+        raise InputError(exc.problem, path) from None
+    rule = data.get("rule", "best-per-source")
+    rank_by = data.get("rank_by", "ce_word")
+    if rule not in registry.RULES:
+        raise InputError(f"unknown selection rule {rule!r}", path)
+    if not isinstance(rank_by, str):
+        raise InputError("rank_by must be a score name", path)
     ths: Dict[str, Dict[str, float]] = {}
     for d, th in data["thresholds"].items():
         if not isinstance(th, dict):
             raise InputError(f"thresholds for {d} must be an object", path)
-        try:
-            ths[d] = {k: float(v) for k, v in th.items()}
-        except (TypeError, ValueError):
-            raise InputError(f"thresholds for {d} must be numbers", path) from None
-    return data["filter"], ths
+        ths[d] = registry.check_thresholds(filt, th, path) if filt != "none" else {}
+    if filt != "none" and not ths:
+        raise InputError("no thresholds in the file", path)
+    return SavedThresholds(filt, ths, rule, rank_by)

@@ -211,6 +211,38 @@ class Trie(TrieCore):
                 continue
             stack.extend((c, d + 1) for c in range(b - 1, a - 1, -1))
 
+    def parents(self) -> np.ndarray:
+        """``int64[n_nodes]``: the parent of every node (``-1`` for the root), vectorised: in the
+        BFS layout node ``v``'s parent is the last ``u`` with ``first_child[u] <= v``."""
+        v = np.arange(self.n_nodes, dtype=np.int64)
+        par = np.searchsorted(self.first_child, v, side="right").astype(np.int64) - 1
+        par[0] = -1
+        return par
+
+    def terminal_paths(self) -> Tuple[np.ndarray, np.ndarray]:
+        """``(paths, lengths)``: ``paths[i, j]`` is the node after ``j + 1`` tokens on the way to
+        terminal ``term_nodes[i]`` (``-1`` past its length); ``lengths[i]`` counts its tokens,
+        EOS included.  One vectorised climb per level (``depth`` numpy steps)."""
+        par = self.parents()
+        n_t = int(self.n_terminals)
+        paths = np.full((n_t, max(self.depth, 1)), -1, dtype=np.int64)
+        cur = np.asarray(self.term_nodes, dtype=np.int64).copy()
+        depth_of = np.zeros(n_t, dtype=np.int64)
+        chain = []
+        while True:
+            alive = cur > 0
+            if not alive.any():
+                break
+            chain.append(np.where(alive, cur, -1))
+            depth_of += alive
+            cur = np.where(alive, par[np.maximum(cur, 0)], 0)
+        rows = np.arange(n_t)
+        for k, level in enumerate(chain):  # level k is depth_of - 1 - k tokens from the root
+            pos = depth_of - 1 - k
+            ok = level >= 0
+            paths[rows[ok], pos[ok]] = level[ok]
+        return paths, depth_of
+
     def __reduce__(self):
         if self.path is not None:
             return (Trie.load, (self.path, False))

@@ -1,0 +1,136 @@
+"""Exact sentence scores by teacher forcing: log P(y | x) and the prior log P(y | empty source).
+
+One batched pass of the decoder scores many (source, target) pairs at once: pairs are sorted by
+target length and cut into batches of at most ``max_tokens`` target tokens; each batch encodes its
+distinct sources once and reuses the encoder states for every pair that shares them.  The output
+projection (the largest matrix of an MT model) is applied in chunks of positions, and only the
+gold token's logit and the log-sum-exp are kept, so memory stays at ``chunk x vocabulary``.
+
+The **prior** of a target is its probability under the same decoder given an empty source (the
+source is only EOS).  It is what the decoder's language model alone expects; the pointwise mutual
+information ``log P(y|x) - log P(y|empty)`` removes it from the score (see
+:mod:`triemine.scoring.features`).
+
+Scores are natural logs and include EOS, like the search's ``score`` column.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+def _collate(seqs: Sequence[torch.Tensor], pad: int, left: bool) -> torch.Tensor:
+    width = max(len(s) for s in seqs)
+    out = torch.full((len(seqs), width), pad, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if left:
+            out[i, width - len(s):] = s
+        else:
+            out[i, :len(s)] = s
+    return out
+
+
+class ForcedScorer:
+    """Teacher-forced scores of token sequences under a loaded model directory.
+
+    Args:
+        model: a :class:`triemine.decoding.model_dir.ModelDir`.
+        max_tokens: target tokens per batch (the decoder's activations scale with it).
+        chunk: positions per output-projection chunk (memory: ``chunk x vocabulary`` floats).
+    """
+
+    def __init__(self, model, max_tokens: int = 4096, chunk: int = 1024, device: str = "cpu"):
+        self.model = model
+        self.net = model.model
+        self.net.eval()
+        self.src_pad = model.src_dict.pad()
+        self.tgt_pad = model.tgt_dict.pad()
+        self.eos = model.tgt_dict.eos()
+        self.max_tokens = int(max_tokens)
+        self.chunk = int(chunk)
+        self.device = device
+        self.empty_source = torch.tensor([model.src_dict.eos()], dtype=torch.long)
+
+    @torch.no_grad()
+    def _token_logprobs(self, src: List[torch.Tensor], src_of_row: torch.Tensor,
+                        tgt: List[torch.Tensor]) -> torch.Tensor:
+        """(rows x T) log-probabilities of every target token (0 beyond each target's end).
+
+        ``src``: the distinct sources of the batch; ``src_of_row[r]``: which of them row r uses.
+        """
+        src_tokens = _collate(src, self.src_pad, left=True).to(self.device)
+        src_lengths = torch.tensor([len(s) for s in src], device=self.device)
+        enc = self.net.encoder(src_tokens, src_lengths=src_lengths)
+        enc = self.net.encoder.reorder_encoder_out(enc, src_of_row.to(self.device))
+        target = _collate(tgt, self.tgt_pad, left=False).to(self.device)
+        prev = torch.full_like(target, self.tgt_pad)
+        prev[:, 0] = self.eos
+        prev[:, 1:] = target[:, :-1]
+        feats, _ = self.net.decoder.extract_features(prev, encoder_out=enc)
+        mask = target.ne(self.tgt_pad)
+        flat_feats = feats[mask]
+        flat_tgt = target[mask]
+        out = torch.empty(flat_tgt.numel(), dtype=torch.float32, device=feats.device)
+        for s in range(0, flat_tgt.numel(), self.chunk):
+            logits = self.net.decoder.output_layer(flat_feats[s:s + self.chunk]).float()
+            lse = torch.logsumexp(logits, dim=-1)
+            out[s:s + self.chunk] = logits.gather(1, flat_tgt[s:s + self.chunk, None]).squeeze(1) - lse
+        res = torch.zeros(target.shape, dtype=torch.float32, device=feats.device)
+        res[mask] = out
+        return res.cpu()
+
+    def _batches(self, lengths: np.ndarray) -> List[np.ndarray]:
+        order = np.argsort(lengths, kind="stable")
+        batches, cur, longest = [], [], 0
+        for i in order.tolist():
+            n = int(lengths[i])
+            if cur and (len(cur) + 1) * max(longest, n) > self.max_tokens:
+                batches.append(np.asarray(cur))
+                cur, longest = [], 0
+            cur.append(i)
+            longest = max(longest, n)
+        if cur:
+            batches.append(np.asarray(cur))
+        return batches
+
+    def score_pairs(self, sources: Sequence[Optional[torch.Tensor]], targets: Sequence[torch.Tensor],
+                    src_index: np.ndarray, tgt_index: np.ndarray, progress: bool = False,
+                    per_token: bool = False):
+        """Total log P(target | source) of every pair ``(sources[src_index[i]], targets[tgt_index[i]])``.
+
+        ``sources``/``targets``: encoded id tensors ending in EOS (a source of ``None`` is scored
+        as the empty source).  Returns float64 totals; with ``per_token`` also a list of float32
+        arrays (one log-probability per target token, EOS included).
+        """
+        from tqdm import tqdm
+
+        src_index = np.asarray(src_index, dtype=np.int64)
+        tgt_index = np.asarray(tgt_index, dtype=np.int64)
+        n = len(src_index)
+        totals = np.zeros(n, dtype=np.float64)
+        tokens: List[Optional[np.ndarray]] = [None] * n if per_token else []
+        lengths = np.fromiter((len(targets[t]) for t in tgt_index), dtype=np.int64, count=n)
+        with tqdm(total=n, desc="forced decoding", unit="pair", disable=not progress) as bar:
+            for batch in self._batches(lengths):
+                uniq, inv = np.unique(src_index[batch], return_inverse=True)
+                src = [sources[s] if sources[s] is not None else self.empty_source for s in uniq]
+                lp = self._token_logprobs(src, torch.from_numpy(inv.astype(np.int64)),
+                                          [targets[t] for t in tgt_index[batch]])
+                totals[batch] = lp.double().sum(1).numpy()
+                if per_token:
+                    for r, i in enumerate(batch.tolist()):
+                        tokens[i] = lp[r, :lengths[i]].numpy()
+                bar.update(len(batch))
+        return (totals, tokens) if per_token else totals
+
+    def prior(self, targets: Sequence[torch.Tensor], progress: bool = False, per_token: bool = False):
+        """log P(target | empty source) of every target (see :meth:`score_pairs`)."""
+        idx = np.arange(len(targets), dtype=np.int64)
+        return self.score_pairs([None], targets, np.zeros(len(targets), dtype=np.int64), idx,
+                                progress=progress, per_token=per_token)

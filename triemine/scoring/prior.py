@@ -1,0 +1,64 @@
+"""Node priors: log P(prefix | empty source) for every node of a trie, computed once per
+(target corpus, model) and stored beside the trie.
+
+The prior of a target prefix depends only on the prefix, i.e. on its trie node, so one
+teacher-forced pass over the trie's sequences (:class:`~triemine.scoring.forced.ForcedScorer`
+with an empty source) gives every node's cumulative prior.  The search uses it to rank
+hypotheses by ``log P(y|x) - lambda * log P(y|empty)`` (prior-corrected pre-expansion) and every
+match gets its sentence prior (the prior of its terminal node) for free, which is what the
+pointwise mutual information needs.
+
+File: ``<trie file>.prior.<model fingerprint>.npy`` (float32, one value per node, root 0).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+def compute_node_priors(model, trie, progress: bool = False, max_tokens: int = 4096) -> np.ndarray:
+    """``float32[n_nodes]``: cumulative log P(tokens from the root to the node | empty source)."""
+    from triemine.scoring.forced import ForcedScorer
+
+    paths, lengths = trie.terminal_paths()
+    keys = np.asarray(trie.keys, dtype=np.int64)
+    seqs = [torch.from_numpy(keys[paths[i, :lengths[i]]]) for i in range(len(lengths))]
+    _, per_tok = ForcedScorer(model, max_tokens=max_tokens).prior(seqs, progress=progress,
+                                                                  per_token=True)
+    prior = np.zeros(int(trie.n_nodes), dtype=np.float32)
+    for i, lp in enumerate(per_tok):  # one vectorised write per sequence
+        prior[paths[i, :lengths[i]]] = np.cumsum(lp.astype(np.float64))
+    return prior
+
+
+def prior_path(trie_path, model) -> Path:
+    from triemine.decoding.mine import model_fingerprint
+
+    tag = model_fingerprint(model).rsplit("@", 1)[-1]
+    return Path(f"{trie_path}.prior.{tag}.npy")
+
+
+def get_node_priors(model, trie, progress: bool = False) -> np.ndarray:
+    """Node priors of ``trie`` (a trie loaded from a file) under ``model``, computed once and
+    memory-mapped from the file beside the trie afterwards."""
+    if getattr(trie, "path", None) is None:
+        return compute_node_priors(model, trie, progress)
+    path = prior_path(trie.path, model)
+    if path.is_file():
+        arr = np.load(path, mmap_mode="r")
+        if arr.shape == (int(trie.n_nodes),) and arr.dtype == np.float32:
+            return arr
+        logger.warning("ignoring %s: it does not fit the trie (shape %s)", path, arr.shape)
+    prior = compute_node_priors(model, trie, progress)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npy")
+    np.save(tmp, prior)
+    os.replace(tmp, path)
+    logger.info("node priors written to %s", path)
+    return np.load(path, mmap_mode="r")

@@ -1,0 +1,236 @@
+"""The mining TSV and its sidecars: the one home of the format.
+
+``OUT.tsv`` (written by ``trie-mine``, read by ``trie-mine-eval``/``trie-mine-filter``): a header
+line naming the columns, then one row per (source, target line) pair.  Required columns, in any
+order: ``src_id tgt_id score ce_word ce_token src tgt``; every other column is numeric and names a
+score of the registry (:mod:`triemine.filtering.registry`), e.g. ``prior``, ``pmi``, ``bicleaner``.
+Numbers must be finite.  ``trie-mine`` writes the required columns first, in that order.
+
+Sidecars:
+
+* ``OUT.tsv.meta.json``: what produced the file (model, mode, beam, ...), for signatures;
+* ``OUT.tsv.progress``: the run settings, the number of sources done and the byte offset of the
+  last complete batch, which makes ``--resume`` exact (nothing lost, nothing duplicated).
+
+Reading accepts a UTF-8 BOM and CRLF line ends; everything else that is wrong is an
+:class:`~triemine.errors.InputError` naming the file, the line and the problem.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import numpy as np
+
+from triemine.errors import InputError
+from triemine.textfile import decode_utf8, read_bytes, read_json
+
+REQUIRED_COLUMNS = ("src_id", "tgt_id", "score", "ce_word", "ce_token", "src", "tgt")
+TEXT_COLUMNS = ("src_id", "tgt_id", "src", "tgt")
+HEADER = "\t".join(REQUIRED_COLUMNS)
+META_SUFFIX = ".meta.json"
+PROGRESS_SUFFIX = ".progress"
+
+
+def header_line(extra: Sequence[str] = ()) -> str:
+    return "\t".join(REQUIRED_COLUMNS + tuple(extra))
+
+
+@dataclass
+class Mined:
+    """Rows of a mining TSV. Numeric columns are float64 arrays, text columns lists of str."""
+
+    path: str
+    columns: List[str]
+    src_ids: List[str]
+    tgt_ids: List[str]
+    src: List[str]
+    tgt: List[str]
+    numeric: Dict[str, np.ndarray]
+    lines: np.ndarray  # 1-based line number of every row in ``path``
+    meta: Dict[str, object] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.src_ids)
+
+    def col(self, name: str) -> np.ndarray:
+        if name not in self.numeric:
+            raise InputError(f"no column {name!r} (columns: {' '.join(self.columns)})", self.path)
+        return self.numeric[name]
+
+    def take(self, idx: np.ndarray) -> "Mined":
+        idx = np.asarray(idx, dtype=np.int64)
+        pick = lambda xs: [xs[i] for i in idx]  # noqa: E731
+        return Mined(self.path, list(self.columns), pick(self.src_ids), pick(self.tgt_ids),
+                     pick(self.src), pick(self.tgt), {k: v[idx] for k, v in self.numeric.items()},
+                     self.lines[idx], dict(self.meta))
+
+    def with_column(self, name: str, values: np.ndarray) -> "Mined":
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != (len(self),):
+            raise ValueError(f"column {name}: {values.shape} values for {len(self)} rows")
+        if name in TEXT_COLUMNS:
+            raise ValueError(f"{name} is a text column")
+        numeric = dict(self.numeric)
+        numeric[name] = values
+        columns = list(self.columns) if name in self.columns else list(self.columns) + [name]
+        return Mined(self.path, columns, self.src_ids, self.tgt_ids, self.src, self.tgt, numeric,
+                     self.lines, dict(self.meta))
+
+
+# -- sidecars ------------------------------------------------------------------------------------
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_meta(tsv_path) -> Dict[str, object]:
+    """The ``<tsv>.meta.json`` sidecar; else the settings in ``<tsv>.progress``; else ``{}``."""
+    meta_path = os.fspath(tsv_path) + META_SUFFIX
+    if not os.path.isfile(meta_path):
+        return _progress_settings(os.fspath(tsv_path) + PROGRESS_SUFFIX)
+    meta = read_json(meta_path, "run sidecar")
+    if not isinstance(meta, dict):
+        raise InputError("expected a JSON object", meta_path, 1)
+    return meta
+
+
+def write_meta(tsv_path, meta: Dict[str, object]) -> None:
+    _atomic_write_text(Path(os.fspath(tsv_path) + META_SUFFIX),
+                       json.dumps(meta, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def _progress_settings(path: str) -> Dict[str, object]:
+    """Fallback for signatures: the run settings trie-mine keeps in ``OUT.progress``."""
+    try:
+        settings = json.loads(decode_utf8(read_bytes(path), path)).get("settings", {})
+    except (InputError, ValueError, AttributeError):
+        return {}
+    if not isinstance(settings, dict):
+        return {}
+    return {k: settings[k] for k in ("model", "source", "target", "mode", "beam", "nbest") if k in settings}
+
+
+def write_progress(tsv_path, settings: dict, done: int, offset: int) -> None:
+    _atomic_write_text(Path(os.fspath(tsv_path) + PROGRESS_SUFFIX),
+                       json.dumps({"settings": settings, "sources_done": done, "offset": offset}))
+
+
+def prepare_resume(tsv_path, settings: dict, header: str) -> int:
+    """Validate an interrupted output, truncate it to its last complete batch, return the number
+    of sources done (the first source to mine)."""
+    out_path = Path(tsv_path)
+    prog_path = Path(os.fspath(tsv_path) + PROGRESS_SUFFIX)
+    with open(out_path, "rb") as f:
+        first = f.readline().decode("utf-8", "replace").rstrip("\r\n")
+    if first != header:
+        raise InputError(f"cannot resume: unexpected header (expected {header!r}; is this the "
+                         "output of the same trie-mine command?)", out_path, 1)
+    if not prog_path.is_file():
+        raise InputError("cannot resume: progress file missing (was the run started with this "
+                         "trie-mine?)", prog_path)
+    try:
+        prog = json.loads(decode_utf8(read_bytes(prog_path), prog_path))
+        done, offset, old = int(prog["sources_done"]), int(prog["offset"]), prog["settings"]
+        if not isinstance(old, dict):
+            raise TypeError("settings is not an object")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(f"cannot resume: unreadable progress file ({exc})", prog_path) from None
+    diff = [k for k in settings if old.get(k) != settings[k]]
+    if diff:
+        raise InputError("cannot resume: the run used different settings ("
+                         + ", ".join(f"{k}: {old.get(k)!r} != {settings[k]!r}" for k in diff)
+                         + ")", prog_path)
+    size = out_path.stat().st_size
+    if not 0 < offset <= size or done < 0:
+        raise InputError(f"cannot resume: output has {size} bytes, the progress file records "
+                         f"{offset} and {done} sources done", out_path)
+    with open(out_path, "r+b") as f:
+        f.truncate(offset)
+    return done
+
+
+# -- rows ----------------------------------------------------------------------------------------
+
+def clean_cell(text: str) -> str:
+    """A text cell: tabs and line breaks become spaces (they would break the row)."""
+    return text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+
+
+def format_number(v: float) -> str:
+    return f"{v:.6f}"
+
+
+def read_mined(path) -> Mined:
+    """Read a mining TSV; missing columns, bad or non-finite numbers are InputErrors."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise InputError("mining TSV not found", path)
+    text = decode_utf8(read_bytes(path, "mining TSV"), path)
+    lines_ = text.split("\n")
+    if lines_ and lines_[-1] == "":
+        lines_.pop()
+    header_line_ = lines_[0].rstrip("\r") if lines_ else ""
+    columns = header_line_.split("\t")
+    if header_line_ == "" or "src_id" not in columns:
+        raise InputError("missing header line (expected the column names "
+                         f"{' '.join(REQUIRED_COLUMNS)}, tab-separated)", path, 1)
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+    if missing:
+        raise InputError(f"header lacks column(s) {', '.join(missing)}", path, 1)
+    dup = sorted({c for c in columns if columns.count(c) > 1})
+    if dup:
+        raise InputError(f"header names column(s) {', '.join(dup)} twice", path, 1)
+    if any(not c for c in columns):
+        raise InputError("header has an empty column name", path, 1)
+    pos = {c: i for i, c in enumerate(columns)}
+    num_names = [c for c in columns if c not in TEXT_COLUMNS]
+    text_cols: Dict[str, List[str]] = {c: [] for c in TEXT_COLUMNS}
+    nums: Dict[str, List[float]] = {c: [] for c in num_names}
+    line_nos: List[int] = []
+    ncol = len(columns)
+    for no, line in enumerate(lines_[1:], 2):
+        line = line.rstrip("\r")
+        if not line:
+            raise InputError("empty line", path, no)
+        cells = line.split("\t")
+        if len(cells) != ncol:
+            raise InputError(f"expected {ncol} tab-separated columns ({' '.join(columns)}), "
+                             f"got {len(cells)}", path, no)
+        for c in TEXT_COLUMNS:
+            text_cols[c].append(cells[pos[c]])
+        for c in num_names:
+            cell = cells[pos[c]]
+            try:
+                v = float(cell)
+            except ValueError:
+                raise InputError(f"column {c}: not a number: {cell!r}", path, no) from None
+            if not math.isfinite(v):
+                raise InputError(f"column {c}: {cell} is not a finite number", path, no)
+            nums[c].append(v)
+        if not text_cols["src_id"][-1] or not text_cols["tgt_id"][-1]:
+            raise InputError("empty src_id or tgt_id", path, no)
+        line_nos.append(no)
+    return Mined(path, columns, text_cols["src_id"], text_cols["tgt_id"], text_cols["src"],
+                 text_cols["tgt"], {c: np.asarray(v, dtype=np.float64) for c, v in nums.items()},
+                 np.asarray(line_nos, dtype=np.int64), read_meta(path))
+
+
+def write_mined(mined: Mined, path) -> None:
+    """Write rows with the same columns (numbers with full float precision), atomically."""
+    path = Path(os.fspath(path))
+    cols = mined.columns
+    textcols = {"src_id": mined.src_ids, "tgt_id": mined.tgt_ids, "src": mined.src, "tgt": mined.tgt}
+    rows = ["\t".join(cols)]
+    for i in range(len(mined)):
+        rows.append("\t".join(clean_cell(textcols[c][i]) if c in textcols
+                              else repr(float(mined.numeric[c][i])) for c in cols))
+    _atomic_write_text(path, "\n".join(rows) + "\n")
+    if mined.meta:
+        write_meta(path, mined.meta)
