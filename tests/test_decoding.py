@@ -28,9 +28,9 @@ def sample_of(model, sources):
         "src_lengths": torch.tensor([len(t) for t in toks])}}
 
 
-def run(model, sources, trie, mode, beam, debug=False):
+def run(model, sources, trie, mode, beam, debug=False, **search_kwargs):
     search = None if mode is None else TrieConstrainedBeamSearch(model.tgt_dict, trie, mode,
-                                                                  debug=debug)
+                                                                  debug=debug, **search_kwargs)
     gen = TrieSequenceGenerator(model.models, model.tgt_dict, search=search, beam_size=beam)
     return gen.generate(model.models, sample_of(model, sources)), gen, search
 

@@ -15,8 +15,11 @@ generator it:
 * reports the total log-probability, the token count and the matched target line ids.
 
 With ``search=None`` it is the same shrinking-beam search without a trie (the unconstrained
-baseline).  All per-step work is batched tensor operations plus one or two batched trie calls; the
-only Python loop runs over *finished* hypotheses to build the result dicts.
+baseline).  Every trie rule (length limit, pre/post expansion, the shrinking beam) is applied by
+:meth:`TrieConstrainedBeamSearch.constrain`, the same code the fairseq ``Search`` adapter calls; this
+class only keeps the live rows, reorders the decoder state and finalises matches.  All per-step
+work is batched tensor operations plus one or two batched trie calls; the only Python loop runs
+over *finished* hypotheses to build the result dicts.
 """
 from __future__ import annotations
 
@@ -27,6 +30,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 from torch import Tensor
+
+from triemine.decoding.search import dense_topk, shrink
 
 
 class TrieSequenceGenerator(nn.Module):
@@ -106,7 +111,6 @@ class TrieSequenceGenerator(nn.Module):
         row_sent = torch.arange(bsz, device=device)
         n_match = torch.zeros(bsz, dtype=torch.long, device=device)
         sent_ids = torch.arange(bsz, device=device)  # original index of each batch sentence
-        slot = torch.arange(B, device=device).unsqueeze(0)
         finalized: List[List[Dict[str, Tensor]]] = [[] for _ in range(bsz)]
         nb = bsz
 
@@ -125,33 +129,13 @@ class TrieSequenceGenerator(nn.Module):
                 keep = lprobs[:, eos].clone()
                 lprobs.fill_(-math.inf)
                 lprobs[:, eos] = keep
-            rows = nodes.numel()
-            per_sent = torch.bincount(row_sent, minlength=nb)
-            first_row = torch.cumsum(per_sent, 0) - per_sent
-            if search is not None and search.mode == "pre":
-                cand_scores, toks, src_rows, cand_nodes = search.sparse_topk(
-                    lprobs, cum, nodes, row_sent, nb, B)
+            if search is not None:  # every trie rule, Algorithm 1's shrinking included
+                cand_scores, toks, src_rows, cand_nodes = search.constrain(
+                    step, lprobs, cum, nodes, row_sent, nb, B, B - n_match)
             else:
-                # (nb, B, V) with each sentence's rows in its first slots, -inf elsewhere
-                rank = torch.arange(rows, device=device) - first_row[row_sent]
-                dense = torch.full((nb * B, V), -math.inf, dtype=lprobs.dtype, device=device)
-                dense[row_sent * B + rank] = lprobs + cum.unsqueeze(1)
-                cand_scores, cand_idx = torch.topk(dense.view(nb, B * V), k=B, dim=1)
-                src_slot = torch.div(cand_idx, V, rounding_mode="trunc")
-                toks = cand_idx.fmod(V)
-                src_rows = (first_row.unsqueeze(1) + src_slot).clamp(max=rows - 1)
-                cand_scores = cand_scores.masked_fill(src_slot >= per_sent.unsqueeze(1),
-                                                      -math.inf)
-                if search is not None:  # post-expansion: drop candidates that left the trie
-                    cand_nodes = search.advance(nodes[src_rows], toks)
-                    cand_scores = cand_scores.masked_fill(cand_nodes < 0, -math.inf)
-                    cand_scores, perm = torch.sort(cand_scores, dim=1, descending=True, stable=True)
-                    toks, src_rows = toks.gather(1, perm), src_rows.gather(1, perm)
-                    cand_nodes = cand_nodes.gather(1, perm)
-                else:
-                    cand_nodes = torch.full_like(toks, -1)
-            # Algorithm 1: only the best B - |matches| candidates survive
-            cand_scores = cand_scores.masked_fill(slot >= (B - n_match).unsqueeze(1), -math.inf)
+                cand_scores, toks, src_rows = dense_topk(lprobs, cum, row_sent, nb, B)
+                cand_scores = shrink(cand_scores, B - n_match)
+                cand_nodes = torch.full_like(toks, -1)
             valid = torch.isfinite(cand_scores)
             is_eos = valid & toks.eq(eos)
             live = valid & ~is_eos

@@ -51,6 +51,42 @@ from torch import Tensor
 MODES = ("pre", "post")
 
 
+def dense_topk(lprobs: Tensor, cum: Tensor, row_sent: Tensor, n_sent: int, k: int):
+    """Ordinary beam-search candidates: the ``k`` best ``(row, token)`` of every sentence.
+
+    ``lprobs`` (rows x V), ``cum`` (rows,), ``row_sent`` (rows,) with rows grouped by sentence
+    in ascending order.  Returns ``(scores, tokens, src_rows)``, each (n_sent x k'), best first,
+    ``k' = min(k, widest * V - 1)``; a sentence with fewer rows gets ``-inf`` candidates.
+    Without a copy when every sentence has the same number of rows (fairseq's layout).
+    """
+    rows, vocab = lprobs.shape
+    device = lprobs.device
+    per_sent = torch.bincount(row_sent, minlength=n_sent)
+    first_row = torch.cumsum(per_sent, 0) - per_sent
+    width = max(int(per_sent.max()), 1)
+    total = lprobs + cum.unsqueeze(1)
+    if rows == n_sent * width:
+        dense = total.view(n_sent, width * vocab)
+    else:
+        rank = torch.arange(rows, device=device) - first_row[row_sent]
+        dense = torch.full((n_sent * width, vocab), -math.inf, dtype=lprobs.dtype, device=device)
+        dense[row_sent * width + rank] = total
+        dense = dense.view(n_sent, width * vocab)
+    scores, idx = torch.topk(dense, k=min(k, width * vocab - 1), dim=1)
+    slot = torch.div(idx, vocab, rounding_mode="trunc")
+    tokens = idx.fmod(vocab)
+    src_rows = (first_row.unsqueeze(1) + slot).clamp(max=rows - 1)
+    scores = scores.masked_fill(slot >= per_sent.unsqueeze(1), -math.inf)
+    return scores, tokens, src_rows
+
+
+def shrink(scores: Tensor, live_beam: Tensor) -> Tensor:
+    """Algorithm 1: only the best ``live_beam[s]`` (= B - |matches|) candidates of sentence ``s``
+    survive; ``scores`` (n_sent x k) are in rank order."""
+    pos = torch.arange(scores.size(1), device=scores.device).unsqueeze(0)
+    return scores.masked_fill(pos >= live_beam.unsqueeze(1), -math.inf)
+
+
 class TrieConsistencyError(AssertionError):
     """Raised in debug mode when a cached trie node disagrees with a walk from the root."""
 
@@ -101,7 +137,7 @@ class TrieConstrainedBeamSearch(Search):
         self.n_match: Optional[Tensor] = None     # (bsz,) matches found so far
         self.debug_checks = 0                     # number of hypotheses verified (debug mode)
 
-    # -- vectorised building blocks (shared with TrieSequenceGenerator) ---------------------------
+    # -- vectorised building blocks -------------------------------------------------------------
 
     def sparse_topk(self, lprobs: Tensor, cum: Tensor, nodes: Tensor, row_sent: Tensor,
                     n_sent: int, k: int):
@@ -182,6 +218,48 @@ class TrieConstrainedBeamSearch(Search):
 
     # -- fairseq Search interface ---------------------------------------------------------------
 
+    # -- the one home of the trie constraint --------------------------------------------------
+
+    def constrain(self, step: int, lprobs: Tensor, cum: Tensor, nodes: Tensor, row_sent: Tensor,
+                  n_sent: int, k: int, live_beam: Optional[Tensor] = None):
+        """Candidates of one decoding step under the trie; every rule of the search lives here.
+
+        Rows are hypotheses grouped by sentence (ascending ``row_sent``); ``lprobs`` (rows x V),
+        ``cum`` (rows,) exact cumulative log-probabilities (``-inf``: an empty slot), ``nodes``
+        (rows,) their trie nodes (``-1``: dead).  ``live_beam`` (n_sent,) is Algorithm 1's
+        ``B - |matches|`` (None: no shrinking).  The rules, in order:
+
+        1. the trie's length limit: at step ``depth - 1`` only EOS may follow;
+        2. pre-expansion: only trie children compete (ranked by the prior-corrected score when a
+           prior weight is set); post-expansion: ordinary top-k, then the candidates that left
+           the trie are dropped and the survivors moved to the front;
+        3. Algorithm 1: only the first ``live_beam`` candidates survive.
+
+        Returns ``(scores, tokens, src_rows, cand_nodes)``, each (n_sent x k), in rank order:
+        exact cumulative scores, ``-inf`` and node ``-1`` for candidates that do not survive.
+        """
+        if step >= int(self.trie.depth) - 1:  # rule 1
+            only_eos = torch.ones(lprobs.size(1), dtype=torch.bool, device=lprobs.device)
+            only_eos[self.eos] = False
+            lprobs = lprobs.masked_fill(only_eos, -math.inf)
+        if self.mode == "pre":
+            scores, tokens, src_rows, cand_nodes = self.sparse_topk(lprobs, cum, nodes, row_sent,
+                                                                    n_sent, k)
+        else:
+            lprobs = lprobs.masked_fill((nodes < 0).unsqueeze(1), -math.inf)
+            scores, tokens, src_rows = dense_topk(lprobs, cum, row_sent, n_sent, k)
+            cand_nodes = self.advance(nodes[src_rows], tokens)
+            scores = scores.masked_fill(cand_nodes < 0, -math.inf)
+            scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
+            tokens, src_rows = tokens.gather(1, order), src_rows.gather(1, order)
+            cand_nodes = cand_nodes.gather(1, order)
+        if live_beam is not None and self.shrink_beam:
+            scores = shrink(scores, live_beam)
+        cand_nodes = cand_nodes.masked_fill(~torch.isfinite(scores), -1)
+        return scores, tokens, src_rows, cand_nodes
+
+    # -- fairseq Search interface (a thin adapter over constrain) -------------------------------
+
     @torch.jit.export
     def init_constraints(self, batch_constraints: Optional[Tensor], beam_size: int):
         self.nodes = None
@@ -191,6 +269,8 @@ class TrieConstrainedBeamSearch(Search):
     def step(self, step: int, lprobs: Tensor, scores: Optional[Tensor],
              prev_output_tokens: Optional[Tensor] = None,
              original_batch_idxs: Optional[Tensor] = None):
+        """fairseq's layout: ``lprobs`` (bsz x beam x V), ``scores`` (bsz x beam x steps);
+        returns ``(cand_scores, cand_tokens, cand_beams)``, each (bsz x 2*beam)."""
         bsz, beam_size, vocab_size = lprobs.size()
         device = lprobs.device
         if step == 0 or self.nodes is None:
@@ -200,50 +280,24 @@ class TrieConstrainedBeamSearch(Search):
         if self.debug and step > 0 and prev_output_tokens is not None:
             live = torch.isfinite(scores[:, :, step - 1]).reshape(-1)
             self.check_nodes(prev_output_tokens[:, 1: step + 1], nodes, live)
-
-        k = min(2 * beam_size, beam_size * vocab_size - 1)  # as BeamSearch (never pad)
-        if step >= int(self.trie.depth) - 1:  # the trie's max length: EOS only (see module doc)
-            only_eos = torch.ones(vocab_size, dtype=torch.bool, device=device)
-            only_eos[self.eos] = False
-            lprobs = lprobs.masked_fill(only_eos, -math.inf)
-        if self.mode == "pre":
-            if step == 0:  # all beam slots are identical: expand the first only
-                nodes = nodes.clone()
-                nodes[:, 1:] = -1
-                cum = torch.zeros(bsz, beam_size, dtype=lprobs.dtype, device=device)
-            else:
-                cum = scores[:, :, step - 1]
-            row_sent = torch.arange(bsz, device=device).repeat_interleave(beam_size)
-            cand_scores, cand_tokens, cand_rows, cand_nodes = self.sparse_topk(
-                lprobs.reshape(bsz * beam_size, vocab_size), cum, nodes, row_sent, bsz, k)
-            cand_beams = cand_rows - (torch.arange(bsz, device=device) * beam_size).unsqueeze(1)
-            # missing candidates (-inf) may point at another sentence's row: keep them in range
-            cand_beams = cand_beams.masked_fill(~torch.isfinite(cand_scores), 0)
+        if step == 0:  # all beam slots are identical: expand the first only
+            cum = torch.full((bsz, beam_size), -math.inf, dtype=lprobs.dtype, device=device)
+            cum[:, 0] = 0.0
+            nodes = nodes.clone()
+            nodes[:, 1:] = -1
         else:
-            lprobs = lprobs.masked_fill((nodes < 0).unsqueeze(-1), -math.inf)
-            if step == 0:  # all beam slots are identical: expand the first only
-                lprobs = lprobs[:, ::beam_size, :].contiguous()
-            else:
-                lprobs = lprobs + scores[:, :, step - 1].unsqueeze(-1)
-            flat = lprobs.view(bsz, -1)
-            cand_scores, cand_idx = torch.topk(flat, k=min(k, flat.size(1) - 1))
-            cand_beams = torch.div(cand_idx, vocab_size, rounding_mode="trunc")
-            cand_tokens = cand_idx.fmod(vocab_size)
-            cand_nodes = self.advance(nodes.gather(1, cand_beams), cand_tokens)
-            cand_scores = cand_scores.masked_fill(cand_nodes < 0, -math.inf)
-            cand_scores, order = torch.sort(cand_scores, dim=1, descending=True, stable=True)
-            cand_tokens = cand_tokens.gather(1, order)
-            cand_beams = cand_beams.gather(1, order)
-            cand_nodes = cand_nodes.gather(1, order)
-        if self.shrink_beam:
-            live_beam = (beam_size - self.n_match).clamp(min=0)
-            pos = torch.arange(cand_scores.size(1), device=device).unsqueeze(0)
-            cand_scores = cand_scores.masked_fill(pos >= live_beam.unsqueeze(1), -math.inf)
-        finite = torch.isfinite(cand_scores)
-        cand_nodes = cand_nodes.masked_fill(~finite, -1)
+            cum = scores[:, :, step - 1]
+        k = min(2 * beam_size, beam_size * vocab_size - 1)  # as BeamSearch (never pad)
+        row_sent = torch.arange(bsz, device=device).repeat_interleave(beam_size)
+        cand_scores, cand_tokens, cand_rows, cand_nodes = self.constrain(
+            step, lprobs.reshape(bsz * beam_size, vocab_size), cum.reshape(-1),
+            nodes.reshape(-1), row_sent, bsz, k, (beam_size - self.n_match).clamp(min=0))
+        cand_beams = cand_rows - (torch.arange(bsz, device=device) * beam_size).unsqueeze(1)
+        # candidates that do not survive may point at another sentence's row: keep them in range
+        cand_beams = cand_beams.masked_fill(~torch.isfinite(cand_scores), 0)
         # fairseq finalises the finite EOS candidates among the first beam_size positions
-        new_matches = (finite & cand_tokens.eq(self.eos))[:, :beam_size].sum(1)
-        self.n_match = self.n_match + new_matches
+        finite = torch.isfinite(cand_scores)
+        self.n_match = self.n_match + (finite & cand_tokens.eq(self.eos))[:, :beam_size].sum(1)
         self.cand_nodes = cand_nodes
         return cand_scores, cand_tokens, cand_beams
 

@@ -1,0 +1,125 @@
+"""Exact scores by teacher forcing, node priors, and the prior-corrected search (tiny model)."""
+import numpy as np
+import pytest
+import torch
+
+from triemine.scoring.forced import ForcedScorer
+from triemine.scoring.prior import compute_node_priors, get_node_priors, prior_path
+from triemine.trie import Trie
+
+from test_decoding import OTHER, PAIRS, forced_scores, make_trie, run
+
+
+@pytest.fixture(scope="module")
+def small(tiny_model):
+    texts = [t for _, t in PAIRS[:12]] + OTHER[:12]
+    return texts, make_trie(tiny_model, texts)
+
+
+def test_forced_scores_equal_a_plain_forward_pass(tiny_model):
+    src = PAIRS[3][0]
+    targets = [t for _, t in PAIRS[:7]]
+    ref, _ = forced_scores(tiny_model, src, targets)
+    enc = [tiny_model.encode_target(t) for t in targets]
+    got, per_tok = ForcedScorer(tiny_model, max_tokens=16).score_pairs(  # several batches
+        [tiny_model.encode_source(src)], enc, np.zeros(7, dtype=np.int64), np.arange(7),
+        per_token=True)
+    assert got == pytest.approx(ref.double().numpy(), abs=1e-4)
+    assert [len(p) for p in per_tok] == [len(e) for e in enc]
+    assert [float(p.sum()) for p in per_tok] == pytest.approx(got.tolist(), abs=1e-4)
+
+
+def test_pairs_sharing_a_source_are_scored_as_alone(tiny_model):
+    """Encoder states are computed once per distinct source and reused: order and grouping of
+    the pairs must not change a score."""
+    srcs = [tiny_model.encode_source(s) for s, _ in PAIRS[:4]]
+    tgts = [tiny_model.encode_target(t) for _, t in PAIRS[:4]]
+    si = np.array([0, 1, 0, 2, 3, 1, 2, 0])
+    ti = np.array([0, 1, 2, 3, 0, 3, 2, 1])
+    sc = ForcedScorer(tiny_model)
+    together = sc.score_pairs(srcs, tgts, si, ti)
+    alone = [sc.score_pairs([srcs[a]], [tgts[b]], np.array([0]), np.array([0]))[0]
+             for a, b in zip(si, ti)]
+    assert together == pytest.approx(alone, abs=1e-4)
+
+
+def test_node_prior_is_the_prefix_prior(tiny_model, small):
+    texts, trie = small
+    prior = compute_node_priors(tiny_model, trie)
+    assert prior.shape == (trie.n_nodes,) and prior[0] == 0.0
+    assert np.all(prior[1:] < 0)
+    sc = ForcedScorer(tiny_model)
+    paths, lengths = trie.terminal_paths()
+    keys = np.asarray(trie.keys, dtype=np.int64)
+    for i in range(0, len(lengths), 5):
+        seq = torch.from_numpy(keys[paths[i, :lengths[i]]])
+        _, per_tok = sc.prior([seq], per_token=True)
+        assert prior[paths[i, :lengths[i]]] == pytest.approx(np.cumsum(per_tok[0]), abs=1e-4)
+
+
+def test_node_priors_are_cached_beside_the_trie(tiny_model, small, tmp_path):
+    _, trie = small
+    trie.save(tmp_path / "t.trie")
+    loaded = Trie.load(tmp_path / "t.trie")
+    first = np.array(get_node_priors(tiny_model, loaded))  # a copy: the file is rewritten below
+    path = prior_path(loaded.path, tiny_model)
+    assert path.is_file()
+    again = get_node_priors(tiny_model, loaded)
+    assert np.array_equal(np.asarray(first), np.asarray(again))
+    np.save(path, np.zeros(3, dtype=np.float32))  # a file that does not fit the trie
+    assert np.array_equal(np.asarray(get_node_priors(tiny_model, loaded)), np.asarray(first))
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.5, 1.0])
+def test_prior_corrected_search_scores_stay_exact(tiny_model, small, weight):
+    texts, trie = small
+    prior = compute_node_priors(tiny_model, trie)
+    sources = [s for s, _ in PAIRS[:6]]
+    out, _, _ = run(tiny_model, sources, trie, "pre", 4, node_prior=prior, prior_weight=weight)
+    sc = ForcedScorer(tiny_model)
+    for src, hyps in zip(sources, out):
+        assert hyps
+        toks = [h["tokens"] for h in hyps]
+        exact = sc.score_pairs([tiny_model.encode_source(src)], toks, np.zeros(len(toks), dtype=np.int64),
+                               np.arange(len(toks)))
+        assert [h["total_score"] for h in hyps] == pytest.approx(exact.tolist(), abs=1e-4)
+        assert [h["prior"] for h in hyps] == pytest.approx(sc.prior(toks).tolist(), abs=1e-4)
+
+
+def test_prior_weight_changes_the_greedy_path_as_the_reference_does(tiny_model, small):
+    """Beam 1 with the correction is greedy on log P(y|x) - lambda * prior: at every node the
+    child with the best corrected prefix score, checked against forced decoding of every
+    prefix."""
+    texts, trie = small
+    prior = compute_node_priors(tiny_model, trie)
+    sc = ForcedScorer(tiny_model)
+    eos = tiny_model.tgt_dict.eos()
+    for src, _ in PAIRS[12:16]:
+        x = tiny_model.encode_source(src)
+        for weight in (0.0, 1.0):
+            node, path = 0, []
+            while True:
+                keys, kids = trie.children(node)
+                cands = [torch.tensor(path + [int(k)]) for k in keys]
+                lp = sc.score_pairs([x], cands, np.zeros(len(cands), dtype=np.int64), np.arange(len(cands)))
+                best = int(np.argmax(lp - weight * prior[kids]))
+                path.append(int(keys[best]))
+                node = int(kids[best])
+                if path[-1] == eos:
+                    break
+            out, _, _ = run(tiny_model, [src], trie, "pre", 1, node_prior=prior, prior_weight=weight)
+            assert out[0][0]["tokens"].tolist() == path
+
+
+def test_prior_correction_is_refused_where_it_has_no_meaning(tiny_model, small):
+    from triemine.decoding.search import TrieConstrainedBeamSearch
+
+    _, trie = small
+    with pytest.raises(ValueError, match="needs node_prior"):
+        TrieConstrainedBeamSearch(tiny_model.tgt_dict, trie, "pre", prior_weight=0.5)
+    with pytest.raises(ValueError, match="pre-expansion only"):
+        TrieConstrainedBeamSearch(tiny_model.tgt_dict, trie, "post", prior_weight=0.5,
+                                  node_prior=np.zeros(trie.n_nodes, dtype=np.float32))
+    with pytest.raises(ValueError, match="nodes"):
+        TrieConstrainedBeamSearch(tiny_model.tgt_dict, trie, "pre",
+                                  node_prior=np.zeros(3, dtype=np.float32))
