@@ -21,7 +21,7 @@ BICLEANER_STAMP := .venv-bicleaner/.bicleaner-installed-v1
 BICLEANER_MODEL := $(TRIEMINE_CACHE)/bicleaner/zh-en/zh-en.yaml
 OPUS_MODEL := $(TRIEMINE_CACHE)/models/opus-mt-zh-en/checkpoint.pt
 
-.PHONY: setup test demo model bicleaner bench-quick clean
+.PHONY: setup test test-fast demo model bicleaner bench-quick clean
 
 setup: $(STAMP)
 
@@ -42,8 +42,12 @@ $(OPUS_MODEL): | $(STAMP)
 
 model: $(OPUS_MODEL)
 
-test: $(STAMP) $(BICLEANER_MODEL)
+test: $(STAMP) $(BICLEANER_MODEL) $(OPUS_MODEL)
 	$(PY) -m pytest -q tests
+
+# For people changing code: no Bicleaner, no shared model (tests marked bicleaner / shared_model).
+test-fast: $(STAMP)
+	$(PY) -m pytest -q tests -m "not shared_model and not bicleaner"
 
 demo: $(STAMP) $(OPUS_MODEL)
 	bash scripts/demo.sh

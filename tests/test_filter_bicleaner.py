@@ -9,12 +9,15 @@ Without them these tests fail (they do not skip) with those two commands in the 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from triemine.cli import filter_main
 from triemine.evaluation.bucc import read_bucc
 from triemine.tsv import read_mined
 from triemine.filtering.bicleaner import score_bicleaner
 from triemine.paths import BUCC_ZH_EN, shared_path
+
+pytestmark = pytest.mark.bicleaner  # `make test-fast` leaves these out; `make test` runs them
 
 
 def test_bicleaner_separates_gold_from_shuffled_pairs():
