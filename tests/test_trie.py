@@ -322,3 +322,64 @@ def test_node_limit_is_a_clear_error(monkeypatch):
     Trie.build([(5, 6, 7, EOS), (5, 6, 8, EOS)])  # 7 nodes: fine
     with pytest.raises(InputError, match="exceed 10 nodes"):
         Trie.build([(5, 6, 7, EOS), (9, 10, 11, 12, EOS), (13, EOS)])
+
+
+def _resave(trie, path, **changes):
+    """Write ``trie`` with some arrays or header fields replaced, checksums valid."""
+    arrays = {k: np.array(getattr(trie, k)) for k in
+              ("keys", "first_child", "term_nodes", "term_offsets", "term_ids")}
+    fields = {"eos": trie.eos, "depth": trie.depth, "n_lines": trie.n_lines,
+              "metadata": dict(trie.metadata)}
+    for k, v in changes.items():
+        (arrays if k in arrays else fields)[k] = v
+    Trie(arrays["keys"], arrays["first_child"], arrays["term_nodes"], arrays["term_offsets"],
+         arrays["term_ids"], **fields).save(path)
+
+
+def test_valid_checksums_but_wrong_content_are_refused(trie_file, tmp_path):
+    """Issue 9's probe: files written by a buggy or hostile tool, checksums recomputed."""
+    trie = Trie.load(trie_file)
+    bad = tmp_path / "bad.trie"
+    keys = np.array(trie.keys)
+    kids = trie.children(0)[1]
+    swapped = keys.copy()
+    swapped[kids[0]], swapped[kids[1]] = keys[kids[1]], keys[kids[0]]
+    not_eos = keys.copy()
+    not_eos[trie.term_nodes[0]] = 77
+    cases = [
+        (dict(keys=swapped), "not sorted by token"),
+        (dict(depth=3), "header depth 3"),
+        (dict(depth=trie.depth + 1), "levels"),
+        (dict(n_lines=trie.n_lines + 1), "lines"),
+        (dict(keys=not_eos), "EOS nodes and terminals disagree"),
+        (dict(metadata={"dict_size": "abc"}), "dict_size is 'abc'"),
+        (dict(metadata={"dict_size": True}), "dict_size is True"),
+        (dict(metadata={"dict_fingerprint": 5}), "dict_fingerprint is 5"),
+    ]
+    for change, problem in cases:
+        _resave(trie, bad, **change)
+        with pytest.raises(TrieFormatError, match=problem):
+            Trie.load(bad)
+    _resave(trie, bad)  # unchanged: loads and answers as the original
+    assert [(q, ids.tolist()) for q, ids in Trie.load(bad)] == [(q, ids.tolist()) for q, ids in trie]
+
+
+def test_a_wrong_trie_file_is_a_clean_cli_error(tiny_model, tiny_model_dir, tmp_path, capsys):
+    """Issue 9: a trie whose header depth was rewritten to 3 (checksums valid) made trie-mine
+    exit 0 with no rows; now it is exit 2 with a message naming the file, no traceback."""
+    from triemine.cli import mine_main
+    from triemine.decoding.testing import synthetic_pairs
+
+    pairs = synthetic_pairs(20, seed=5, min_len=4)
+    (tmp_path / "src.txt").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    (tmp_path / "tgt.txt").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    seqs = [tiny_model.encode_target(t).tolist() for _, t in pairs]
+    trie = Trie.build(seqs, eos=tiny_model.tgt_dict.eos())
+    bad = tmp_path / "bad.trie"
+    _resave(trie, bad, depth=3)
+    code = mine_main(["--pre-expansion", "--model", str(tiny_model_dir), "--source",
+                      str(tmp_path / "src.txt"), "--target", str(tmp_path / "tgt.txt"),
+                      "-o", str(tmp_path / "o.tsv"), "--trie", str(bad), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert f"{bad}: corrupted trie structure (header depth 3" in err

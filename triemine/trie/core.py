@@ -347,7 +347,8 @@ class Trie(TrieCore):
                 raise ValueError("metadata is not a JSON object")
         except (UnicodeDecodeError, ValueError) as exc:
             raise TrieFormatError(f"corrupted metadata ({exc})", p) from None
-        _check_structure(arrays, n_nodes, n_ids, p)
+        _check_structure(arrays, n_nodes, n_ids, p, eos=eos, depth=depth, n_lines=n_lines,
+                         metadata=metadata)
         return cls(arrays["keys"], arrays["first_child"], arrays["term_nodes"],
                    arrays["term_offsets"], arrays["term_ids"], eos=eos, depth=depth,
                    n_lines=n_lines, metadata=metadata, path=p)
@@ -446,9 +447,28 @@ def _build_arrays(flat: np.ndarray, offsets: np.ndarray, lids: np.ndarray):
             (pairs & 0xFFFFFFFF).astype(np.uint32))
 
 
-def _check_structure(a: dict, n_nodes: int, n_ids: int, path: str) -> None:
-    """Cheap O(n) checks so that a corrupted file with a valid checksum cannot crash queries."""
-    fc = a["first_child"]
+_META_TYPES = {"dict_size": int, "dict_fingerprint": str, "eos": int, "nbest": int, "lines": int,
+               "empty_lines": int, "format_version": int, "spm_sha256": (str, type(None))}
+
+
+def _check_structure(a: dict, n_nodes: int, n_ids: int, path: str, *, eos: Optional[int] = None,
+                     depth: Optional[int] = None, n_lines: Optional[int] = None,
+                     metadata: Optional[dict] = None) -> None:
+    """O(n) checks of a loaded file, so that a file with valid checksums but wrong content (written
+    by a buggy or hostile tool) can neither crash queries nor silently change what they return:
+
+    * offsets: ``first_child`` starts at 1, ends at ``n_nodes``, is non-decreasing and points
+      forward (BFS order); terminal tables sorted and in range;
+    * what the search relies on: the root's key is the root marker, every other key a token id;
+      the keys of each child array strictly increase (binary search); every leaf is an EOS node
+      and a terminal, and every EOS node a leaf (no dead ends, no unreachable matches);
+    * header fields equal what the arrays imply (``depth``, ``n_lines``) and metadata values have
+      their types (``dict_size`` an integer, ...).
+    """
+    def bad(problem: str):
+        raise TrieFormatError(f"corrupted trie structure ({problem})", path)
+
+    fc = np.asarray(a["first_child"], dtype=np.int64)
     idx = np.arange(n_nodes, dtype=np.int64)
     ok = int(fc[0]) == 1 and int(fc[-1]) == n_nodes
     ok = ok and bool(np.all(fc[1:] >= fc[:-1]))
@@ -457,4 +477,39 @@ def _check_structure(a: dict, n_nodes: int, n_ids: int, path: str) -> None:
     ok = ok and (tn.size == 0 or (int(tn[-1]) < n_nodes and bool(np.all(tn[1:] > tn[:-1]))))
     ok = ok and int(to[0]) == 0 and int(to[-1]) == n_ids and bool(np.all(to[1:] >= to[:-1]))
     if not ok:
-        raise TrieFormatError("corrupted trie structure (offsets out of order or out of range)", path)
+        bad("offsets out of order or out of range")
+    if eos is None:
+        return
+    keys = np.asarray(a["keys"])
+    if int(keys[0]) != ROOT_KEY or (n_nodes > 1 and int(keys[1:].max()) > MAX_TOKEN):
+        bad("node keys out of range")
+    n_child = np.diff(fc)
+    parent = np.repeat(idx, n_child)  # parent of nodes 1..n-1, one linear pass
+    same = parent[1:] == parent[:-1]
+    if np.any(keys[2:][same] <= keys[1:-1][same]):
+        bad("the children of a node are not sorted by token")
+    leaf = n_child == 0
+    is_eos = keys == eos
+    is_eos[0] = False
+    is_term = np.zeros(n_nodes, dtype=bool)
+    is_term[np.asarray(tn, dtype=np.int64)] = True
+    if n_nodes > 1 and (np.any(leaf[1:] != is_eos[1:]) or np.any(is_term != is_eos)):
+        bad("leaves, EOS nodes and terminals disagree")
+    if np.any(np.diff(np.asarray(to, dtype=np.int64)) == 0):
+        bad("a terminal without line ids")
+    levels, lo, hi = 0, 0, 1  # BFS levels: children of [lo, hi) are [fc[lo], fc[hi])
+    while True:
+        lo, hi = int(fc[lo]), int(fc[hi])
+        if lo >= hi:
+            break
+        levels += 1
+    if depth is not None and depth != levels:
+        bad(f"header depth {depth}, the nodes have {levels} levels")
+    if n_lines is not None and n_lines != int(np.unique(np.asarray(a["term_ids"])).size):
+        bad(f"header says {n_lines} lines, the terminals hold {int(np.unique(np.asarray(a['term_ids'])).size)}")
+    for key, typ in _META_TYPES.items():
+        if metadata and key in metadata:
+            v = metadata[key]
+            if isinstance(v, bool) or not isinstance(v, typ):
+                raise TrieFormatError(f"corrupted metadata ({key} is {v!r}, not of type "
+                                      f"{getattr(typ, '__name__', 'str or null')})", path)
