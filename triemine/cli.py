@@ -7,6 +7,7 @@ the subpackages so that it can be used from Python without the CLI. Errors deriv
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Callable, Optional, Sequence
 
@@ -129,6 +130,11 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
         from triemine.decoding.model_dir import load_model_dir
         from triemine.decoding.task import load_trie_for_dict
 
+        from triemine.errors import InputError
+        for what, path in (("source file", args.source), ("target file", args.target),
+                           ("trie file", args.trie)):  # fail before the slow model load
+            if path is not None and not os.path.isfile(path):
+                raise InputError(f"{what} not found", path)
         model = load_model_dir(args.model, target_spm=args.target_spm, device=args.device)
         trie = load_trie_for_dict(args.trie, model.tgt_dict) if args.trie else None
         summary = mine_to_tsv(model, args.source, args.target, args.output, mode=args.mode,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional
@@ -126,7 +127,10 @@ def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
         tspm = None
     overrides = {"data": str(root), "source_lang": src, "target_lang": tgt}
     try:
-        models, cfg, task = load_ensemble(str(root / "checkpoint.pt"), overrides)
+        with warnings.catch_warnings():  # fairseq 0.12 on Hydra 1.3: noise about its own configs
+            warnings.filterwarnings("ignore", message=r"(?s).*validated against ConfigStore schema")
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"(hydra|fairseq|torch)\.")
+            models, cfg, task = load_ensemble(str(root / "checkpoint.pt"), overrides)
     except (RuntimeError, KeyError, EOFError, OSError, ValueError, AttributeError,
             pickle.UnpicklingError) as exc:
         raise InputError(f"cannot load fairseq checkpoint: {exc}", root / "checkpoint.pt") from None
