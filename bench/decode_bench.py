@@ -171,19 +171,12 @@ def main(argv=None) -> int:
     info = {"bench": "decode_bench", "machine": machine(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "batch_size": args.batch_size}
     if args.quick:
-        from triemine.decoding.testing import build_tiny_model, synthetic_pairs
+        from benchlib import cached_tiny_model
+        from triemine.decoding.testing import synthetic_pairs
 
-        from triemine.paths import cache_root
-
-        tiny = cache_root() / "bench" / "decode-tiny-model-v2"  # trained once, then reused
-        t0 = time.perf_counter()
-        if not (tiny / "triemine-model.json").is_file():
-            tmp = tempfile.mkdtemp(prefix="decode_bench_", dir=tiny.parent if tiny.parent.is_dir()
-                                   else None)
-            build_tiny_model(tmp, updates=300)
-            tiny.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, tiny)
-            info["tiny_model_trained_s"] = round(time.perf_counter() - t0, 2)
+        tiny, trained_s = cached_tiny_model()  # trained once, then reused
+        if trained_s:
+            info["tiny_model_trained_s"] = trained_s
         model = load_model_dir(tiny)
         pairs = synthetic_pairs(args.n_sources or 64, seed=1)
         targets = [t for _, t in pairs[: len(pairs) // 2]] + \

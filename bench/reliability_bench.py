@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""Reliability: damaged inputs never crash, an interrupted run resumes exactly, concurrent runs agree.
+
+Four measurements (issue 9), each a count that must be 0 (or true):
+
+1. **Trie files**: byte flips, truncations, random headers, random bytes and a valid file of
+   another format version, written as files and loaded as ``trie-mine --trie`` loads them
+   (``triemine.decoding.task.load_trie_for_dict``), then queried. ``trie_crashes`` counts every
+   outcome other than a clean load or an ``InputError`` (what the CLI turns into exit 2).
+2. **Text inputs**: mining TSVs, gold files, corpora and thresholds files mutated the same way and
+   given to ``trie-mine-eval`` / ``trie-mine-filter`` in-process. ``text_tracebacks`` counts
+   exceptions that escaped the CLI (a traceback for the user); exit codes must be 0 or 2.
+3. **Kill and resume**: ``trie-mine`` (tiny model, a subprocess) is killed with SIGKILL at random
+   moments and resumed with ``--resume`` until it finishes; the output is compared with an
+   uninterrupted run: ``rows_lost``, ``rows_duplicated``, ``identical``.
+4. **Concurrent runs**: two ``trie-mine`` processes start at once on the same target and the same
+   (empty) trie cache: both must succeed, leave one cached trie, and write identical outputs.
+
+Half of the damaged trie files keep valid checksums (the payload is damaged and both checksums
+recomputed), so that the structural checks, not the CRC, must catch them.
+
+``--quick`` (< 1 min after the tiny model is cached): 1,000 trie files, 250 text files, 3 kills
+while mining 100 sources, a 500-line target for the concurrent runs. Full: 10,000 trie files,
+2,000 text files, 20 kills over 400 sources, a 5,000-line target. Last line: one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+
+from benchlib import cached_tiny_model, machine  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+def mutate(data: bytes, rng: random.Random) -> bytes:
+    """One random damage: byte flips, a truncation, a random header, or random bytes."""
+    kind = rng.randrange(5)
+    b = bytearray(data)
+    if kind == 0 and b:  # flip 1-8 bytes
+        for _ in range(rng.randint(1, 8)):
+            b[rng.randrange(len(b))] ^= rng.randint(1, 255)
+    elif kind == 1:  # truncate
+        b = b[:rng.randrange(max(len(b), 1))]
+    elif kind == 2:  # random header bytes
+        n = min(len(b), rng.randint(8, 96))
+        b[:n] = bytes(rng.randrange(256) for _ in range(n))
+    elif kind == 3:  # insert or delete a run of bytes
+        i = rng.randrange(max(len(b), 1))
+        if rng.random() < 0.5:
+            b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+        else:
+            del b[i:i + rng.randint(1, 16)]
+    else:  # random bytes of a random length
+        b = bytearray(rng.randrange(256) for _ in range(rng.randint(0, 200)))
+    return bytes(b)
+
+
+# -- 1. trie files -------------------------------------------------------------------------------
+
+def bench_tries(model, work: Path, n: int, rng: random.Random) -> dict:
+    import struct
+    import zlib
+
+    from triemine.decoding.task import load_trie_for_dict
+    from triemine.errors import InputError
+    from triemine.trie import Trie
+    from triemine.trie.core import _HEADER
+
+    seqs = [model.encode_target(t).tolist() for t in ("ta tb", "ta tc td", "te", "tf tg th ti")]
+    good = work / "good.trie"
+    Trie.build(seqs, eos=model.tgt_dict.eos(), metadata={
+        "dict_size": len(model.tgt_dict)}).save(good)
+    data = good.read_bytes()
+    fields = list(_HEADER.unpack(data[:_HEADER.size]))
+    fields[1] += 1  # a valid file of another format version
+    head = _HEADER.pack(*fields)
+    other_version = head[:-4] + struct.pack("<I", zlib.crc32(head[:-4])) + data[_HEADER.size:]
+    def with_checksums(content: bytes) -> bytes:
+        """Damage the payload only and recompute both checksums: what a buggy or hostile
+        writer produces, which only the structural checks can catch."""
+        body = bytearray(mutate(content[_HEADER.size:], rng) if rng.random() < 0.5 else content[_HEADER.size:])
+        if body:
+            for _ in range(rng.randint(1, 4)):
+                body[rng.randrange(len(body))] = rng.randrange(256)
+        f = list(_HEADER.unpack(content[:_HEADER.size]))
+        f[9] = zlib.crc32(bytes(body))
+        h = _HEADER.pack(*f)
+        return h[:-4] + struct.pack("<I", zlib.crc32(h[:-4])) + bytes(body)
+
+    path = work / "bad.trie"
+    outcome = {"clean_error": 0, "loaded": 0, "crashes": 0}
+    examples = []
+    for i in range(n):
+        content = (other_version if i == 0 else
+                   with_checksums(data) if i % 2 else mutate(data, rng))
+        path.write_bytes(content)
+        try:
+            trie = load_trie_for_dict(path, model.tgt_dict)
+            nodes = np.arange(trie.n_nodes)
+            trie.children_many(nodes)
+            trie.step_many(nodes, np.full(trie.n_nodes, seqs[0][0]))
+            list(trie)
+            outcome["loaded"] += 1
+        except InputError:
+            outcome["clean_error"] += 1
+        except Exception as exc:  # noqa: BLE001 - what we count
+            outcome["crashes"] += 1
+            if len(examples) < 5:
+                examples.append(f"{type(exc).__name__}: {exc}")
+    return {"trie_files": n, "trie_crashes": outcome["crashes"], "trie_clean_errors":
+            outcome["clean_error"], "trie_loaded": outcome["loaded"], "trie_crash_examples": examples}
+
+
+# -- 2. text inputs ------------------------------------------------------------------------------
+
+def bench_text(work: Path, n: int, rng: random.Random) -> dict:
+    import contextlib
+    import io
+
+    from triemine.cli import eval_main, filter_main
+
+    d = work / "bucc"
+    d.mkdir(exist_ok=True)
+    zh = "".join(f"zh-{i}\t中文句子{i}。\n" for i in range(1, 9))
+    en = "".join(f"en-{i}\tEnglish sentence {i}.\n" for i in range(1, 9))
+    gold = "zh-1\ten-1\nzh-2\ten-2\nzh-3\ten-3\n"
+    header = "src_id\ttgt_id\tscore\tce_word\tce_token\tsrc\ttgt\tpmi\n"
+    rows = "".join(f"zh-{i}\ten-{j}\t{-i - j:.3f}\t{(i + j) / 4:.3f}\t{(i + j) / 5:.3f}\t中文句子{i}。\t"
+                   f"English sentence {j}.\t{2.0 - (i != j):.2f}\n" for i in range(1, 9) for j in (i, i % 8 + 1))
+    thresholds = json.dumps({"version": 1, "filter": "ce", "rule": "best-per-source",
+                             "rank_by": "ce_word", "thresholds": {"zh-en": {"ce_word": 2.5}}})
+    originals = {"zh-en.t.zh": zh, "zh-en.t.en": en, "zh-en.t.gold": gold, "m.tsv": header + rows,
+                 "th.json": thresholds}
+
+    def write_all(skip=None):
+        for name, text in originals.items():
+            if name != skip:
+                (d / name).write_bytes(text.encode("utf-8"))
+
+    def calls():
+        g, m, th = str(d / "zh-en.t.gold"), str(d / "m.tsv"), str(d / "th.json")
+        return [lambda: eval_main([m, "--gold", g, "--filter", "ce", "--folds", "2"]),
+                lambda: eval_main([m, "--gold", g, "--filter", "ce", "--thresholds", th]),
+                lambda: eval_main([m, "--gold", g, "--filter", "pmi", "--rule", "one-to-one",
+                                   "--rank-by", "pmi"]),
+                lambda: filter_main([m, "--thresholds", th, "-o", str(d / "out.tsv")])]
+
+    tracebacks, bad_codes, codes = 0, 0, {}
+    examples = []
+    names = list(originals)
+    for i in range(n):
+        target = names[i % len(names)]
+        write_all()
+        (d / target).write_bytes(mutate(originals[target].encode("utf-8"), rng))
+        for call in calls():
+            out = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(out), contextlib.redirect_stdout(io.StringIO()):
+                    code = call()
+            except SystemExit as exc:  # argparse errors: exit 2 with a message
+                code = exc.code
+            except Exception as exc:  # noqa: BLE001 - a traceback for the user
+                tracebacks += 1
+                if len(examples) < 5:
+                    examples.append(f"{target}: {type(exc).__name__}: {exc}")
+                continue
+            codes[code] = codes.get(code, 0) + 1
+            if code not in (0, 2):
+                bad_codes += 1
+    return {"text_files": n, "text_calls": sum(codes.values()) + tracebacks,
+            "text_tracebacks": tracebacks, "text_bad_exit_codes": bad_codes,
+            "text_exit_codes": {str(k): v for k, v in sorted(codes.items(), key=str)},
+            "text_traceback_examples": examples}
+
+
+# -- 3. kill and resume, 4. concurrent runs ------------------------------------------------------
+
+def _mine_cmd(model_dir, src, tgt, out, extra=()):
+    return [sys.executable, "-c", "import sys; from triemine.cli import mine_main; sys.exit(mine_main())",
+            "--pre-expansion", "--model", str(model_dir), "--source", str(src), "--target", str(tgt),
+            "-o", str(out), "--beam", "4", "--batch-size", "4", "-q", *extra]
+
+
+def _env(cache: Path) -> dict:
+    return dict(os.environ, TRIEMINE_CACHE=str(cache), PYTHONPATH=str(REPO))
+
+
+def bench_kill(model_dir, work: Path, kills: int, rng: random.Random, n_sources: int) -> dict:
+    from triemine.decoding.testing import synthetic_pairs
+
+    pairs = synthetic_pairs(n_sources, seed=11, min_len=3)
+    src, tgt = work / "k.src", work / "k.tgt"
+    src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(t + "\n" for _, t in pairs[::2]) +
+                   "".join(t + "\n" for _, t in synthetic_pairs(400, seed=12)), encoding="utf-8")
+    cache = work / "kill-cache"
+    ref = work / "ref.tsv"
+    t0 = time.perf_counter()
+    subprocess.run(_mine_cmd(model_dir, src, tgt, ref), check=True, env=_env(cache),
+                   stderr=subprocess.DEVNULL)
+    full_s = time.perf_counter() - t0
+    out = work / "killed.tsv"
+    ref_bytes = ref.read_bytes()
+    from collections import Counter
+    rc = Counter(ref_bytes.decode("utf-8").splitlines())
+    killed = runs = episodes = lost = dup = 0
+    identical = True
+    while killed < kills:  # an episode: start afresh, kill at random moments, resume until done
+        episodes += 1
+        for suffix in ("", ".progress", ".meta.json"):
+            Path(str(out) + suffix).unlink(missing_ok=True)
+        resume = False
+        while True:
+            proc = subprocess.Popen(_mine_cmd(model_dir, src, tgt, out, ("--resume",) if resume else ()),
+                                    env=_env(cache), stderr=subprocess.DEVNULL)
+            runs += 1
+            if killed < kills:
+                time.sleep(rng.uniform(0.05, 1.0) * full_s)
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                    killed += 1
+                    resume = resume or Path(str(out) + ".progress").exists()
+                    continue
+            if proc.wait() != 0:
+                raise RuntimeError("trie-mine --resume failed")
+            break
+        got = out.read_bytes()
+        gc = Counter(got.decode("utf-8").splitlines())
+        lost += sum((rc - gc).values())
+        dup += sum((gc - rc).values())
+        identical = identical and got == ref_bytes
+    return {"kills": killed, "runs": runs, "episodes": episodes, "rows": sum(rc.values()) - 1,
+            "rows_lost": lost, "rows_duplicated": dup, "identical": identical,
+            "uninterrupted_s": round(full_s, 2)}
+
+
+def bench_concurrent(model_dir, work: Path, n_targets: int) -> dict:
+    from triemine.decoding.testing import synthetic_pairs
+
+    pairs = synthetic_pairs(40, seed=21, min_len=3)
+    src, tgt = work / "c.src", work / "c.tgt"
+    src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(t + "\n" for _, t in synthetic_pairs(n_targets, seed=22)) +
+                   "".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    cache = work / "shared-cache"
+    outs = [work / "c1.tsv", work / "c2.tsv"]
+    procs = [subprocess.Popen(_mine_cmd(model_dir, src, tgt, o), env=_env(cache),
+                              stderr=subprocess.PIPE) for o in outs]
+    codes = [p.wait() for p in procs]
+    tries = sorted(p.name for p in (cache / "tries").iterdir()) if (cache / "tries").is_dir() else []
+    return {"concurrent_exit_codes": codes,
+            "concurrent_cached_tries": sum(1 for t in tries if t.endswith(".trie")),
+            "concurrent_leftover_files": [t for t in tries if not t.endswith(".trie")],
+            "concurrent_identical": all(o.is_file() for o in outs) and
+            outs[0].read_bytes() == outs[1].read_bytes()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer files and kills (< 1 min)")
+    ap.add_argument("--trie-files", type=int, default=None)
+    ap.add_argument("--text-files", type=int, default=None)
+    ap.add_argument("--kills", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=20261122)
+    args = ap.parse_args(argv)
+    n_trie = args.trie_files or (1000 if args.quick else 10000)
+    n_text = args.text_files or (250 if args.quick else 2000)
+    kills = args.kills if args.kills is not None else (3 if args.quick else 20)
+    rng = random.Random(args.seed)
+    import torch
+    torch.set_num_threads(1)
+    from triemine.decoding.model_dir import load_model_dir
+
+    t0 = time.perf_counter()
+    model_dir, trained_s = cached_tiny_model()
+    model = load_model_dir(model_dir)
+    report = {"bench": "reliability_bench", "quick": bool(args.quick), "seed": args.seed,
+              "machine": machine(), "threads": 1, "tiny_model_trained_s": trained_s}
+    with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
+        work = Path(tmp)
+        for name, fn in (("tries", lambda: bench_tries(model, work, n_trie, rng)),
+                         ("text", lambda: bench_text(work, n_text, rng)),
+                         ("kill", lambda: bench_kill(model_dir, work, kills, rng,
+                                                     100 if args.quick else 400)),
+                         ("concurrent", lambda: bench_concurrent(model_dir, work,
+                                                                 500 if args.quick else 5000))):
+            t = time.perf_counter()
+            res = fn()
+            res[f"{name}_s"] = round(time.perf_counter() - t, 2)
+            print(json.dumps(res, ensure_ascii=False), file=sys.stderr, flush=True)
+            report.update(res)
+    report["seconds"] = round(time.perf_counter() - t0, 2)
+    report["ok"] = (report["trie_crashes"] == 0 and report["text_tracebacks"] == 0 and
+                    report["text_bad_exit_codes"] == 0 and report["rows_lost"] == 0 and
+                    report["rows_duplicated"] == 0 and report["identical"] and
+                    report["concurrent_exit_codes"] == [0, 0] and
+                    report["concurrent_cached_tries"] == 1 and report["concurrent_identical"])
+    print(json.dumps(report, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
