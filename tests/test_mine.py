@@ -67,6 +67,8 @@ def test_trie_cache_is_reused_and_keyed_by_target(tiny_model, corpora, tmp_path)
     t2 = get_trie(tiny_model, tgt)
     assert files[0].stat().st_mtime_ns == mtime
     assert [(k, v.tolist()) for k, v in t1] == [(k, v.tolist()) for k, v in t2]
+    # built or reused, the trie knows its file (node priors are stored beside it)
+    assert t1.path == t2.path == str(files[0])
     tgt.write_text(tgt.read_text(encoding="utf-8") + "t99\ttab tac\n", encoding="utf-8")
     get_trie(tiny_model, tgt)
     assert len(list((tmp_path / "cache" / "tries").iterdir())) == 2

@@ -233,7 +233,9 @@ def get_trie(model, target_path, nbest: int = 1, cache_dir=None, progress: bool 
     trie.save(tmp)
     os.replace(tmp, path)
     logger.info("built trie %s (%s)", path, trie.stats())
-    return trie
+    # the cached file, memory-mapped: the same object whether built now or reused, and one
+    # that knows its path (files stored beside the trie, e.g. node priors, need it)
+    return Trie.load(path, verify=False)
 
 
 # -- TSV writer with resume ----------------------------------------------------------------------
