@@ -1,0 +1,173 @@
+"""The mining pipeline (triemine.mining): candidates, margins, exact scores, combination, resume."""
+import json
+
+import numpy as np
+import pytest
+
+from triemine.embedding import register_encoder
+from triemine.embedding.encoders import SentenceEncoder
+from triemine.errors import InputError
+from triemine.mining.candidates import CandidateSet, embedding_space, translation_space
+from triemine.mining.combine import Combination
+from triemine.scoring.forced import ForcedScorer
+from triemine.tsv import read_mined
+
+from test_decoding import OTHER, PAIRS
+
+
+class CipherEncoder(SentenceEncoder):
+    """An encoder for the tiny model's synthetic language pair: bag of words over the target
+    vocabulary, source words mapped through the cipher (so translations are close).  Real
+    encoders are tested on real text in test_embedding.py."""
+
+    name, dim = "cipher", 24
+
+    def _encode(self, texts):
+        from triemine.decoding.testing import SRC_WORDS, TGT_WORDS, translate_synthetic
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            words = t.split()
+            if words and words[0] in SRC_WORDS:
+                words = translate_synthetic(t).split()
+            for w in words:
+                out[i, TGT_WORDS.index(w)] += 1
+        return out + 0.05
+
+
+register_encoder("cipher")(CipherEncoder)
+
+
+def test_union_keeps_one_row_per_pair_with_merged_origins_and_first_values():
+    a = CandidateSet([0, 2, 0], [1, 3, 1], [1, 1, 1], {"score": [-5.0, -2.0, -3.0]})
+    b = CandidateSet([0, 4], [1, 0], [2, 2], {"score": [-9.0, -1.0], "m": [1.2, 1.1]})
+    u = a.union(b)
+    assert u.src.tolist() == [0, 2, 4] and u.tgt.tolist() == [1, 3, 0]
+    assert u.origin.tolist() == [3, 1, 2]
+    assert u.columns["score"].tolist() == [-5.0, -2.0, -1.0]
+    assert np.isnan(u.columns["m"][1]) and u.columns["m"][0] == 1.2
+    assert len(CandidateSet.empty().union(CandidateSet.empty())) == 0
+
+
+def test_ratio_margin_equals_its_definition():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 8)).astype(np.float32)
+    y = (x[::-1] + 0.3 * rng.normal(size=(30, 8))).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    space = embedding_space(x, y, "test", k=4)
+    sims = x @ y.T
+    fwd = np.sort(sims, axis=1)[:, -4:].mean(1)
+    bwd = np.sort(sims, axis=0)[-4:, :].mean(0)
+    s, t = np.array([0, 3, 7]), np.array([29, 5, 22])
+    want = sims[s, t] / ((fwd[s] + bwd[t]) / 2)
+    assert space.features(s, t)["test_margin"] == pytest.approx(want, abs=1e-5)
+    c = space.candidates(1, 1)
+    assert (c.tgt[c.src == 0] == 29).all()  # each source's best margin is its own translation here
+    assert c.columns["test_margin"] == pytest.approx(space.features(c.src, c.tgt)["test_margin"])
+
+
+def test_translation_retrieval_finds_the_target_that_reads_like_the_translation():
+    targets = [t for _, t in PAIRS[:20]] + OTHER[:40]
+    hyps = [t for _, t in PAIRS[:20]]  # a perfect translator
+    c = translation_space(hyps, targets, k=4).candidates(1, 0)
+    assert c.tgt.tolist() == list(range(20))
+
+
+def test_combination_is_fixed_once_fitted_and_round_trips(tmp_path):
+    cols = {"a": np.array([1.0, 2.0, 3.0]), "b": np.array([10.0, 0.0, 5.0])}
+    comb = Combination("c", ["a", "b"], [1.0, 0.5]).fit(cols, "unit test")
+    got = comb(cols)
+    want = (cols["a"] - 2) / np.std(cols["a"]) + 0.5 * (cols["b"] - 5) / np.std(cols["b"])
+    assert got == pytest.approx(want)
+    comb.save(tmp_path / "c.json")
+    again = Combination.load(tmp_path / "c.json")
+    # the same statistics on other data: a threshold means the same everywhere
+    other = {"a": np.array([5.0]), "b": np.array([5.0])}
+    assert again(other) == pytest.approx(comb(other))
+    (tmp_path / "bad.json").write_text(json.dumps({**json.loads((tmp_path / "c.json").read_text()),
+                                                   "mean": [1.0, "x"]}))
+    with pytest.raises(InputError, match="finite numbers"):
+        Combination.load(tmp_path / "bad.json")
+    with pytest.raises(InputError, match="needs the column"):
+        comb({"a": np.zeros(2)})
+
+
+@pytest.fixture
+def corpora(tmp_path):
+    pairs = PAIRS[:16]
+    src = tmp_path / "src.txt"
+    tgt = tmp_path / "tgt.txt"
+    src.write_text("".join(s + "\n" for s, _ in pairs) + "\n" + "saa sab sac\n", encoding="utf-8")
+    targets = OTHER[:24] + [t for _, t in pairs[:12]]
+    tgt.write_text("".join(t + "\n" for t in targets), encoding="utf-8")
+    return src, tgt, pairs, targets
+
+
+def _combination(tmp_path, features=("cipher_margin", "ce_token"), weights=(1.0, -1.0)):
+    path = tmp_path / "comb.json"
+    Combination("test", list(features), list(weights), [0.0] * len(features),
+                [1.0] * len(features), "test").save(path)
+    return str(path)
+
+
+def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, corpora, tmp_path):
+    from triemine.mining.run import PipelineConfig, mine_pipeline
+
+    src, tgt, pairs, targets = corpora
+    cfg = PipelineConfig(candidates=("trie", "knn", "retrieval"), encoder="cipher", min_margin=None,
+                         beam=3, priors=True, combination=_combination(tmp_path),
+                         translate_beam=2)
+    out = tmp_path / "out.tsv"
+    summary = mine_pipeline(tiny_model, src, tgt, out, cfg)
+    m = read_mined(out)
+    assert summary["candidates"] == len(m) > 0
+    assert set(m.columns) >= {"prior", "pmi", "combined", "cipher_margin", "ret_margin", "origin"}
+    origin = m.col("origin").astype(int)
+    assert all((origin & bit).any() for bit in (1, 2, 4))
+    assert "17" not in m.src_ids  # the empty source line gets nothing
+    sc = ForcedScorer(tiny_model)
+    s_idx = np.array([int(i) - 1 for i in m.src_ids])
+    t_idx = np.array([int(i) - 1 for i in m.tgt_ids])
+    src_lines = src.read_text(encoding="utf-8").split("\n")
+    exact = sc.score_pairs([tiny_model.encode_source(x) if x else None for x in src_lines],
+                           [tiny_model.encode_target(t) for t in targets], s_idx, t_idx)
+    assert m.col("score") == pytest.approx(exact, abs=1e-3)
+    prior = sc.prior([tiny_model.encode_target(targets[t]) for t in t_idx])
+    assert m.col("prior") == pytest.approx(prior, abs=1e-3)
+    ntok = -m.col("score") / m.col("ce_token")
+    assert m.col("pmi") == pytest.approx((m.col("score") - m.col("prior")) / ntok, abs=1e-3)  # 6 decimals in the TSV
+    assert m.col("combined") == pytest.approx(m.col("cipher_margin") - m.col("ce_token"), abs=1e-5)
+    # every translation present in the targets is among the candidates
+    found = set(zip(s_idx.tolist(), t_idx.tolist()))
+    assert all((i, 24 + i) in found for i in range(12))
+
+
+def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_model, corpora, tmp_path):
+    from triemine.mining.run import PipelineConfig, mine_pipeline
+
+    src, tgt, _, _ = corpora
+    cfg = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=None,
+                         combination=_combination(tmp_path))
+    out = tmp_path / "out.tsv"
+    mine_pipeline(tiny_model, src, tgt, out, cfg)
+    first = out.read_bytes()
+    work = tmp_path / "out.tsv.work"
+    stamps = {p.name: p.stat().st_mtime_ns for p in work.iterdir()}
+    out.unlink()  # interrupted before the TSV was written
+    mine_pipeline(tiny_model, src, tgt, out, cfg, resume=True)
+    assert out.read_bytes() == first
+    assert {p.name: p.stat().st_mtime_ns for p in work.iterdir() if p.name in stamps and
+            p.suffix in (".npy", ".npz")} == {k: v for k, v in stamps.items() if k.endswith((".npy", ".npz"))}
+    other = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=0.5,
+                           combination=cfg.combination)
+    with pytest.raises(InputError, match="cannot resume"):
+        mine_pipeline(tiny_model, src, tgt, out, other, resume=True)
+    mine_pipeline(tiny_model, src, tgt, out, other)  # without --resume: starts over
+
+
+def test_pipeline_refuses_unknown_generators():
+    from triemine.mining.run import PipelineConfig
+
+    with pytest.raises(InputError, match="unknown candidate generator"):
+        PipelineConfig(candidates=("trie", "magic"))

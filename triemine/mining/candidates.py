@@ -1,0 +1,194 @@
+"""Candidate pairs: where they come from and the scores they carry.
+
+A :class:`CandidateSet` holds pairs ``(src[i], tgt[i])`` of 0-based line indices into the source
+and target corpora, a bitmask saying which generator proposed each pair (:data:`ORIGINS`), and
+numeric columns (``NaN`` where a generator did not compute a value).  Generators:
+
+* the trie search (:func:`trie_candidates`): every match of every source, with its exact
+  ``score`` (log P(y|x)), ``n_tokens`` and, with node priors, its ``prior``;
+* a multilingual sentence encoder (:func:`embedding_space`): LASER's ratio-margin neighbours,
+  with ``<encoder>_cos`` and ``<encoder>_margin``;
+* the MT model's own translation matched against the targets (:func:`translation_space`):
+  TF-IDF neighbours of the translation, with ``ret_cos`` and ``ret_margin``.
+
+Sets are united with :meth:`CandidateSet.union`; a pair proposed twice keeps one row whose
+columns and origins are merged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Optional, Sequence
+
+import numpy as np
+
+ORIGINS = {"trie": 1, "knn": 2, "retrieval": 4}
+
+
+@dataclass
+class CandidateSet:
+    src: np.ndarray                      # int64 (n,) source line index
+    tgt: np.ndarray                      # int64 (n,) target line index
+    origin: np.ndarray                   # uint8 (n,) bitmask of ORIGINS
+    columns: Dict[str, np.ndarray] = field(default_factory=dict)  # float64 (n,), NaN = unknown
+
+    def __post_init__(self):
+        self.src = np.asarray(self.src, dtype=np.int64)
+        self.tgt = np.asarray(self.tgt, dtype=np.int64)
+        self.origin = np.asarray(self.origin, dtype=np.uint8)
+        for k, v in list(self.columns.items()):
+            self.columns[k] = np.asarray(v, dtype=np.float64)
+            if self.columns[k].shape != self.src.shape:
+                raise ValueError(f"column {k}: {self.columns[k].shape} values for {len(self.src)} pairs")
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    @classmethod
+    def empty(cls) -> "CandidateSet":
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, np.zeros(0, dtype=np.uint8))
+
+    def col(self, name: str) -> np.ndarray:
+        return self.columns[name] if name in self.columns else np.full(len(self), np.nan)
+
+    def take(self, idx) -> "CandidateSet":
+        idx = np.asarray(idx, dtype=np.int64)
+        return CandidateSet(self.src[idx], self.tgt[idx], self.origin[idx],
+                            {k: v[idx] for k, v in self.columns.items()})
+
+    def with_columns(self, **cols) -> "CandidateSet":
+        new = dict(self.columns)
+        new.update(cols)
+        return CandidateSet(self.src, self.tgt, self.origin, new)
+
+    def union(self, other: "CandidateSet") -> "CandidateSet":
+        """All pairs of both sets, one row per pair (sorted by source, then target); where several
+        rows have a value for a column, the earliest row's is kept (the first set's first)."""
+        if not len(self) and not len(other):
+            return CandidateSet.empty()
+        src = np.concatenate([self.src, other.src])
+        tgt = np.concatenate([self.tgt, other.tgt])
+        width = int(max(tgt.max(), 0)) + 1
+        key = src * width + tgt
+        uniq, inv = np.unique(key, return_inverse=True)
+        n = len(uniq)
+        origin = np.zeros(n, dtype=np.uint8)
+        np.bitwise_or.at(origin, inv, np.concatenate([self.origin, other.origin]))
+        cols = {}
+        for name in dict.fromkeys(list(self.columns) + list(other.columns)):
+            vals = np.concatenate([self.col(name), other.col(name)])
+            out = np.full(n, np.nan)
+            # write the second set first, then the first set's known values over it
+            order = np.arange(len(vals))[::-1]
+            known = ~np.isnan(vals[order])
+            out[inv[order][known]] = vals[order][known]
+            cols[name] = out
+        return CandidateSet(uniq // width, uniq % width, origin, cols)
+
+
+class MarginSpace:
+    """Sources and targets in one similarity space (sentence embeddings, or TF-IDF vectors of the
+    MT model's translations), with LASER's ratio margin over ``k`` neighbours each way.
+
+    :meth:`candidates` proposes pairs; :meth:`features` scores any pair (a candidate proposed by
+    another generator gets the same columns).  Columns: ``<name>_cos`` and ``<name>_margin``.
+    """
+
+    def __init__(self, name: str, src_vecs, tgt_vecs, k: int = 4, origin: str = "knn"):
+        from triemine.embedding.knn import MarginNeighbours
+
+        self.name, self.origin = name, origin
+        self.src_vecs, self.tgt_vecs = src_vecs, tgt_vecs
+        fwd_idx, fwd_sim = _topk(src_vecs, tgt_vecs, k)
+        bwd_idx, bwd_sim = _topk(tgt_vecs, src_vecs, k)
+        self.nb = MarginNeighbours(fwd_idx, fwd_sim, bwd_idx, bwd_sim,
+                                   fwd_sim.mean(axis=1) if fwd_sim.size else np.zeros(len(fwd_sim)),
+                                   bwd_sim.mean(axis=1) if bwd_sim.size else np.zeros(len(bwd_sim)), k)
+
+    def cosine(self, src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
+        if not len(src):
+            return np.zeros(0)
+        a, b = self.src_vecs[src], self.tgt_vecs[tgt]
+        if hasattr(a, "multiply"):  # sparse rows
+            return np.asarray(a.multiply(b).sum(axis=1), dtype=np.float64).ravel()
+        from triemine.embedding.knn import cosine_of_pairs
+        return cosine_of_pairs(self.src_vecs, self.tgt_vecs, src, tgt)
+
+    def features(self, src: np.ndarray, tgt: np.ndarray) -> Dict[str, np.ndarray]:
+        cos = self.cosine(src, tgt)
+        return {f"{self.name}_cos": cos, f"{self.name}_margin": self.nb.margin(src, tgt, cos)}
+
+    def candidates(self, per_source: int = 2, per_target: int = 1,
+                   min_margin: Optional[float] = None) -> CandidateSet:
+        """Each source's ``per_source`` best targets and each target's ``per_target`` best
+        sources by margin (LASER's "max" strategy with 1 and 1), optionally only those with
+        margin >= ``min_margin`` (a cheap first cut before exact MT scoring)."""
+        from triemine.embedding.knn import margin_candidates
+
+        s, t, m = margin_candidates(self.nb, per_source, per_target)
+        if min_margin is not None:
+            keep = m >= min_margin
+            s, t = s[keep], t[keep]
+        return CandidateSet(s, t, np.full(len(s), ORIGINS[self.origin], dtype=np.uint8),
+                            self.features(s, t))
+
+
+def _topk(a, b, k: int, rows_per_block: int = 2048):
+    """Top-``k`` inner products of every row of ``a`` against the rows of ``b``: ``(idx, sim)``,
+    each (n_a, k), best first.  Dense rows go to faiss; sparse rows are multiplied in blocks."""
+    if not hasattr(a, "tocsr"):
+        from triemine.embedding.knn import knn
+        sim, idx = knn(a, b, k)
+        return idx, sim
+    n, k = a.shape[0], min(k, b.shape[0])
+    idx = np.zeros((n, k), dtype=np.int64)
+    sim = np.zeros((n, k), dtype=np.float32)
+    bt = b.T.tocsc()
+    for start in range(0, n, rows_per_block):
+        block = (a[start:start + rows_per_block] @ bt).toarray()
+        part = (np.argpartition(-block, k - 1, axis=1)[:, :k] if k < block.shape[1] else
+                np.tile(np.arange(block.shape[1]), (block.shape[0], 1)))
+        vals = np.take_along_axis(block, part, axis=1)
+        order = np.argsort(-vals, axis=1, kind="stable")
+        idx[start:start + len(block)] = np.take_along_axis(part, order, axis=1)
+        sim[start:start + len(block)] = np.take_along_axis(vals, order, axis=1)
+    return idx, sim
+
+
+def embedding_space(src_emb: np.ndarray, tgt_emb: np.ndarray, name: str, k: int = 4) -> MarginSpace:
+    """A sentence encoder's space (L2-normalised float32 rows)."""
+    return MarginSpace(name, np.ascontiguousarray(src_emb, dtype=np.float32),
+                       np.ascontiguousarray(tgt_emb, dtype=np.float32), k, "knn")
+
+
+def translation_space(translations: Sequence[str], tgt_texts: Sequence[str], k: int = 4) -> MarginSpace:
+    """The MT model's own translations against the targets, no embedding model (name ``ret``):
+    TF-IDF vectors of character 2-5-grams within words (sublinear tf, fitted on both sides)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, lowercase=True,
+                          dtype=np.float32)
+    vec.fit(list(tgt_texts) + list(translations))
+    return MarginSpace("ret", vec.transform(translations).tocsr(), vec.transform(tgt_texts).tocsr(),
+                       k, "retrieval")
+
+
+def trie_candidates(matches_per_source: Iterable[Sequence], n_sources: Optional[int] = None) -> CandidateSet:
+    """Every match of every source (``triemine.decoding.mine.Match`` lists, one per source, in
+    source order), one row per (match, target line id)."""
+    s, t, score, ntok, prior = [], [], [], [], []
+    for i, ms in enumerate(matches_per_source):
+        for m in ms:
+            for line in m.tgt_line_ids:
+                s.append(m.src_index)
+                t.append(line)
+                score.append(m.score)
+                ntok.append(m.n_tokens)
+                prior.append(np.nan if m.prior is None else m.prior)
+    cols = {"score": np.asarray(score, dtype=np.float64), "n_tokens": np.asarray(ntok, dtype=np.float64),
+            "prior": np.asarray(prior, dtype=np.float64)}
+    cs = CandidateSet(np.asarray(s, dtype=np.int64), np.asarray(t, dtype=np.int64),
+                      np.full(len(s), ORIGINS["trie"], dtype=np.uint8), cols)
+    # one row per pair (n-best tries can reach a line twice): the best-scored match first wins
+    return cs.take(np.argsort(-cs.columns["score"], kind="stable")).union(CandidateSet.empty())
+

@@ -1,0 +1,84 @@
+"""A fixed combination of features into one score, so that one threshold transfers between sets.
+
+``combined = sum_i w_i * (x_i - mean_i) / std_i`` over named candidate columns.  The means and
+standard deviations are fitted once, without gold labels, on a reference candidate set (the
+shipped ones on the BUCC zh-en sample's candidates) and then kept fixed: a threshold chosen on
+one corpus means the same on another, which a normalisation refitted on every corpus would not
+give (its statistics follow the share of true pairs among the candidates).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+from triemine.errors import InputError
+from triemine.textfile import read_json
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+@dataclass
+class Combination:
+    name: str
+    features: List[str]
+    weights: List[float]
+    mean: List[float] = field(default_factory=list)
+    std: List[float] = field(default_factory=list)
+    fitted_on: str = ""
+
+    def __post_init__(self):
+        if len(self.weights) != len(self.features):
+            raise ValueError("one weight per feature")
+
+    def fit(self, columns: Dict[str, np.ndarray], fitted_on: str) -> "Combination":
+        """Means and standard deviations of the features over a reference candidate set."""
+        mean, std = [], []
+        for f in self.features:
+            v = np.asarray(columns[f], dtype=np.float64)
+            v = v[np.isfinite(v)]
+            if v.size < 2:
+                raise ValueError(f"cannot fit {self.name}: feature {f} has fewer than 2 values")
+            mean.append(float(v.mean()))
+            std.append(float(v.std()) or 1.0)
+        return Combination(self.name, list(self.features), list(self.weights), mean, std, fitted_on)
+
+    def __call__(self, columns: Dict[str, np.ndarray]) -> np.ndarray:
+        if len(self.mean) != len(self.features):
+            raise ValueError(f"combination {self.name} is not fitted")
+        missing = [f for f in self.features if f not in columns]
+        if missing:
+            raise InputError(f"combination {self.name} needs the column(s) {', '.join(missing)}")
+        out = 0.0
+        for f, w, m, s in zip(self.features, self.weights, self.mean, self.std):
+            out = out + w * (np.asarray(columns[f], dtype=np.float64) - m) / s
+        return np.asarray(out, dtype=np.float64)
+
+    def save(self, path) -> None:
+        Path(path).write_text(json.dumps(asdict(self), indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path) -> "Combination":
+        data = read_json(path, "combination file")
+        try:
+            comb = cls(**data)
+        except TypeError as exc:
+            raise InputError(f"not a combination file ({exc})", os.fspath(path)) from None
+        for v in comb.weights + comb.mean + comb.std:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise InputError(f"combination values must be finite numbers, got {v!r}", os.fspath(path))
+        return comb
+
+
+def shipped(name: str) -> Combination:
+    """A combination fitted on the BUCC zh-en sample's candidates and shipped with the package."""
+    path = DATA_DIR / f"{name}.json"
+    if not path.is_file():
+        known = sorted(p.stem for p in DATA_DIR.glob("*.json"))
+        raise InputError(f"no shipped combination {name!r} (known: {', '.join(known) or 'none'})")
+    return Combination.load(path)

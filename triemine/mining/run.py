@@ -1,0 +1,265 @@
+"""The mining job: candidates from one or more generators, exact MT scores, one combined score.
+
+    source corpus, target corpus
+      -> candidates: trie search matches | encoder kNN (ratio margin) | MT translation retrieval
+      -> union; every pair gets every generator's features (cosines, margins)
+      -> exact log P(y|x) by forced decoding for pairs the search did not score; priors (optional)
+      -> derived scores (ce_word, ce_token, pmi) and the fixed ``combined`` score
+      -> the mining TSV (:mod:`triemine.tsv`): every candidate with all its columns
+
+Selection (one-to-one) and the threshold are evaluation/filter rules (``trie-mine-eval``,
+``trie-mine-filter``), applied to the TSV's ``combined`` column.
+
+Each stage stores its result in ``OUT.tsv.work/`` as it finishes (the trie search and the exact
+scores also within the stage, batch by batch), so ``resume=True`` continues an interrupted job
+without recomputing or losing anything; the TSV is written atomically at the end.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from triemine.errors import InputError
+from triemine.mining.candidates import CandidateSet, embedding_space, translation_space
+
+logger = logging.getLogger(__name__)
+
+GENERATORS = ("trie", "knn", "retrieval")
+
+
+@dataclass
+class PipelineConfig:
+    """What ``trie-mine`` runs (the defaults are the measured winner; see the README)."""
+
+    candidates: Tuple[str, ...] = ("knn",)
+    # encoder kNN
+    encoder: str = "use"
+    k: int = 4
+    per_source: int = 2
+    per_target: int = 1
+    min_margin: Optional[float] = 1.0
+    # trie search
+    mode: str = "pre"
+    beam: int = 5
+    prior_weight: float = 0.0
+    trie_nbest: int = 1
+    batch_size: int = 16
+    # translation retrieval
+    translate_beam: int = 4
+    retrieval_min_margin: Optional[float] = None
+    # scores
+    priors: bool = False
+    combination: str = "combined"
+
+    def __post_init__(self):
+        self.candidates = tuple(self.candidates)
+        bad = [c for c in self.candidates if c not in GENERATORS]
+        if bad or not self.candidates:
+            raise InputError(f"unknown candidate generator(s) {', '.join(bad) or '(none)'} "
+                             f"(choose from {', '.join(GENERATORS)})")
+
+    def key(self) -> dict:
+        return asdict(self)
+
+
+def _work(out_path: Path) -> Path:
+    return Path(str(out_path) + ".work")
+
+
+def _save_cands(path: Path, cands: CandidateSet) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
+    np.savez(tmp, src=cands.src, tgt=cands.tgt, origin=cands.origin,
+             **{f"col_{k}": v for k, v in cands.columns.items()})
+    os.replace(tmp, path)
+
+
+def _load_cands(path: Path) -> CandidateSet:
+    z = np.load(path)
+    return CandidateSet(z["src"], z["tgt"], z["origin"],
+                        {k[4:]: z[k] for k in z.files if k.startswith("col_")})
+
+
+def _stage(work: Path, name: str, compute) -> CandidateSet:
+    path = work / f"{name}.npz"
+    if path.is_file():
+        logger.info("reusing %s", path)
+        return _load_cands(path)
+    cands = compute()
+    _save_cands(path, cands)
+    return cands
+
+
+def _cached_array(path: Path, compute) -> np.ndarray:
+    if path.is_file():
+        return np.load(path)
+    arr = compute()
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npy")
+    np.save(tmp, arr)
+    os.replace(tmp, path)
+    return arr
+
+
+def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
+    from triemine.decoding.mine import model_fingerprint
+    from triemine.paths import file_sha256
+
+    return json.loads(json.dumps({"model": model_fingerprint(model), "source": file_sha256(source),
+                                  "target": file_sha256(target), "config": cfg.key()}))
+
+
+def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig,
+                  resume: bool = False, progress: bool = False, device: str = "cpu") -> dict:
+    """Run the job (module docstring); returns a summary dict."""
+    from triemine.corpus import read_corpus
+    from triemine.mining.combine import Combination, shipped
+    from triemine.mining.features import derived, exact_scores, target_priors
+
+    src = read_corpus(source_path)
+    tgt = read_corpus(target_path)
+    for corp, path in ((src, source_path), (tgt, target_path)):
+        if not corp.non_empty:
+            raise InputError("no non-empty lines", path)
+    comb = (Combination.load(cfg.combination) if os.path.isfile(cfg.combination)
+            else shipped(cfg.combination))
+    out_path = Path(out_path)
+    work = _work(out_path)
+    settings = _settings_digest(model, source_path, target_path, cfg)
+    settings_file = work / "settings.json"
+    if work.is_dir():
+        old = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else None
+        if not resume or old != settings:
+            if resume:
+                raise InputError("cannot resume: the job used other settings, model or corpora "
+                                 "(run without --resume to start over)", settings_file)
+            shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    settings_file.write_text(json.dumps(settings), encoding="utf-8")
+
+    parts: List[CandidateSet] = []
+    spaces = []
+    trie = node_prior = None
+    if "trie" in cfg.candidates:
+        from triemine.decoding.mine import get_trie, mine_to_tsv
+
+        trie = get_trie(model, target_path, cfg.trie_nbest, progress=progress)
+        if cfg.priors or cfg.prior_weight:
+            from triemine.scoring.prior import get_node_priors
+            node_prior = get_node_priors(model, trie, progress=progress)
+
+        def trie_stage():
+            tsv = work / "trie.tsv"
+            mine_to_tsv(model, source_path, target_path, tsv, mode=cfg.mode, beam=cfg.beam,
+                        batch_size=cfg.batch_size, device=device, trie=trie, resume=tsv.exists(),
+                        progress=progress, prior_weight=cfg.prior_weight)
+            return _trie_tsv_candidates(tsv, src, tgt)
+        parts.append(_stage(work, "trie", trie_stage))
+    if "knn" in cfg.candidates:
+        from triemine.embedding import get_encoder
+
+        enc = None
+
+        def embed(side, texts):
+            nonlocal enc
+            if enc is None:
+                enc = get_encoder(cfg.encoder)
+            return enc.encode(texts, progress=progress)
+        xs = _cached_array(work / f"emb.{cfg.encoder}.src.npy", lambda: embed("src", src.texts))
+        ys = _cached_array(work / f"emb.{cfg.encoder}.tgt.npy", lambda: embed("tgt", tgt.texts))
+        space = embedding_space(xs, ys, cfg.encoder, cfg.k)
+        spaces.append(space)
+        parts.append(_stage(work, "knn", lambda: space.candidates(cfg.per_source, cfg.per_target,
+                                                                  cfg.min_margin)))
+    if "retrieval" in cfg.candidates:
+        from triemine.mining.translate import translate_corpus
+
+        hyps = translate_corpus(model, src.texts, work / "translations.txt", beam=cfg.translate_beam,
+                                progress=progress, device=device)
+        space = translation_space(hyps, tgt.texts, cfg.k)
+        spaces.append(space)
+        parts.append(_stage(work, "retrieval", lambda: space.candidates(
+            cfg.per_source, cfg.per_target, cfg.retrieval_min_margin)))
+
+    cands = CandidateSet.empty()
+    for p in parts:
+        cands = cands.union(p)
+    empty_src = np.zeros(len(src), dtype=bool)
+    empty_src[np.asarray(src.empty_lines, dtype=np.int64) - 1] = True
+    empty_tgt = np.zeros(len(tgt), dtype=bool)
+    empty_tgt[np.asarray(tgt.empty_lines, dtype=np.int64) - 1] = True
+    cands = cands.take(np.flatnonzero(~empty_src[cands.src] & ~empty_tgt[cands.tgt]))
+    for space in spaces:  # every pair gets every space's features
+        cands = cands.with_columns(**space.features(cands.src, cands.tgt))
+    cands = exact_scores(model, cands, src.texts, tgt.texts, work_dir=work, progress=progress)
+    if cfg.priors:
+        have = cands.col("prior")
+        prior = target_priors(model, tgt.texts, cands.tgt, trie=trie, node_prior=node_prior,
+                              cache_dir=_prior_cache(), progress=progress)
+        cands = cands.with_columns(prior=np.where(np.isnan(have), prior, have))
+    cands = derived(cands, tgt.texts)
+    cands = cands.with_columns(combined=comb(cands.columns))
+    write_candidates_tsv(out_path, cands, src, tgt, meta={
+        "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
+        "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
+        "mode": "+".join(cfg.candidates), "beam": cfg.beam if "trie" in cfg.candidates else None,
+        "pipeline": cfg.key(), "combination": asdict(comb)})
+    by = {name: int(((cands.origin & bit) > 0).sum()) for name, bit in
+          (("trie", 1), ("knn", 2), ("retrieval", 4))}
+    return {"sources": len(src), "targets": len(tgt), "candidates": len(cands),
+            "by_generator": by, "output": str(out_path)}
+
+
+def _prior_cache() -> Path:
+    from triemine.paths import cache_root
+    return cache_root() / "priors"
+
+
+def _trie_tsv_candidates(tsv: Path, src, tgt) -> CandidateSet:
+    """The trie search's rows (one per match and target line) as candidates with their exact
+    score, token count and prior."""
+    from triemine.tsv import read_mined
+
+    m = read_mined(tsv)
+    si = {i: k for k, i in enumerate(src.ids)}
+    ti = {i: k for k, i in enumerate(tgt.ids)}
+    s = np.fromiter((si[x] for x in m.src_ids), dtype=np.int64, count=len(m))
+    t = np.fromiter((ti[x] for x in m.tgt_ids), dtype=np.int64, count=len(m))
+    score = m.col("score")
+    cols = {"score": score, "n_tokens": np.rint(-score / m.col("ce_token"))}
+    if "prior" in m.numeric:
+        cols["prior"] = m.col("prior")
+    cs = CandidateSet(s, t, np.ones(len(m), dtype=np.uint8), cols)
+    return cs.take(np.argsort(-score, kind="stable")).union(CandidateSet.empty())
+
+
+# TSV columns written after the required ones, in this order when present
+EXTRA_COLUMNS = ("prior", "pmi", "combined")
+
+
+def write_candidates_tsv(out_path: Path, cands: CandidateSet, src, tgt, meta: dict) -> None:
+    """The mining TSV of a candidate set (one row per pair), written atomically."""
+    from triemine.tsv import HEADER, clean_cell, format_number as num, write_meta
+
+    skip = {"score", "n_tokens", "ce_word", "ce_token"}
+    extra = [c for c in EXTRA_COLUMNS if c in cands.columns]
+    extra += sorted(c for c in cands.columns if c not in skip and c not in extra)
+    extra.append("origin")
+    cols = [cands.columns[c] for c in extra[:-1]] + [cands.origin.astype(np.float64)]
+    lines = ["\t".join([HEADER] + extra)]
+    score, cew, cet = cands.col("score"), cands.col("ce_word"), cands.col("ce_token")
+    for i in range(len(cands)):
+        s, t = int(cands.src[i]), int(cands.tgt[i])
+        lines.append("\t".join([src.ids[s], tgt.ids[t], num(score[i]), num(cew[i]), num(cet[i]),
+                                clean_cell(src.texts[s]), clean_cell(tgt.texts[t])] +
+                               [num(c[i]) for c in cols]))
+    tmp = Path(str(out_path) + f".tmp{os.getpid()}")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, out_path)
+    write_meta(out_path, meta)
