@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     recover_target_spm(ct2, out)
     recover_s = time.time() - t0
-    prior = str(cache_root() / "segmenter" / "target-prior-only.spm")
+    prior = str(Path(out).with_name("target-prior-only.spm"))
     recover_target_spm(ct2, prior, estimation_sources=[], progress=False)
     evals = default_evaluation_sentences(args.eval_sentences)
     result = {"recover_seconds": round(recover_s, 1),

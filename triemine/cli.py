@@ -406,6 +406,10 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
                         help="k-fold estimate: tune on k-1 folds of the l1 sentences, score the rest")
     parser.add_argument("--seed", type=int, default=1234, help="fold assignment seed")
     parser.add_argument("--json", metavar="FILE", help="also write all numbers as JSON")
+    parser.add_argument("--plot", metavar="DIR", help="write PNG plots (P/R/F1 against the "
+                        "threshold, score histograms of gold and non-gold candidates) into DIR")
+    parser.add_argument("--report", metavar="HTML", help="write one self-contained HTML page: "
+                        "the plots, the signature and the pairs just above and below the threshold")
 
     def body(args: argparse.Namespace) -> int:
         import json
@@ -456,6 +460,32 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
         print(out.signature("lenient"))
         if out.folds:
             print(out.signature("heldout-strict", out.heldout_strict))
+        if args.plot or args.report:  # plain data for triemine.evaluation.report (first direction)
+            from triemine.evaluation import report
+            from triemine.evaluation.metrics import gold_mask
+            from triemine.evaluation.pipeline import candidates
+            from triemine.filtering import registry
+            score = (registry.filter_scores(args.filter) or [registry.get_score(args.rank_by)])[0]
+            d0, c = dirs[0], candidates(dirs[0].mined, args.rank_by, args.rule)
+            l1, l2 = (c.tgt_ids, c.src_ids) if d0.reverse else (c.src_ids, c.tgt_ids)
+            gold = gold_mask(l1, l2, set(bucc.gold))
+            data = report.ReportData(
+                score=score.name, higher_is_better=score.higher_is_better,
+                threshold=None if args.filter == "none" else
+                out.thresholds[out.directions[0]].get(score.name),
+                signature=out.signature("strict"), n_gold=len(set(bucc.gold)),
+                title=f"trie-mine-eval {' '.join(args.mined)}", summary=[
+                    describe(out.strict, "strict"), describe(out.lenient, "lenient")] + (
+                    [describe(out.heldout_strict, f"{args.folds}-fold held-out strict")]
+                    if out.folds else []),
+                candidates=[report.Candidate(c.src_ids[i], c.tgt_ids[i], c.src[i], c.tgt[i],
+                                             {k: float(v[i]) for k, v in c.numeric.items()},
+                                             bool(gold[i])) for i in range(len(c))])
+            if args.plot:
+                for path in report.write_plots(data, args.plot):
+                    print(f"plot written: {path}")
+            if args.report:
+                print(f"report written: {report.write_report(data, args.report)}")
         return 0
 
     return _run("trie-mine-eval", body, parser, argv)
