@@ -142,11 +142,10 @@ def main(argv=None) -> int:
     hf_rep = compare_many(FairseqSide(hf_out), {"transformers": HFSide(hf_dir)}, hf_sources,
                           beam_size=4, progress=True, max_len=40)["transformers"]
     result["hf_marian_sentences"] = len(hf_sources)
-    result["hf_marian_exact_match_rate"] = hf_rep.exact_match_rate
-    result["hf_marian_greedy_exact"] = hf_rep.greedy_exact
+    result.update({f"hf_marian_{k}": getattr(hf_rep, k) for k in (
+        "exact_match_rate", "greedy_exact", "score_max_abs_diff_per_token",
+        "score_mean_abs_diff_per_token")})
     result["hf_marian_beam4_exact"] = hf_rep.beam_exact
-    result["hf_marian_score_max_abs_diff_per_token"] = hf_rep.score_max_abs_diff_per_token
-    result["hf_marian_score_mean_abs_diff_per_token"] = hf_rep.score_mean_abs_diff_per_token
     result["hf_marian_mismatch_examples"] = hf_rep.mismatches[:2]
     tmp.cleanup()
     print(json.dumps(result, ensure_ascii=False))

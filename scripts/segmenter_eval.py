@@ -16,6 +16,14 @@ For the shared OPUS-MT zh-en model (default) this script
    log-prob lost by the best path the trie does hold, and node counts of tries over the targets
    plus distractor lines (train.en lines 12001-14000) for longest match, 1-best and n-best.
 
+With ``--same-script`` it measures recovery on a pair whose two sides share a script, where the
+true target model is known: the small random Hugging Face de-en model of
+``triemine.models.hf_testing`` (sentencepiece models trained on the shared de-en text) is
+converted to CTranslate2 float32 without its ``target.spm``, recovered from its vocabulary, source
+model and outputs on German estimation text, and compared with the true ``target.spm`` on held-out
+English lines (segmentations of real text, not model outputs: a random model's outputs are not
+text).
+
 ``evaluate_segmenter`` and ``LongestMatch`` are importable (tests use them). Prints one JSON
 object as its last line.
 """
@@ -196,12 +204,64 @@ def retrieval(ct2, spm_path, n_pairs: int, n_distractors: int) -> dict:
             "mean_logprob_lost": {n: float(np.mean(loss[n])) for n in names}, "tries": tries}
 
 
+def same_script(n_est: int, n_eval: int, work: Path) -> dict:
+    """Recovery on the random de-en Hugging Face test model converted to CTranslate2."""
+    import shutil
+
+    import sentencepiece as spm
+
+    from triemine.corpus import read_corpus
+    from triemine.models.fidelity import import_transformers
+    from triemine.models.hf_testing import build_tiny_hf_marian
+    from triemine.models.segmentation import load_model_proto, recover_target_spm
+    from triemine.paths import PARALLEL_DE_EN, shared_path
+
+    de, en = ([t.strip() for t in read_corpus(shared_path(*PARALLEL_DE_EN, f"train.{lang}"),
+                                              format="plain").texts] for lang in ("de", "en"))
+    hf = build_tiny_hf_marian(work / "hf-de-en", de[:3000], en[:3000])
+    import_transformers()
+    import ctranslate2
+    ct2 = work / "ct2-de-en"
+    ctranslate2.converters.TransformersConverter(str(hf)).convert(str(ct2), quantization="float32",
+                                                                 force=True)
+    shutil.copyfile(hf / "source.spm", ct2 / "source.spm")
+    true_sp = spm.SentencePieceProcessor(model_file=str(hf / "target.spm"))
+    true_pieces = {p.piece for p in load_model_proto(hf / "target.spm").pieces if p.type == 1}
+    held = [t for t in en[10000:] if t][:n_eval]
+    gold = true_sp.encode(held, out_type=str)
+    lm = LongestMatch(_target_vocabulary(ct2))
+    result = {"pair": "de-en (random model, 300-piece sentencepiece models)",
+              "held_out_lines": len(held), "estimation_lines": n_est,
+              "longest_match": dict(zip(("sentences", "pieces"), compare_segmentations(
+                  gold, [lm.encode(t) for t in held])))}
+    runs = {"prior_only": dict(estimation_sources=[]),
+            "recovered": dict(estimation_sources=[t for t in de[3000:] if t][:n_est])}
+    for name, kw in runs.items():
+        out = recover_target_spm(ct2, work / f"{name}.spm", progress=False, **kw)
+        pieces = {p.piece for p in load_model_proto(out).pieces if p.type == 1}
+        rec = spm.SentencePieceProcessor(model_file=str(out))
+        agree = compare_segmentations(gold, rec.encode(held, out_type=str))
+        report = json.loads(Path(str(out) + ".json").read_text())
+        result[name] = {"sentences": agree[0], "pieces": agree[1],
+                        "true_pieces_found": len(true_pieces & pieces),
+                        "true_pieces": len(true_pieces), "extra_pieces": len(pieces - true_pieces),
+                        "prior_reference": report["prior_reference"]}
+    return result
+
+
+def _target_vocabulary(ct2) -> list[str]:
+    from triemine.models.ct2_reader import read_ct2_vocabularies
+    return read_ct2_vocabularies(ct2)[1]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--eval-sentences", type=int, default=1000)
     ap.add_argument("--pairs", type=int, default=300, help="held-out parallel pairs to retrieve")
     ap.add_argument("--distractors", type=int, default=2000, help="extra target lines in tries")
     ap.add_argument("--out", default=None, help="where to write target.spm (default: cache)")
+    ap.add_argument("--same-script", action="store_true",
+                    help="only the same-script measurement on the random de-en test model")
     args = ap.parse_args(argv)
 
     import logging
@@ -210,7 +270,16 @@ def main(argv=None) -> int:
     from triemine.models.segmentation import recover_target_spm
     from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    logging.getLogger("triemine").setLevel(logging.INFO)
+    if args.same_script:
+        import tempfile
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        with tempfile.TemporaryDirectory(prefix="same-script-") as work:
+            result = same_script(2000, 1000, Path(work))
+        result.update(machine=machine(), threads=int(os.environ.get("OMP_NUM_THREADS", "1")))
+        print(json.dumps(result))
+        return 0
     ct2 = shared_path(*OPUS_MT_ZH_EN_CT2)
     out = args.out or str(cache_root() / "segmenter" / "target.spm")
     t0 = time.time()

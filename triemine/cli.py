@@ -200,7 +200,8 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
         from triemine.models.convert import detect_model_format, import_model
         from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 
-        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+        logging.getLogger("triemine").setLevel(logging.INFO)  # our progress notes, not fairseq's
         if args.estimation_lines < 1:
             parser.error("--estimation-lines must be >= 1")
         model_dir = Path(args.model_dir) if args.model_dir else shared_path(*OPUS_MT_ZH_EN_CT2)
