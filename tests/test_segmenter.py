@@ -25,6 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from segmenter_eval import (LongestMatch, default_evaluation_sentences,  # noqa: E402
                             evaluate_segmenter)
 
+# the shared OPUS-MT model, decoded for estimation and evaluation: `make test` runs these,
+# `make test-fast` leaves them out
+pytestmark = pytest.mark.shared_model
 CT2 = shared_path(*OPUS_MT_ZH_EN_CT2)
 N_EST = 400        # parallel train.zh lines used for estimation in these tests
 N_EVAL = 120       # BUCC zh sentences (first ones) used for evaluation
