@@ -6,10 +6,14 @@ Measures, on the shared zh->en OPUS-MT model:
   beam 4 by the converted fairseq model and by CTranslate2 (compute_type float32 = same weights,
   and int8 = what the packaged model runs with, activations quantised too); token-for-token
   exact-match rates and forced-decoding |delta log-prob| per token of CTranslate2's beam output;
-* target segmentation (the segmenter engineer's ``evaluate_segmenter``) on held-out zh sentences
-  (quick 20, full 1000): 1-best agreement with the model's own pieces and n-best (k <= 4)
-  coverage, plus the longest-match baseline;
+* Hugging Face Marian import: a small randomly initialised ``MarianMTModel`` (its own
+  sentencepiece models trained on the shared de-en text; ``triemine.models.hf_testing``) is
+  imported and compared with ``transformers`` (float32) on de-en sentences (quick 12, full 100):
+  ``hf_marian_exact_match_rate`` (greedy and beam-4 outputs identical, mean of the two) and
+  ``hf_marian_score_max_abs_diff_per_token`` (forced decoding of transformers' beam output);
 * conversion time and the fairseq decoding time.
+
+Target segmentation has its own script, ``scripts/segmenter_eval.py``.
 
 The last line of stdout is one JSON object. Usage::
 
@@ -29,6 +33,7 @@ from benchlib import machine  # noqa: E402  (bench/ is on sys.path when run as a
 from pathlib import Path
 
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def _bucc_zh(n: int):
@@ -46,12 +51,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small slice, < 1 minute")
     ap.add_argument("--sentences", type=int, help="fidelity sentences (default 6 / 200)")
-    ap.add_argument("--seg-sentences", type=int, help="segmenter sentences (default 20 / 1000)")
     ap.add_argument("--model-dir", help="imported model directory (default: the cache, "
                     "converted now if missing; quick mode then converts into a temporary "
                     "folder without recovering a target segmenter)")
-    ap.add_argument("--target-spm", help="target sentencepiece model to evaluate (default "
-                    "MODEL_DIR/target.spm; quick mode falls back to the rank prior alone)")
     args = ap.parse_args(argv)
 
     import torch
@@ -61,7 +63,6 @@ def main(argv=None) -> int:
     from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 
     n_fid = args.sentences or (6 if args.quick else 200)
-    n_seg = args.seg_sentences or (20 if args.quick else 1000)
     ct2_dir = shared_path(*OPUS_MT_ZH_EN_CT2)
     tmp = tempfile.TemporaryDirectory(prefix="import-bench-")
     result = {"bench": "import", "mode": "quick" if args.quick else "full",
@@ -120,35 +121,32 @@ def main(argv=None) -> int:
         agree += sum(x == y for x, y in zip(a, b))
     result["ct2_int8_vs_ct2_float32_exact"] = agree / (2 * n_fid)
 
-    # 3. segmenter
-    result.update({"segmenter_agreement": None, "segmenter_agreement_pieces": None,
-                   "segmenter_coverage": None, "segmenter_note": None})
-    try:
-        from triemine.models.segmenter import (default_evaluation_sentences,
-                                               evaluate_segmenter, recover_target_spm)
-    except ImportError as exc:
-        result["segmenter_note"] = f"triemine.models.segmenter unavailable: {exc}"
-    else:
-        spm_path = Path(args.target_spm) if args.target_spm else model_dir / "target.spm"
-        source_of_spm = "given" if args.target_spm else "model dir"
-        if not spm_path.is_file():
-            spm_path = Path(tmp.name) / "target.spm"
-            t0 = time.perf_counter()
-            if args.quick:  # rank prior only: fast, and honest about being the weaker estimate
-                recover_target_spm(ct2_dir, spm_path, estimation_sources=[], progress=False)
-                source_of_spm = "recovered now, rank prior only (quick mode)"
-            else:
-                recover_target_spm(ct2_dir, spm_path)
-                source_of_spm = "recovered now (full estimation)"
-            result["segmenter_recover_seconds"] = round(time.perf_counter() - t0, 2)
-        seg = evaluate_segmenter(ct2_dir, spm_path, default_evaluation_sentences(n_seg), nbest=4)
-        result["segmenter_spm"] = source_of_spm
-        result["segmenter_sentences"] = n_seg
-        result["segmenter_agreement"] = seg.get("agreement_sentences")
-        result["segmenter_agreement_pieces"] = seg.get("agreement_pieces")
-        result["segmenter_coverage"] = seg.get("coverage")
-        result["segmenter_coverage_at"] = seg.get("coverage_at")
-        result["longest_match_agreement"] = seg.get("longest_match_agreement_sentences")
+    # 3. Hugging Face Marian import vs transformers
+    from triemine.models.convert import import_model
+    from triemine.models.fidelity import HFSide
+    from triemine.models.hf_testing import build_tiny_hf_marian
+    from triemine.paths import PARALLEL_DE_EN
+
+    def de_en(lang, start, n):
+        with open(shared_path(*PARALLEL_DE_EN, f"train.{lang}"), encoding="utf-8") as f:
+            lines = [ln.strip() for _, ln in zip(range(start + n), f)]
+        return [ln for ln in lines[start:] if ln]
+
+    t0 = time.perf_counter()
+    hf_dir = build_tiny_hf_marian(Path(tmp.name) / "hf-marian", de_en("de", 0, 3000),
+                                  de_en("en", 0, 3000))
+    hf_out = import_model(hf_dir, Path(tmp.name) / "hf-marian-fairseq", "de", "en")
+    result["hf_marian_build_and_import_seconds"] = round(time.perf_counter() - t0, 2)
+    n_hf = 12 if args.quick else 100
+    hf_sources = tokenize_sources(hf_dir / "source.spm", de_en("de", 5000, n_hf))
+    hf_rep = compare_many(FairseqSide(hf_out), {"transformers": HFSide(hf_dir)}, hf_sources,
+                          beam_size=4, progress=True, max_len=40)["transformers"]
+    result["hf_marian_sentences"] = len(hf_sources)
+    result.update({f"hf_marian_{k}": getattr(hf_rep, k) for k in (
+        "exact_match_rate", "greedy_exact", "score_max_abs_diff_per_token",
+        "score_mean_abs_diff_per_token")})
+    result["hf_marian_beam4_exact"] = hf_rep.beam_exact
+    result["hf_marian_mismatch_examples"] = hf_rep.mismatches[:2]
     tmp.cleanup()
     print(json.dumps(result, ensure_ascii=False))
     return 0

@@ -399,7 +399,7 @@ def test_cli_converts(small_model, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def shared_import(tmp_path_factory):
+def shared_import(tmp_path_factory):  # the tests using it are marked shared_model
     ct2_dir = shared_path(*OPUS_MT_ZH_EN_CT2)
     out = tmp_path_factory.mktemp("opus") / "opus-mt-zh-en"
     # source.spm stands in for a user's target model: the vocabulary is shared by both sides
@@ -408,6 +408,7 @@ def shared_import(tmp_path_factory):
     return ct2_dir, out
 
 
+@pytest.mark.shared_model
 def test_shared_opus_mt_slice_matches_ctranslate2(shared_import):
     ct2_dir, out = shared_import
     texts = []

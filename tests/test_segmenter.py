@@ -1,12 +1,15 @@
 """Target-segmentation recovery for the shared OPUS-MT zh-en CTranslate2 model.
 
-The model itself (through CTranslate2) is the ground truth: tests compare the recovered target
-sentencepiece model with the piece sequences the model writes.  Estimation uses a small slice of
-``parallel/zh-en/train.zh``; evaluation uses BUCC zh sentences, disjoint from it.
+The model itself (through CTranslate2 float32, which computes the same on every CPU) is the ground
+truth: tests compare the recovered target sentencepiece model with the piece sequences the model
+writes. Estimation uses a small slice of ``devsets/zh-en/train.zh``; evaluation uses BUCC zh
+sentences, disjoint from it (the transfer set is used by neither). The evaluation code is
+``scripts/segmenter_eval.py``'s.
 """
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,16 +17,24 @@ import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2 as pb
 
 from triemine.errors import InputError
-from triemine.models import segmenter as S
-from triemine.paths import OPUS_MT_ZH_EN_CT2, PARALLEL_ZH_EN, shared_path
+from triemine.models import segmentation as S
+from triemine.models.ct2_reader import read_ct2_model, read_ct2_vocabularies
+from triemine.paths import DEVSET_ZH_EN, OPUS_MT_ZH_EN_CT2, shared_path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from segmenter_eval import (LongestMatch, default_evaluation_sentences,  # noqa: E402
+                            evaluate_segmenter)
+
+# the shared OPUS-MT model, decoded for estimation and evaluation: `make test` runs these,
+# `make test-fast` leaves them out
+pytestmark = pytest.mark.shared_model
 CT2 = shared_path(*OPUS_MT_ZH_EN_CT2)
 N_EST = 400        # parallel train.zh lines used for estimation in these tests
 N_EVAL = 120       # BUCC zh sentences (first ones) used for evaluation
 
 
 def _estimation() -> list[str]:
-    lines = shared_path(*PARALLEL_ZH_EN, "train.zh").read_text(encoding="utf-8").splitlines()
+    lines = shared_path(*DEVSET_ZH_EN, "train.zh").read_text(encoding="utf-8").splitlines()
     return [s.strip() for s in lines[:N_EST] if s.strip()]
 
 
@@ -43,14 +54,14 @@ def sp(recovered):
 @pytest.fixture(scope="module")
 def translator():
     import ctranslate2
-    return ctranslate2.Translator(str(CT2), device="cpu", compute_type="int8", intra_threads=1)
+    return ctranslate2.Translator(str(CT2), device="cpu", compute_type="float32", intra_threads=1)
 
 
 def test_written_file_is_a_unigram_sentencepiece_model(recovered, sp):
     proto = pb.ModelProto()
     proto.ParseFromString(recovered.read_bytes())
     source = S.load_model_proto(CT2 / "source.spm")
-    vocab = set(S.read_target_vocabulary(CT2))
+    vocab = set(read_ct2_vocabularies(CT2)[1])
     assert proto.trainer_spec.model_type == pb.TrainerSpec.UNIGRAM
     assert not proto.trainer_spec.byte_fallback
     assert proto.normalizer_spec.name == source.normalizer_spec.name
@@ -78,7 +89,7 @@ def test_round_trip(sp, text):
 
 
 def test_characters_outside_the_vocabulary_encode_to_unk(sp):
-    vocab_chars = set("".join(S.read_target_vocabulary(CT2)))
+    vocab_chars = set("".join(read_ct2_vocabularies(CT2)[1]))
     oov = "\U0001F9EA"  # test tube emoji
     assert oov not in vocab_chars
     ids = sp.encode(f"a {oov} b")
@@ -89,7 +100,7 @@ def test_characters_outside_the_vocabulary_encode_to_unk(sp):
 
 @pytest.mark.parametrize("source, piece_run", [
     ("我住在辽宁。", ["▁Li", "a", "on", "ing"]),
-    ("张先生是老师。", ["▁", "Z", "hang"]),
+    ("小张是我的朋友。", ["▁", "Z", "hang"]),
 ])
 def test_reproduces_the_models_own_segmentation(sp, translator, source, piece_run):
     src_sp = spm.SentencePieceProcessor(model_file=str(CT2 / "source.spm"))
@@ -98,7 +109,7 @@ def test_reproduces_the_models_own_segmentation(sp, translator, source, piece_ru
     # The fact the recovery must honour (not greedy longest match: ▁Liaon / ▁Z exist).
     assert any(hyp[i:i + len(piece_run)] == piece_run for i in range(len(hyp)))
     assert sp.encode(S.detokenize(hyp), out_type=str) == hyp
-    longest = S.LongestMatch(S.read_target_vocabulary(CT2)).encode(S.detokenize(hyp))
+    longest = LongestMatch(read_ct2_vocabularies(CT2)[1]).encode(S.detokenize(hyp))
     assert longest != hyp
 
 
@@ -115,12 +126,13 @@ def test_nbest_gives_distinct_segmentations_of_the_same_text(sp):
 
 
 def test_held_out_agreement_and_coverage(recovered):
-    held_out = S.default_evaluation_sentences(N_EVAL)
+    held_out = default_evaluation_sentences(N_EVAL)
     assert not set(held_out) & set(_estimation())
-    r = S.evaluate_segmenter(CT2, recovered, held_out, nbest=4, progress=False)
+    r = evaluate_segmenter(CT2, recovered, held_out, nbest=4, progress=False)
     assert r["sentences"] == N_EVAL
-    # Measured with this setup (400 estimation lines, 120 BUCC sentences): sentences 0.800,
-    # pieces 0.984, coverage@4 0.883, longest match 0.317; thresholds leave a margin.
+    # Measured with this setup (400 estimation lines of devsets train.zh, 120 BUCC sentences,
+    # CTranslate2 float32 outputs): sentences 0.792, pieces 0.984, coverage@4 0.883, longest
+    # match 0.358 / 0.904; thresholds leave a margin.
     assert r["agreement_sentences"] >= 0.70
     assert r["agreement_pieces"] >= 0.97
     assert r["coverage"] >= 0.85
@@ -132,18 +144,26 @@ def test_held_out_agreement_and_coverage(recovered):
 
 def test_rank_prior_alone_beats_longest_match(tmp_path):
     out = S.recover_target_spm(CT2, tmp_path / "prior.spm", estimation_sources=[], progress=False)
-    r = S.evaluate_segmenter(CT2, out, S.default_evaluation_sentences(N_EVAL), nbest=2,
+    r = evaluate_segmenter(CT2, out, default_evaluation_sentences(N_EVAL), nbest=2,
                              progress=False)
-    # Measured: 0.792 vs 0.317 sentences, 0.983 pieces.
+    # Measured: 0.800 vs 0.358 sentences, 0.984 pieces.
     assert r["agreement_sentences"] > r["longest_match_agreement_sentences"] + 0.3
     assert r["agreement_pieces"] >= 0.97
 
 
 def test_default_estimation_and_evaluation_data_are_disjoint():
     est = set(S.default_estimation_sentences())
-    ev = S.default_evaluation_sentences()
-    assert len(ev) == 1000
+    ev = default_evaluation_sentences()
+    assert len(ev) == 1000 and len(est) > 2400
     assert not est & set(ev)
+    # neither holds a sentence of the transfer set's pairs (unseen data for the whole project;
+    # devsets train.zh shares 24 of its 18,747 lines with the transfer set's non-gold zh side,
+    # one of them in the first 2500)
+    from triemine.evaluation.bucc import read_bucc
+    transfer = read_bucc(shared_path(*DEVSET_ZH_EN, "zh-en.dev.gold"))
+    pairs_zh = {transfer.src.text_of(s).strip() for s, _ in transfer.gold}
+    assert len(pairs_zh) > 900
+    assert not pairs_zh & est and not pairs_zh & set(ev)
 
 
 def test_bad_inputs_raise_input_errors(tmp_path):
@@ -152,25 +172,32 @@ def test_bad_inputs_raise_input_errors(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "source.spm").write_bytes((CT2 / "source.spm").read_bytes())
-    with pytest.raises(InputError, match="vocabulary"):
+    with pytest.raises(InputError, match="model.bin"):
         S.recover_target_spm(empty, tmp_path / "x.spm", estimation_sources=[])
+    (empty / "model.bin").write_bytes((CT2 / "model.bin").read_bytes()[:4096])
+    with pytest.raises(InputError, match="truncated"):
+        S.recover_target_spm(empty, tmp_path / "x.spm", estimation_sources=[])
+    with pytest.raises(InputError, match="missing vocabulary"):
+        read_ct2_vocabularies(empty)
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "shared_vocabulary.json").write_text('["a", "b"]')
     with pytest.raises(InputError, match="source sentencepiece"):
         S.recover_target_spm(bad, tmp_path / "x.spm", estimation_sources=[])
+    with pytest.raises(InputError, match="needs estimation text"):
+        S.recover_target_spm(bad, tmp_path / "x.spm")  # not the shared model: no default
     (bad / "source.spm").write_bytes(b"\x00garbage not a proto")
     with pytest.raises(InputError) as err:
         S.recover_target_spm(bad, tmp_path / "x.spm", estimation_sources=[])
     assert err.value.path == str(bad / "source.spm")
     (bad / "shared_vocabulary.json").write_text('{"a": 1}')
     with pytest.raises(InputError, match="list of strings"):
-        S.read_target_vocabulary(bad)
+        read_ct2_vocabularies(bad)
 
 
 def test_decoder_bias_decides_which_shared_pieces_the_target_side_has():
-    bias = S.decoder_output_bias(CT2)
-    vocab = S.read_target_vocabulary(CT2)
+    bias = S.decoder_output_bias(read_ct2_model(CT2))
+    vocab = read_ct2_vocabularies(CT2)[1]
     assert bias is not None and bias.shape == (len(vocab),)
     source = {p.piece: p.score for p in S.load_model_proto(CT2 / "source.spm").pieces
               if p.type == p.NORMAL}

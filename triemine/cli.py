@@ -165,36 +165,62 @@ def user_dir_main(argv: Optional[Sequence[str]] = None) -> int:
 # ---------------------------------------------------------------------------------------------
 
 def import_main(argv: Optional[Sequence[str]] = None) -> int:
-    """Convert a CTranslate2 transformer (e.g. OPUS-MT) into a fairseq model directory."""
+    """Convert a CTranslate2 transformer or a Hugging Face MarianMTModel directory (OPUS-MT)
+    into a trie-mine / fairseq model directory; the format is detected."""
     parser = argparse.ArgumentParser(
         prog="trie-mine-import", description=import_main.__doc__,
         epilog="Writes OUT/checkpoint.pt, OUT/dict.SRC.txt, OUT/dict.TGT.txt, OUT/source.spm, "
-               "OUT/target.spm (given, copied from CT2_DIR, or recovered) and "
-               "OUT/triemine-model.json. Default OUT for the shared OPUS-MT model: "
+               "OUT/target.spm (the model's own, or recovered for a CTranslate2 model that has "
+               "none) and OUT/triemine-model.json. Default OUT for the shared OPUS-MT model: "
                "$TRIEMINE_CACHE/models/opus-mt-zh-en.")
-    parser.add_argument("ct2_dir", metavar="CT2_DIR", nargs="?",
-                        help="CTranslate2 model directory (default: the shared OPUS-MT zh-en)")
+    parser.add_argument("model_dir", metavar="MODEL_DIR", nargs="?",
+                        help="CTranslate2 model directory or Hugging Face MarianMTModel directory "
+                             "(default: the shared OPUS-MT zh-en CTranslate2 model)")
     parser.add_argument("-o", "--output", metavar="OUT", help="output model directory")
     parser.add_argument("-s", "--source-lang", default="zh")
     parser.add_argument("-t", "--target-lang", default="en")
     parser.add_argument("--target-spm", metavar="PATH",
                         help="the model's real target sentencepiece model, copied to OUT")
+    parser.add_argument("--estimation-text", metavar="FILE",
+                        help="source-language sentences (plain text or id<TAB>text) whose "
+                             "translations drive the recovery of a missing target sentencepiece "
+                             "model (CTranslate2 only; required unless the model ships one or is "
+                             "the shared zh-en model)")
+    parser.add_argument("--estimation-lines", type=int, default=2500, metavar="N",
+                        help="use the first N non-empty lines of --estimation-text (2500)")
     parser.add_argument("--no-recover-target", action="store_true",
-                        help="without --target-spm, do not recover a target sentencepiece model")
+                        help="without a target sentencepiece model, do not recover one")
     parser.add_argument("--check", type=int, default=0, metavar="N",
                         help="afterwards compare N BUCC zh sample sentences with CTranslate2")
 
     def body(args: argparse.Namespace) -> int:
+        import logging
         from pathlib import Path
 
-        from triemine.models.convert import import_ct2_model
+        from triemine.models.convert import detect_model_format, import_model
         from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 
-        ct2_dir = Path(args.ct2_dir) if args.ct2_dir else shared_path(*OPUS_MT_ZH_EN_CT2)
+        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+        logging.getLogger("triemine").setLevel(logging.INFO)  # our progress notes, not fairseq's
+        if args.estimation_lines < 1:
+            parser.error("--estimation-lines must be >= 1")
+        model_dir = Path(args.model_dir) if args.model_dir else shared_path(*OPUS_MT_ZH_EN_CT2)
         out = Path(args.output) if args.output else cache_root() / "models" / "opus-mt-zh-en"
-        import_ct2_model(ct2_dir, out, args.source_lang, args.target_lang,
-                         target_spm=args.target_spm, recover_target=not args.no_recover_target)
-        print(f"wrote {out}", file=sys.stderr)
+        fmt = detect_model_format(model_dir)
+        if fmt != "ctranslate2" and (args.estimation_text or args.check):
+            parser.error("--estimation-text and --check apply to CTranslate2 models only")
+        estimation = None
+        if args.estimation_text:
+            from triemine.corpus import read_corpus
+            from triemine.errors import InputError
+            corpus = read_corpus(args.estimation_text)
+            estimation = [t for t in corpus.texts if t.strip()][:args.estimation_lines]
+            if not estimation:
+                raise InputError("no sentences in the estimation text", args.estimation_text)
+        import_model(model_dir, out, args.source_lang, args.target_lang,
+                     target_spm=args.target_spm, recover_target=not args.no_recover_target,
+                     estimation_sources=estimation)
+        print(f"wrote {out} (from a {fmt} model)", file=sys.stderr)
         if args.check > 0:
             import json
 
@@ -206,7 +232,7 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
                     texts.append(line.rstrip("\n").split("\t", 1)[-1])
                     if len(texts) >= args.check:
                         break
-            reports = check_fidelity(ct2_dir, out, texts)
+            reports = check_fidelity(model_dir, out, texts)
             print(json.dumps({k: v.as_dict() for k, v in reports.items()}, ensure_ascii=False))
         return 0
 
@@ -381,6 +407,10 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
                         help="k-fold estimate: tune on k-1 folds of the l1 sentences, score the rest")
     parser.add_argument("--seed", type=int, default=1234, help="fold assignment seed")
     parser.add_argument("--json", metavar="FILE", help="also write all numbers as JSON")
+    parser.add_argument("--plot", metavar="DIR", help="write PNG plots (P/R/F1 against the "
+                        "threshold, score histograms of gold and non-gold candidates) into DIR")
+    parser.add_argument("--report", metavar="HTML", help="write one self-contained HTML page: "
+                        "the plots, the signature and the pairs just above and below the threshold")
 
     def body(args: argparse.Namespace) -> int:
         import json
@@ -431,6 +461,32 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
         print(out.signature("lenient"))
         if out.folds:
             print(out.signature("heldout-strict", out.heldout_strict))
+        if args.plot or args.report:  # plain data for triemine.evaluation.report (first direction)
+            from triemine.evaluation import report
+            from triemine.evaluation.metrics import gold_mask
+            from triemine.evaluation.pipeline import candidates
+            from triemine.filtering import registry
+            score = (registry.filter_scores(args.filter) or [registry.get_score(args.rank_by)])[0]
+            d0, c = dirs[0], candidates(dirs[0].mined, args.rank_by, args.rule)
+            l1, l2 = (c.tgt_ids, c.src_ids) if d0.reverse else (c.src_ids, c.tgt_ids)
+            gold = gold_mask(l1, l2, set(bucc.gold))
+            data = report.ReportData(
+                score=score.name, higher_is_better=score.higher_is_better,
+                threshold=None if args.filter == "none" else
+                out.thresholds[out.directions[0]].get(score.name),
+                signature=out.signature("strict"), n_gold=len(set(bucc.gold)),
+                title=f"trie-mine-eval {' '.join(args.mined)}", summary=[
+                    describe(out.strict, "strict"), describe(out.lenient, "lenient")] + (
+                    [describe(out.heldout_strict, f"{args.folds}-fold held-out strict")]
+                    if out.folds else []),
+                candidates=[report.Candidate(c.src_ids[i], c.tgt_ids[i], c.src[i], c.tgt[i],
+                                             {k: float(v[i]) for k, v in c.numeric.items()},
+                                             bool(gold[i])) for i in range(len(c))])
+            if args.plot:
+                for path in report.write_plots(data, args.plot):
+                    print(f"plot written: {path}")
+            if args.report:
+                print(f"report written: {report.write_report(data, args.report)}")
         return 0
 
     return _run("trie-mine-eval", body, parser, argv)

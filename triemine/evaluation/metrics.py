@@ -140,6 +140,23 @@ def _f1(corr: np.ndarray, kept: np.ndarray, n_gold: int) -> np.ndarray:
     return np.divide(2 * p * r, p + r, out=np.zeros(len(kept)), where=(p + r) > 0)
 
 
+def threshold_curve(values: np.ndarray, correct: np.ndarray, n_gold: int,
+                    higher_is_better: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """P, R and F1 of every threshold at a distinct value (keeping that value and all better
+    ones): ``(thresholds, precision, recall, f1)``, best-first -- the sweep
+    :func:`optimize_threshold` maximises, for plotting."""
+    values = np.asarray(values, dtype=np.float64)
+    correct = np.asarray(correct, dtype=bool)
+    if len(values) == 0:
+        empty = np.zeros(0)
+        return empty, empty, empty, empty
+    v, ends, kept, corr = _sweep(values, correct, higher_is_better)
+    kept, corr = kept[1:], corr[1:]
+    precision = corr / kept
+    recall = corr / n_gold if n_gold else np.zeros(len(kept))
+    return v[ends], precision, recall, _f1(corr, kept, n_gold)
+
+
 def _cut(v: np.ndarray, ends: np.ndarray, k: int, higher_is_better: bool) -> float:
     """Threshold for cut ``k`` of :func:`_sweep`: midpoint between the last kept and the first
     dropped value; for cut 0 (keep nothing) a value just beyond the best one."""

@@ -1,4 +1,4 @@
-"""Convert a CTranslate2 transformer (e.g. an OPUS-MT model) into a fairseq model directory.
+"""Import a CTranslate2 transformer or a Hugging Face Marian model as a fairseq model directory.
 
 Output directory layout (shared with the decoding code)::
 
@@ -6,29 +6,35 @@ Output directory layout (shared with the decoding code)::
     OUT/dict.<src>.txt         fairseq dictionaries: <s> <pad> </s> <unk>, then the model's pieces
     OUT/dict.<tgt>.txt
     OUT/source.spm             copied from the CTranslate2 directory when present
-    OUT/target.spm             given (--target-spm) or recovered by triemine.models.segmenter
+    OUT/target.spm             given (--target-spm, the model's own) or recovered by
+                               triemine.models.segmentation
     OUT/triemine-model.json    provenance: spec, revision, languages, vocabulary mapping
 
 The variable names and their meaning come from CTranslate2's spec classes
 (``python/ctranslate2/specs/transformer_spec.py``, ``attention_spec.py``, ``common_spec.py``) and
 its runtime (``src/layers/transformer.cc``, ``src/layers/common.cc``). Anything in ``model.bin``
 that this converter does not understand is an error rather than silently ignored.
+:func:`import_model` detects the input's format; Hugging Face ``MarianMTModel`` directories are
+mapped by :mod:`triemine.models.hf_marian` and written the same way.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Sequence, Set
 
 import numpy as np
 import torch
 
 from triemine.errors import InputError
 from triemine.models.ct2_reader import CT2Model, read_ct2_model
+
+logger = logging.getLogger(__name__)
 
 # Spec names CTranslate2's runtime loads as a TransformerModel, and the revisions it reads
 # (src/models/transformer.cc: revision 1 used OpenNMT-tf variable names, which we do not map).
@@ -75,7 +81,8 @@ class VocabMap:
 def build_vocab_map(ct2_vocab: List[str], config: dict, path: Path) -> VocabMap:
     """Reorder a CTranslate2 vocabulary to fairseq's ``<s> <pad> </s> <unk>`` layout.
 
-    The model's own eos / unk / bos / pad symbols (from ``config.json``; Marian has no bos or pad)
+    The model's own eos / unk / bos / pad symbols (``config``'s ``eos_token``, ``unk_token``,
+    ``bos_token``, ``pad_token``; a CTranslate2 Marian model has no bos or pad)
     take fairseq's special slots and keep fairseq's spelling; every other piece follows in the
     model's order.
     """
@@ -93,7 +100,8 @@ def build_vocab_map(ct2_vocab: List[str], config: dict, path: Path) -> VocabMap:
     for name, tok in (("eos_token", eos), ("unk_token", unk)):
         if tok not in seen:
             raise InputError(f"{name} {tok!r} of config.json is not in the vocabulary", path)
-    special_src = {"<s>": bos, "<pad>": "<pad>", "</s>": eos, "<unk>": unk}
+    pad = config.get("pad_token") or "<pad>"
+    special_src = {"<s>": bos, "<pad>": pad, "</s>": eos, "<unk>": unk}
     tokens: List[str] = []
     index: List[int] = []
     used = set()
@@ -452,27 +460,12 @@ def _checkpoint_args(out_dir: Path, source_lang: str, target_lang: str, model_ar
     return args
 
 
-def import_ct2_model(ct2_dir, out_dir, source_lang: str = "zh", target_lang: str = "en",
-                     target_spm=None, recover_target: bool = True) -> Path:
-    """Convert ``ct2_dir`` into a fairseq model directory ``out_dir``; returns ``out_dir``.
-
-    ``target_spm`` (a sentencepiece model file) is copied to ``OUT/target.spm``; without it, a
-    ``target.spm`` in ``ct2_dir`` is copied, else (``recover_target``) the segmenter recovers one
-    from the shared vocabulary and the source model (slow: it translates a sample).
-    """
-    import triemine.models.marian  # noqa: F401  (registers the architecture)
-
-    ct2_dir = Path(ct2_dir)
-    out_dir = Path(out_dir)
-    if source_lang == target_lang:
-        raise InputError(f"source and target language are both {source_lang!r}")
-    if target_spm is not None and not Path(target_spm).is_file():
-        raise InputError("target sentencepiece model not found", target_spm)
-    model = read_ct2_model(ct2_dir)
-    sd, model_args, src_vocab, tgt_vocab = convert_weights(model)
-    spm_coverage = None
-    if target_spm is not None:
-        spm_coverage = check_target_spm(target_spm, tgt_vocab.tokens)
+def write_model_dir(out_dir: Path, sd: Dict[str, torch.Tensor], model_args: dict,
+                    src_vocab: VocabMap, tgt_vocab: VocabMap, source_lang: str, target_lang: str,
+                    origin: Path, meta: dict) -> Path:
+    """Write the trie-mine model directory (checkpoint, dictionaries, ``triemine-model.json``
+    with ``meta`` added) that ``triemine.decoding.model_dir`` loads; sentencepiece models are
+    the caller's."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_dictionary(out_dir / f"dict.{source_lang}.txt", src_vocab)
     write_dictionary(out_dir / f"dict.{target_lang}.txt", tgt_vocab)
@@ -480,43 +473,138 @@ def import_ct2_model(ct2_dir, out_dir, source_lang: str = "zh", target_lang: str
     state = {"args": args, "cfg": None, "model": sd, "optimizer_history": [
         {"criterion_name": "CrossEntropyCriterion", "optimizer_name": "NAG",
          "lr_scheduler_state": {"best": None}, "num_updates": 0}],
-        "extra_state": {"triemine": {"origin": str(ct2_dir.resolve())}},
+        "extra_state": {"triemine": {"origin": str(origin.resolve())}},
         "last_optimizer_state": None}
     tmp = out_dir / "checkpoint.pt.tmp"
     torch.save(state, tmp)
     tmp.replace(out_dir / "checkpoint.pt")
+    full = {"format": 1, "source_lang": source_lang, "target_lang": target_lang,
+            "origin": str(origin.resolve()), "arch": "marian_transformer",
+            "source_vocab_size": len(src_vocab.tokens), "target_vocab_size": len(tgt_vocab.tokens),
+            "fairseq_specials": list(FAIRSEQ_SPECIALS), **meta, "model_args": model_args}
+    (out_dir / "triemine-model.json").write_text(json.dumps(full, indent=2, ensure_ascii=False)
+                                                 + "\n", encoding="utf-8")
+    return out_dir
 
+
+def _check_langs(source_lang: str, target_lang: str, target_spm) -> None:
+    if source_lang == target_lang:
+        raise InputError(f"source and target language are both {source_lang!r}")
+    if target_spm is not None and not Path(target_spm).is_file():
+        raise InputError("target sentencepiece model not found", target_spm)
+
+
+def detect_model_format(model_dir) -> str:
+    """``"hf-marian"`` (Hugging Face ``MarianMTModel`` directory) or ``"ctranslate2"``."""
+    from triemine.models.hf_marian import is_hf_marian_dir
+
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise InputError("model directory not found", model_dir)
+    if is_hf_marian_dir(model_dir):
+        return "hf-marian"
+    if (model_dir / "model.bin").is_file():
+        return "ctranslate2"
+    if (model_dir / "config.json").is_file():
+        raise InputError("neither a CTranslate2 model (no model.bin) nor a Hugging Face "
+                         "MarianMTModel directory (config.json with model_type 'marian' and "
+                         "model.safetensors or pytorch_model.bin)", model_dir)
+    raise InputError("missing CTranslate2 model file model.bin (and not a Hugging Face "
+                     "MarianMTModel directory either)", model_dir)
+
+
+def import_model(model_dir, out_dir, source_lang: str = "zh", target_lang: str = "en",
+                 target_spm=None, recover_target: bool = True,
+                 estimation_sources: Optional[Sequence[str]] = None) -> Path:
+    """Import a CTranslate2 or a Hugging Face Marian directory (detected) into ``out_dir``."""
+    if detect_model_format(model_dir) == "hf-marian":
+        return import_hf_marian_model(model_dir, out_dir, source_lang, target_lang,
+                                      target_spm=target_spm)
+    return import_ct2_model(model_dir, out_dir, source_lang, target_lang, target_spm=target_spm,
+                            recover_target=recover_target, estimation_sources=estimation_sources)
+
+
+def import_hf_marian_model(hf_dir, out_dir, source_lang: str = "zh", target_lang: str = "en",
+                           target_spm=None) -> Path:
+    """Convert a Hugging Face ``MarianMTModel`` directory into a trie-mine model directory.
+
+    Both sentencepiece models ship with such a directory, so nothing is recovered;
+    ``target_spm`` overrides its ``target.spm``."""
+    import triemine.models.marian  # noqa: F401  (registers the architecture)
+    from triemine.models.hf_marian import convert_hf_marian
+
+    hf_dir, out_dir = Path(hf_dir), Path(out_dir)
+    _check_langs(source_lang, target_lang, target_spm)
+    sd, model_args, src_vocab, tgt_vocab, cfg = convert_hf_marian(hf_dir)
+    tspm = Path(target_spm) if target_spm is not None else hf_dir / "target.spm"
+    coverage = check_target_spm(tspm, tgt_vocab.tokens)
+    write_model_dir(out_dir, sd, model_args, src_vocab, tgt_vocab, source_lang, target_lang,
+                    hf_dir, {"input_format": "hf-marian", "target_spm": "given",
+                             "target_spm_pieces_in_vocab": coverage,
+                             "shared_vocabulary": src_vocab.tokens == tgt_vocab.tokens,
+                             "hf_config": cfg})
+    shutil.copyfile(hf_dir / "source.spm", out_dir / "source.spm")
+    shutil.copyfile(tspm, out_dir / "target.spm")
+    return out_dir
+
+
+def import_ct2_model(ct2_dir, out_dir, source_lang: str = "zh", target_lang: str = "en",
+                     target_spm=None, recover_target: bool = True,
+                     estimation_sources: Optional[Sequence[str]] = None) -> Path:
+    """Convert ``ct2_dir`` into a fairseq model directory ``out_dir``; returns ``out_dir``.
+
+    ``target_spm`` (a sentencepiece model file) is copied to ``OUT/target.spm``; without it, a
+    ``target.spm`` in ``ct2_dir`` is copied, else (``recover_target``) one is recovered by
+    :func:`triemine.models.segmentation.recover_target_spm` from ``estimation_sources``
+    (source-language sentences; required except for the shared zh-en model) -- slow: it
+    translates them.
+    """
+    import triemine.models.marian  # noqa: F401  (registers the architecture)
+
+    ct2_dir = Path(ct2_dir)
+    out_dir = Path(out_dir)
+    _check_langs(source_lang, target_lang, target_spm)
+    model = read_ct2_model(ct2_dir)
+    sd, model_args, src_vocab, tgt_vocab = convert_weights(model)
+    if target_spm is None and (ct2_dir / "target.spm").is_file():
+        target_spm = ct2_dir / "target.spm"
+    spm_coverage = None
+    if target_spm is not None:
+        spm_coverage = check_target_spm(target_spm, tgt_vocab.tokens)
     src_spm = ct2_dir / "source.spm"
+    if target_spm is None and recover_target and src_spm.is_file() and estimation_sources is None:
+        from triemine.models.segmentation.recover import is_default_model
+        if not is_default_model(ct2_dir):  # fail before writing anything
+            raise InputError("has no target sentencepiece model (target.spm), and recovering "
+                             "one needs estimation text: source-language sentences the model "
+                             "translates (a few thousand lines; --estimation-text FILE); or "
+                             "pass the model's own target model (--target-spm PATH), or "
+                             "--no-recover-target", ct2_dir)
+    (out_dir / "target.spm").unlink(missing_ok=True)
+    write_model_dir(out_dir, sd, model_args, src_vocab, tgt_vocab, source_lang, target_lang,
+                    ct2_dir, {"input_format": "ctranslate2", "spec": model.spec,
+                              "revision": model.revision, "binary_version": model.binary_version,
+                              "target_spm": None, "shared_vocabulary": model.shared_vocabulary,
+                              "target_spm_pieces_in_vocab": spm_coverage,
+                              "ct2_config": model.config})
     if src_spm.is_file():
         shutil.copyfile(src_spm, out_dir / "source.spm")
     target_status = None
-    (out_dir / "target.spm").unlink(missing_ok=True)
     if target_spm is not None:
         shutil.copyfile(target_spm, out_dir / "target.spm")
         target_status = "given"
-    elif (ct2_dir / "target.spm").is_file():
-        shutil.copyfile(ct2_dir / "target.spm", out_dir / "target.spm")
-        target_status = "given"
     elif recover_target and src_spm.is_file():
-        target_status = _recover_target_spm(ct2_dir, out_dir / "target.spm")
+        from triemine.models.segmentation import recover_target_spm
+        recover_target_spm(ct2_dir, out_dir / "target.spm", model=model,
+                           estimation_sources=estimation_sources)
+        target_status = "recovered"
     elif recover_target:
-        import sys
-        print(f"note: {ct2_dir} has neither a target nor a source sentencepiece model; no "
-              f"target.spm written (pass --target-spm PATH)", file=sys.stderr)
-    meta = {
-        "format": 1, "source_lang": source_lang, "target_lang": target_lang,
-        "origin": str(ct2_dir.resolve()), "spec": model.spec, "revision": model.revision,
-        "binary_version": model.binary_version, "arch": "marian_transformer",
-        "target_spm": target_status,
-        "source_vocab_size": len(src_vocab.tokens), "target_vocab_size": len(tgt_vocab.tokens),
-        "shared_vocabulary": model.shared_vocabulary,
-        "fairseq_specials": list(FAIRSEQ_SPECIALS),
-        "target_spm_pieces_in_vocab": spm_coverage,
-        "ct2_config": model.config,
-        "model_args": model_args,
-    }
-    (out_dir / "triemine-model.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False)
-                                                 + "\n", encoding="utf-8")
+        logger.warning("%s has neither a target nor a source sentencepiece model; no "
+                       "target.spm written (pass --target-spm PATH)", ct2_dir)
+    meta_path = out_dir / "triemine-model.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta["target_spm"] = target_status
+    meta_path.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out_dir
 
 
@@ -540,21 +628,6 @@ def check_target_spm(path, target_tokens: List[str], min_coverage: float = 0.5) 
                          f"are in the model's target vocabulary; it does not belong to this "
                          f"model", path)
     return round(coverage, 4)
-
-
-def _recover_target_spm(ct2_dir: Path, output: Path) -> Optional[str]:
-    """Ask the segmenter (``triemine.models.segmenter``) to recover the target sentencepiece
-    model; None (with a note on stderr) when that module is not available."""
-    try:
-        from triemine.models.segmenter import recover_target_spm
-    except ImportError:
-        import sys
-        print(f"note: {ct2_dir} has no target sentencepiece model and "
-              f"triemine.models.segmenter is not available; pass --target-spm PATH to add one",
-              file=sys.stderr)
-        return None
-    recover_target_spm(ct2_dir, output)
-    return "recovered"
 
 
 def load_fairseq_model(model_dir, device: str = "cpu"):

@@ -26,7 +26,7 @@ import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -231,6 +231,26 @@ def _find_vocab(model_dir: Path, name: str) -> Optional[Path]:
     return None
 
 
+def read_ct2_vocabularies(model_dir) -> Tuple[List[str], List[str], bool]:
+    """(source vocabulary, target vocabulary, shared?) of a CTranslate2 model directory, without
+    reading ``model.bin``: ``shared_vocabulary.{json,txt}``, else ``source_vocabulary`` and
+    ``target_vocabulary``. The one vocabulary reader of the package."""
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise InputError("CTranslate2 model directory not found", model_dir)
+    shared = _find_vocab(model_dir, "shared_vocabulary")
+    if shared is not None:
+        vocab = _read_vocab(shared)
+        return vocab, vocab, True
+    src_path = _find_vocab(model_dir, "source_vocabulary")
+    tgt_path = _find_vocab(model_dir, "target_vocabulary")
+    if src_path is None or tgt_path is None:
+        raise InputError("missing vocabulary: expected shared_vocabulary.{json,txt} or "
+                         "source_vocabulary.{json,txt} and target_vocabulary.{json,txt}",
+                         model_dir)
+    return _read_vocab(src_path), _read_vocab(tgt_path), False
+
+
 def read_ct2_model(model_dir) -> CT2Model:
     """Read a CTranslate2 model directory; clear :class:`InputError` for anything missing."""
     model_dir = Path(model_dir)
@@ -244,17 +264,7 @@ def read_ct2_model(model_dir) -> CT2Model:
             config = json.loads(config_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON: {exc.msg}", config_path, exc.lineno) from None
-    shared = _find_vocab(model_dir, "shared_vocabulary")
-    if shared is not None:
-        src = tgt = _read_vocab(shared)
-    else:
-        src_path = _find_vocab(model_dir, "source_vocabulary")
-        tgt_path = _find_vocab(model_dir, "target_vocabulary")
-        if src_path is None or tgt_path is None:
-            raise InputError("missing vocabulary: expected shared_vocabulary.{json,txt} or "
-                             "source_vocabulary.{json,txt} and target_vocabulary.{json,txt}",
-                             model_dir)
-        src, tgt = _read_vocab(src_path), _read_vocab(tgt_path)
+    src, tgt, shared = read_ct2_vocabularies(model_dir)
     return CT2Model(path=model_dir, binary_version=version, spec=spec, revision=revision,
                     variables=variables, aliases=aliases, config=config, source_vocabulary=src,
-                    target_vocabulary=tgt, shared_vocabulary=shared is not None)
+                    target_vocabulary=tgt, shared_vocabulary=shared)

@@ -10,6 +10,9 @@ Three measurements on the same source sentences:
 CTranslate2 with ``compute_type="int8"`` also quantises activations, so the conversion itself is
 judged against ``compute_type="float32"`` (same dequantised weights); the int8 comparison is
 reported too and is expected to be somewhat lower.
+
+A Hugging Face Marian import is judged the same way against ``transformers`` (:class:`HFSide`,
+float32; ``transformers`` is needed only for this check, not for importing).
 """
 from __future__ import annotations
 
@@ -120,6 +123,82 @@ class CT2Side:
         return [np.asarray(r.log_probs, dtype=np.float32) for r in res]
 
 
+def import_transformers():
+    """``transformers``, importable although a ``torchaudio`` built for another torch is
+    installed (fairseq depends on torchaudio; transformers imports it when present and fails with
+    it, while nothing here needs audio)."""
+    import sys
+    if "torchaudio" not in sys.modules:
+        try:
+            import torchaudio  # noqa: F401
+        except Exception:  # noqa: BLE001  (OSError / ImportError from a mismatched build)
+            sys.modules["torchaudio"] = None  # type: ignore[assignment]
+    import transformers
+    return transformers
+
+
+class HFSide:
+    """A Hugging Face ``MarianMTModel`` directory run by ``transformers`` (float32, eval mode),
+    on sentencepiece pieces like :class:`CT2Side`: beam search with ``length_penalty`` 1 and
+    ``early_stopping`` True (fairseq's stopping rule), at least one token, never ``<pad>``, at
+    most ``max_len`` tokens before ``</s>`` (as fairseq's ``max_len_b``)."""
+
+    def __init__(self, hf_dir):
+        import json
+        transformers = import_transformers()
+        hf_dir = Path(hf_dir)
+        self.model = transformers.MarianMTModel.from_pretrained(str(hf_dir)).float().eval()
+        self.vocab = json.loads((hf_dir / "vocab.json").read_text(encoding="utf-8"))
+        self.pieces = {i: p for p, i in self.vocab.items()}
+        cfg = self.model.config
+        self.eos, self.pad = cfg.eos_token_id, cfg.pad_token_id
+        self.unk = self.vocab["<unk>"]
+        self.start = cfg.decoder_start_token_id
+
+    def _ids(self, pieces: Sequence[str], eos: bool = True) -> List[int]:
+        return [self.vocab.get(p, self.unk) for p in pieces] + ([self.eos] if eos else [])
+
+    def _batch(self, sources: List[List[str]]):
+        ids = [self._ids(s) for s in sources]
+        n = max(len(i) for i in ids)
+        input_ids = torch.full((len(ids), n), self.pad, dtype=torch.long)
+        mask = torch.zeros((len(ids), n), dtype=torch.long)
+        for k, row in enumerate(ids):  # right padding, as the Marian tokenizer pads
+            input_ids[k, :len(row)] = torch.tensor(row)
+            mask[k, :len(row)] = 1
+        return input_ids, mask
+
+    @torch.no_grad()
+    def translate(self, sources: List[List[str]], beam_size: int, max_len: int = 256):
+        input_ids, mask = self._batch(sources)
+        out = self.model.generate(input_ids=input_ids, attention_mask=mask, num_beams=beam_size,
+                                  do_sample=False, length_penalty=1.0, early_stopping=True,
+                                  max_new_tokens=max_len + 1, min_new_tokens=1,
+                                  bad_words_ids=[[self.pad]], num_return_sequences=1)
+        result = []
+        for row in out.tolist():
+            toks = row[1:]  # the decoder start token
+            if self.eos in toks:
+                toks = toks[:toks.index(self.eos)]
+            result.append([self.pieces[i] for i in toks if i != self.pad])
+        return result
+
+    @torch.no_grad()
+    def score(self, sources: List[List[str]], targets: List[List[str]]) -> List[np.ndarray]:
+        input_ids, mask = self._batch(sources)
+        tgt = [self._ids(t) for t in targets]
+        n = max(len(t) for t in tgt)
+        dec = torch.full((len(tgt), n), self.pad, dtype=torch.long)
+        gold = torch.full((len(tgt), n), self.pad, dtype=torch.long)
+        for k, t in enumerate(tgt):
+            dec[k, 0] = self.start
+            dec[k, 1:len(t)] = torch.tensor(t[:-1])
+            gold[k, :len(t)] = torch.tensor(t)
+        logits = self.model(input_ids=input_ids, attention_mask=mask, decoder_input_ids=dec).logits
+        lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, gold.unsqueeze(-1)).squeeze(-1)
+        return [lp[k, :len(t)].numpy() for k, t in enumerate(tgt)]
+
+
 def tokenize_sources(spm_path, texts: Sequence[str]) -> List[List[str]]:
     import sentencepiece as spm
     path = Path(spm_path)
@@ -131,9 +210,10 @@ def tokenize_sources(spm_path, texts: Sequence[str]) -> List[List[str]]:
 
 def compare_many(fairseq_side: FairseqSide, ct2_sides: Dict[str, CT2Side],
                  sources: List[List[str]], beam_size: int = 4, batch_size: int = 16,
-                 progress: bool = True) -> Dict[str, FidelityReport]:
+                 progress: bool = True, max_len: int = 256) -> Dict[str, FidelityReport]:
     """Compare greedy, beam-``beam_size`` and forced scores on tokenised ``sources`` against each
-    CTranslate2 side (keyed by compute type); fairseq decodes each sentence once."""
+    reference side (CTranslate2 keyed by compute type, or :class:`HFSide`); fairseq decodes each
+    sentence once. Outputs are capped at ``max_len`` tokens on both sides."""
     if not sources:
         raise InputError("no sentences to compare")
     stats = {k: {"greedy": 0, "beam": 0, "diffs": [], "mismatches": []} for k in ct2_sides}
@@ -142,12 +222,13 @@ def compare_many(fairseq_side: FairseqSide, ct2_sides: Dict[str, CT2Side],
     for start in range(0, len(sources), batch_size):
         chunk = sources[start:start + batch_size]
         t0 = time.perf_counter()
-        fs_out = {beam: fairseq_side.translate(chunk, beam) for beam in (1, beam_size)}
+        fs_out = {beam: fairseq_side.translate(chunk, beam, max_len_b=max_len)
+                  for beam in (1, beam_size)}
         fs_seconds += time.perf_counter() - t0
         for key, ct2 in ct2_sides.items():
             st = stats[key]
             for beam, counter in ((1, "greedy"), (beam_size, "beam")):
-                ct = ct2.translate(chunk, beam)
+                ct = ct2.translate(chunk, beam, max_len=max_len)
                 for j, (a, b) in enumerate(zip(fs_out[beam], ct)):
                     if a == b:
                         st[counter] += 1
@@ -180,12 +261,12 @@ def compare_many(fairseq_side: FairseqSide, ct2_sides: Dict[str, CT2Side],
     return reports
 
 
-def compare(fairseq_side: FairseqSide, ct2_side: CT2Side, sources: List[List[str]],
+def compare(fairseq_side: FairseqSide, ct2_side, sources: List[List[str]],
             beam_size: int = 4, batch_size: int = 16, compute_type: str = "float32",
-            progress: bool = True) -> FidelityReport:
-    """:func:`compare_many` against a single CTranslate2 side."""
+            progress: bool = True, max_len: int = 256) -> FidelityReport:
+    """:func:`compare_many` against a single reference side (``compute_type`` names it)."""
     return compare_many(fairseq_side, {compute_type: ct2_side}, sources, beam_size=beam_size,
-                        batch_size=batch_size, progress=progress)[compute_type]
+                        batch_size=batch_size, progress=progress, max_len=max_len)[compute_type]
 
 
 def check_fidelity(ct2_dir, model_dir, texts: Sequence[str], beam_size: int = 4,
