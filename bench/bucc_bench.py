@@ -1,113 +1,206 @@
 #!/usr/bin/env python3
-"""BUCC zh-en mining benchmark: mine with trie-mine, evaluate with trie-mine-eval's pipeline.
+"""BUCC zh-en mining benchmark: every configuration, tuned on the sample, transferred to unseen data.
 
-* ``--quick``: a fixed slice of the shared BUCC zh-en sample: the first 20 gold zh sources and
-  the first 20 non-gold zh sources in file order (40 sources), against the full English side
-  (13,589 sentences in the trie), pre-expansion, beam 5. Needs the imported model
-  (``<cache>/models/opus-mt-zh-en``, built by ``trie-mine-import``).
-* full mode: all 8,624 zh sources (``--sources N`` to cap), ``--beam`` (default 10) and
-  ``--mode pre|post``; ``--gold-sources G --other-sources O`` mines a gold-enriched slice instead
-  (first G gold and first O non-gold zh sources in file order; precision is then higher than on
-  the full sample, where only 3% of the zh sentences have a gold pair).
+For each configuration, one run mines the BUCC 2018 zh-en **sample** and the zh-en **transfer set**
+(``shared/data/devsets/zh-en``, BUCC layout, never tuned on) and prints, with the same evaluation
+code as ``trie-mine-eval`` (strict P/R/F1):
 
-It reports P/R/F1 (strict; lenient too) with filter ``none`` and with a CE threshold tuned on the
-slice's own gold (LASER style; optimistic, labelled), the wall time of mining, and the machine.
-The last line printed is one JSON object.
+* ``sample_tuned``: thresholds tuned on the sample's gold (optimistic, LASER style);
+* ``sample_heldout``: 2-fold held-out on the sample (tuned on one half of the zh sentences,
+  applied to the other, pooled);
+* ``transfer``: the sample's thresholds applied unchanged to the transfer set;
+* ``transfer_tuned``: tuned on the transfer set's own gold (optimistic; for reference only);
+* ``seconds_per_source``: wall time of mining the sample divided by its sources (set-up such as
+  the trie's node priors included; model loading excluded), with the threads it ran on.
+
+Configurations (``--configs``):
+
+* ``combined``: MT model + embedding candidates — multilingual USE ratio-margin neighbours, every
+  pair scored exactly by the MT model, ``combined`` = fixed z-sum of features, one-to-one;
+* ``mt_only``: no embedding model anywhere — the MT model's own translations matched by TF-IDF,
+  plus trie-search matches, every pair scored exactly, fixed combination, one-to-one;
+* ``paper``: the paper's configuration — trie-constrained pre-expansion, beam 5, one target per
+  source by ``ce_word``, CE threshold;
+* ``use_margin``: USE v3 + LASER's ratio margin (k=4), fwd and bwd best, one-to-one;
+* ``translate_chrf``: OPUS-MT translation, the best TF-IDF neighbours re-ranked by chrF, one-to-one.
+
+``--quick`` (< 1 min on an idle 2-core box after set-up): 30 gold + 30 other sources of each set
+against their gold targets and 600 other target lines. Last line: one JSON object.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-
-from benchlib import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(REPO))
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+
+from benchlib import machine  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
-from triemine.tsv import read_mined  # noqa: E402
 from triemine.evaluation.pipeline import Direction, evaluate  # noqa: E402
 from triemine.evaluation.slices import write_bucc_slice  # noqa: E402
-from triemine.paths import BUCC_ZH_EN, cache_root, shared_path  # noqa: E402
+from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
+from triemine.tsv import Mined, read_mined  # noqa: E402
+
+CONFIGS = ("combined", "mt_only", "paper", "use_margin", "translate_chrf")
+SETS = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"), "transfer": (DEVSET_ZH_EN, "zh-en.dev.gold")}
+# how each configuration's TSV is evaluated: (rule, rank_by, filter)
+EVAL = {"combined": ("one-to-one", "combined", "combined"),
+        "mt_only": ("one-to-one", "combined", "combined"),
+        "paper": ("best-per-source", "ce_word", "ce"),
+        "use_margin": ("one-to-one", "use_margin", "use_margin"),
+        "translate_chrf": ("one-to-one", "chrf", "chrf")}
 
 
-def make_slice(out_dir: Path, n_gold: int | None, n_other: int | None, cap: int | None):
-    """Write zh-en.slice.{zh,en,gold} (BUCC layout); return (gold path, number of sources)."""
-    return write_bucc_slice(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"), out_dir,
-                            n_gold=n_gold, n_other=n_other, first=cap)
+def pipeline_config(name: str, quick: bool):
+    from triemine.mining.run import PipelineConfig
+
+    if name == "combined":
+        return PipelineConfig(candidates=("knn",), combination="combined")
+    if name == "mt_only":
+        return PipelineConfig(candidates=("trie", "retrieval"), priors=True, combination="mt-only")
+    if name == "paper":
+        return PipelineConfig(candidates=("trie",), beam=5)
+    raise ValueError(name)
+
+
+def run_config(name: str, model, gold: Path, work: Path) -> tuple:
+    """Mine one set with configuration ``name``; returns (Mined rows, seconds)."""
+    b = read_bucc(gold)
+    src, tgt = Path(b.src.path), Path(b.tgt.path)
+    out = work / f"{name}.{gold.stem}.tsv"
+    t0 = time.perf_counter()
+    if name == "paper":
+        from triemine.decoding.mine import mine_to_tsv
+        mine_to_tsv(model, src, tgt, out, mode="pre", beam=5, resume=out.exists(), progress=True)
+    elif name in ("combined", "mt_only"):
+        from triemine.mining.run import mine_pipeline
+        mine_pipeline(model, src, tgt, out, pipeline_config(name, False), resume=True, progress=True)
+    elif name == "use_margin":
+        return baseline_use(b, work), time.perf_counter() - t0
+    elif name == "translate_chrf":
+        return baseline_chrf(b, model, work), time.perf_counter() - t0
+    return read_mined(out), time.perf_counter() - t0
+
+
+def _rows(b, s, t, numeric):
+    return Mined.from_columns([b.src.ids[i] for i in s], [b.tgt.ids[i] for i in t],
+                              [b.src.texts[i] for i in s], [b.tgt.texts[i] for i in t], numeric,
+                              meta={"model": "opus-mt-zh-en", "mode": "baseline",
+                                    "source": b.src.path, "target": b.tgt.path})
+
+
+def baseline_use(b, work: Path) -> Mined:
+    """USE v3 + ratio margin (k=4): each source's best target and each target's best source."""
+    from triemine.embedding import get_encoder
+    from triemine.mining.candidates import embedding_space
+
+    enc = get_encoder("use")
+    space = embedding_space(enc.encode(b.src.texts), enc.encode(b.tgt.texts), "use", 4)
+    c = space.candidates(1, 1)
+    return _rows(b, c.src, c.tgt, {"use_margin": c.columns["use_margin"]})
+
+
+def baseline_chrf(b, model, work: Path) -> Mined:
+    """Translate with the MT model, take each source's 4 nearest targets by TF-IDF of the
+    translation, score them by chrF (sacrebleu) against the translation."""
+    from sacrebleu.metrics import CHRF
+
+    from triemine.mining.candidates import translation_space
+    from triemine.mining.translate import translate_corpus
+
+    hyps = translate_corpus(model, b.src.texts, work / f"translations.{Path(b.gold_path).stem}.txt",
+                            progress=True)
+    space = translation_space(hyps, b.tgt.texts, 4)
+    c = space.candidates(4, 0)
+    chrf = CHRF()
+    score = np.array([chrf.sentence_score(hyps[s], [b.tgt.texts[t]]).score
+                      for s, t in zip(c.src.tolist(), c.tgt.tolist())])
+    return _rows(b, c.src, c.tgt, {"chrf": score})
+
+
+def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold) -> dict:
+    rule, rank, filt = EVAL[name]
+    sb, tb = read_bucc(sample_gold), read_bucc(transfer_gold)
+    tuned = evaluate([Direction(sample_rows)], sb, filt, rank, folds=2, rule=rule)
+    th = {"zh-en": next(iter(tuned.thresholds.values()))}
+    transfer = evaluate([Direction(transfer_rows)], tb, filt, rank, thresholds=th,
+                        thresholds_source=f"fixed:tuned-on:{Path(sample_gold).name}", rule=rule)
+    transfer_tuned = evaluate([Direction(transfer_rows)], tb, filt, rank, rule=rule)
+    for o in (tuned, transfer):
+        print(o.signature("strict"), flush=True)
+    print(tuned.signature("heldout-strict", tuned.heldout_strict), flush=True)
+    return {"threshold": th["zh-en"], "rule": rule, "filter": filt,
+            "sample_tuned": tuned.strict.as_dict(), "sample_heldout": tuned.heldout_strict.as_dict(),
+            "transfer": transfer.strict.as_dict(), "transfer_tuned": transfer_tuned.strict.as_dict()}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fixed 60-source slice, beam 5 (< 1 min after set-up)")
+    ap.add_argument("--quick", action="store_true", help="small slices of both sets (< 1 min)")
+    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"subset of {','.join(CONFIGS)}")
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
-    ap.add_argument("--mode", choices=["pre", "post"], default="pre")
-    ap.add_argument("--beam", type=int, default=None, help="beam size (quick: 5, full: 10)")
-    ap.add_argument("--sources", type=int, default=None, help="full mode: only the first N zh sources")
-    ap.add_argument("--gold-sources", type=int, default=None, help="enriched slice: first G gold zh sources")
-    ap.add_argument("--other-sources", type=int, default=None, help="enriched slice: first O non-gold zh sources")
-    ap.add_argument("--nbest", type=int, default=1)
-    ap.add_argument("--keep", default=None, help="keep the mined TSV and slice in this folder")
-    ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="extra trie-mine arguments")
+    ap.add_argument("--work", default=None, help="keep (and resume) the mined TSVs in this folder")
     args = ap.parse_args(argv)
+    configs = [c for c in args.configs.split(",") if c]
+    bad = [c for c in configs if c not in CONFIGS]
+    if bad:
+        ap.error(f"unknown configuration(s) {', '.join(bad)}")
+    model_dir = Path(args.model) if args.model else cache_root() / "models" / "opus-mt-zh-en"
+    if not (model_dir / "checkpoint.pt").is_file():
+        sys.exit(f"bucc_bench: no imported model at {model_dir} (make model)")
+    import torch
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    from triemine.decoding.model_dir import load_model_dir
 
-    model = Path(args.model) if args.model else cache_root() / "models" / "opus-mt-zh-en"
-    if not (model / "checkpoint.pt").is_file():
-        sys.exit(f"bucc_bench: no imported model at {model} (run trie-mine-import first, see README)")
-    beam = args.beam or (5 if args.quick else 10)
-    threads = int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or os.cpu_count()
-    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bucc-bench-"))
+    model = load_model_dir(model_dir)
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bucc-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    for f in ("zh-en.slice.zh", "zh-en.slice.en", "zh-en.slice.gold"):
-        (work / f).unlink(missing_ok=True)
-    if args.quick:
-        gold, n_src = make_slice(work, 20, 20, None)
-        slice_name = "first 20 gold + first 20 non-gold zh sources of zh-en.sample, full en side"
-    elif args.gold_sources is not None or args.other_sources is not None:
-        gold, n_src = make_slice(work, args.gold_sources or 0, args.other_sources or 0, None)
-        slice_name = (f"first {args.gold_sources or 0} gold + first {args.other_sources or 0} non-gold zh "
-                      "sources of zh-en.sample (gold-enriched), full en side")
-    else:
-        gold, n_src = make_slice(work, None, None, args.sources)
-        slice_name = f"first {n_src} zh sources of zh-en.sample, full en side"
-    out_tsv = work / f"mined.{args.mode}.b{beam}.tsv"
-    cmd = [sys.executable, "-c", "import sys; from triemine.cli import mine_main; sys.exit(mine_main())",
-           f"--{args.mode}-expansion", "--model", str(model), "--source", str(work / "zh-en.slice.zh"),
-           "--target", str(work / "zh-en.slice.en"), "-o", str(out_tsv), "--beam", str(beam),
-           "--nbest", str(args.nbest)] + list(args.extra)
-    print("running: trie-mine", " ".join(cmd[3:]), file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, cwd=str(REPO))
-    seconds = time.perf_counter() - t0
-
-    b = read_bucc(gold)
-    mined = read_mined(out_tsv)
-    res = {}
-    for filt in ("none", "ce"):
-        o = evaluate([Direction(mined)], b, filt)
-        res[filt] = o
-        print(o.signature("strict"))
-        print(o.signature("lenient"))
-    none, ce = res["none"], res["ce"]
-    report = {
-        "bench": "bucc_bench", "quick": bool(args.quick), "slice": slice_name,
-        "mode": args.mode, "beam": beam, "nbest": args.nbest, "sources": n_src,
-        "gold_pairs": len(b.gold), "rows": len(mined), "seconds": round(seconds, 2),
-        "sources_per_second": round(n_src / seconds, 3),
-        "P": round(none.strict.precision, 4), "R": round(none.strict.recall, 4), "F1": round(none.strict.f1, 4),
-        "filter": "none",
-        "lenient": none.lenient.as_dict(),
-        "ce_tuned_on_slice_gold": {"threshold": ce.thresholds, **ce.strict.as_dict()},
-        "machine": machine(),
-        "threads": threads, "model": str(model),
-    }
+    golds = {}
+    for key, (where, name) in SETS.items():
+        gold = shared_path(*where, name)
+        if args.quick:
+            gold, _ = write_bucc_slice(gold, work / key, n_gold=30, n_other=30, split="quick",
+                                       n_other_targets=600)
+        golds[key] = Path(gold)
+    report = {"bench": "bucc_bench", "quick": bool(args.quick), "machine": machine(),
+              "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d"),
+              "sets": {k: str(v) for k, v in golds.items()}, "configs": {}}
+    for name in configs:
+        rows, secs = {}, {}
+        for key, gold in golds.items():
+            print(f"== {name} on {key}", file=sys.stderr, flush=True)
+            rows[key], secs[key] = run_config(name, model, gold, work)
+        res = evaluate_config(name, rows["sample"], rows["transfer"], golds["sample"], golds["transfer"])
+        n_src = len(read_bucc(golds["sample"]).src.ids)
+        res["seconds_sample"] = round(secs["sample"], 1)
+        res["seconds_transfer"] = round(secs["transfer"], 1)
+        res["seconds_per_source"] = round(secs["sample"] / n_src, 4)
+        report["configs"][name] = res
+        print(json.dumps({name: res}), file=sys.stderr, flush=True)
+    c = report["configs"]
+    f = lambda n, k: c[n][k]["F1"] if n in c else None  # noqa: E731
+    report.update({
+        "f1_heldout": f("combined", "sample_heldout"), "f1_transfer": f("combined", "transfer"),
+        "f1_mt_only_heldout": f("mt_only", "sample_heldout"),
+        "f1_mt_only_transfer": f("mt_only", "transfer"),
+        "f1_paper_heldout": f("paper", "sample_heldout"), "f1_paper_transfer": f("paper", "transfer"),
+        "f1_use_margin": f("use_margin", "sample_tuned"),
+        "f1_use_margin_transfer": f("use_margin", "transfer"),
+        "f1_translate_chrf": f("translate_chrf", "sample_tuned"),
+        "f1_translate_chrf_transfer": f("translate_chrf", "transfer"),
+        "seconds_per_source": c["combined"]["seconds_per_source"] if "combined" in c else None,
+    })
     print(json.dumps(report))
     return 0
 

@@ -191,7 +191,7 @@ def bench_text(work: Path, n: int, rng: random.Random) -> dict:
 
 def _mine_cmd(model_dir, src, tgt, out, extra=()):
     return [sys.executable, "-c", "import sys; from triemine.cli import mine_main; sys.exit(mine_main())",
-            "--pre-expansion", "--model", str(model_dir), "--source", str(src), "--target", str(tgt),
+            "--candidates", "trie", "--pre-expansion", "--model", str(model_dir), "--source", str(src), "--target", str(tgt),
             "-o", str(out), "--beam", "4", "--batch-size", "4", "-q", *extra]
 
 

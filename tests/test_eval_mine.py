@@ -41,7 +41,7 @@ def _bucc(tmp_path):
 def test_mined_tsv_evaluates_and_ce_filter_removes_forced_matches(tmp_path, tiny_model_dir, capsys):
     d = _bucc(tmp_path)
     out = tmp_path / "mined.tsv"
-    assert mine_main(["--pre-expansion", "--model", str(tiny_model_dir), "--source", str(d / "xx-yy.t.xx"),
+    assert mine_main(["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir), "--source", str(d / "xx-yy.t.xx"),
                       "--target", str(d / "xx-yy.t.yy"), "-o", str(out), "--beam", "4", "-q"]) == 0
     b = read_bucc(d / "xx-yy.t.gold")
     mined = read_mined(out)

@@ -377,7 +377,7 @@ def test_a_wrong_trie_file_is_a_clean_cli_error(tiny_model, tiny_model_dir, tmp_
     trie = Trie.build(seqs, eos=tiny_model.tgt_dict.eos())
     bad = tmp_path / "bad.trie"
     _resave(trie, bad, depth=3)
-    code = mine_main(["--pre-expansion", "--model", str(tiny_model_dir), "--source",
+    code = mine_main(["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir), "--source",
                       str(tmp_path / "src.txt"), "--target", str(tmp_path / "tgt.txt"),
                       "-o", str(tmp_path / "o.tsv"), "--trie", str(bad), "-q"])
     err = capsys.readouterr().err

@@ -79,25 +79,52 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
 # ---------------------------------------------------------------------------------------------
 
 def mine_main(argv: Optional[Sequence[str]] = None) -> int:
-    """Mine parallel sentences: translate every source sentence with beam search constrained to
-    the target corpus's trie and write the matches as a TSV
-    (src_id, tgt_id, score, ce_word, ce_token, src, tgt)."""
-    parser = argparse.ArgumentParser(prog="trie-mine", description=mine_main.__doc__)
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--pre-expansion", dest="mode", action="store_const", const="pre",
-                      help="mask tokens outside the trie before top-k")
-    mode.add_argument("--post-expansion", dest="mode", action="store_const", const="post",
-                      help="ordinary top-k, then drop hypotheses that left the trie")
+    """Mine parallel sentences from two monolingual corpora with an MT model and write every
+    candidate pair with its scores as a mining TSV."""
+    from triemine.mining.run import GENERATORS, PipelineConfig
+
+    defaults = PipelineConfig()
+    parser = argparse.ArgumentParser(
+        prog="trie-mine", description=mine_main.__doc__,
+        epilog="--candidates trie alone is the paper's configuration: every match of the "
+               "trie-constrained search, columns src_id tgt_id score ce_word ce_token src tgt "
+               "(+ prior pmi with --priors). Any other choice runs the mining job of "
+               "triemine.mining.run: the generators' candidates united, every pair scored "
+               "exactly by the MT model, and a 'combined' column; select pairs with "
+               "trie-mine-eval/trie-mine-filter --rule one-to-one --filter combined.")
     parser.add_argument("--model", required=True, help="trie-mine model directory")
     parser.add_argument("--source", required=True, help="source corpus (plain text or id<TAB>text)")
     parser.add_argument("--target", required=True, help="target corpus (plain text or id<TAB>text)")
     parser.add_argument("-o", "--output", required=True, help="mining TSV to write")
-    parser.add_argument("--beam", type=int, default=90, help="beam size B (default 90)")
+    parser.add_argument("--candidates", default=",".join(defaults.candidates),
+                        help=f"comma-separated generators among {', '.join(GENERATORS)} "
+                             f"(default {','.join(defaults.candidates)})")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--pre-expansion", dest="mode", action="store_const", const="pre",
+                      help="trie search: mask tokens outside the trie before top-k (default)")
+    mode.add_argument("--post-expansion", dest="mode", action="store_const", const="post",
+                      help="trie search: ordinary top-k, then drop hypotheses that left the trie")
+    parser.add_argument("--beam", type=int, default=None,
+                        help="trie search beam B (default 90 for --candidates trie, "
+                             f"{defaults.beam} inside the mining job)")
+    parser.add_argument("--prior-weight", type=_finite, default=0.0,
+                        help="rank trie hypotheses by log P(y|x) - W * log P(y|empty source) "
+                             "(pre-expansion; default 0)")
+    parser.add_argument("--priors", action="store_true",
+                        help="add prior = log P(y|empty source) and pmi columns")
+    parser.add_argument("--encoder", default=defaults.encoder,
+                        help=f"sentence encoder of the knn generator (default {defaults.encoder})")
+    parser.add_argument("--min-margin", type=_finite, default=defaults.min_margin,
+                        help="knn: keep pairs with at least this ratio margin before exact "
+                             f"scoring (default {defaults.min_margin})")
+    parser.add_argument("--combination", default=defaults.combination,
+                        help="the combined score: a shipped name or a JSON file "
+                             f"(default {defaults.combination})")
     parser.add_argument("--batch-size", type=int, default=16, help="sentences per batch (16)")
     parser.add_argument("--max-tokens", type=int, default=None,
-                        help="also cap a batch at this many padded source tokens")
+                        help="trie search: also cap a batch at this many padded source tokens")
     parser.add_argument("--nbest", type=int, default=None,
-                        help="write at most K matches per source (default: all, up to B)")
+                        help="--candidates trie: write at most K matches per source (default all)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--target-spm", default=None,
                         help="target sentencepiece model when the model directory has none")
@@ -115,7 +142,10 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
         import logging
         import warnings
 
-        for name, value in (("--beam", args.beam), ("--batch-size", args.batch_size),
+        candidates = tuple(c.strip() for c in args.candidates.split(",") if c.strip())
+        paper = candidates == ("trie",)
+        beam = args.beam if args.beam is not None else (90 if paper else defaults.beam)
+        for name, value in (("--beam", beam), ("--batch-size", args.batch_size),
                             ("--trie-nbest", args.trie_nbest)):
             if value < 1:
                 parser.error(f"{name} must be >= 1")
@@ -123,26 +153,49 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--nbest must be >= 1")
         if args.max_tokens is not None and args.max_tokens < 1:
             parser.error("--max-tokens must be >= 1")
+        mode = args.mode or "pre"
+        if args.prior_weight and mode != "pre":
+            parser.error("--prior-weight ranks trie children: it needs --pre-expansion")
+        if not paper:
+            for flag, used in (("--nbest", args.nbest is not None), ("--debug", args.debug),
+                               ("--trie", args.trie is not None),
+                               ("--max-tokens", args.max_tokens is not None)):
+                if used:
+                    parser.error(f"{flag} applies to --candidates trie only")
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
         warnings.filterwarnings("ignore", category=FutureWarning)
-        from triemine.decoding.mine import mine_to_tsv
-        from triemine.decoding.model_dir import load_model_dir
-        from triemine.decoding.task import load_trie_for_dict
-
         from triemine.errors import InputError
+
+        cfg = PipelineConfig(candidates=candidates, encoder=args.encoder,
+                             min_margin=args.min_margin, mode=mode, beam=beam,
+                             prior_weight=args.prior_weight, trie_nbest=args.trie_nbest,
+                             batch_size=args.batch_size, priors=args.priors,
+                             combination=args.combination)
         for what, path in (("source file", args.source), ("target file", args.target),
                            ("trie file", args.trie)):  # fail before the slow model load
             if path is not None and not os.path.isfile(path):
                 raise InputError(f"{what} not found", path)
+        from triemine.decoding.model_dir import load_model_dir
+
         model = load_model_dir(args.model, target_spm=args.target_spm, device=args.device)
-        trie = load_trie_for_dict(args.trie, model.tgt_dict) if args.trie else None
-        summary = mine_to_tsv(model, args.source, args.target, args.output, mode=args.mode,
-                              beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,
-                              max_tokens=args.max_tokens, device=args.device, trie=trie,
-                              trie_nbest=args.trie_nbest, resume=args.resume, debug=args.debug,
-                              progress=not args.quiet)
-        print(json.dumps(summary.__dict__), file=sys.stderr)
+        if paper:
+            from triemine.decoding.mine import mine_to_tsv
+            from triemine.decoding.task import load_trie_for_dict
+
+            trie = load_trie_for_dict(args.trie, model.tgt_dict) if args.trie else None
+            summary = mine_to_tsv(model, args.source, args.target, args.output, mode=mode,
+                                  beam=beam, nbest=args.nbest, batch_size=args.batch_size,
+                                  max_tokens=args.max_tokens, device=args.device, trie=trie,
+                                  trie_nbest=args.trie_nbest, resume=args.resume, debug=args.debug,
+                                  progress=not args.quiet, prior_weight=args.prior_weight,
+                                  with_prior=args.priors).__dict__
+        else:
+            from triemine.mining.run import mine_pipeline
+
+            summary = mine_pipeline(model, args.source, args.target, args.output, cfg,
+                                    resume=args.resume, progress=not args.quiet, device=args.device)
+        print(json.dumps(summary), file=sys.stderr)
         return 0
 
     return _run("trie-mine", body, parser, argv)

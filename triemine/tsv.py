@@ -57,6 +57,16 @@ class Mined:
     def __len__(self) -> int:
         return len(self.src_ids)
 
+    @classmethod
+    def from_columns(cls, src_ids: Sequence[str], tgt_ids: Sequence[str], src: Sequence[str],
+                     tgt: Sequence[str], numeric: Dict[str, np.ndarray], meta=None,
+                     path: str = "<memory>") -> "Mined":
+        """Rows built in memory (e.g. a baseline's scores) for the evaluation code."""
+        numeric = {k: np.asarray(v, dtype=np.float64) for k, v in numeric.items()}
+        return cls(path, list(REQUIRED_COLUMNS[:2]) + list(numeric) + ["src", "tgt"],
+                   list(src_ids), list(tgt_ids), list(src), list(tgt), numeric,
+                   np.arange(2, len(src_ids) + 2, dtype=np.int64), dict(meta or {}))
+
     def col(self, name: str) -> np.ndarray:
         if name not in self.numeric:
             raise InputError(f"no column {name!r} (columns: {' '.join(self.columns)})", self.path)

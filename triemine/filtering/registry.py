@@ -60,6 +60,7 @@ register_score("ce_token", False, "-score / target tokens (EOS included)")
 register_score("prior", True, "log P(target | empty source): the decoder's language model alone")
 register_score("pmi", True, "(score - prior) / target tokens: per-token pointwise mutual information")
 register_score("bicleaner", True, "Bicleaner 0.17 classifier probability (trie-mine-filter --bicleaner)")
+register_score("chrf", True, "chrF of the target against the MT model's translation (sacrebleu)")
 register_score("combined", True, "the pipeline's fixed combination of features (triemine.mining.combine)")
 for _space, _what in (("use", "multilingual USE v3"), ("e5", "multilingual-e5-small"),
                       ("ret", "TF-IDF of the MT model's own translation")):
