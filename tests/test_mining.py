@@ -171,3 +171,37 @@ def test_pipeline_refuses_unknown_generators():
 
     with pytest.raises(InputError, match="unknown candidate generator"):
         PipelineConfig(candidates=("trie", "magic"))
+
+
+@pytest.fixture(scope="module")
+def reverse_model(tmp_path_factory):
+    import torch
+
+    from triemine.decoding.model_dir import load_model_dir
+    from triemine.decoding.testing import build_tiny_model
+
+    torch.set_num_threads(1)
+    return load_model_dir(build_tiny_model(tmp_path_factory.mktemp("rev"), reverse=True, updates=300))
+
+
+def test_reverse_model_adds_dual_conditional_cross_entropy(tiny_model, reverse_model, corpora, tmp_path):
+    from triemine.mining.run import PipelineConfig, mine_pipeline
+
+    src, tgt, pairs, targets = corpora
+    cfg = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=None, per_source=4,
+                         combination=_combination(tmp_path, ("dual_ce",), (-1.0,)))
+    out = tmp_path / "out.tsv"
+    mine_pipeline(tiny_model, src, tgt, out, cfg, reverse_model=reverse_model)
+    m = read_mined(out)
+    src_lines = src.read_text(encoding="utf-8").split("\n")
+    s_idx = np.array([int(i) - 1 for i in m.src_ids])
+    t_idx = np.array([int(i) - 1 for i in m.tgt_ids])
+    back = ForcedScorer(reverse_model).score_pairs(
+        [reverse_model.encode_source(t) for t in targets],
+        [reverse_model.encode_target(x) if x else None for x in src_lines], t_idx, s_idx)
+    assert m.col("score_rev") == pytest.approx(back, abs=1e-3)
+    fwd, bwd = m.col("ce_token"), m.col("ce_token_rev")
+    assert m.col("dual_ce") == pytest.approx(np.abs(fwd - bwd) + (fwd + bwd) / 2, abs=1e-4)
+    true = np.array([t == 24 + s for s, t in zip(s_idx, t_idx)])
+    assert true.any() and (~true).any()
+    assert m.col("dual_ce")[true].mean() < m.col("dual_ce")[~true].mean()

@@ -117,6 +117,9 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--min-margin", type=_finite, default=defaults.min_margin,
                         help="knn: keep pairs with at least this ratio margin before exact "
                              f"scoring (default {defaults.min_margin})")
+    parser.add_argument("--reverse-model", default=None, metavar="DIR",
+                        help="a model of the other direction (target -> source): adds log P(x|y) "
+                             "and the dual conditional cross-entropy dual_ce (mining job only)")
     parser.add_argument("--combination", default=defaults.combination,
                         help="the combined score: a shipped name or a JSON file "
                              f"(default {defaults.combination})")
@@ -156,6 +159,8 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
         mode = args.mode or "pre"
         if args.prior_weight and mode != "pre":
             parser.error("--prior-weight ranks trie children: it needs --pre-expansion")
+        if paper and args.reverse_model:
+            parser.error("--reverse-model needs the mining job (not --candidates trie alone)")
         if not paper:
             for flag, used in (("--nbest", args.nbest is not None), ("--debug", args.debug),
                                ("--trie", args.trie is not None),
@@ -193,8 +198,11 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
         else:
             from triemine.mining.run import mine_pipeline
 
+            reverse = (load_model_dir(args.reverse_model, device=args.device)
+                       if args.reverse_model else None)
             summary = mine_pipeline(model, args.source, args.target, args.output, cfg,
-                                    resume=args.resume, progress=not args.quiet, device=args.device)
+                                    resume=args.resume, progress=not args.quiet, device=args.device,
+                                    reverse_model=reverse)
         print(json.dumps(summary), file=sys.stderr)
         return 0
 

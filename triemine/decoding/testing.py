@@ -67,10 +67,11 @@ def _train_spm(lines: Sequence[str], prefix: Path, vocab_size: int) -> None:
 
 
 def build_tiny_model(out_dir, *, n_train: int = 3000, updates: int = 500, seed: int = 0,
-                     embed_dim: int = 64) -> Path:
+                     embed_dim: int = 64, reverse: bool = False) -> Path:
     """Train the tiny model and write a model directory at ``out_dir``; returns the path.
 
-    Takes a few seconds on one CPU thread.  Deterministic for a given seed.
+    Takes a few seconds on one CPU thread.  Deterministic for a given seed.  ``reverse`` trains
+    the other direction (target language -> source language), for two-direction scoring.
     """
     import sentencepiece as spm
     import torch
@@ -83,6 +84,8 @@ def build_tiny_model(out_dir, *, n_train: int = 3000, updates: int = 500, seed: 
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     pairs = synthetic_pairs(n_train, seed=seed)
+    if reverse:
+        pairs = [(t, s_) for s_, t in pairs]
     _train_spm([s for s, _ in pairs], out / "source", vocab_size=40)
     _train_spm([t for _, t in pairs], out / "target", vocab_size=40)
     (out / "source.model").rename(out / "source.spm")

@@ -59,6 +59,8 @@ register_score("ce_word", False, "-score / (words of the target + 1): the paper'
 register_score("ce_token", False, "-score / target tokens (EOS included)")
 register_score("prior", True, "log P(target | empty source): the decoder's language model alone")
 register_score("pmi", True, "(score - prior) / target tokens: per-token pointwise mutual information")
+register_score("ce_token_rev", False, "-log P(source | target) / source tokens, with a reverse model")
+register_score("dual_ce", False, "dual conditional cross-entropy |H(y|x) - H(x|y)| + (H(y|x) + H(x|y)) / 2")
 register_score("bicleaner", True, "Bicleaner 0.17 classifier probability (trie-mine-filter --bicleaner)")
 register_score("chrf", True, "chrF of the target against the MT model's translation (sacrebleu)")
 register_score("combined", True, "the pipeline's fixed combination of features (triemine.mining.combine)")

@@ -4,8 +4,10 @@
   for the candidates that lack them (those from the trie search already have them);
 * :func:`target_priors`: log P(y | empty source) of the targets, from the trie's node priors when
   they exist, else by teacher forcing, cached per (target corpus, model);
-* :func:`derived`: ``ce_word`` and ``ce_token`` (the paper's cross-entropies) and ``pmi``, the
-  per-token pointwise mutual information ``(score - prior) / n_tokens``.
+* :func:`derived`: ``ce_word`` and ``ce_token`` (the paper's cross-entropies), ``pmi``, the
+  per-token pointwise mutual information ``(score - prior) / n_tokens``, and with a reverse model
+  ``dual_ce`` = ``|H(y|x) - H(x|y)| + (H(y|x) + H(x|y)) / 2`` over per-token cross-entropies
+  (dual conditional cross-entropy, Junczys-Dowmunt 2018).
 
 Work is done in chunks that are saved as they finish (``work_dir``), so an interrupted run
 resumes without recomputing or losing scores.
@@ -53,29 +55,37 @@ def _chunked(work_dir: Optional[Path], name: str, n: int, chunk: int, compute):
 
 
 def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts: Sequence[str],
-                 work_dir: Optional[Path] = None, chunk: int = 2000,
-                 progress: bool = False) -> CandidateSet:
-    """Fill ``score`` and ``n_tokens`` where they are missing (NaN) by forced decoding."""
+                 work_dir: Optional[Path] = None, chunk: int = 2000, progress: bool = False,
+                 reverse: bool = False) -> CandidateSet:
+    """Fill ``score`` and ``n_tokens`` where they are missing (NaN) by forced decoding.
+
+    With ``reverse``, ``model`` translates the other way (target language -> source language)
+    and the columns are ``score_rev``/``n_tokens_rev``: log P(x|y) of every pair.
+    """
     from tqdm import tqdm
 
     from triemine.scoring.forced import ForcedScorer
 
-    score = cands.col("score").copy()
-    ntok = cands.col("n_tokens").copy()
+    suffix = "_rev" if reverse else ""
+    score = cands.col("score" + suffix).copy()
+    ntok = cands.col("n_tokens" + suffix).copy()
     todo = np.flatnonzero(np.isnan(score))
     if len(todo):
-        srcs = _encoded(model.encode_source, src_texts, cands.src[todo])
-        tgts = _encoded(model.encode_target, tgt_texts, cands.tgt[todo])
+        ins, outs = (tgt_texts, src_texts) if reverse else (src_texts, tgt_texts)
+        in_idx, out_idx = (cands.tgt[todo], cands.src[todo]) if reverse else \
+            (cands.src[todo], cands.tgt[todo])
+        srcs = _encoded(model.encode_source, ins, in_idx)
+        tgts = _encoded(model.encode_target, outs, out_idx)
         scorer = ForcedScorer(model)
-        s_idx, t_idx = cands.src[todo], cands.tgt[todo]
-        with tqdm(total=len(todo), desc="exact scores", unit="pair", disable=not progress) as bar:
+        with tqdm(total=len(todo), desc="exact scores" + (" (reverse)" if reverse else ""),
+                  unit="pair", disable=not progress) as bar:
             def compute(a, b):
-                out = scorer.score_pairs(srcs, tgts, s_idx[a:b], t_idx[a:b])
+                out = scorer.score_pairs(srcs, tgts, in_idx[a:b], out_idx[a:b])
                 bar.update(b - a)
                 return out
-            score[todo] = _chunked(work_dir, "scores", len(todo), chunk, compute)
-        ntok[todo] = [len(tgts[t]) for t in t_idx]
-    return cands.with_columns(score=score, n_tokens=ntok)
+            score[todo] = _chunked(work_dir, "scores" + suffix, len(todo), chunk, compute)
+        ntok[todo] = [len(tgts[t]) for t in out_idx]
+    return cands.with_columns(**{"score" + suffix: score, "n_tokens" + suffix: ntok})
 
 
 def _corpus_key(model, tgt_texts: Sequence[str]) -> str:
@@ -139,4 +149,8 @@ def derived(cands: CandidateSet, tgt_texts: Sequence[str]) -> CandidateSet:
     cols = {"ce_word": -score / (nwords + 1), "ce_token": -score / ntok}
     if "prior" in cands.columns:
         cols["pmi"] = (score - cands.col("prior")) / ntok
+    if "score_rev" in cands.columns:  # dual conditional cross-entropy (Junczys-Dowmunt, 2018)
+        fwd, bwd = cols["ce_token"], -cands.col("score_rev") / cands.col("n_tokens_rev")
+        cols["ce_token_rev"] = bwd
+        cols["dual_ce"] = np.abs(fwd - bwd) + 0.5 * (fwd + bwd)
     return cands.with_columns(**cols)

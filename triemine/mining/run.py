@@ -45,7 +45,7 @@ class PipelineConfig:
     k: int = 4
     per_source: int = 2
     per_target: int = 1
-    min_margin: Optional[float] = 1.0
+    min_margin: Optional[float] = 1.02
     # trie search
     mode: str = "pre"
     beam: int = 5
@@ -56,7 +56,7 @@ class PipelineConfig:
     translate_beam: int = 4
     retrieval_min_margin: Optional[float] = None
     # scores
-    priors: bool = False
+    priors: bool = True
     combination: str = "combined"
 
     def __post_init__(self):
@@ -116,8 +116,13 @@ def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
 
 
 def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig,
-                  resume: bool = False, progress: bool = False, device: str = "cpu") -> dict:
-    """Run the job (module docstring); returns a summary dict."""
+                  resume: bool = False, progress: bool = False, device: str = "cpu",
+                  reverse_model=None) -> dict:
+    """Run the job (module docstring); returns a summary dict.
+
+    ``reverse_model`` (a model translating the target language into the source language) adds
+    log P(x|y) of every pair and the dual conditional cross-entropy ``dual_ce``.
+    """
     from triemine.corpus import read_corpus
     from triemine.mining.combine import Combination, shipped
     from triemine.mining.features import derived, exact_scores, target_priors
@@ -132,6 +137,9 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     out_path = Path(out_path)
     work = _work(out_path)
     settings = _settings_digest(model, source_path, target_path, cfg)
+    if reverse_model is not None:
+        from triemine.decoding.mine import model_fingerprint
+        settings["reverse_model"] = model_fingerprint(reverse_model)
     settings_file = work / "settings.json"
     if work.is_dir():
         old = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else None
@@ -198,6 +206,9 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     for space in spaces:  # every pair gets every space's features
         cands = cands.with_columns(**space.features(cands.src, cands.tgt))
     cands = exact_scores(model, cands, src.texts, tgt.texts, work_dir=work, progress=progress)
+    if reverse_model is not None:
+        cands = exact_scores(reverse_model, cands, src.texts, tgt.texts, work_dir=work,
+                             progress=progress, reverse=True)
     if cfg.priors:
         have = cands.col("prior")
         prior = target_priors(model, tgt.texts, cands.tgt, trie=trie, node_prior=node_prior,
@@ -247,7 +258,7 @@ def write_candidates_tsv(out_path: Path, cands: CandidateSet, src, tgt, meta: di
     """The mining TSV of a candidate set (one row per pair), written atomically."""
     from triemine.tsv import HEADER, clean_cell, format_number as num, write_meta
 
-    skip = {"score", "n_tokens", "ce_word", "ce_token"}
+    skip = {"score", "n_tokens", "ce_word", "ce_token", "n_tokens_rev"}
     extra = [c for c in EXTRA_COLUMNS if c in cands.columns]
     extra += sorted(c for c in cands.columns if c not in skip and c not in extra)
     extra.append("origin")
