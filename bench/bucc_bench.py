@@ -17,8 +17,8 @@ Configurations (``--configs``):
 
 * ``combined``: MT model + embedding candidates — multilingual USE ratio-margin neighbours, every
   pair scored exactly by the MT model, ``combined`` = fixed z-sum of features, one-to-one;
-* ``mt_only``: no embedding model anywhere — the MT model's own translations matched by TF-IDF,
-  plus trie-search matches, every pair scored exactly, fixed combination, one-to-one;
+* ``mt-only``: no embedding model anywhere — the MT model's own translations matched by TF-IDF,
+  every pair scored exactly, fixed combination, one-to-one;
 * ``paper``: the paper's configuration — trie-constrained pre-expansion, beam 5, one target per
   source by ``ce_word``, CE threshold;
 * ``use_margin``: USE v3 + LASER's ratio margin (k=4), fwd and bwd best, one-to-one;
@@ -52,26 +52,14 @@ from triemine.evaluation.slices import write_bucc_slice  # noqa: E402
 from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
 from triemine.tsv import Mined, read_mined  # noqa: E402
 
-CONFIGS = ("combined", "mt_only", "paper", "use_margin", "translate_chrf")
+from triemine.mining.run import CONFIGS as MINING, PAPER, SELECTION, named_config  # noqa: E402
+
+CONFIGS = tuple(MINING) + (PAPER, "use_margin", "translate_chrf")
 SETS = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"), "transfer": (DEVSET_ZH_EN, "zh-en.dev.gold")}
-# how each configuration's TSV is evaluated: (rule, rank_by, filter)
-EVAL = {"combined": ("one-to-one", "combined", "combined"),
-        "mt_only": ("one-to-one", "combined", "combined"),
-        "paper": ("best-per-source", "ce_word", "ce"),
-        "use_margin": ("one-to-one", "use_margin", "use_margin"),
-        "translate_chrf": ("one-to-one", "chrf", "chrf")}
-
-
-def pipeline_config(name: str, quick: bool):
-    from triemine.mining.run import PipelineConfig
-
-    if name == "combined":
-        return PipelineConfig(candidates=("knn",), combination="combined")
-    if name == "mt_only":
-        return PipelineConfig(candidates=("trie", "retrieval"), priors=True, combination="mt-only")
-    if name == "paper":
-        return PipelineConfig(candidates=("trie",), beam=5)
-    raise ValueError(name)
+# how each configuration's TSV is evaluated: (rule, rank_by, filter); the mining job's own
+# configurations are selected as triemine.mining.run.SELECTION says
+EVAL = dict(SELECTION, use_margin=("one-to-one", "use_margin", "use_margin"),
+            translate_chrf=("one-to-one", "chrf", "chrf"))
 
 
 def run_config(name: str, model, gold: Path, work: Path) -> tuple:
@@ -83,9 +71,9 @@ def run_config(name: str, model, gold: Path, work: Path) -> tuple:
     if name == "paper":
         from triemine.decoding.mine import mine_to_tsv
         mine_to_tsv(model, src, tgt, out, mode="pre", beam=5, resume=out.exists(), progress=True)
-    elif name in ("combined", "mt_only"):
+    elif name in MINING:
         from triemine.mining.run import mine_pipeline
-        mine_pipeline(model, src, tgt, out, pipeline_config(name, False), resume=True, progress=True)
+        mine_pipeline(model, src, tgt, out, named_config(name), resume=True, progress=True)
     elif name == "use_margin":
         return baseline_use(b, work), time.perf_counter() - t0
     elif name == "translate_chrf":
@@ -117,10 +105,9 @@ def baseline_chrf(b, model, work: Path) -> Mined:
     from sacrebleu.metrics import CHRF
 
     from triemine.mining.candidates import translation_space
-    from triemine.mining.translate import translate_corpus
+    from triemine.mining.translate import cached_translations
 
-    hyps = translate_corpus(model, b.src.texts, work / f"translations.{Path(b.gold_path).stem}.txt",
-                            progress=True)
+    hyps = cached_translations(model, b.src.texts, cache_root() / "translations", progress=True)
     space = translation_space(hyps, b.tgt.texts, 4)
     c = space.candidates(4, 0)
     chrf = CHRF()
@@ -192,8 +179,8 @@ def main(argv=None) -> int:
     f = lambda n, k: c[n][k]["F1"] if n in c else None  # noqa: E731
     report.update({
         "f1_heldout": f("combined", "sample_heldout"), "f1_transfer": f("combined", "transfer"),
-        "f1_mt_only_heldout": f("mt_only", "sample_heldout"),
-        "f1_mt_only_transfer": f("mt_only", "transfer"),
+        "f1_mt_only_heldout": f("mt-only", "sample_heldout"),
+        "f1_mt_only_transfer": f("mt-only", "transfer"),
         "f1_paper_heldout": f("paper", "sample_heldout"), "f1_paper_transfer": f("paper", "transfer"),
         "f1_use_margin": f("use_margin", "sample_tuned"),
         "f1_use_margin_transfer": f("use_margin", "transfer"),

@@ -205,3 +205,32 @@ def test_reverse_model_adds_dual_conditional_cross_entropy(tiny_model, reverse_m
     true = np.array([t == 24 + s for s, t in zip(s_idx, t_idx)])
     assert true.any() and (~true).any()
     assert m.col("dual_ce")[true].mean() < m.col("dual_ce")[~true].mean()
+
+
+def test_cli_named_configurations(tiny_model_dir, corpora, tmp_path, capsys, monkeypatch):
+    """``trie-mine --config mt-only`` runs the MT-only job with its shipped combination (priors
+    included); a configuration whose combination needs a column the chosen generators cannot
+    produce is refused before any work, with a clear error."""
+    from triemine.cli import mine_main
+    from triemine.mining.combine import shipped
+
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+    src, tgt, _, _ = corpora
+    out = tmp_path / "mt.tsv"
+    base = ["--model", str(tiny_model_dir), "--source", str(src), "--target", str(tgt), "-q"]
+    assert mine_main(base + ["--config", "mt-only", "-o", str(out)]) == 0
+    m = read_mined(out)
+    assert len(m) > 0 and set(m.columns) >= {"prior", "pmi", "ret_margin", "combined"}
+    assert (m.col("origin").astype(int) == 4).all()  # the retrieval generator only
+    comb = shipped("mt-only")
+    assert m.col("combined") == pytest.approx(comb({f: m.col(f) for f in comb.features}), abs=1e-4)
+    capsys.readouterr()
+    bad = tmp_path / "bad.tsv"
+    assert mine_main(base + ["--encoder", "cipher", "-o", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "combination combined needs use_cos, use_margin" in err or "needs use_margin" in err
+    assert not bad.exists() and not (tmp_path / "bad.tsv.work").exists()
+    with pytest.raises(SystemExit) as exc:
+        mine_main(base + ["--config", "paper", "--min-margin", "1", "-o", str(bad)])
+    assert exc.value.code == 2
+    assert "--min-margin needs the mining job" in capsys.readouterr().err

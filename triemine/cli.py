@@ -81,14 +81,15 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
 def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     """Mine parallel sentences from two monolingual corpora with an MT model and write every
     candidate pair with its scores as a mining TSV."""
-    from triemine.mining.run import GENERATORS, PipelineConfig
+    from triemine.mining.run import CONFIG_NAMES, CONFIGS, GENERATORS, PAPER, named_config
 
-    defaults = PipelineConfig()
+    defaults = CONFIGS["combined"]
     parser = argparse.ArgumentParser(
         prog="trie-mine", description=mine_main.__doc__,
-        epilog="--candidates trie alone is the paper's configuration: every match of the "
-               "trie-constrained search, columns src_id tgt_id score ce_word ce_token src tgt "
-               "(+ prior pmi with --priors). Any other choice runs the mining job of "
+        epilog="--config paper (or --candidates trie alone) is the paper's configuration: every "
+               "match of the trie-constrained search, columns src_id tgt_id score ce_word "
+               "ce_token src tgt (+ prior pmi with --priors); select with trie-mine-eval "
+               "--filter ce. The other configurations run the mining job of "
                "triemine.mining.run: the generators' candidates united, every pair scored "
                "exactly by the MT model, and a 'combined' column; select pairs with "
                "trie-mine-eval/trie-mine-filter --rule one-to-one --filter combined.")
@@ -96,9 +97,13 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--source", required=True, help="source corpus (plain text or id<TAB>text)")
     parser.add_argument("--target", required=True, help="target corpus (plain text or id<TAB>text)")
     parser.add_argument("-o", "--output", required=True, help="mining TSV to write")
-    parser.add_argument("--candidates", default=",".join(defaults.candidates),
+    parser.add_argument("--config", default="combined", choices=CONFIG_NAMES,
+                        help="combined (default): multilingual USE candidates scored by the MT "
+                             "model; mt-only: no embedding model, the MT model's own "
+                             "translations retrieve candidates; paper: the trie search alone")
+    parser.add_argument("--candidates", default=None,
                         help=f"comma-separated generators among {', '.join(GENERATORS)} "
-                             f"(default {','.join(defaults.candidates)})")
+                             "(default: the configuration's; 'trie' alone is --config paper)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--pre-expansion", dest="mode", action="store_const", const="pre",
                       help="trie search: mask tokens outside the trie before top-k (default)")
@@ -111,18 +116,19 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
                         help="rank trie hypotheses by log P(y|x) - W * log P(y|empty source) "
                              "(pre-expansion; default 0)")
     parser.add_argument("--priors", action="store_true",
-                        help="add prior = log P(y|empty source) and pmi columns")
+                        help="--config paper: add prior = log P(y|empty source) and pmi "
+                             "columns (the mining job always has them)")
     parser.add_argument("--encoder", default=defaults.encoder,
                         help=f"sentence encoder of the knn generator (default {defaults.encoder})")
-    parser.add_argument("--min-margin", type=_finite, default=defaults.min_margin,
+    parser.add_argument("--min-margin", type=_finite, default=None,
                         help="knn: keep pairs with at least this ratio margin before exact "
                              f"scoring (default {defaults.min_margin})")
     parser.add_argument("--reverse-model", default=None, metavar="DIR",
                         help="a model of the other direction (target -> source): adds log P(x|y) "
                              "and the dual conditional cross-entropy dual_ce (mining job only)")
-    parser.add_argument("--combination", default=defaults.combination,
+    parser.add_argument("--combination", default=None,
                         help="the combined score: a shipped name or a JSON file "
-                             f"(default {defaults.combination})")
+                             "(default: the configuration's, e.g. combined or mt-only)")
     parser.add_argument("--batch-size", type=int, default=16, help="sentences per batch (16)")
     parser.add_argument("--max-tokens", type=int, default=None,
                         help="trie search: also cap a batch at this many padded source tokens")
@@ -145,8 +151,13 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
         import logging
         import warnings
 
-        candidates = tuple(c.strip() for c in args.candidates.split(",") if c.strip())
+        if args.candidates is not None:
+            candidates = tuple(c.strip() for c in args.candidates.split(",") if c.strip())
+        else:
+            candidates = ("trie",) if args.config == PAPER else None
         paper = candidates == ("trie",)
+        if args.config == PAPER and not paper:
+            parser.error("--config paper is the trie search alone (--candidates trie)")
         beam = args.beam if args.beam is not None else (90 if paper else defaults.beam)
         for name, value in (("--beam", beam), ("--batch-size", args.batch_size),
                             ("--trie-nbest", args.trie_nbest)):
@@ -159,8 +170,13 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
         mode = args.mode or "pre"
         if args.prior_weight and mode != "pre":
             parser.error("--prior-weight ranks trie children: it needs --pre-expansion")
-        if paper and args.reverse_model:
-            parser.error("--reverse-model needs the mining job (not --candidates trie alone)")
+        if paper:
+            for flag, used in (("--reverse-model", args.reverse_model is not None),
+                               ("--min-margin", args.min_margin is not None),
+                               ("--combination", args.combination is not None)):
+                if used:
+                    parser.error(f"{flag} needs the mining job (not --config paper / "
+                                 "--candidates trie alone)")
         if not paper:
             for flag, used in (("--nbest", args.nbest is not None), ("--debug", args.debug),
                                ("--trie", args.trie is not None),
@@ -172,11 +188,11 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
         warnings.filterwarnings("ignore", category=FutureWarning)
         from triemine.errors import InputError
 
-        cfg = PipelineConfig(candidates=candidates, encoder=args.encoder,
-                             min_margin=args.min_margin, mode=mode, beam=beam,
-                             prior_weight=args.prior_weight, trie_nbest=args.trie_nbest,
-                             batch_size=args.batch_size, priors=args.priors,
-                             combination=args.combination)
+        if not paper:
+            cfg = named_config(args.config, candidates=candidates, encoder=args.encoder,
+                               min_margin=args.min_margin, mode=mode, beam=beam,
+                               prior_weight=args.prior_weight, trie_nbest=args.trie_nbest,
+                               batch_size=args.batch_size, combination=args.combination)
         for what, path in (("source file", args.source), ("target file", args.target),
                            ("trie file", args.trie)):  # fail before the slow model load
             if path is not None and not os.path.isfile(path):

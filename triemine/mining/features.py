@@ -88,11 +88,15 @@ def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts
     return cands.with_columns(**{"score" + suffix: score, "n_tokens" + suffix: ntok})
 
 
-def _corpus_key(model, tgt_texts: Sequence[str]) -> str:
+def corpus_key(model, texts: Sequence[str], what: str = "") -> str:
+    """A cache key for a per-corpus result of ``model`` (its weights, not its path) on ``texts``;
+    ``what`` names the result and its settings when it is not the targets' prior."""
     from triemine.decoding.mine import model_fingerprint
 
     h = hashlib.sha256(model_fingerprint(model).rsplit("@", 1)[-1].encode())
-    for t in tgt_texts:
+    if what:
+        h.update(b"\0" + what.encode("utf-8") + b"\0")
+    for t in texts:
         h.update(t.encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()[:32]
@@ -114,7 +118,7 @@ def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None,
     path = None
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        path = cache_dir / f"{_corpus_key(model, tgt_texts)}.npy"
+        path = cache_dir / f"{corpus_key(model, tgt_texts)}.npy"
         if path.is_file():
             cached = np.load(path)
             if cached.shape == table.shape:

@@ -70,6 +70,34 @@ class PipelineConfig:
         return asdict(self)
 
 
+# The named configurations, measured and compared by bench/bucc_bench.py (README, "Results").
+# ``paper`` is not a PipelineConfig: it is the plain trie search (triemine.decoding.mine), whose TSV
+# keeps every match with the paper's columns and is selected best-per-source by ce_word.
+CONFIGS = {
+    # MT model + embedding candidates: USE ratio-margin neighbours, every pair scored exactly by the
+    # MT model, combined = z(use_margin) - z(ce_token) + z(pmi)
+    "combined": PipelineConfig(candidates=("knn",), combination="combined"),
+    # no embedding model anywhere: the MT model's own translations retrieved by TF-IDF, every pair
+    # scored exactly, combined = z(ret_margin) - z(ce_token) + z(pmi)
+    "mt-only": PipelineConfig(candidates=("retrieval",), combination="mt-only"),
+}
+PAPER = "paper"
+CONFIG_NAMES = tuple(CONFIGS) + (PAPER,)
+# how each configuration's TSV is selected and thresholded: (rule, rank_by, filter)
+SELECTION = {"combined": ("one-to-one", "combined", "combined"),
+             "mt-only": ("one-to-one", "combined", "combined"),
+             PAPER: ("best-per-source", "ce_word", "ce")}
+
+
+def named_config(name: str, **overrides) -> PipelineConfig:
+    """A copy of configuration ``name`` with ``overrides`` (fields left ``None`` keep the preset)."""
+    from dataclasses import replace
+
+    if name not in CONFIGS:
+        raise InputError(f"unknown configuration {name!r} (choose from {', '.join(CONFIG_NAMES)})")
+    return replace(CONFIGS[name], **{k: v for k, v in overrides.items() if v is not None})
+
+
 def _work(out_path: Path) -> Path:
     return Path(str(out_path) + ".work")
 
@@ -134,6 +162,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
             raise InputError("no non-empty lines", path)
     comb = (Combination.load(cfg.combination) if os.path.isfile(cfg.combination)
             else shipped(cfg.combination))
+    _check_features(comb, cfg, reverse_model is not None)
     out_path = Path(out_path)
     work = _work(out_path)
     settings = _settings_digest(model, source_path, target_path, cfg)
@@ -142,14 +171,19 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         settings["reverse_model"] = model_fingerprint(reverse_model)
     settings_file = work / "settings.json"
     if work.is_dir():
-        old = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else None
+        try:  # written atomically before any stage: missing means nothing was computed yet
+            old = json.loads(settings_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            old = None
+        if resume and old is not None and old != settings:
+            raise InputError("cannot resume: the job used other settings, model or corpora "
+                             "(run without --resume to start over)", settings_file)
         if not resume or old != settings:
-            if resume:
-                raise InputError("cannot resume: the job used other settings, model or corpora "
-                                 "(run without --resume to start over)", settings_file)
             shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
-    settings_file.write_text(json.dumps(settings), encoding="utf-8")
+    tmp = work / f"settings.json.tmp{os.getpid()}"
+    tmp.write_text(json.dumps(settings), encoding="utf-8")
+    os.replace(tmp, settings_file)
 
     parts: List[CandidateSet] = []
     spaces = []
@@ -186,10 +220,10 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         parts.append(_stage(work, "knn", lambda: space.candidates(cfg.per_source, cfg.per_target,
                                                                   cfg.min_margin)))
     if "retrieval" in cfg.candidates:
-        from triemine.mining.translate import translate_corpus
+        from triemine.mining.translate import cached_translations
 
-        hyps = translate_corpus(model, src.texts, work / "translations.txt", beam=cfg.translate_beam,
-                                progress=progress, device=device)
+        hyps = cached_translations(model, src.texts, _cache("translations"),
+                                   beam=cfg.translate_beam, progress=progress, device=device)
         space = translation_space(hyps, tgt.texts, cfg.k)
         spaces.append(space)
         parts.append(_stage(work, "retrieval", lambda: space.candidates(
@@ -212,7 +246,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     if cfg.priors:
         have = cands.col("prior")
         prior = target_priors(model, tgt.texts, cands.tgt, trie=trie, node_prior=node_prior,
-                              cache_dir=_prior_cache(), progress=progress)
+                              cache_dir=_cache("priors"), progress=progress)
         cands = cands.with_columns(prior=np.where(np.isnan(have), prior, have))
     cands = derived(cands, tgt.texts)
     cands = cands.with_columns(combined=comb(cands.columns))
@@ -227,9 +261,27 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
             "by_generator": by, "output": str(out_path)}
 
 
-def _prior_cache() -> Path:
+def _check_features(comb, cfg: PipelineConfig, reverse: bool) -> None:
+    """Refuse, before any work, a combination that needs a column this job cannot produce."""
+    have = {"score", "n_tokens", "ce_word", "ce_token"}
+    if cfg.priors:
+        have |= {"prior", "pmi"}
+    if "knn" in cfg.candidates:
+        have |= {f"{cfg.encoder}_cos", f"{cfg.encoder}_margin"}
+    if "retrieval" in cfg.candidates:
+        have |= {"ret_cos", "ret_margin"}
+    if reverse:
+        have |= {"score_rev", "ce_token_rev", "dual_ce"}
+    missing = [f for f in comb.features if f not in have]
+    if missing:
+        raise InputError(f"combination {comb.name} needs {', '.join(missing)}, which candidates "
+                         f"{','.join(cfg.candidates)} with encoder {cfg.encoder} do not produce "
+                         "(choose another --combination or --config)")
+
+
+def _cache(name: str) -> Path:
     from triemine.paths import cache_root
-    return cache_root() / "priors"
+    return cache_root() / name
 
 
 def _trie_tsv_candidates(tsv: Path, src, tgt) -> CandidateSet:

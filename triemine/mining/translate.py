@@ -23,6 +23,25 @@ def ct2_origin(model) -> Optional[Path]:
     return None
 
 
+def cached_translations(model, texts: Sequence[str], cache_dir: Path, beam: int = 4,
+                        progress: bool = False, device: str = "cpu") -> List[str]:
+    """:func:`translate_corpus` into ``cache_dir``, keyed by the model's weights, the backend, the
+    beam and the texts, so every job and benchmark on the same corpus translates it once.  A lock
+    file serialises concurrent jobs on the same key (the second finds the work done)."""
+    import fcntl
+
+    from triemine.mining.features import corpus_key
+
+    backend = "ctranslate2" if ct2_origin(model) is not None else "fairseq"
+    key = corpus_key(model, texts, f"translations|{backend}|beam={beam}")
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return translate_corpus(model, texts, cache_dir / f"{key}.txt", beam=beam,
+                                progress=progress, device=device, backend=backend)
+
+
 def translate_corpus(model, texts: Sequence[str], path: Path, beam: int = 4, batch_size: int = 32,
                      progress: bool = False, device: str = "cpu", backend: str = "auto") -> List[str]:
     """One translation per text (``""`` for empty texts), cached in ``path``."""
