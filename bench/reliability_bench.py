@@ -12,16 +12,19 @@ Four measurements (issue 9), each a count that must be 0 (or true):
    exceptions that escaped the CLI (a traceback for the user); exit codes must be 0 or 2.
 3. **Kill and resume**: ``trie-mine`` (tiny model, a subprocess) is killed with SIGKILL at random
    moments and resumed with ``--resume`` until it finishes; the output is compared with an
-   uninterrupted run: ``rows_lost``, ``rows_duplicated``, ``identical``.
+   uninterrupted run: ``rows_lost``, ``rows_duplicated``, ``identical`` for the trie search
+   (``--config paper``) and ``job_rows_lost``, ``job_rows_duplicated``, ``job_identical`` for the
+   mining job (``--config mt-only``: translations, retrieval, exact scores, priors).
 4. **Concurrent runs**: two ``trie-mine`` processes start at once on the same target and the same
    (empty) trie cache: both must succeed, leave one cached trie, and write identical outputs.
 
 Half of the damaged trie files keep valid checksums (the payload is damaged and both checksums
 recomputed), so that the structural checks, not the CRC, must catch them.
 
-``--quick`` (< 1 min after the tiny model is cached): 1,000 trie files, 250 text files, 3 kills
-while mining 100 sources, a 500-line target for the concurrent runs. Full: 10,000 trie files,
-2,000 text files, 20 kills over 400 sources, a 5,000-line target. Last line: one JSON object.
+``--quick`` (about a minute on an idle box once the tiny model is cached; most of it is starting
+``trie-mine`` processes): 1,000 trie files, 250 text files, 2 kills of each configuration while
+mining 100 sources, a 500-line target for the concurrent runs. Full: 10,000 trie files, 2,000
+text files, 20 kills of each over 400 sources, a 5,000-line target. Last line: one JSON object.
 """
 from __future__ import annotations
 
@@ -189,17 +192,29 @@ def bench_text(work: Path, n: int, rng: random.Random) -> dict:
 
 # -- 3. kill and resume, 4. concurrent runs ------------------------------------------------------
 
-def _mine_cmd(model_dir, src, tgt, out, extra=()):
+# the trie search alone (--config paper) and the mining job (--config mt-only: translations,
+# retrieval, exact scores and priors, each stage resumable)
+CONFIG_ARGS = {"paper": ("--config", "paper", "--pre-expansion", "--beam", "4", "--batch-size", "4"),
+               "job": ("--config", "mt-only", "--batch-size", "4")}
+
+
+def _mine_cmd(model_dir, src, tgt, out, extra=(), config="paper"):
     return [sys.executable, "-c", "import sys; from triemine.cli import mine_main; sys.exit(mine_main())",
-            "--candidates", "trie", "--pre-expansion", "--model", str(model_dir), "--source", str(src), "--target", str(tgt),
-            "-o", str(out), "--beam", "4", "--batch-size", "4", "-q", *extra]
+            *CONFIG_ARGS[config], "--model", str(model_dir), "--source", str(src), "--target", str(tgt),
+            "-o", str(out), "-q", *extra]
 
 
 def _env(cache: Path) -> dict:
     return dict(os.environ, TRIEMINE_CACHE=str(cache), PYTHONPATH=str(REPO))
 
 
-def bench_kill(model_dir, work: Path, kills: int, rng: random.Random, n_sources: int) -> dict:
+def bench_kill(model_dir, work: Path, kills: int, rng: random.Random, n_sources: int,
+               config: str = "paper") -> dict:
+    """SIGKILL ``trie-mine --config <config>`` at random moments, resume until it finishes, and
+    compare with an uninterrupted run (each episode starts with an empty cache of translations
+    and priors, so that every stage is interrupted somewhere)."""
+    import shutil
+
     from triemine.decoding.testing import synthetic_pairs
 
     pairs = synthetic_pairs(n_sources, seed=11, min_len=3)
@@ -207,13 +222,13 @@ def bench_kill(model_dir, work: Path, kills: int, rng: random.Random, n_sources:
     src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
     tgt.write_text("".join(t + "\n" for _, t in pairs[::2]) +
                    "".join(t + "\n" for _, t in synthetic_pairs(400, seed=12)), encoding="utf-8")
-    cache = work / "kill-cache"
-    ref = work / "ref.tsv"
+    cache = work / f"kill-cache-{config}"
+    ref = work / f"ref-{config}.tsv"
     t0 = time.perf_counter()
-    subprocess.run(_mine_cmd(model_dir, src, tgt, ref), check=True, env=_env(cache),
-                   stderr=subprocess.DEVNULL)
+    subprocess.run(_mine_cmd(model_dir, src, tgt, ref, config=config), check=True,
+                   env=_env(work / f"ref-cache-{config}"), stderr=subprocess.DEVNULL)
     full_s = time.perf_counter() - t0
-    out = work / "killed.tsv"
+    out = work / f"killed-{config}.tsv"
     ref_bytes = ref.read_bytes()
     from collections import Counter
     rc = Counter(ref_bytes.decode("utf-8").splitlines())
@@ -223,9 +238,13 @@ def bench_kill(model_dir, work: Path, kills: int, rng: random.Random, n_sources:
         episodes += 1
         for suffix in ("", ".progress", ".meta.json"):
             Path(str(out) + suffix).unlink(missing_ok=True)
+        shutil.rmtree(str(out) + ".work", ignore_errors=True)
+        for sub in ("translations", "priors"):
+            shutil.rmtree(cache / sub, ignore_errors=True)
         resume = False
         while True:
-            proc = subprocess.Popen(_mine_cmd(model_dir, src, tgt, out, ("--resume",) if resume else ()),
+            proc = subprocess.Popen(_mine_cmd(model_dir, src, tgt, out, ("--resume",) if resume else (),
+                                              config=config),
                                     env=_env(cache), stderr=subprocess.DEVNULL)
             runs += 1
             if killed < kills:
@@ -234,7 +253,8 @@ def bench_kill(model_dir, work: Path, kills: int, rng: random.Random, n_sources:
                     proc.send_signal(signal.SIGKILL)
                     proc.wait()
                     killed += 1
-                    resume = resume or Path(str(out) + ".progress").exists()
+                    resume = resume or Path(str(out) + ".progress").exists() or \
+                        Path(str(out) + ".work").exists()
                     continue
             if proc.wait() != 0:
                 raise RuntimeError("trie-mine --resume failed")
@@ -244,9 +264,10 @@ def bench_kill(model_dir, work: Path, kills: int, rng: random.Random, n_sources:
         lost += sum((rc - gc).values())
         dup += sum((gc - rc).values())
         identical = identical and got == ref_bytes
-    return {"kills": killed, "runs": runs, "episodes": episodes, "rows": sum(rc.values()) - 1,
-            "rows_lost": lost, "rows_duplicated": dup, "identical": identical,
-            "uninterrupted_s": round(full_s, 2)}
+    p = "" if config == "paper" else f"{config}_"
+    return {f"{p}kills": killed, f"{p}runs": runs, f"{p}episodes": episodes,
+            f"{p}rows": sum(rc.values()) - 1, f"{p}rows_lost": lost, f"{p}rows_duplicated": dup,
+            f"{p}identical": identical, f"{p}uninterrupted_s": round(full_s, 2)}
 
 
 def bench_concurrent(model_dir, work: Path, n_targets: int) -> dict:
@@ -272,7 +293,7 @@ def bench_concurrent(model_dir, work: Path, n_targets: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer files and kills (< 1 min)")
+    ap.add_argument("--quick", action="store_true", help="fewer files and kills (about 1 min)")
     ap.add_argument("--trie-files", type=int, default=None)
     ap.add_argument("--text-files", type=int, default=None)
     ap.add_argument("--kills", type=int, default=None)
@@ -280,7 +301,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     n_trie = args.trie_files or (1000 if args.quick else 10000)
     n_text = args.text_files or (250 if args.quick else 2000)
-    kills = args.kills if args.kills is not None else (3 if args.quick else 20)
+    kills = args.kills if args.kills is not None else (2 if args.quick else 20)
     rng = random.Random(args.seed)
     import torch
     torch.set_num_threads(1)
@@ -297,6 +318,8 @@ def main(argv=None) -> int:
                          ("text", lambda: bench_text(work, n_text, rng)),
                          ("kill", lambda: bench_kill(model_dir, work, kills, rng,
                                                      100 if args.quick else 400)),
+                         ("job_kill", lambda: bench_kill(model_dir, work, kills, rng,
+                                                         100 if args.quick else 400, "job")),
                          ("concurrent", lambda: bench_concurrent(model_dir, work,
                                                                  500 if args.quick else 5000))):
             t = time.perf_counter()
@@ -308,6 +331,8 @@ def main(argv=None) -> int:
     report["ok"] = (report["trie_crashes"] == 0 and report["text_tracebacks"] == 0 and
                     report["text_bad_exit_codes"] == 0 and report["rows_lost"] == 0 and
                     report["rows_duplicated"] == 0 and report["identical"] and
+                    report["job_rows_lost"] == 0 and report["job_rows_duplicated"] == 0 and
+                    report["job_identical"] and
                     report["concurrent_exit_codes"] == [0, 0] and
                     report["concurrent_cached_tries"] == 1 and report["concurrent_identical"])
     print(json.dumps(report, ensure_ascii=False))
