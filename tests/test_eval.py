@@ -277,3 +277,38 @@ def test_cli_eval_bad_input_is_one_line(tmp_path, tiny_bucc, capsys):
     err = capsys.readouterr().err
     assert err.startswith("trie-mine-eval: error: ") and "m.tsv:2: column score" in err
     assert "Traceback" not in err
+
+
+def test_mining_job_tsv_is_evaluated_and_filtered_as_it_was_tuned(tmp_path, tiny_bucc, capsys):
+    """A TSV of the mining job (its sidecar names the pipeline) is selected one-to-one by
+    'combined' and filtered by 'combined' unless told otherwise; a thresholds file carries its
+    rule, ranking and filter to trie-mine-eval and trie-mine-filter, so the pairs a user keeps
+    are the ones the thresholds were measured on."""
+    from triemine.cli import filter_main
+
+    b = tiny_bucc
+    # en-2 is the best target of both zh-1 and zh-2: one-to-one gives it to zh-2 (higher combined)
+    rows = [row("zh-1", "en-1", 0.5, b) + (1.0,), row("zh-1", "en-2", 0.5, b) + (2.0,),
+            row("zh-2", "en-2", 0.5, b) + (3.0,), row("zh-4", "en-3", 0.5, b) + (0.5,),
+            row("zh-5", "en-5", 0.5, b) + (-2.0,)]
+    path = write_tsv(tmp_path / "job.tsv", rows, header=HEADER.rstrip("\n") + "\tcombined\n",
+                     meta={"model": "m", "mode": "knn", "pipeline": {"candidates": ["knn"]}})
+    th = tmp_path / "th.json"
+    assert eval_main([path, "--gold", b.gold_path, "--save-thresholds", str(th)]) == 0
+    out = capsys.readouterr().out
+    assert "candidates (one-to-one, ranked by combined): 4" in out
+    assert "P=1.0000 R=1.0000 F1=1.0000" in out  # zh-1 keeps en-1 once en-2 went to zh-2
+    saved = load_thresholds(th)
+    assert (saved.rule, saved.rank_by, saved.filter) == ("one-to-one", "combined", "combined")
+    assert -2.0 < saved.thresholds["zh-en"]["combined"] <= 0.5  # keeps zh-4, drops zh-5
+    # applied unchanged: the file's rule and filter, no flags needed
+    assert eval_main([path, "--gold", b.gold_path, "--thresholds", str(th)]) == 0
+    assert "thresholds: fixed" in capsys.readouterr().out
+    kept = tmp_path / "kept.tsv"
+    assert filter_main([path, "--thresholds", str(th), "-o", str(kept)]) == 0
+    k = read_mined(kept)
+    assert sorted(zip(k.src_ids, k.tgt_ids)) == [("zh-1", "en-1"), ("zh-2", "en-2"), ("zh-4", "en-3")]
+    # a plain trie-search TSV keeps the paper's defaults
+    plain = write_tsv(tmp_path / "plain.tsv", [r[:7] for r in rows], meta={"model": "m", "mode": "pre"})
+    assert eval_main([plain, "--gold", b.gold_path]) == 0
+    assert "candidates (best-per-source, ranked by ce_word): 4" in capsys.readouterr().out

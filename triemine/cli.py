@@ -370,8 +370,8 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--bitext", help="write kept pairs as 'l1 text<TAB>l2 text' (union of "
                         "directions with --second)")
     parser.add_argument("--filter", default=None, help=_filter_help())
-    parser.add_argument("--rule", default="none", choices=["none", "best-per-source", "one-to-one"],
-                        help="selection before filtering (default none: every row)")
+    parser.add_argument("--rule", default=None, choices=["none", "best-per-source", "one-to-one"],
+                        help="selection before filtering (default: the thresholds file's rule, else none: every row)")
     parser.add_argument("--rank-by", default=None,
                         help="score ranking the rows for --rule (default: the filter's first score)")
     parser.add_argument("--thresholds", metavar="JSON", help="thresholds file from trie-mine-eval")
@@ -409,6 +409,10 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
         filt = args.filter
         if filt is None:
             filt = saved.filter if saved else ("+".join(given) if given else "none")
+        if args.rule is None:  # as the thresholds were chosen
+            args.rule = saved.rule if saved else "none"
+        if args.rank_by is None and saved is not None:
+            args.rank_by = saved.rank_by
         scores = registry.filter_scores(filt)
         unused = set(given) - {sc.name for sc in scores}
         if unused:
@@ -466,18 +470,21 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
     """Precision, recall and F1 of mined pairs against a BUCC gold file, with a signature line."""
     parser = argparse.ArgumentParser(
         prog="trie-mine-eval", description=eval_main.__doc__,
-        epilog="One candidate per source is kept (best --rank-by value), then the filter is "
-               "applied. Without --thresholds the thresholds are tuned for best strict F1 on "
-               "--gold (optimistic; add --folds K for held-out estimates).")
+        epilog="The selection rule chooses candidates (by --rank-by), then the filter is "
+               "applied. Defaults: a thresholds file's own rule, ranking and filter; else, for "
+               "a TSV of the mining job, one-to-one by 'combined' filtered by 'combined'; else "
+               "the paper's best row per source by ce_word, no filter. Without --thresholds the "
+               "thresholds are tuned for best strict F1 on --gold (optimistic; add --folds K "
+               "for held-out estimates).")
     parser.add_argument("mined", nargs="+", help="mining TSV (l1->l2); a second TSV is the "
                         "l2->l1 direction, whose pairs are united with the first's")
     parser.add_argument("--gold", required=True, help="BUCC gold file <l1>-<l2>.<split>.gold")
     _add_bucc_args(parser)
-    parser.add_argument("--filter", default="none", help=_filter_help())
-    parser.add_argument("--rank-by", default="ce_word",
-                        help="score choosing the candidates (default ce_word)")
-    parser.add_argument("--rule", default="best-per-source", choices=["best-per-source", "one-to-one"],
-                        help="selection rule before the filter (default best-per-source)")
+    parser.add_argument("--filter", default=None, help=_filter_help() + " (default: see below)")
+    parser.add_argument("--rank-by", default=None,
+                        help="score choosing the candidates (default: see below)")
+    parser.add_argument("--rule", default=None, choices=["best-per-source", "one-to-one"],
+                        help="selection rule before the filter (default: see below)")
     parser.add_argument("--thresholds", metavar="JSON", help="apply these fixed thresholds instead of tuning")
     parser.add_argument("--save-thresholds", metavar="JSON", help="store the thresholds used")
     parser.add_argument("--folds", type=int, default=0,
@@ -495,7 +502,8 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
         from triemine.evaluation.bucc import read_bucc
         from triemine.evaluation.metrics import describe
         from triemine.tsv import read_mined
-        from triemine.evaluation.pipeline import Direction, evaluate, load_thresholds, save_thresholds
+        from triemine.evaluation.pipeline import (Direction, default_selection, evaluate,
+                                                  load_thresholds, save_thresholds)
 
         if len(args.mined) > 2:
             parser.error("at most two mining TSVs (one per direction)")
@@ -503,8 +511,11 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
         dirs = [Direction(read_mined(p), reverse=(i == 1)) for i, p in enumerate(args.mined)]
         thresholds = None
         source = None
-        if args.thresholds:
-            saved = load_thresholds(args.thresholds)
+        saved = load_thresholds(args.thresholds) if args.thresholds else None
+        rule, rank_by, filt = default_selection(dirs[0].mined, saved)
+        args.rule, args.rank_by, args.filter = (args.rule or rule, args.rank_by or rank_by,
+                                                args.filter or filt)
+        if saved is not None:
             if saved.filter != args.filter:
                 raise InputError(f"thresholds are for filter {saved.filter}, not {args.filter}",
                                  args.thresholds)

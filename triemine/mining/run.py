@@ -79,7 +79,7 @@ CONFIGS = {
     "combined": PipelineConfig(candidates=("knn",), combination="combined"),
     # no embedding model anywhere: the MT model's own translations retrieved by TF-IDF, every pair
     # scored exactly, combined = z(ret_margin) - z(ce_token) + z(pmi)
-    "mt-only": PipelineConfig(candidates=("retrieval",), combination="mt-only"),
+    "mt-only": PipelineConfig(candidates=("retrieval",), translate_beam=1, combination="mt-only"),
 }
 PAPER = "paper"
 CONFIG_NAMES = tuple(CONFIGS) + (PAPER,)

@@ -42,7 +42,7 @@ def cached_translations(model, texts: Sequence[str], cache_dir: Path, beam: int 
                                 progress=progress, device=device, backend=backend)
 
 
-def translate_corpus(model, texts: Sequence[str], path: Path, beam: int = 4, batch_size: int = 32,
+def translate_corpus(model, texts: Sequence[str], path: Path, beam: int = 4, batch_size: int = 256,
                      progress: bool = False, device: str = "cpu", backend: str = "auto") -> List[str]:
     """One translation per text (``""`` for empty texts), cached in ``path``."""
     from tqdm import tqdm
@@ -86,8 +86,9 @@ def _ct2_translator(model, origin: Path, beam: int, device: str):
         keep = [i for i, t in enumerate(batch) if t.strip()]
         out = [""] * len(batch)
         if keep:
+            # CTranslate2 sorts the examples by length into sub-batches of 32 (less padding)
             res = tr.translate_batch([sp.encode(batch[i], out_type=str) for i in keep],
-                                     beam_size=beam, max_batch_size=len(keep))
+                                     beam_size=beam, max_batch_size=32)
             for i, r in zip(keep, res):
                 out[i] = "".join(r.hypotheses[0]).replace("\u2581", " ").strip()
         return out
@@ -104,16 +105,19 @@ def _fairseq_translator(model, beam: int, device: str):
                                 max_len_a=1.2, max_len_b=10)
     pad = model.src_dict.pad()
 
-    def translate(batch):
+    def translate(batch, sub: int = 32):
         keep = [i for i, t in enumerate(batch) if t.strip()]
         out = [""] * len(batch)
-        if keep:
-            toks = [model.encode_source(batch[i])[: model.max_source_positions] for i in keep]
+        toks = {i: model.encode_source(batch[i])[: model.max_source_positions] for i in keep}
+        keep.sort(key=lambda i: len(toks[i]))  # sub-batches of similar length: less padding
+        for start in range(0, len(keep), sub):
+            part = keep[start:start + sub]
             sample = {"net_input": {
-                "src_tokens": data_utils.collate_tokens(toks, pad, left_pad=True).to(device),
-                "src_lengths": torch.tensor([len(t) for t in toks], device=device)}}
+                "src_tokens": data_utils.collate_tokens([toks[i] for i in part], pad,
+                                                        left_pad=True).to(device),
+                "src_lengths": torch.tensor([len(toks[i]) for i in part], device=device)}}
             hyps = gen.generate(gen.model.models, sample)
-            for i, h in zip(keep, hyps):
+            for i, h in zip(part, hyps):
                 out[i] = model.decode_target(h[0]["tokens"]) if h else ""
         return out
     return translate
