@@ -1,44 +1,48 @@
 #!/usr/bin/env bash
 # The main job on the shared default (run through `make demo`, which builds .venv and imports the
-# shared OPUS-MT model first): mine a gold-enriched slice of the BUCC 2018 zh-en sample with
-# trie-constrained (pre-expansion) beam search against the FULL English side, then print P/R/F1
-# with a per-word cross-entropy threshold, both tuned on the slice's gold (optimistic, LASER
-# style) and 2-fold held-out (tuned on one half of the sources, applied to the other).
-#
-# Knobs (environment): DEMO_GOLD=40 DEMO_OTHER=40 (sources with / without a gold pair),
-# DEMO_BEAM=8, DEMO_DIR=$TRIEMINE_CACHE/demo. Rerunning resumes an interrupted mining run.
+# shared OPUS-MT model first):
+#   1. mine the whole BUCC 2018 zh-en sample (8,624 zh, 13,589 en) with trie-mine's default
+#      configuration: multilingual USE ratio-margin candidates, every pair scored exactly by the
+#      OPUS-MT model, one combined score;
+#   2. evaluate it one-to-one: threshold tuned on the sample's gold (optimistic) and 2-fold
+#      held-out, and save the threshold;
+#   3. mine the transfer set (shared/data/devsets/zh-en: unseen news-like data) and apply the
+#      sample's threshold unchanged.
+# Knobs (environment): DEMO_DIR=$TRIEMINE_CACHE/demo, DEMO_TRANSFER=1 (0 skips step 3),
+# DEMO_ARGS (extra trie-mine arguments: "--config mt-only" for the configuration without any
+# embedding model; "--config paper --beam 5" for the paper's, evaluated then with
+# DEMO_EVAL="--filter ce"). trie-mine-eval picks the selection rule and filter that fit the TSV
+# (and, with --thresholds, the file's own). Rerunning resumes a mining run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
 SHARED=${TRIEMINE_SHARED:-$(cd .. && pwd)/shared}
 CACHE=${TRIEMINE_CACHE:-$PWD/.cache}
 MODEL=${MODEL:-$CACHE/models/opus-mt-zh-en}
-GOLD_N=${DEMO_GOLD:-40}
-OTHER_N=${DEMO_OTHER:-40}
-BEAM=${DEMO_BEAM:-8}
 WORK=${DEMO_DIR:-$CACHE/demo}
+EVAL_ARGS=${DEMO_EVAL:-}
 mkdir -p "$WORK"
 [ -f "$MODEL/checkpoint.pt" ] || "$BIN/trie-mine-import" -o "$MODEL"
 
-echo "== slice: first $GOLD_N zh sources with a gold pair + first $OTHER_N without, all 13589 en sentences"
-"$BIN/python" - "$SHARED/data/bucc2018/zh-en/zh-en.sample.gold" "$WORK" "$GOLD_N" "$OTHER_N" <<'PY'
-import sys
-from triemine.evaluation.slices import write_bucc_slice
-gold, n = write_bucc_slice(sys.argv[1], sys.argv[2], n_gold=int(sys.argv[3]), n_other=int(sys.argv[4]))
-print(f"{n} sources, gold {gold}")
-PY
+mine() {  # mine SOURCE TARGET OUT: resume an earlier run of the same settings, else start over
+    local cmd=("$BIN/trie-mine" --model "$MODEL" --source "$1" --target "$2" -o "$3" ${DEMO_ARGS:-})
+    echo "== ${cmd[*]}"
+    if { [ -e "$3.work" ] || [ -e "$3.progress" ]; } && "${cmd[@]}" --resume; then
+        return 0
+    fi
+    time "${cmd[@]}"
+}
 
-OUT="$WORK/mined.pre.b$BEAM.g$GOLD_N.o$OTHER_N.tsv"
-MINE=("$BIN/trie-mine" --pre-expansion --model "$MODEL" --source "$WORK/zh-en.slice.zh"
-      --target "$WORK/zh-en.slice.en" -o "$OUT" --beam "$BEAM" --nbest 1)
-echo "== trie-mine --pre-expansion --beam $BEAM"
-# An earlier run of the same settings is resumed (a no-op when it finished); one with other
-# settings (e.g. a re-imported model) is refused by trie-mine, and the demo then starts over.
-if [ -f "$OUT.progress" ] && "${MINE[@]}" --resume; then
-    :
-else
-    time "${MINE[@]}"
+SAMPLE=$SHARED/data/bucc2018/zh-en/zh-en.sample
+mine "$SAMPLE.zh" "$SAMPLE.en" "$WORK/sample.tsv"
+echo "== evaluation on the sample ${EVAL_ARGS:+($EVAL_ARGS)}"
+"$BIN/trie-mine-eval" "$WORK/sample.tsv" --gold "$SAMPLE.gold" $EVAL_ARGS --folds 2 \
+    --save-thresholds "$WORK/thresholds.json" --report "$WORK/sample.report.html"
+
+if [ "${DEMO_TRANSFER:-1}" != 0 ]; then
+    DEV=$SHARED/data/devsets/zh-en/zh-en.dev
+    mine "$DEV.zh" "$DEV.en" "$WORK/transfer.tsv"
+    echo "== transfer set, the sample's threshold unchanged"
+    "$BIN/trie-mine-eval" "$WORK/transfer.tsv" --gold "$DEV.gold" --thresholds "$WORK/thresholds.json"
 fi
-
-echo "== evaluation: one target per source, per-word cross-entropy filter"
-"$BIN/trie-mine-eval" "$OUT" --gold "$WORK/zh-en.slice.gold" --filter ce --folds 2
+echo "report: $WORK/sample.report.html"

@@ -121,8 +121,8 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--encoder", default=defaults.encoder,
                         help=f"sentence encoder of the knn generator (default {defaults.encoder})")
     parser.add_argument("--min-margin", type=_finite, default=None,
-                        help="knn: keep pairs with at least this ratio margin before exact "
-                             f"scoring (default {defaults.min_margin})")
+                        help="knn and retrieval: keep pairs with at least this ratio margin "
+                             f"before exact scoring (default {defaults.min_margin})")
     parser.add_argument("--reverse-model", default=None, metavar="DIR",
                         help="a model of the other direction (target -> source): adds log P(x|y) "
                              "and the dual conditional cross-entropy dual_ce (mining job only)")
@@ -190,7 +190,8 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
 
         if not paper:
             cfg = named_config(args.config, candidates=candidates, encoder=args.encoder,
-                               min_margin=args.min_margin, mode=mode, beam=beam,
+                               min_margin=args.min_margin,
+                               retrieval_min_margin=args.min_margin, mode=mode, beam=beam,
                                prior_weight=args.prior_weight, trie_nbest=args.trie_nbest,
                                batch_size=args.batch_size, combination=args.combination)
         for what, path in (("source file", args.source), ("target file", args.target),

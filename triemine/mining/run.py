@@ -79,7 +79,8 @@ CONFIGS = {
     "combined": PipelineConfig(candidates=("knn",), combination="combined"),
     # no embedding model anywhere: the MT model's own translations retrieved by TF-IDF, every pair
     # scored exactly, combined = z(ret_margin) - z(ce_token) + z(pmi)
-    "mt-only": PipelineConfig(candidates=("retrieval",), translate_beam=1, combination="mt-only"),
+    "mt-only": PipelineConfig(candidates=("retrieval",), translate_beam=1, retrieval_min_margin=1.02,
+                              combination="mt-only"),
 }
 PAPER = "paper"
 CONFIG_NAMES = tuple(CONFIGS) + (PAPER,)
@@ -253,7 +254,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     write_candidates_tsv(out_path, cands, src, tgt, meta={
         "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
         "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
-        "mode": "+".join(cfg.candidates), "beam": cfg.beam if "trie" in cfg.candidates else None,
+        "mode": "+".join(cfg.candidates), "beam": cfg.beam if "trie" in cfg.candidates else "-",
         "pipeline": cfg.key(), "combination": asdict(comb)})
     by = {name: int(((cands.origin & bit) > 0).sum()) for name, bit in
           (("trie", 1), ("knn", 2), ("retrieval", 4))}
