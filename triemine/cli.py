@@ -385,6 +385,11 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its dir (default: "
                         "<cache>/bicleaner/zh-en/zh-en.yaml, built by scripts/bicleaner_train.py)")
     parser.add_argument("--batch-size", type=int, default=5000, help="pairs per Bicleaner batch")
+    parser.add_argument("--classifier", action="append", default=[], metavar="NAME",
+                        help="score rows with a built-in baseline miner (repeatable): birnn, "
+                             "ae_mlp, dual_enc, opus_enc (docs/baselines.md); trained on first use")
+    parser.add_argument("--model", default=None, help="MT model directory the baselines use "
+                        "(tokeniser, embeddings; default <cache>/models/opus-mt-zh-en)")
 
     def body(args: argparse.Namespace) -> int:
         import numpy as np
@@ -393,8 +398,13 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
         from triemine.filtering import registry
         from triemine.tsv import read_mined, write_mined
 
+        import triemine.baselines as baselines  # registers the baselines' score names
+
         if not args.output and not args.bitext:
             parser.error("give -o/--output and/or --bitext")
+        for name in args.classifier:
+            if name not in baselines.SYSTEMS:
+                parser.error(f"unknown classifier {name!r} (choose from {', '.join(baselines.SYSTEMS)})")
         if args.second and args.output:
             parser.error("--second combines two directions; use --bitext for the union")
         if args.batch_size < 1:
@@ -429,6 +439,15 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                 scores_bc = score_bicleaner(src, tgt, model=args.bicleaner_model,
                                             batch_size=args.batch_size)
                 mined = mined.with_column("bicleaner", scores_bc)
+            if args.classifier:
+                from triemine.baselines.mine import score_pairs
+                from triemine.paths import cache_root
+                model_dir = args.model or str(cache_root() / "models" / "opus-mt-zh-en")
+                src, tgt = (mined.tgt, mined.src) if k == 1 else (mined.src, mined.tgt)
+                for name in args.classifier:
+                    cols = score_pairs(baselines.load_or_train(name, model_dir), src, tgt)
+                    for col, vals in cols.items():
+                        mined = mined.with_column(col, vals)
             th = {}
             if saved is not None:
                 vals = list(saved.thresholds.values())
@@ -505,6 +524,8 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
         from triemine.tsv import read_mined
         from triemine.evaluation.pipeline import (Direction, default_selection, evaluate,
                                                   load_thresholds, save_thresholds)
+
+        import triemine.baselines  # noqa: F401  (registers the baselines' score names)
 
         if len(args.mined) > 2:
             parser.error("at most two mining TSVs (one per direction)")

@@ -1,0 +1,234 @@
+"""The parallel-mining baselines (triemine.baselines): training, scoring, mining, errors.
+
+Most tests train tiny models on a synthetic "language pair" (a word cipher: target word =
+f(source word), same order) with hashed-word tokens, so they need no model; they assert
+behaviour (true pairs beat shuffled ones far more often than chance), never exact floats.
+Tests marked ``shared_model`` use the imported OPUS-MT model.
+"""
+import os
+import random
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from triemine.baselines import SYSTEMS, load_or_train, system_class, train  # noqa: E402
+from triemine.baselines.base import Resources, hardest_negatives  # noqa: E402
+from triemine.baselines.mine import mine, mine_bucc, retrieval_precision, score_pairs  # noqa: E402
+from triemine.baselines.text import split_pairs  # noqa: E402
+from triemine.errors import InputError  # noqa: E402
+from triemine.filtering.registry import get_score  # noqa: E402
+
+# epochs, not seconds, bound these runs (max_seconds is a safety net), so any CPU gets the same model
+SMALL = {
+    "birnn": dict(emb=32, hidden=32, fc=(32,), epochs=4, max_seconds=60.0, batch=32),
+    "ae_mlp": dict(emb=32, hidden=32, dec_hidden=48, out_vocab=64, epochs=6, max_seconds=60.0,
+                   batch=32, lr=3e-3, mlp_hidden=(32, 16), mlp_epochs=6),
+    "dual_enc": dict(emb=32, hidden=64, out=32, epochs=6, max_seconds=60.0, batch=64),
+}
+TRAINED = tuple(SMALL)
+
+
+def cipher_pairs(n=1000, vocab=40, seed=0):
+    rng = random.Random(seed)
+    src, tgt = [], []
+    for _ in range(n):
+        words = [rng.randrange(vocab) for _ in range(rng.randint(3, 8))]
+        src.append(" ".join(f"s{w}" for w in words))
+        tgt.append(" ".join(f"t{(7 * w + 3) % vocab}" for w in words))
+    return src, tgt
+
+
+@pytest.fixture(scope="module")
+def data():
+    src, tgt = cipher_pairs()
+    return split_pairs(src, tgt, heldout=100, seed=1, mono=tgt[:300])
+
+
+@pytest.fixture(scope="module")
+def resources():
+    return Resources.tiny(512)
+
+
+@pytest.fixture(scope="module")
+def models(data, resources):
+    torch.set_num_threads(1)
+    return {name: train(name, resources, data, **SMALL[name]) for name in TRAINED}
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_true_pairs_beat_shuffled(models, data, name):
+    m = models[name]
+    perm = np.random.default_rng(0).permutation(len(data.held_src))
+    true = score_pairs(m, data.held_src, data.held_tgt)
+    shuffled = score_pairs(m, data.held_src, [data.held_tgt[i] for i in perm])
+    assert set(true) == {f"{m.space}_cos", f"{m.space}_margin", m.score}
+    for col in true:
+        assert true[col].shape == (len(data.held_src),)
+        assert np.isfinite(true[col]).all()
+    win = float(np.mean(true[m.score] > shuffled[m.score]))
+    assert win >= 0.75, (name, win)  # chance: 0.5
+    assert float(np.mean(true[f"{m.space}_cos"] > shuffled[f"{m.space}_cos"])) >= 0.75
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_retrieval_better_than_chance(models, data, name):
+    p = retrieval_precision(models[name], data.held_src, data.held_tgt, np.arange(len(data.held_src)))
+    assert 0 <= p["p@1"] <= p["p@3"] <= p["p@10"] <= 1
+    assert p["p@10"] >= 0.3  # chance: 0.1
+    assert p["queries"] == p["pool"] == len(data.held_src)
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_encode_shapes_and_scores_registered(models, name):
+    m = models[name]
+    vecs = m.encode(["s1 s2 s3", "s4", ""], "src")
+    assert vecs.shape[0] == 3 and vecs.ndim == 2 and vecs.dtype == np.float32
+    assert m.encode(["t1 t2"], "tgt").shape == (1, vecs.shape[1])
+    assert get_score(m.score).higher_is_better
+    assert get_score(f"{m.space}_margin").higher_is_better
+
+
+def test_mine_bucc_one_to_one(models, data, tmp_path):
+    from triemine.evaluation.bucc import read_bucc
+    from triemine.evaluation.pipeline import Direction, candidates, evaluate
+
+    src, tgt = data.held_src[:40], data.held_tgt[:40] + data.tgt[:60]
+    (tmp_path / "x-y.t.x").write_text("".join(f"x{i}\t{s}\n" for i, s in enumerate(src)), encoding="utf-8")
+    (tmp_path / "x-y.t.y").write_text("".join(f"y{i}\t{t}\n" for i, t in enumerate(tgt)), encoding="utf-8")
+    (tmp_path / "x-y.t.gold").write_text("".join(f"x{i}\ty{i}\n" for i in range(40)), encoding="utf-8")
+    bucc = read_bucc(tmp_path / "x-y.t.gold")
+    m = models["birnn"]
+    rows = mine_bucc(m, bucc)
+    assert len(rows) >= len(src)  # every source has candidates (per_source of them)
+    kept = candidates(rows, m.score, "one-to-one")
+    assert len(set(kept.src_ids)) == len(kept) and len(set(kept.tgt_ids)) == len(kept)
+    out = evaluate([Direction(rows)], bucc, m.score, m.score, rule="one-to-one")
+    assert out.strict.f1 > 0.3
+
+
+def test_candidates_of_head_and_margin_systems(models, data):
+    for name in TRAINED:
+        m = models[name]
+        c = mine(m, data.held_src[:30], data.held_tgt[:50])
+        assert len(c) and c.src.max() < 30 and c.tgt.max() < 50
+        assert set(c.columns) >= {f"{m.space}_cos", f"{m.space}_margin", m.score}
+
+
+def test_reproducible_with_seed(data, resources):
+    cfg = dict(SMALL["dual_enc"], epochs=2)
+    a = train("dual_enc", resources, data, seed=3, **cfg)
+    b = train("dual_enc", resources, data, seed=3, **cfg)
+    c = train("dual_enc", resources, data, seed=4, **cfg)
+    va, vb, vc = (m.encode(data.held_src[:20], "src") for m in (a, b, c))
+    np.testing.assert_array_equal(va, vb)
+    assert not np.array_equal(va, vc)
+
+
+def test_save_load_roundtrip(models, data, resources, tmp_path):
+    m = models["ae_mlp"]
+    path = tmp_path / "ae.pt"
+    m.save(path)
+    back = system_class("ae_mlp").load(path, resources)
+    np.testing.assert_allclose(score_pairs(back, data.held_src[:10], data.held_tgt[:10])["ae_mlp"],
+                               score_pairs(m, data.held_src[:10], data.held_tgt[:10])["ae_mlp"], rtol=1e-5)
+    with pytest.raises(InputError, match="not a birnn"):
+        system_class("birnn").load(path, resources)
+    with pytest.raises(InputError, match="other tokenizer"):
+        system_class("ae_mlp").load(path, Resources.tiny(256))
+
+
+def test_hardest_negatives_exclude_the_translation():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 8)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    texts = [f"t{i % 45}" for i in range(50)]  # rows i and i+45 share a text
+    neg = hardest_negatives(x, x, 3, texts)
+    assert neg.shape == (50, 3)
+    codes = np.array([i % 45 for i in range(50)])
+    assert (codes[neg] != codes[:, None]).all()
+
+
+def test_bad_input_raises_input_error(models, resources, data, tmp_path):
+    m = models["dual_enc"]
+    with pytest.raises(InputError):
+        score_pairs(m, ["s1"], ["t1", "t2"])
+    with pytest.raises(InputError):
+        mine(m, [], ["t1"])
+    with pytest.raises(InputError):
+        score_pairs(m, ["s1", None], ["t1", "t2"])
+    with pytest.raises(InputError):
+        system_class("laser")
+    with pytest.raises(InputError):
+        train("dual_enc", resources, split_pairs(["a", "b"], ["x", "y"], 1, 0), epochs=1)
+    with pytest.raises(InputError):
+        split_pairs(["a"], ["x", "y"], 0, 0)
+    bad = tmp_path / "junk.pt"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(InputError):
+        system_class("birnn").load(bad, resources)
+    assert set(SYSTEMS) == {"birnn", "ae_mlp", "dual_enc", "opus_enc"}
+
+
+@pytest.fixture(scope="module")
+def model_dir():
+    from triemine.paths import cache_root
+
+    return cache_root() / "models" / "opus-mt-zh-en"
+
+
+@pytest.mark.shared_model
+def test_opus_encoder_ranks_translations(model_dir):
+    from triemine.baselines.opus_encoder import OpusEncoder
+    from triemine.baselines.text import training_pairs
+
+    pairs = training_pairs(heldout=40, limit=400, mono=0)
+    m = OpusEncoder(model_dir)
+    p = retrieval_precision(m, pairs.held_src, pairs.held_tgt, np.arange(40))
+    assert p["p@10"] > 0.5  # chance: 0.25
+    cols = score_pairs(m, pairs.held_src[:5], pairs.held_tgt[:5])
+    assert cols["opus_enc_margin"].shape == (5,)
+
+
+@pytest.mark.shared_model
+def test_tiny_training_on_shared_pieces(model_dir, tmp_path):
+    res = Resources.from_model_dir(model_dir)
+    assert res.pretrained.shape == (res.tokenizer.vocab_size, 512)
+    assert all(len(ids) for ids in res.tokenizer.ids(["你好，世界。", "Hello world."], "src"))
+    from triemine.baselines.text import training_pairs
+
+    data = training_pairs(heldout=50, limit=1500, mono=200)
+    m = load_or_train("dual_enc", model_dir, res, tiny=True, cache=tmp_path, data=data)
+    assert (tmp_path / "dual_enc-tiny.pt").is_file()
+    again = load_or_train("dual_enc", model_dir, res, tiny=True, cache=tmp_path)
+    np.testing.assert_array_equal(m.encode(data.held_src[:3], "src"), again.encode(data.held_src[:3], "src"))
+
+
+@pytest.mark.shared_model
+def test_filter_cli_scores_trie_mine_candidates_with_a_classifier(model_dir, tmp_path, capsys):
+    """trie-mine-filter --classifier NAME adds the baseline's columns to a mining TSV, and its
+    threshold filters the rows; an unknown classifier is a clean usage error."""
+    from triemine.baselines.text import training_pairs
+    from triemine.cli import filter_main
+    from triemine.tsv import Mined, read_mined, write_mined
+
+    pairs = training_pairs(heldout=12, limit=200, mono=0)
+    src, tgt = list(pairs.held_src[:6]), list(pairs.held_tgt[:6])
+    wrong = tgt[1:] + tgt[:1]  # each source with another source's translation
+    mined = Mined.from_columns([f"s{i}" for i in range(12)], [f"t{i}" for i in range(12)],
+                               src + src, tgt + wrong,
+                               {k: np.full(12, -1.0) for k in ("score", "ce_word", "ce_token")})
+    tsv = tmp_path / "m.tsv"
+    write_mined(mined, tsv)
+    out = tmp_path / "kept.tsv"
+    assert filter_main([str(tsv), "--classifier", "opus_enc", "--model", str(model_dir),
+                        "--threshold", "opus_enc_cos=-1", "-o", str(out)]) == 0
+    kept = read_mined(out)
+    cos = kept.col("opus_enc_cos")
+    assert len(kept) == 12 and cos[:6].mean() > cos[6:].mean()  # translations are closer
+    with pytest.raises(SystemExit):
+        filter_main([str(tsv), "--classifier", "magic", "-o", str(out)])
+    assert "unknown classifier" in capsys.readouterr().err
