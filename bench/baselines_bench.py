@@ -37,16 +37,14 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
-from benchlib import machine  # noqa: E402
+from benchlib import bucc_sets, machine, shared_model_dir  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.evaluation.pipeline import Direction, evaluate  # noqa: E402
-from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
 
 SYSTEMS = ("birnn", "ae_mlp", "dual_enc", "opus_enc")
-SETS = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"), "transfer": (DEVSET_ZH_EN, "zh-en.dev.gold")}
 F1_KEYS = {"birnn": "f1_birnn", "ae_mlp": "f1_autoencoder_mlp", "dual_enc": "f1_dual_encoder",
            "opus_enc": "f1_encoder_margin"}
 
@@ -143,22 +141,12 @@ def main(argv=None) -> int:
     bad = [s for s in systems if s not in SYSTEMS]
     if bad:
         ap.error(f"unknown system(s) {', '.join(bad)}")
-    model_dir = Path(args.model) if args.model else cache_root() / "models" / "opus-mt-zh-en"
-    if not (model_dir / "checkpoint.pt").is_file():
-        sys.exit(f"baselines_bench: no imported model at {model_dir} (make model)")
+    model_dir = shared_model_dir(args.model, "baselines_bench")
     import torch
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    from triemine.evaluation.slices import write_bucc_slice
-
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="baselines-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    golds = {}
-    for key, (where, name) in SETS.items():
-        gold = shared_path(*where, name)
-        if args.quick:
-            gold, _ = write_bucc_slice(gold, work / key, n_gold=30, n_other=30, split="quick",
-                                       n_other_targets=600)
-        golds[key] = Path(gold)
+    golds = bucc_sets(work, args.quick)
     t_all = time.perf_counter()
     report = {"bench": "baselines_bench", "quick": bool(args.quick), "machine": machine(),
               "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

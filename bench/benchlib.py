@@ -41,3 +41,37 @@ def cached_tiny_model(name: str = "decode-tiny-model-v2", updates: int = 300):
         import shutil
         shutil.rmtree(tmp, ignore_errors=True)
     return tiny, round(time.perf_counter() - t0, 2)
+
+
+def shared_model_dir(arg, prog: str):
+    """The imported OPUS-MT model directory (``arg`` or ``<cache>/models/opus-mt-zh-en``); exits
+    with a clear message when it has not been imported."""
+    import sys
+    from pathlib import Path
+
+    from triemine.paths import cache_root
+
+    model_dir = Path(arg) if arg else cache_root() / "models" / "opus-mt-zh-en"
+    if not (model_dir / "checkpoint.pt").is_file():
+        sys.exit(f"{prog}: no imported model at {model_dir} (make model)")
+    return model_dir
+
+
+def bucc_sets(work, quick: bool) -> dict:
+    """``{"sample": gold, "transfer": gold}``: the BUCC zh-en sample and the zh-en transfer set;
+    with ``quick``, slices of both in ``work`` (30 gold + 30 other sources, their gold targets and
+    600 other target lines)."""
+    from pathlib import Path
+
+    from triemine.evaluation.slices import write_bucc_slice
+    from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, shared_path
+
+    sets = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"), "transfer": (DEVSET_ZH_EN, "zh-en.dev.gold")}
+    golds = {}
+    for key, (where, name) in sets.items():
+        gold = shared_path(*where, name)
+        if quick:
+            gold, _ = write_bucc_slice(gold, Path(work) / key, n_gold=30, n_other=30, split="quick",
+                                       n_other_targets=600)
+        golds[key] = Path(gold)
+    return golds

@@ -46,20 +46,18 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
-from benchlib import machine  # noqa: E402
+from benchlib import bucc_sets, machine, shared_model_dir  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.evaluation.pipeline import Direction, evaluate  # noqa: E402
-from triemine.evaluation.slices import write_bucc_slice  # noqa: E402
-from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
+from triemine.paths import cache_root  # noqa: E402
 from triemine.tsv import Mined, read_mined  # noqa: E402
 
 from triemine.mining.run import CONFIGS as MINING, PAPER, SELECTION, named_config  # noqa: E402
 
 CONFIGS = tuple(MINING) + (PAPER, "use_margin", "translate_chrf")
-SETS = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"), "transfer": (DEVSET_ZH_EN, "zh-en.dev.gold")}
 # how each configuration's TSV is evaluated: (rule, rank_by, filter); the mining job's own
 # configurations are selected as triemine.mining.run.SELECTION says
 EVAL = dict(SELECTION, use_margin=("one-to-one", "use_margin", "use_margin"),
@@ -149,9 +147,7 @@ def main(argv=None) -> int:
     bad = [c for c in configs if c not in CONFIGS]
     if bad:
         ap.error(f"unknown configuration(s) {', '.join(bad)}")
-    model_dir = Path(args.model) if args.model else cache_root() / "models" / "opus-mt-zh-en"
-    if not (model_dir / "checkpoint.pt").is_file():
-        sys.exit(f"bucc_bench: no imported model at {model_dir} (make model)")
+    model_dir = shared_model_dir(args.model, "bucc_bench")
     import torch
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     from triemine.decoding.model_dir import load_model_dir
@@ -159,13 +155,7 @@ def main(argv=None) -> int:
     model = load_model_dir(model_dir)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bucc-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    golds = {}
-    for key, (where, name) in SETS.items():
-        gold = shared_path(*where, name)
-        if args.quick:
-            gold, _ = write_bucc_slice(gold, work / key, n_gold=30, n_other=30, split="quick",
-                                       n_other_targets=600)
-        golds[key] = Path(gold)
+    golds = bucc_sets(work, args.quick)
     report = {"bench": "bucc_bench", "quick": bool(args.quick), "machine": machine(),
               "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d"),
               "sets": {k: str(v) for k, v in golds.items()}, "configs": {}}
