@@ -229,20 +229,19 @@ def _match_thresholds(thresholds: Dict[str, Dict[str, float]], labels: Sequence[
     return out
 
 
-PAPER_SELECTION = ("best-per-source", "ce_word", "none")
-
-
 def default_selection(mined: Mined, saved: Optional["SavedThresholds"] = None) -> Tuple[str, str, str]:
     """``(rule, rank_by, filter)`` a mining TSV is evaluated or filtered with unless the user says
     otherwise: a thresholds file's own; else, for a TSV of the mining job (its sidecar names the
     pipeline), one-to-one by ``combined`` filtered by ``combined``; else the paper's: the best
-    row per source by ``ce_word``, no filter."""
+    row per source by ``ce_word``, no filter (the paper's CE filter is asked for by name)."""
+    from triemine.mining.run import PAPER, SELECTION
+
     if saved is not None:
         return saved.rule, saved.rank_by, saved.filter
     if "pipeline" in mined.meta and "combined" in mined.numeric:
-        from triemine.mining.run import SELECTION
         return SELECTION["combined"]
-    return PAPER_SELECTION
+    rule, rank_by, _ = SELECTION[PAPER]
+    return rule, rank_by, "none"
 
 
 def save_thresholds(outcome: Outcome, path: os.PathLike | str) -> None:
