@@ -71,7 +71,8 @@ def bucc_sets(work, quick: bool) -> dict:
     for key, (where, name) in sets.items():
         gold = shared_path(*where, name)
         if quick:
-            gold, _ = write_bucc_slice(gold, Path(work) / key, n_gold=30, n_other=30, split="quick",
-                                       n_other_targets=600)
+            # a split name of its own per set: outputs are named after the gold file
+            gold, _ = write_bucc_slice(gold, Path(work) / key, n_gold=30, n_other=30,
+                                       split=f"quick{key}", n_other_targets=600)
         golds[key] = Path(gold)
     return golds
