@@ -232,3 +232,96 @@ def test_filter_cli_scores_trie_mine_candidates_with_a_classifier(model_dir, tmp
     with pytest.raises(SystemExit):
         filter_main([str(tsv), "--classifier", "magic", "-o", str(out)])
     assert "unknown classifier" in capsys.readouterr().err
+
+
+def _bucc_files(folder, n_src=40, n_tgt=70, seed=0):
+    """A BUCC-layout set whose ids are not line numbers: ``zh-<7-digit>`` / ``en-<7-digit>``
+    ids in shuffled order, gold ``(zh-id, en-id)`` for the first 20 sources."""
+    rng = np.random.default_rng(seed)
+    zid = [f"zh-{i:07d}" for i in rng.permutation(np.arange(100, 100 + n_src))]
+    eid = [f"en-{i:07d}" for i in rng.permutation(np.arange(500, 500 + n_tgt))]
+    tgt_of = rng.permutation(n_tgt)[:20]  # gold target line of source line i < 20
+    (folder / "zh-en.t.zh").write_text("".join(f"{z}\tz{i}\n" for i, z in enumerate(zid)), encoding="utf-8")
+    (folder / "zh-en.t.en").write_text("".join(f"{e}\te{j}\n" for j, e in enumerate(eid)), encoding="utf-8")
+    (folder / "zh-en.t.gold").write_text("".join(f"{zid[i]}\t{eid[tgt_of[i]]}\n" for i in range(20)),
+                                         encoding="utf-8")
+    return folder / "zh-en.t.gold", tgt_of
+
+
+def test_mine_bucc_scores_bucc_ids_with_the_shared_scorer(tmp_path):
+    """mine_bucc hands the evaluation BUCC ids (not line numbers), source = l1: a baseline
+    whose space puts each gold source on its target scores F1 1 tuned (>= 0.9 2-fold held-out),
+    and its precision@1 is 1; the same vectors with the targets shuffled score ~0."""
+    from triemine.baselines.base import Baseline
+    from triemine.evaluation.bucc import read_bucc
+    from triemine.evaluation.pipeline import Direction, evaluate
+
+    gold_path, tgt_of = _bucc_files(tmp_path)
+    bucc = read_bucc(gold_path)
+    rng = np.random.default_rng(1)
+    tgt_vecs = rng.normal(size=(len(bucc.tgt.texts), 16)).astype(np.float32)
+    src_vecs = rng.normal(size=(len(bucc.src.texts), 16)).astype(np.float32)
+    src_vecs[:20] = tgt_vecs[tgt_of] + 0.05 * rng.normal(size=(20, 16)).astype(np.float32)
+
+    class Fixed(Baseline):
+        name, space, score, neighbours = "fixed", "dual_enc", "dual_enc_margin", 4
+
+        def __init__(self, tgt):
+            super().__init__()
+            self.tgt = tgt
+
+        def encode(self, texts, side):
+            table = src_vecs if side == "src" else self.tgt
+            pos = {t: i for i, t in enumerate(bucc.src.texts if side == "src" else bucc.tgt.texts)}
+            return table[[pos[t] for t in texts]]
+
+    rows = mine_bucc(Fixed(tgt_vecs), bucc)
+    assert set(rows.src_ids) <= set(bucc.src.ids) and set(rows.tgt_ids) <= set(bucc.tgt.ids)
+    out = evaluate([Direction(rows)], bucc, "dual_enc_margin", "dual_enc_margin", folds=2,
+                   rule="one-to-one")
+    assert out.strict.f1 == 1.0 and out.heldout_strict.f1 >= 0.9  # held-out: the other fold's cut
+    tgt_index = bucc.tgt.index()
+    queries = [bucc.src.text_of(s) for s, _ in bucc.gold]
+    p = retrieval_precision(Fixed(tgt_vecs), queries, bucc.tgt.texts,
+                            np.array([tgt_index[t] for _, t in bucc.gold]))
+    assert p["p@1"] == 1.0
+    shuffled = mine_bucc(Fixed(tgt_vecs[rng.permutation(len(tgt_vecs))]), bucc)
+    assert evaluate([Direction(shuffled)], bucc, "dual_enc_margin", "dual_enc_margin",
+                    rule="one-to-one").strict.f1 < 0.3
+
+
+def test_union_with_a_useless_classifier_saves_and_reloads_its_thresholds(tmp_path):
+    """Regression: tuning 'ce+birnn' where the classifier should keep nothing gave the threshold
+    birnn>=inf, which --save-thresholds wrote as 'Infinity' and --thresholds then refused
+    ('invalid JSON'), so the sample's thresholds could not be applied to the transfer set.  The
+    thresholds are now finite (just beyond every score seen) and reproduce the tuned scores."""
+    from triemine.evaluation.bucc import read_bucc
+    from triemine.evaluation.pipeline import Direction, evaluate, load_thresholds, save_thresholds
+    from triemine.tsv import Mined
+
+    gold_path, tgt_of = _bucc_files(tmp_path)
+    bucc = read_bucc(gold_path)
+    gold = set(bucc.gold)
+    rng = np.random.default_rng(2)
+    s_ids, t_ids = [], []
+    for i, s in enumerate(bucc.src.ids):  # each source: its gold target (if any) and 2 others
+        others = rng.choice(len(bucc.tgt.ids), 2, replace=False)
+        s_ids += [s] * (3 if i < 20 else 2)
+        t_ids += ([bucc.tgt.ids[tgt_of[i]]] if i < 20 else []) + [bucc.tgt.ids[j] for j in others]
+    is_gold = np.array([(s, t) in gold for s, t in zip(s_ids, t_ids)])
+    ce = np.where(is_gold, rng.uniform(1, 2, len(s_ids)), rng.uniform(3, 6, len(s_ids)))
+    useless = np.where(is_gold, 0.1, rng.uniform(0.2, 0.99, len(s_ids)))  # higher on wrong pairs
+    mined = Mined.from_columns(s_ids, t_ids, [bucc.src.text_of(s) for s in s_ids],
+                               [bucc.tgt.text_of(t) for t in t_ids],
+                               {"ce_word": ce, "birnn": useless},
+                               meta={"source": bucc.src.path, "target": bucc.tgt.path})
+    out = evaluate([Direction(mined)], bucc, "ce+birnn", "ce_word", rule="one-to-one")
+    assert out.strict.f1 == 1.0
+    th = out.thresholds["zh-en"]
+    assert np.isfinite(list(th.values())).all() and th["birnn"] > useless.max()
+    path = tmp_path / "th.json"
+    save_thresholds(out, path)
+    saved = load_thresholds(path)
+    again = evaluate([Direction(mined)], bucc, saved.filter, saved.rank_by, saved.thresholds,
+                     rule=saved.rule)
+    assert again.strict == out.strict

@@ -196,7 +196,9 @@ def optimize_union(ce: np.ndarray, bc: np.ndarray, correct: np.ndarray, n_gold: 
     For every candidate ``t_bc`` (all distinct Bicleaner scores, or ``max_bc_thresholds``
     quantiles of them, plus "none") the best ``t_ce`` is found by the same sweep as
     :func:`optimize_threshold` over the rows Bicleaner did not keep.
-    Returns ``(t_ce, t_bc, scores)``.
+    Returns ``(t_ce, t_bc, scores)``, both finite when there are candidates: a side that keeps
+    nothing gets a value just beyond its best score (as :func:`_cut` does for one score), so
+    that the thresholds can be saved as JSON and applied again.
     """
     ce = np.asarray(ce, dtype=np.float64)
     bc = np.asarray(bc, dtype=np.float64)
@@ -206,7 +208,11 @@ def optimize_union(ce: np.ndarray, bc: np.ndarray, correct: np.ndarray, n_gold: 
     cands = np.unique(bc)
     if len(cands) > max_bc_thresholds:
         cands = np.unique(np.quantile(bc, np.linspace(0, 1, max_bc_thresholds), method="nearest"))
-    cands = np.append(cands, np.inf)  # inf: Bicleaner keeps nothing
+    top_bc = float(np.max(bc[np.isfinite(bc)], initial=0.0))
+    low_ce = float(np.min(ce[np.isfinite(ce)], initial=0.0))
+    none_bc = top_bc + max(1.0, abs(top_bc))  # Bicleaner keeps nothing
+    none_ce = low_ce - max(1.0, abs(low_ce))  # CE keeps nothing
+    cands = np.append(cands, none_bc)
     best = (-1.0, 0.0, 0.0, PRF(0, 0, n_gold))
     for t_bc in cands[::-1]:  # strict to loose, so ties keep the stricter Bicleaner cut
         by_bc = bc >= t_bc
@@ -219,7 +225,7 @@ def optimize_union(ce: np.ndarray, bc: np.ndarray, correct: np.ndarray, n_gold: 
         f1 = _f1(corr + base_c, kept + base_n, n_gold)
         k = int(np.argmax(f1))
         if f1[k] > best[0] + 1e-12:
-            t_ce = _cut(v, ends, k, higher_is_better=False) if len(v) else float("-inf")
+            t_ce = _cut(v, ends, k, higher_is_better=False) if len(v) else none_ce
             best = (float(f1[k]), t_ce, float(t_bc), PRF(int(corr[k] + base_c), int(kept[k] + base_n), n_gold))
     return best[1], best[2], best[3]
 
