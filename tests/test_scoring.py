@@ -43,6 +43,38 @@ def test_pairs_sharing_a_source_are_scored_as_alone(tiny_model):
     assert together == pytest.approx(alone, abs=1e-4)
 
 
+
+def test_sources_split_across_decoder_batches_are_encoded_once(tiny_model, monkeypatch):
+    """With tiny decoder batches a source's pairs fall in different batches; its encoder states
+    are still computed once per call, and the scores equal the one-batch scores."""
+    srcs = [tiny_model.encode_source(s) for s, _ in PAIRS[:3]]
+    tgts = [tiny_model.encode_target(t) for _, t in PAIRS[:6]]
+    si = np.array([0, 0, 0, 1, 1, 2, 2, 2, 0])
+    ti = np.array([0, 1, 2, 3, 4, 5, 0, 1, 5])
+    encoded = []
+    real = tiny_model.model.encoder.forward
+    monkeypatch.setattr(tiny_model.model.encoder, "forward",
+                        lambda tokens, **kw: (encoded.append(tokens.size(0)), real(tokens, **kw))[1])
+    small = ForcedScorer(tiny_model, max_tokens=12).score_pairs(srcs, tgts, si, ti)
+    assert sum(encoded) == 3
+    big = ForcedScorer(tiny_model, max_tokens=100000).score_pairs(srcs, tgts, si, ti)
+    assert small == pytest.approx(big, abs=1e-4)
+
+
+def test_int8_output_precision_approximates_fp32(tiny_model):
+    """The int8 output projection is an approximation: close to fp32 (a loose bound that holds on
+    any CPU), never used unless asked, and an unknown precision is refused."""
+    srcs = [tiny_model.encode_source(s) for s, _ in PAIRS[:8]]
+    tgts = [tiny_model.encode_target(t) for _, t in PAIRS[:8]]
+    si, ti = np.repeat(np.arange(8), 8), np.tile(np.arange(8), 8)
+    exact = ForcedScorer(tiny_model).score_pairs(srcs, tgts, si, ti)
+    approx = ForcedScorer(tiny_model, precision="int8-output").score_pairs(srcs, tgts, si, ti)
+    ntok = np.array([len(tgts[t]) for t in ti])
+    diff = np.abs(exact - approx) / ntok
+    assert diff.mean() < 0.1 and not np.array_equal(exact, approx)
+    with pytest.raises(ValueError, match="unknown precision"):
+        ForcedScorer(tiny_model, precision="fp16")
+
 def test_node_prior_is_the_prefix_prior(tiny_model, small):
     texts, trie = small
     prior = compute_node_priors(tiny_model, trie)

@@ -56,11 +56,12 @@ def _chunked(work_dir: Optional[Path], name: str, n: int, chunk: int, compute):
 
 def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts: Sequence[str],
                  work_dir: Optional[Path] = None, chunk: int = 2000, progress: bool = False,
-                 reverse: bool = False) -> CandidateSet:
+                 reverse: bool = False, precision: str = "fp32") -> CandidateSet:
     """Fill ``score`` and ``n_tokens`` where they are missing (NaN) by forced decoding.
 
     With ``reverse``, ``model`` translates the other way (target language -> source language)
     and the columns are ``score_rev``/``n_tokens_rev``: log P(x|y) of every pair.
+    ``precision``: see :class:`~triemine.scoring.forced.ForcedScorer`.
     """
     from tqdm import tqdm
 
@@ -76,7 +77,7 @@ def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts
             (cands.src[todo], cands.tgt[todo])
         srcs = _encoded(model.encode_source, ins, in_idx)
         tgts = _encoded(model.encode_target, outs, out_idx)
-        scorer = ForcedScorer(model)
+        scorer = ForcedScorer(model, precision=precision)
         with tqdm(total=len(todo), desc="exact scores" + (" (reverse)" if reverse else ""),
                   unit="pair", disable=not progress) as bar:
             def compute(a, b):
@@ -103,7 +104,8 @@ def corpus_key(model, texts: Sequence[str], what: str = "") -> str:
 
 
 def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, node_prior=None,
-                  cache_dir: Optional[Path] = None, progress: bool = False) -> np.ndarray:
+                  cache_dir: Optional[Path] = None, progress: bool = False,
+                  precision: str = "fp32") -> np.ndarray:
     """log P(target line | empty source) for each of ``lines``.
 
     With a trie and its node priors the sentence prior is the prior of the line's terminal node
@@ -118,12 +120,13 @@ def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None,
     path = None
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        path = cache_dir / f"{corpus_key(model, tgt_texts)}.npy"
+        what = "" if precision == "fp32" else f"prior/{precision}"
+        path = cache_dir / f"{corpus_key(model, tgt_texts, what)}.npy"
         if path.is_file():
             cached = np.load(path)
             if cached.shape == table.shape:
                 table = cached
-    if trie is not None and node_prior is not None:
+    if trie is not None and node_prior is not None and precision == "fp32":
         nodes = np.asarray(trie.term_nodes, dtype=np.int64)
         offs = np.asarray(trie.term_offsets, dtype=np.int64)
         ids = np.asarray(trie.term_ids, dtype=np.int64)
@@ -134,7 +137,7 @@ def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None,
     if len(need):
         logger.info("computing the prior of %d target sentences", len(need))
         seqs = [model.encode_target(tgt_texts[i]) for i in need]
-        table[need] = ForcedScorer(model).score_pairs([None], seqs, np.zeros(len(need), dtype=np.int64),
+        table[need] = ForcedScorer(model, precision=precision).score_pairs([None], seqs, np.zeros(len(need), dtype=np.int64),
                                                       np.arange(len(need)), progress=progress)
         if path is not None:
             tmp = path.with_name(path.name + f".tmp{os.getpid()}.npy")

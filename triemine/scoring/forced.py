@@ -1,8 +1,9 @@
 """Exact sentence scores by teacher forcing: log P(y | x) and the prior log P(y | empty source).
 
 One batched pass of the decoder scores many (source, target) pairs at once: pairs are sorted by
-target length and cut into batches of at most ``max_tokens`` target tokens; each batch encodes its
-distinct sources once and reuses the encoder states for every pair that shares them.  The output
+target length and cut into batches of at most ``max_tokens`` target tokens.  Every distinct source
+of a call is encoded once (in its own length-sorted batches) and its encoder states are reused by
+all of its pairs, whichever decoder batches they fall in.  The output
 projection (the largest matrix of an MT model) is applied in chunks of positions, and only the
 gold token's logit and the log-sum-exp are kept, so memory stays at ``chunk x vocabulary``.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -36,6 +38,26 @@ def _collate(seqs: Sequence[torch.Tensor], pad: int, left: bool) -> torch.Tensor
     return out
 
 
+def _int8_projection(decoder, device: str):
+    """The decoder's output projection as a dynamically quantised int8 linear layer."""
+    import copy
+
+    from torch.ao.nn.quantized.dynamic import Linear as QLinear
+    from torch.ao.quantization import per_channel_dynamic_qconfig
+
+    if device != "cpu":
+        raise ValueError("int8-output precision runs on the CPU only")
+    proj = getattr(decoder, "output_projection", None)
+    if not isinstance(proj, torch.nn.Linear) or getattr(decoder, "adaptive_softmax", None) is not None:
+        raise ValueError("int8-output precision needs a decoder whose output layer is one "
+                         "nn.Linear (output_projection)")
+    float_proj = copy.deepcopy(proj)
+    float_proj.qconfig = per_channel_dynamic_qconfig
+    with warnings.catch_warnings():  # torch 2.13 flags its quantised tensors as deprecated
+        warnings.simplefilter("ignore")
+        return QLinear.from_float(float_proj)
+
+
 class ForcedScorer:
     """Teacher-forced scores of token sequences under a loaded model directory.
 
@@ -43,9 +65,15 @@ class ForcedScorer:
         model: a :class:`triemine.decoding.model_dir.ModelDir`.
         max_tokens: target tokens per batch (the decoder's activations scale with it).
         chunk: positions per output-projection chunk (memory: ``chunk x vocabulary`` floats).
+        precision: ``"fp32"`` (exact) or ``"int8-output"``: the output projection (about 60% of
+            the arithmetic of an OPUS-MT decoder) as a dynamically quantised int8 matrix with
+            per-row weight scales (CPU only; an approximation whose fidelity the README reports).
     """
 
-    def __init__(self, model, max_tokens: int = 4096, chunk: int = 1024, device: str = "cpu"):
+    PRECISIONS = ("fp32", "int8-output")
+
+    def __init__(self, model, max_tokens: int = 4096, chunk: int = 1024, device: str = "cpu",
+                 precision: str = "fp32"):
         self.model = model
         self.net = model.model
         self.net.eval()
@@ -56,18 +84,40 @@ class ForcedScorer:
         self.chunk = int(chunk)
         self.device = device
         self.empty_source = torch.tensor([model.src_dict.eos()], dtype=torch.long)
+        if precision not in self.PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r} (choose from {self.PRECISIONS})")
+        self.precision = precision
+        self.output_layer = self.net.decoder.output_layer
+        if precision == "int8-output":
+            self.output_layer = _int8_projection(self.net.decoder, device)
 
     @torch.no_grad()
-    def _token_logprobs(self, src: List[torch.Tensor], src_of_row: torch.Tensor,
-                        tgt: List[torch.Tensor]) -> torch.Tensor:
+    def _encode(self, sources: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+        """Encoder states (``len x C``, padding removed) of every source, batched by length."""
+        out: List[Optional[torch.Tensor]] = [None] * len(sources)
+        lengths = np.fromiter((len(s) for s in sources), dtype=np.int64, count=len(sources))
+        for batch in self._batches(lengths):
+            src = [sources[i] for i in batch.tolist()]
+            tokens = _collate(src, self.src_pad, left=True).to(self.device)
+            enc = self.net.encoder(tokens, src_lengths=torch.tensor([len(s) for s in src],
+                                                                    device=self.device))
+            states = enc["encoder_out"][0].transpose(0, 1)  # B x T x C
+            for r, i in enumerate(batch.tolist()):
+                out[i] = states[r, tokens.size(1) - len(src[r]):]
+        return out
+
+    @torch.no_grad()
+    def _token_logprobs(self, memory: Sequence[torch.Tensor], tgt: List[torch.Tensor]) -> torch.Tensor:
         """(rows x T) log-probabilities of every target token (0 beyond each target's end).
 
-        ``src``: the distinct sources of the batch; ``src_of_row[r]``: which of them row r uses.
+        ``memory[r]``: the encoder states (``len x C``) of row r's source.
         """
-        src_tokens = _collate(src, self.src_pad, left=True).to(self.device)
-        src_lengths = torch.tensor([len(s) for s in src], device=self.device)
-        enc = self.net.encoder(src_tokens, src_lengths=src_lengths)
-        enc = self.net.encoder.reorder_encoder_out(enc, src_of_row.to(self.device))
+        lens = torch.tensor([len(m) for m in memory], device=memory[0].device)
+        # right-padded: the decoder sees the source only through the states and the padding mask
+        enc_states = torch.nn.utils.rnn.pad_sequence(list(memory), batch_first=True)
+        enc_pad = torch.arange(enc_states.size(1), device=lens.device)[None, :] >= lens[:, None]
+        enc = {"encoder_out": [enc_states.transpose(0, 1)], "encoder_padding_mask": [enc_pad],
+               "encoder_embedding": [], "encoder_states": [], "src_tokens": [], "src_lengths": []}
         target = _collate(tgt, self.tgt_pad, left=False).to(self.device)
         prev = torch.full_like(target, self.tgt_pad)
         prev[:, 0] = self.eos
@@ -78,7 +128,7 @@ class ForcedScorer:
         flat_tgt = target[mask]
         out = torch.empty(flat_tgt.numel(), dtype=torch.float32, device=feats.device)
         for s in range(0, flat_tgt.numel(), self.chunk):
-            logits = self.net.decoder.output_layer(flat_feats[s:s + self.chunk]).float()
+            logits = self.output_layer(flat_feats[s:s + self.chunk]).float()
             lse = torch.logsumexp(logits, dim=-1)
             out[s:s + self.chunk] = logits.gather(1, flat_tgt[s:s + self.chunk, None]).squeeze(1) - lse
         res = torch.zeros(target.shape, dtype=torch.float32, device=feats.device)
@@ -116,11 +166,13 @@ class ForcedScorer:
         totals = np.zeros(n, dtype=np.float64)
         tokens: List[Optional[np.ndarray]] = [None] * n if per_token else []
         lengths = np.fromiter((len(targets[t]) for t in tgt_index), dtype=np.int64, count=n)
+        # every distinct source is encoded once per call, whatever batches its pairs fall in
+        uniq, inv = np.unique(src_index, return_inverse=True)
+        states = self._encode([sources[s] if sources[s] is not None else self.empty_source
+                               for s in uniq.tolist()])
         with tqdm(total=n, desc="forced decoding", unit="pair", disable=not progress) as bar:
             for batch in self._batches(lengths):
-                uniq, inv = np.unique(src_index[batch], return_inverse=True)
-                src = [sources[s] if sources[s] is not None else self.empty_source for s in uniq]
-                lp = self._token_logprobs(src, torch.from_numpy(inv.astype(np.int64)),
+                lp = self._token_logprobs([states[j] for j in inv[batch].tolist()],
                                           [targets[t] for t in tgt_index[batch]])
                 totals[batch] = lp.double().sum(1).numpy()
                 if per_token:
