@@ -23,7 +23,7 @@ echo "[setup] installing dependencies (constrained by constraints.txt)"
 .venv/bin/python -m pip install -q --upgrade "setuptools>=64" wheel "Cython>=3.0" "numpy<2"
 .venv/bin/python -m pip install -q "torch==2.13.0"
 .venv/bin/python -m pip install -q --no-build-isolation "fairseq-fixed==0.12.3.1"
-.venv/bin/python -m pip install -q -e ".[test]" --no-build-isolation
+.venv/bin/python -m pip install -q -e ".[test,ray]" --no-build-isolation
 .venv/bin/python -c "import torch, fairseq, triemine.trie; assert torch.__version__.startswith('2.13.0'), torch.__version__" \
     || { echo "[setup] environment check failed" >&2; exit 1; }
 touch .venv/.installed

@@ -144,6 +144,27 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
                         help="continue an interrupted run of the same command")
     parser.add_argument("--debug", action="store_true",
                         help="verify every hypothesis's trie node against a walk from the root")
+    scale = parser.add_argument_group(
+        "scale-out (docs/scale.md)",
+        "the trie search and the exact scoring run in deterministic shards recorded in a "
+        "manifest (OUT.shards/ or OUT.work/); the output is byte-identical to one process with "
+        "the same threads per process (OMP_NUM_THREADS, default 1)")
+    scale.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="N local worker processes (each loads the model once and "
+                            "memory-maps the cached trie); with --ray: N actors (default one "
+                            "per CPU of the cluster, one per GPU with --device cuda)")
+    scale.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="run the workers as Ray actors: local (default: a private cluster "
+                            "on 127.0.0.1), auto (the cluster of this machine) or a Ray address; "
+                            "needs the extra triemine[ray]")
+    scale.add_argument("--target-shards", type=int, default=1, metavar="K",
+                       help="trie search: split the target corpus into K line ranges with a "
+                            "trie each; every source is searched in each, matches merged by "
+                            "score keeping the beam's B best (recall can only grow, cost grows "
+                            "K-fold; default 1)")
+    scale.add_argument("--shard-size", type=int, default=None, metavar="N",
+                       help="trie search: at least N sources per shard (default 256); scoring "
+                            "shards are 2000 pairs")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     def body(args: argparse.Namespace) -> int:
@@ -183,6 +204,25 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
                                ("--max-tokens", args.max_tokens is not None)):
                 if used:
                     parser.error(f"{flag} applies to --candidates trie only")
+        if args.workers is not None and args.workers < 1:
+            parser.error("--workers must be >= 1")
+        if args.target_shards < 1:
+            parser.error("--target-shards must be >= 1")
+        if args.shard_size is not None and args.shard_size < 1:
+            parser.error("--shard-size must be >= 1")
+        sharded = args.workers is not None or args.ray is not None
+        trie_search = paper or "trie" in (candidates or ())
+        if args.target_shards > 1 and not trie_search:
+            parser.error("--target-shards applies to the trie search (--config paper or "
+                         "--candidates with trie)")
+        if args.shard_size is not None and not (trie_search and (sharded or
+                                                                 args.target_shards > 1)):
+            parser.error("--shard-size applies to a sharded trie search (--workers, --ray or "
+                         "--target-shards with --config paper or --candidates with trie)")
+        if args.target_shards > 1 and args.trie is not None:
+            parser.error("--target-shards builds a trie per target range: not with --trie")
+        if sharded and args.debug:
+            parser.error("--debug checks the search in this process: not with --workers/--ray")
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
         warnings.filterwarnings("ignore", category=FutureWarning)
@@ -200,8 +240,30 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
                 raise InputError(f"{what} not found", path)
         from triemine.decoding.model_dir import load_model_dir
 
-        model = load_model_dir(args.model, target_spm=args.target_spm, device=args.device)
-        if paper:
+        pool = None
+        if sharded or args.target_shards > 1:
+            from triemine.distributed import make_pool
+            pool = make_pool(args.workers, ray=args.ray, device=args.device,
+                             threads=int(os.environ.get("OMP_NUM_THREADS") or 1))
+            if args.ray is not None:  # fail before the slow model load (no ray, no GPU)
+                pool.check()
+        # with Ray the driver only plans and merges: the actors hold the model on --device
+        model = load_model_dir(args.model, target_spm=args.target_spm,
+                               device="cpu" if args.ray is not None else args.device)
+        if paper and pool is not None:
+            from triemine.decoding.task import load_trie_for_dict
+            from triemine.distributed.jobs import DEFAULT_SHARD_SOURCES, mine_to_tsv_sharded
+
+            trie = load_trie_for_dict(args.trie, model.tgt_dict) if args.trie else None
+            result, stats = mine_to_tsv_sharded(
+                model, args.source, args.target, args.output, pool, mode=mode, beam=beam,
+                nbest=args.nbest, batch_size=args.batch_size, max_tokens=args.max_tokens,
+                device=args.device, trie=trie, trie_nbest=args.trie_nbest, resume=args.resume,
+                progress=not args.quiet, prior_weight=args.prior_weight, with_prior=args.priors,
+                target_shards=args.target_shards,
+                shard_sources=args.shard_size or DEFAULT_SHARD_SOURCES)
+            summary = dict(result.__dict__, **stats)
+        elif paper:
             from triemine.decoding.mine import mine_to_tsv
             from triemine.decoding.task import load_trie_for_dict
 
@@ -219,7 +281,9 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
                        if args.reverse_model else None)
             summary = mine_pipeline(model, args.source, args.target, args.output, cfg,
                                     resume=args.resume, progress=not args.quiet, device=args.device,
-                                    reverse_model=reverse)
+                                    reverse_model=reverse, pool=pool if sharded else None,
+                                    shard_sources=args.shard_size,
+                                    target_shards=args.target_shards)
         print(json.dumps(summary), file=sys.stderr)
         return 0
 

@@ -146,11 +146,17 @@ def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
 
 def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig,
                   resume: bool = False, progress: bool = False, device: str = "cpu",
-                  reverse_model=None) -> dict:
+                  reverse_model=None, pool=None, shard_sources: Optional[int] = None,
+                  target_shards: int = 1) -> dict:
     """Run the job (module docstring); returns a summary dict.
 
     ``reverse_model`` (a model translating the target language into the source language) adds
     log P(x|y) of every pair and the dual conditional cross-entropy ``dual_ce``.
+
+    ``pool`` (:func:`triemine.distributed.make_pool`: worker processes or Ray actors) runs the
+    expensive stages in deterministic shards (:mod:`triemine.distributed`): the trie search per
+    source shard (``shard_sources``; ``target_shards`` tries) and the exact scores of the
+    candidate pairs; the output is byte-identical to the run without a pool.
     """
     from triemine.corpus import read_corpus
     from triemine.mining.combine import Combination, shipped
@@ -170,6 +176,8 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     if reverse_model is not None:
         from triemine.decoding.mine import model_fingerprint
         settings["reverse_model"] = model_fingerprint(reverse_model)
+    if target_shards > 1:  # other tries, other trie matches
+        settings["target_shards"] = target_shards
     settings_file = work / "settings.json"
     if work.is_dir():
         try:  # written atomically before any stage: missing means nothing was computed yet
@@ -199,9 +207,20 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
 
         def trie_stage():
             tsv = work / "trie.tsv"
-            mine_to_tsv(model, source_path, target_path, tsv, mode=cfg.mode, beam=cfg.beam,
-                        batch_size=cfg.batch_size, device=device, trie=trie, resume=tsv.exists(),
-                        progress=progress, prior_weight=cfg.prior_weight)
+            if pool is not None or target_shards > 1:
+                from triemine.distributed import make_pool
+                from triemine.distributed.jobs import DEFAULT_SHARD_SOURCES, mine_to_tsv_sharded
+                mine_to_tsv_sharded(model, source_path, target_path, tsv, pool or make_pool(0),
+                                    mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
+                                    device=device, trie=trie if target_shards == 1 else None,
+                                    resume=True, progress=progress,
+                                    prior_weight=cfg.prior_weight, target_shards=target_shards,
+                                    shard_sources=shard_sources or DEFAULT_SHARD_SOURCES)
+            else:
+                mine_to_tsv(model, source_path, target_path, tsv, mode=cfg.mode, beam=cfg.beam,
+                            batch_size=cfg.batch_size, device=device, trie=trie,
+                            resume=tsv.exists(), progress=progress,
+                            prior_weight=cfg.prior_weight)
             return _trie_tsv_candidates(tsv, src, tgt)
         parts.append(_stage(work, "trie", trie_stage))
     if "knn" in cfg.candidates:
@@ -240,10 +259,18 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     cands = cands.take(np.flatnonzero(~empty_src[cands.src] & ~empty_tgt[cands.tgt]))
     for space in spaces:  # every pair gets every space's features
         cands = cands.with_columns(**space.features(cands.src, cands.tgt))
-    cands = exact_scores(model, cands, src.texts, tgt.texts, work_dir=work, progress=progress)
-    if reverse_model is not None:
-        cands = exact_scores(reverse_model, cands, src.texts, tgt.texts, work_dir=work,
-                             progress=progress, reverse=True)
+    if pool is not None:  # the same scores, in shards of whole chunks on the pool's workers
+        from triemine.distributed.jobs import exact_scores_sharded
+        cands, _ = exact_scores_sharded(model, cands, source_path, target_path, work, pool,
+                                        progress=progress, device=device)
+        if reverse_model is not None:
+            cands, _ = exact_scores_sharded(reverse_model, cands, source_path, target_path, work,
+                                            pool, progress=progress, reverse=True, device=device)
+    else:
+        cands = exact_scores(model, cands, src.texts, tgt.texts, work_dir=work, progress=progress)
+        if reverse_model is not None:
+            cands = exact_scores(reverse_model, cands, src.texts, tgt.texts, work_dir=work,
+                                 progress=progress, reverse=True)
     if cfg.priors:
         have = cands.col("prior")
         prior = target_priors(model, tgt.texts, cands.tgt, trie=trie, node_prior=node_prior,

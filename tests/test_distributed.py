@@ -1,0 +1,348 @@
+"""Scale-out (triemine.distributed): worker processes and Ray actors give the single-process
+output byte for byte, a killed worker is retried, a killed driver resumes from the manifest, a
+shard that always fails is reported by id; target shards merge the matches of several tries.
+
+Tiny synthetic model (tests/conftest.py).  Ray runs as one local cluster per module (2 CPUs, on
+127.0.0.1, no dashboard, usage statistics off); nothing reaches another machine.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from triemine.cli import mine_main
+from triemine.decoding.testing import synthetic_pairs
+from triemine.distributed import Shard, ShardFailures, ShardStore, execute, plan_shards
+from triemine.distributed.worker import FAULTS_ENV
+
+PAIRS = synthetic_pairs(48, seed=11)
+OTHER = [t for _, t in synthetic_pairs(40, seed=12)]
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv(FAULTS_ENV, raising=False)
+
+
+@pytest.fixture
+def corpora(tmp_path):
+    """TSV source (48 lines, line 7 empty) and target (48 lines, three of them the same)."""
+    src = tmp_path / "src.tsv"
+    lines = [f"s{i}\t{s}\n" for i, (s, _) in enumerate(PAIRS)]
+    lines[7] = "s7\t\n"
+    src.write_text("".join(lines), encoding="utf-8")
+    tgt_texts = [t for _, t in PAIRS[:24]] + OTHER[:24]
+    tgt_texts[5] = tgt_texts[40] = tgt_texts[2]
+    tgt = tmp_path / "tgt.tsv"
+    tgt.write_text("".join(f"t{i}\t{t}\n" for i, t in enumerate(tgt_texts)), encoding="utf-8")
+    return src, tgt
+
+
+def _paper(model_dir, src, tgt, *extra):
+    return ["--config", "paper", "--model", str(model_dir), "--source", str(src), "--target",
+            str(tgt), "--beam", "5", "--batch-size", "3", "-q", *extra]
+
+
+@pytest.fixture
+def single(tiny_model_dir, corpora, tmp_path):
+    """The single-process trie search output (the reference every sharded run must equal)."""
+    src, tgt = corpora
+    out = tmp_path / "single.tsv"
+    assert mine_main(_paper(tiny_model_dir, src, tgt, "-o", str(out))) == 0
+    return out
+
+
+def _faults(tmp_path, monkeypatch=None, **kw):
+    d = tmp_path / "faults"
+    d.mkdir(exist_ok=True)
+    spec = json.dumps(dict(kw, dir=str(d)))
+    if monkeypatch is not None:
+        monkeypatch.setenv(FAULTS_ENV, spec)
+    return d, spec
+
+
+def _computed(d):
+    log = d / "computed.log"
+    return [int(x) for x in log.read_text().split()] if log.is_file() else []
+
+
+# -- the plan and the manifest ----------------------------------------------------------------------
+
+def test_plan_shards_cuts_only_at_boundaries_and_ignores_the_worker_count():
+    bounds = [0, 3, 5, 9, 12, 13, 20]
+    shards = plan_shards(bounds, 25, 4)
+    assert [(s.start, s.end) for s in shards] == [(0, 5), (5, 9), (9, 13), (13, 20), (20, 25)]
+    assert [s.id for s in shards] == list(range(5))
+    assert plan_shards([0], 7, 100) == [Shard(0, 0, 7)]
+    assert plan_shards(range(0, 4500, 2000), 4500, 2000) == [
+        Shard(0, 0, 2000), Shard(1, 2000, 4000), Shard(2, 4000, 4500)]
+
+
+def test_store_resumes_only_with_the_same_key_and_reports_failed_shards(tmp_path):
+    from triemine.distributed.local import InlinePool
+
+    shards = plan_shards(range(10), 10, 3)
+
+    class Task:
+        def __init__(self, shard):
+            self.shard = shard.id
+
+    store = ShardStore(tmp_path / "s", {"a": 1}, shards, ext="txt")
+    store.record(shards[0], b"zero\n", {"rows": 1})
+    again = ShardStore(tmp_path / "s", {"a": 1}, shards, resume=True, ext="txt")
+    assert again.reused == [0] and [s.id for s in again.pending()] == [1, 2, 3]
+    with pytest.raises(Exception, match="cannot resume"):
+        ShardStore(tmp_path / "s", {"a": 2}, shards, resume=True)
+    fresh = ShardStore(tmp_path / "s", {"a": 1}, shards, resume=False, ext="txt")
+    assert fresh.reused == [] and len(fresh.pending()) == 4
+
+    class Failing(InlinePool):  # shard 2 always fails; the others are recorded
+        def submit(self, shard_id, task):
+            if shard_id == 2:
+                self._done.append((shard_id, False, "RuntimeError: boom"))
+            else:
+                self._done.append((shard_id, True, (f"{shard_id}\n".encode(), {})))
+    with pytest.raises(ShardFailures) as exc:
+        execute(fresh, Task, Failing(max_attempts=3))
+    assert exc.value.failures == {2: "RuntimeError: boom"}
+    assert "shard 2 (items 6-9) failed 3 time(s): RuntimeError: boom" in str(exc.value)
+    assert sorted(int(k) for k in fresh.done) == [0, 1, 3]
+
+
+# -- worker processes -------------------------------------------------------------------------------
+
+def test_workers_give_the_single_process_bytes_even_when_a_worker_is_killed(
+        tiny_model_dir, corpora, single, tmp_path, monkeypatch, capsys):
+    """--workers 2: the merged TSV (and its meta sidecar) equal the single-process run's; the
+    worker that SIGKILLs itself in the middle of shard 1 is replaced and the shard redone."""
+    src, tgt = corpora
+    d, _ = _faults(tmp_path, monkeypatch, kill=[1])
+    out = tmp_path / "workers.tsv"
+    capsys.readouterr()
+    rc = mine_main(_paper(tiny_model_dir, src, tgt, "-o", str(out), "--workers", "2",
+                          "--shard-size", "8"))
+    assert rc == 0, capsys.readouterr().err
+    summary = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert summary["shards"] == 6 and summary["shards_computed"] == 6
+    assert out.read_bytes() == single.read_bytes()
+    meta = lambda p: json.loads(open(str(p) + ".meta.json").read())  # noqa: E731
+    assert meta(out) == meta(single)
+    assert (d / "killed-1").exists()                     # the worker did die in shard 1 ...
+    assert sorted(_computed(d)) == list(range(6))        # ... and every shard was computed once
+    manifest = json.loads((tmp_path / "workers.tsv.shards" / "manifest.json").read_text())
+    assert manifest["done"]["1"]["attempts"] == 2
+    assert len({e["pid"] for e in manifest["done"].values()}) >= 2
+
+
+def test_killed_driver_resumes_from_the_manifest(tiny_model_dir, corpora, single, tmp_path):
+    """SIGKILL of the trie-mine process (its workers die with it); --resume redoes only the
+    shards the manifest lacks, and the output is the single-process output."""
+    src, tgt = corpora
+    d, spec = _faults(tmp_path, delay=0.4)
+    env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    env[FAULTS_ENV] = spec
+    out = tmp_path / "killed.tsv"
+    cmd = [sys.executable, "-c", "import sys; from triemine.cli import mine_main; "
+           "sys.exit(mine_main(sys.argv[1:]))",
+           *_paper(tiny_model_dir, src, tgt, "-o", str(out), "--workers", "2",
+                   "--shard-size", "4")]
+    manifest = tmp_path / "killed.tsv.shards" / "manifest.json"
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    before = {}
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            before = json.loads(manifest.read_text())["done"]
+        except (OSError, ValueError, KeyError):
+            before = {}
+        if len(before) >= 3:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = json.loads(manifest.read_text())["done"]
+    assert len(before) >= 3 and not out.exists()
+    first_run = _computed(d)
+    time.sleep(1.0)  # workers die with their driver (PR_SET_PDEATHSIG): nothing more computed
+    assert _computed(d) == first_run
+    r = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stderr.strip().splitlines()[-1])
+    assert summary["shards_reused"] == len(before)
+    assert summary["shards_computed"] == summary["shards"] - len(before) > 0
+    after = json.loads(manifest.read_text())["done"]
+    for k, entry in before.items():  # finished shards were not redone
+        assert after[k]["finished"] == entry["finished"]
+    second_run = _computed(d)[len(first_run):]
+    assert not set(second_run) & {int(k) for k in before}
+    assert out.read_bytes() == single.read_bytes()
+
+
+def test_mining_job_scores_on_workers_identically(tiny_model_dir, corpora, tmp_path, capsys):
+    """--config mt-only: the exact scores of the candidate pairs, computed by two worker
+    processes, give the single-process TSV byte for byte."""
+    src, tgt = corpora
+    base = ["--config", "mt-only", "--model", str(tiny_model_dir), "--source", str(src),
+            "--target", str(tgt), "-q"]
+    one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
+    assert mine_main(base + ["-o", str(one)]) == 0
+    assert mine_main(base + ["-o", str(two), "--workers", "2"]) == 0, capsys.readouterr().err
+    assert one.read_bytes() == two.read_bytes()
+    assert (tmp_path / "two.tsv.work" / "scores.shards" / "manifest.json").is_file()
+
+
+def test_scoring_shards_are_whole_chunks_and_bitwise_equal(tiny_model, corpora, tmp_path):
+    from triemine.corpus import read_corpus
+    from triemine.distributed.jobs import exact_scores_sharded
+    from triemine.distributed.local import InlinePool
+    from triemine.mining.candidates import CandidateSet
+    from triemine.mining.features import exact_scores
+
+    src, tgt = corpora
+    s, t = read_corpus(src), read_corpus(tgt)
+    rng = np.random.default_rng(0)
+    ok = [i for i in range(len(s)) if s.texts[i]]
+    pairs = np.unique(np.stack([rng.choice(ok, 300), rng.integers(0, len(t), 300)], 1), axis=0)
+    score = np.full(len(pairs), np.nan)
+    score[::7] = -1.5  # already scored (e.g. by the trie search): skipped, kept
+    cands = CandidateSet(pairs[:, 0], pairs[:, 1], np.ones(len(pairs)), {"score": score})
+    ref = exact_scores(tiny_model, cands, s.texts, t.texts, chunk=40)
+    got, stats = exact_scores_sharded(tiny_model, cands, src, tgt, tmp_path / "w", InlinePool(),
+                                      chunk=40)
+    assert stats["shards"] == -(-int(np.isnan(score).sum()) // 40)
+    assert got.col("score").tobytes() == ref.col("score").tobytes()
+    assert got.col("n_tokens").tobytes() == ref.col("n_tokens").tobytes()
+
+
+# -- options and errors ------------------------------------------------------------------------------
+
+def test_options_that_do_not_apply_are_refused(tiny_model_dir, corpora, tmp_path, capsys):
+    src, tgt = corpora
+    out = str(tmp_path / "x.tsv")
+    base = ["--model", str(tiny_model_dir), "--source", str(src), "--target", str(tgt), "-o", out]
+    for argv, msg in ((["--config", "mt-only", "--target-shards", "2"], "--target-shards applies"),
+                      (["--config", "mt-only", "--workers", "2", "--shard-size", "5"],
+                       "--shard-size applies"),
+                      (["--config", "paper", "--shard-size", "5"], "--shard-size applies"),
+                      (["--config", "paper", "--workers", "0"], "--workers must be >= 1"),
+                      (["--config", "paper", "--workers", "2", "--debug"], "not with --workers"),
+                      (["--config", "paper", "--target-shards", "0"], "--target-shards must")):
+        with pytest.raises(SystemExit) as exc:
+            mine_main(base + argv)
+        assert exc.value.code == 2
+        assert msg in capsys.readouterr().err
+
+
+def test_single_machine_path_imports_without_ray_and_names_the_extra(tiny_model_dir, corpora,
+                                                                       tmp_path, monkeypatch,
+                                                                       capsys):
+    code = ("import sys; import triemine.cli, triemine.distributed, triemine.distributed.jobs, "
+            "triemine.distributed.local, triemine.mining.run; assert 'ray' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
+    src, tgt = corpora
+    rc = mine_main(_paper(tiny_model_dir, src, tgt, "-o", str(tmp_path / "r.tsv"), "--ray"))
+    err = capsys.readouterr().err
+    assert rc == 2 and "triemine[ray]" in err and "Traceback" not in err
+
+
+def test_cuda_actors_ask_for_one_gpu_each_and_need_a_gpu():
+    from triemine.distributed import make_pool
+
+    pool = make_pool(2, ray="local", device="cuda")
+    assert pool.options()["num_gpus"] == 1 and pool.options()["num_cpus"] == 1
+    assert make_pool(2, ray="local").options()["num_gpus"] == 0
+
+
+# -- target shards ------------------------------------------------------------------------------------
+
+def test_merge_matches_unites_lines_orders_by_score_and_keeps_the_beam():
+    from triemine.decoding.mine import Match
+    from triemine.distributed.worker import merge_matches
+
+    def m(tokens, score, lines):
+        return Match(0, 0, tuple(lines), tuple(tokens), score, len(tokens), -score / len(tokens),
+                     0.0, "")
+    merged = merge_matches([[m([5, 2], -1.0, [3]), m([6, 7, 2], -6.0, [1])],
+                            [m([5, 2], -1.0, [30]), m([8, 2], -0.5, [40])]], beam=2)
+    assert [x.tokens for x in merged] == [(8, 2), (5, 2)]
+    assert merged[1].tgt_line_ids == (3, 30) and [x.rank for x in merged] == [0, 1]
+
+
+def test_target_shards_find_at_least_what_one_trie_finds_with_a_wide_beam(
+        tiny_model_dir, corpora, tmp_path):
+    """Two tries, each searched with its own beam: with a beam as wide as the corpus, every
+    pair the one trie finds is found again with the same score (and more: each half's beam
+    explores what the whole trie's beam pruned), with the target ids of the whole corpus."""
+    from triemine.tsv import read_mined
+
+    src, tgt = corpora
+    outs = {}
+    for k in (1, 2):
+        out = tmp_path / f"k{k}.tsv"
+        assert mine_main(_paper(tiny_model_dir, src, tgt, "-o", str(out), "--beam", "48",
+                                "--target-shards", str(k))) == 0
+        outs[k] = read_mined(out)
+    rows = {k: {(a, b): s for a, b, s in zip(m.src_ids, m.tgt_ids, m.col("score"))}
+            for k, m in outs.items()}
+    assert rows[1].keys() <= rows[2].keys() and len(rows[2]) > len(rows[1]) > 48
+    assert all(abs(rows[1][key] - rows[2][key]) < 1e-4 for key in rows[1])
+    tgt_text = dict(line.rstrip("\n").split("\t") for line in open(tgt, encoding="utf-8"))
+    m = outs[2]
+    assert all(tgt_text[i] == t for i, t in zip(m.tgt_ids, m.tgt))
+    # line 2's sentence is also lines 5 and 40 (the other half): one match, all three ids
+    assert {b for (a, b) in rows[2] if a == "s2"} >= {"t2", "t5", "t40"}
+
+
+# -- Ray ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """One local Ray cluster for the module: 2 CPUs, 127.0.0.1 only, no dashboard."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # loopback only (read at import)
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, address="local")
+    assert all(n["NodeManagerAddress"] == "127.0.0.1" for n in ray.nodes())
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_actors_give_the_single_process_bytes_after_an_actor_dies(
+        ray_cluster, tiny_model_dir, corpora, single, tmp_path, monkeypatch, capsys):
+    src, tgt = corpora
+    d, _ = _faults(tmp_path, monkeypatch, kill=[2])  # the actor SIGKILLs itself in shard 2
+    out = tmp_path / "ray.tsv"
+    rc = mine_main(_paper(tiny_model_dir, src, tgt, "-o", str(out), "--ray", "--workers", "2",
+                          "--shard-size", "8"))
+    assert rc == 0, capsys.readouterr().err
+    assert out.read_bytes() == single.read_bytes()
+    assert (d / "killed-2").exists() and sorted(_computed(d)) == list(range(6))
+
+
+def test_ray_reports_a_shard_that_always_fails_by_id(ray_cluster, tiny_model_dir, corpora,
+                                                    tmp_path, monkeypatch, capsys):
+    src, tgt = corpora
+    d, _ = _faults(tmp_path, monkeypatch, fail=[3])
+    out = tmp_path / "fail.tsv"
+    rc = mine_main(_paper(tiny_model_dir, src, tgt, "-o", str(out), "--ray", "local",
+                          "--workers", "2", "--shard-size", "8"))
+    err = capsys.readouterr().err
+    assert rc == 2 and not out.exists()
+    assert "1 shard(s) failed" in err
+    assert re.search(r"shard 3 \(sources \d+-\d+\) failed 3 time\(s\): RuntimeError: "
+                     r"injected failure of shard 3", err), err
+    assert "Traceback" not in err
+    assert sorted(_computed(d)) == [0, 1, 2, 4, 5]  # the others are done and recorded
+    manifest = json.loads((tmp_path / "fail.tsv.shards" / "manifest.json").read_text())
+    assert sorted(manifest["done"]) == ["0", "1", "2", "4", "5"]

@@ -1,0 +1,50 @@
+"""Scale-out: deterministic shards, a manifest, and two engines that run them.
+
+One mechanism, used by every backend (:mod:`triemine.distributed.shards`):
+
+* the work is cut into **deterministic shards**: contiguous ranges of sources (the trie search,
+  cut on :func:`triemine.decoding.mine.plan_batches` boundaries) or of candidate pairs (exact
+  scoring, cut on the chunk boundaries of :func:`triemine.mining.features.exact_scores`), so a
+  shard computes exactly the batches the single-process run computes and its rows are
+  byte-identical to them;
+* a shard's output is returned by the worker, written atomically by the driver (tmp +
+  ``os.replace``) and only then recorded in the **manifest** (``manifest.json``, also written
+  atomically); a run interrupted at any moment resumes by redoing only the shards the manifest
+  does not hold;
+* the merged output is the shards' outputs concatenated in shard order;
+* a shard that fails is retried (``max_attempts``); one that keeps failing is reported by id with
+  its error (:class:`ShardFailures`), never dropped.
+
+Engines (a *pool* runs :class:`triemine.distributed.worker.ShardWorker` tasks):
+
+* :class:`triemine.distributed.local.InlinePool`: in the calling process (``--target-shards``
+  without workers);
+* :class:`triemine.distributed.local.ProcessPool`: ``--workers N`` local processes, each loading
+  the model once and memory-mapping the one cached trie file; a dead child is noticed and
+  replaced;
+* :class:`triemine.distributed.ray_backend.RayPool`: ``--ray [ADDRESS]``, one Ray actor per
+  worker (``num_gpus=1`` each with ``--device cuda``), Ray's actor restarts and task retries for
+  dead workers.  Ray is the optional extra ``triemine[ray]`` and imported only here.
+
+What is sharded: the trie search (:func:`triemine.distributed.jobs.mine_to_tsv_sharded`, also
+with ``--target-shards K``) and the exact scoring of candidate pairs
+(:func:`triemine.distributed.jobs.exact_scores_sharded`).  See ``docs/scale.md``.
+"""
+from triemine.distributed.shards import Shard, ShardFailures, ShardStore, execute, plan_shards
+
+__all__ = ["Shard", "ShardFailures", "ShardStore", "execute", "plan_shards", "make_pool"]
+
+
+def make_pool(workers: int | None = 0, ray: str | None = None, device: str = "cpu",
+              threads: int = 1, max_attempts: int = 3):
+    """The pool for ``workers`` local processes (0 or None: in this process), or Ray actors
+    when ``ray`` names a cluster (``local``, ``auto`` or an address; ``workers`` None: one actor
+    per ``threads`` CPUs of the cluster, or per GPU with ``device`` cuda)."""
+    if ray is not None:
+        from triemine.distributed.ray_backend import RayPool
+        return RayPool(ray, workers=workers or None, device=device, threads=threads,
+                       max_attempts=max_attempts)
+    from triemine.distributed.local import InlinePool, ProcessPool
+    if not workers:
+        return InlinePool(max_attempts=max_attempts)
+    return ProcessPool(workers, threads=threads, device=device, max_attempts=max_attempts)

@@ -1,0 +1,193 @@
+"""Pools on one machine: in the calling process, or N worker processes (``--workers N``).
+
+:class:`ProcessPool` starts N ``spawn`` processes (a fresh interpreter each: no fork of a
+process whose OpenMP runtime is already running), each with one
+:class:`~triemine.distributed.worker.ShardWorker` that loads the model once and memory-maps the
+cached trie file, so the trie's pages are shared by all of them.  The driver hands each idle
+worker one task at a time over a pipe and watches every worker's process sentinel: a worker
+that dies (killed, out of memory) is noticed at once, its task is reported as a failed attempt
+(the shard loop resubmits it) and a new worker takes its place.  Workers die with the driver
+(``PR_SET_PDEATHSIG`` on Linux), so a killed driver leaves no orphan computing.
+"""
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import os
+import signal
+from multiprocessing.connection import wait
+from typing import Deque, Dict, List, Optional, Tuple
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _describe(exc: BaseException) -> str:
+    import traceback
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno})" if tb else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _child_main(conn, threads: Optional[int], parent: int) -> None:
+    _die_with_parent()
+    if os.getppid() != parent:  # the driver died before we could ask to die with it
+        os._exit(1)
+    if threads:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        os.environ["MKL_NUM_THREADS"] = str(threads)
+    from triemine.distributed.worker import ShardWorker
+
+    worker = ShardWorker(threads)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        shard_id, task = msg
+        try:
+            result = (shard_id, True, worker.run(task))
+        except BaseException as exc:  # noqa: BLE001 - reported to the driver, which decides
+            result = (shard_id, False, _describe(exc))
+        try:
+            conn.send(result)
+        except (EOFError, OSError):
+            return
+
+
+class InlinePool:
+    """Runs each task in the calling process (no parallelism; same code path as the workers)."""
+
+    def __init__(self, max_attempts: int = 3):
+        self.max_attempts = max_attempts
+        self._worker = None
+        self._done: Deque[Tuple[int, bool, object]] = collections.deque()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def attempts_used(self, _error) -> int:
+        return 1
+
+    def submit(self, shard_id: int, task) -> None:
+        from triemine.distributed.worker import ShardWorker
+
+        if self._worker is None:
+            self._worker = ShardWorker()
+        try:
+            self._done.append((shard_id, True, self._worker.run(task)))
+        except Exception as exc:  # noqa: BLE001
+            self._done.append((shard_id, False, _describe(exc)))
+
+    def next_result(self):
+        return self._done.popleft()
+
+
+class _Proc:
+    def __init__(self, ctx, threads):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_child_main, args=(child, threads, os.getpid()),
+                                daemon=True, name="triemine-worker")
+        self.proc.start()
+        child.close()
+        self.task: Optional[int] = None
+
+
+class ProcessPool:
+    """``workers`` local processes; see the module docstring."""
+
+    def __init__(self, workers: int, threads: Optional[int] = 1, device: str = "cpu",
+                 max_attempts: int = 3):
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        self.workers = workers
+        self.threads = threads
+        self.device = device
+        self.max_attempts = max_attempts
+        self._ctx = multiprocessing.get_context("spawn")
+        self._procs: List[_Proc] = []
+        self._queue: Deque[Tuple[int, object]] = collections.deque()
+        self._tasks: Dict[int, object] = {}
+        self.deaths = 0
+
+    def __enter__(self):
+        self._procs = [_Proc(self._ctx, self.threads) for _ in range(self.workers)]
+        return self
+
+    def __exit__(self, *exc):
+        for p in self._procs:
+            try:
+                p.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        for p in self._procs:
+            p.proc.join(timeout=10)
+            if p.proc.is_alive():
+                p.proc.kill()
+                p.proc.join()
+            p.conn.close()
+        self._procs = []
+        return False
+
+    def attempts_used(self, _error) -> int:
+        return 1
+
+    def submit(self, shard_id: int, task) -> None:
+        self._queue.append((shard_id, task))
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        for p in self._procs:
+            if not self._queue:
+                return
+            if p.task is None:
+                shard_id, task = self._queue.popleft()
+                p.task = shard_id
+                try:
+                    p.conn.send((shard_id, task))
+                except (OSError, ValueError):  # dead already: the sentinel will tell
+                    pass
+
+    def next_result(self):
+        while True:
+            self._dispatch()
+            busy = [p for p in self._procs if p.task is not None]
+            if not busy:
+                raise RuntimeError("no task in flight")
+            handles = {}
+            for p in busy:
+                handles[p.conn] = p
+                handles[p.proc.sentinel] = p
+            for ready in wait(list(handles)):
+                p = handles[ready]
+                if ready is p.conn:
+                    try:
+                        shard_id, ok, value = p.conn.recv()
+                    except (EOFError, OSError):
+                        continue  # the sentinel reports the death
+                    p.task = None
+                    return shard_id, ok, value
+                return self._replace_dead(p)
+
+    def _replace_dead(self, p: _Proc):
+        p.proc.join()
+        code = p.proc.exitcode
+        shard_id = p.task
+        p.conn.close()
+        self.deaths += 1
+        i = self._procs.index(p)
+        self._procs[i] = _Proc(self._ctx, self.threads)
+        how = (f"killed by signal {-code}" if code is not None and code < 0
+               else f"exit status {code}")
+        return shard_id, False, f"worker process {p.proc.pid} died ({how})"

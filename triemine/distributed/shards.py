@@ -1,0 +1,220 @@
+"""Deterministic shard plans, the manifest of finished shards, atomic shard files and the merge.
+
+The one home of the shard mechanism; the engines (:mod:`.local`, :mod:`.ray_backend`) only run
+tasks and report ``(task, ok, value)``.
+
+A shard directory holds::
+
+    manifest.json        {"key": {settings, shard ranges}, "done": {id: {...}}}, atomic
+    shard-000007.<ext>   the output of shard 7, written atomically before the manifest names it
+
+The manifest is written by the driver alone, after the shard's file is complete on disk, so a
+killed worker or a killed driver can never leave a shard recorded but incomplete; a file without
+a manifest entry (driver killed between the two writes) is simply redone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+from triemine.errors import InputError, TrieMineError
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """``[start, end)`` of the sharded sequence (source lines or candidate pairs)."""
+
+    id: int
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def describe(self, unit: str = "items") -> str:
+        return f"shard {self.id} ({unit} {self.start}-{self.end})"
+
+
+def plan_shards(boundaries: Sequence[int], n: int, size: int) -> List[Shard]:
+    """Contiguous shards over ``[0, n)`` that start only at ``boundaries`` (sorted; e.g. the
+    starts of the batches of :func:`~triemine.decoding.mine.plan_batches`): each shard ends at the
+    first boundary at or after ``start + size`` (the last ends at ``n``).  Depends only on the
+    data and ``size``, never on the number of workers, so a run may resume with other workers."""
+    if size < 1:
+        raise ValueError("shard size must be >= 1")
+    cuts = sorted({int(b) for b in boundaries if 0 < int(b) < n})
+    shards: List[Shard] = []
+    start = 0
+    for b in cuts:
+        if b >= start + size:
+            shards.append(Shard(len(shards), start, b))
+            start = b
+    if start < n or not shards:
+        shards.append(Shard(len(shards), start, n))
+    return shards
+
+
+class ShardFailures(TrieMineError):
+    """Shards that failed every attempt; the others are done and recorded (a rerun with
+    ``--resume`` redoes only these)."""
+
+    def __init__(self, failures: Dict[int, str], shards: Dict[int, Shard], attempts: int,
+                 unit: str = "items"):
+        self.failures = dict(failures)
+        lines = [f"{shards[i].describe(unit)} failed {attempts} time(s): {failures[i]}"
+                 for i in sorted(failures)]
+        super().__init__(f"{len(failures)} shard(s) failed; the others are recorded in the "
+                         "manifest (rerun with --resume to redo only the failed ones):\n  "
+                         + "\n  ".join(lines))
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class ShardStore:
+    """The shard directory of one job: which shards are done, their files, the merge.
+
+    ``settings`` (JSON-serialisable) and the shard ranges form the manifest's key: with
+    ``resume`` a manifest of another key is refused (``cannot resume``); without it the directory
+    starts over.
+    """
+
+    def __init__(self, directory, settings: dict, shards: Sequence[Shard], resume: bool = False,
+                 ext: str = "bin", unit: str = "items"):
+        self.dir = Path(directory)
+        self.shards = list(shards)
+        self.by_id = {s.id: s for s in self.shards}
+        self.ext = ext
+        self.unit = unit
+        self.key = json.loads(json.dumps({"settings": settings,
+                                          "shards": [[s.start, s.end] for s in self.shards]}))
+        self.done: Dict[str, dict] = {}
+        manifest = self.dir / MANIFEST
+        if self.dir.is_dir():
+            old = None
+            try:
+                old = json.loads(manifest.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                pass
+            if resume and old is not None and old.get("key") != self.key:
+                raise InputError("cannot resume: the sharded run used other settings, corpora or "
+                                 "shard size (run without --resume to start over)", manifest)
+            if resume and old is not None:
+                self.done = {k: v for k, v in old.get("done", {}).items()
+                             if self._complete(int(k), v)}
+            else:
+                shutil.rmtree(self.dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.reused = sorted(int(k) for k in self.done)
+        self._save()
+
+    def _complete(self, shard_id: int, entry: dict) -> bool:
+        path = self.path(shard_id)
+        return (shard_id in self.by_id and path.is_file()
+                and path.stat().st_size == entry.get("bytes"))
+
+    def _save(self) -> None:
+        _atomic_write(self.dir / MANIFEST,
+                      json.dumps({"key": self.key, "done": self.done}, indent=1).encode("utf-8"))
+
+    def path(self, shard_id: int) -> Path:
+        return self.dir / f"shard-{shard_id:06d}.{self.ext}"
+
+    def is_done(self, shard_id: int) -> bool:
+        return str(shard_id) in self.done
+
+    def pending(self) -> List[Shard]:
+        return [s for s in self.shards if not self.is_done(s.id)]
+
+    def record(self, shard: Shard, payload: bytes, info: Optional[dict] = None) -> None:
+        """Write the shard's output atomically, then name it in the manifest."""
+        _atomic_write(self.path(shard.id), payload)
+        self.done[str(shard.id)] = {"start": shard.start, "end": shard.end,
+                                    "bytes": len(payload), "finished": time.time(),
+                                    **(info or {})}
+        self._save()
+
+    def read(self, shard_id: int) -> bytes:
+        return self.path(shard_id).read_bytes()
+
+    def entries(self) -> List[dict]:
+        return [self.done[str(s.id)] for s in self.shards]
+
+    def merge_to(self, out_path, head: bytes = b"") -> int:
+        """``head`` and every shard's output in shard order, written atomically to ``out_path``;
+        returns the size.  Every shard must be done."""
+        missing = [s.id for s in self.shards if not self.is_done(s.id)]
+        if missing:
+            raise RuntimeError(f"cannot merge: shard(s) {missing} not done")
+        out_path = Path(out_path)
+        tmp = out_path.with_name(f"{out_path.name}.tmp{os.getpid()}")
+        size = len(head)
+        with open(tmp, "wb") as f:
+            f.write(head)
+            for s in self.shards:
+                with open(self.path(s.id), "rb") as part:
+                    shutil.copyfileobj(part, f)
+                size += self.done[str(s.id)]["bytes"]
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out_path)
+        return size
+
+
+def execute(store: ShardStore, make_task: Callable[[Shard], object], pool,
+            on_done: Optional[Callable[[Shard, dict], None]] = None) -> List[int]:
+    """Run every shard the manifest lacks on ``pool``; record each as it finishes.
+
+    A task whose attempt fails (an exception in the worker, a worker that died) is resubmitted
+    until it has failed ``pool.max_attempts`` times; the other shards go on, and at the end the
+    shards that never succeeded are raised as :class:`ShardFailures`.  Returns the ids computed.
+    """
+    todo = store.pending()
+    if not todo:
+        return []
+    attempts: Dict[int, int] = defaultdict(int)
+    failures: Dict[int, str] = {}
+    computed: List[int] = []
+    tasks = {s.id: make_task(s) for s in todo}
+    with pool:
+        for s in todo:
+            pool.submit(s.id, tasks[s.id])
+        inflight = len(todo)
+        while inflight:
+            shard_id, ok, value = pool.next_result()
+            inflight -= 1
+            shard = store.by_id[shard_id]
+            if ok:
+                payload, info = value
+                store.record(shard, payload, dict(info, attempts=attempts[shard_id] + 1))
+                computed.append(shard_id)
+                if on_done is not None:
+                    on_done(shard, info)
+                continue
+            attempts[shard_id] += pool.attempts_used(value)
+            if attempts[shard_id] < pool.max_attempts:
+                pool.submit(shard_id, tasks[shard_id])
+                inflight += 1
+            else:
+                failures[shard_id] = str(value)
+    if failures:
+        raise ShardFailures(failures, store.by_id, pool.max_attempts, store.unit)
+    return computed
+
+
+def total(entries: Iterable[dict], key: str) -> int:
+    return int(sum(e.get(key, 0) for e in entries))

@@ -1,0 +1,234 @@
+"""What a worker runs: shard tasks, and the worker that keeps its model and tries loaded.
+
+A task is a small picklable description (paths and ranges, never tensors); the worker loads a
+model directory once, memory-maps each trie file once (``Trie.load``: the pages are shared by
+every process of the node through the page cache) and reads each corpus once, then runs any
+number of tasks.  A task returns ``(payload bytes, info)``; the driver writes the payload
+(:class:`triemine.distributed.shards.ShardStore`).
+
+* :class:`TrieShardTask`: the trie search of sources ``[start, end)`` (a range that starts and
+  ends on batch boundaries of the single-process plan), against one trie or, with target
+  shards, against several tries whose matches are merged by score (beam ``B`` best per source);
+  payload: the mining-TSV rows.
+* :class:`ScoreShardTask`: exact scores (forced decoding) of a range of candidate pairs aligned
+  to the chunks of :func:`triemine.mining.features.exact_scores`; payload: ``.npy`` bytes of a
+  ``(2, n)`` float64 array (``score``, ``n_tokens``).
+
+Fault injection for the tests (``TRIEMINE_TEST_FAULTS``, JSON, read at each task): ``{"dir":
+DIR, "kill": [ids], "fail": [ids], "delay": seconds}`` kills the worker process (SIGKILL) the
+first time it runs a shard of ``kill`` (a marker file in ``DIR`` makes it once), raises in
+every run of a shard of ``fail``, sleeps ``delay`` seconds per shard, and appends ``<id>`` to
+``DIR/computed.log`` for every shard computed.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import time
+import warnings
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+FAULTS_ENV = "TRIEMINE_TEST_FAULTS"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    path: str
+    target_spm: Optional[str] = None
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class TrieShardTask:
+    shard: int
+    model: ModelSpec
+    source: str
+    target: str
+    start: int
+    end: int
+    tries: Tuple[Tuple[str, int], ...]   # (trie file, target line offset) per target shard
+    mode: str = "pre"
+    beam: int = 90
+    nbest: Optional[int] = None
+    batch_size: int = 16
+    max_tokens: Optional[int] = None
+    prior_weight: float = 0.0
+    with_prior: bool = False
+    debug: bool = False
+
+
+@dataclass(frozen=True)
+class ScoreShardTask:
+    shard: int
+    model: ModelSpec
+    source: str
+    target: str
+    src: Tuple[int, ...]     # source line index of each pair
+    tgt: Tuple[int, ...]     # target line index of each pair
+    chunk: int = 2000
+    reverse: bool = False
+
+
+def _faults() -> dict:
+    text = os.environ.get(FAULTS_ENV)
+    return json.loads(text) if text else {}
+
+
+def _before(shard: int) -> dict:
+    faults = _faults()
+    if not faults:
+        return faults
+    if shard in faults.get("fail", ()):
+        raise RuntimeError(f"injected failure of shard {shard}")
+    if shard in faults.get("kill", ()):
+        marker = os.path.join(faults["dir"], f"killed-{shard}")
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+    if faults.get("delay"):
+        time.sleep(float(faults["delay"]))
+    return faults
+
+
+def _after(shard: int, faults: dict) -> None:
+    if faults.get("dir"):
+        with open(os.path.join(faults["dir"], "computed.log"), "a") as f:
+            f.write(f"{shard}\n")
+
+
+def merge_matches(per_trie: Sequence[List], beam: int, len_penalty: float = 1.0,
+                  prior_weight: float = 0.0) -> List:
+    """One source's matches from several tries (line ids already global), merged as one trie's
+    search would rank them: the same target text found in two tries is one match with both
+    lines' ids; order by the search's own key; the ``beam`` best are kept, ranks renumbered."""
+    by_tokens: Dict[Tuple[int, ...], object] = {}
+    for matches in per_trie:
+        for m in matches:
+            old = by_tokens.get(m.tokens)
+            if old is None:
+                by_tokens[m.tokens] = m
+            else:
+                by_tokens[m.tokens] = replace(
+                    old, tgt_line_ids=tuple(sorted(set(old.tgt_line_ids) | set(m.tgt_line_ids))))
+
+    def key(m):
+        prior = m.prior if m.prior is not None else 0.0
+        return (-(m.score - prior_weight * prior) / m.n_tokens ** len_penalty, list(m.tokens))
+    best = sorted(by_tokens.values(), key=key)[:beam]
+    return [replace(m, rank=r) for r, m in enumerate(best)]
+
+
+class ShardWorker:
+    """Runs tasks; keeps what it loaded (one model, tries, corpora) for the next task.
+
+    ``threads``: torch intra-op threads of this worker (``None`` leaves torch's setting)."""
+
+    def __init__(self, threads: Optional[int] = None):
+        if threads:
+            import torch
+            torch.set_num_threads(int(threads))
+        self._models: Dict[ModelSpec, object] = {}
+        self._tries: Dict[str, object] = {}
+        self._corpora: Dict[str, object] = {}
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def model(self, spec: ModelSpec):
+        if spec not in self._models:
+            from triemine.decoding.model_dir import load_model_dir
+            self._models[spec] = load_model_dir(spec.path, target_spm=spec.target_spm,
+                                                device=spec.device)
+        return self._models[spec]
+
+    def trie(self, path: str):
+        if path not in self._tries:
+            from triemine.trie import Trie
+            self._tries[path] = Trie.load(path, verify=False)  # memory-mapped, shared pages
+        return self._tries[path]
+
+    def corpus(self, path: str):
+        if path not in self._corpora:
+            from triemine.corpus import read_corpus
+            self._corpora[path] = read_corpus(path)
+        return self._corpora[path]
+
+    def run(self, task) -> Tuple[bytes, dict]:
+        faults = _before(task.shard)
+        t0 = time.perf_counter()
+        if isinstance(task, TrieShardTask):
+            payload, info = self._trie_search(task)
+        elif isinstance(task, ScoreShardTask):
+            payload, info = self._scores(task)
+        else:
+            raise TypeError(f"unknown task {type(task).__name__}")
+        _after(task.shard, faults)
+        info.update(seconds=round(time.perf_counter() - t0, 3), pid=os.getpid())
+        return payload, info
+
+    # -- the trie search ---------------------------------------------------------------------
+
+    def _trie_search(self, task: TrieShardTask) -> Tuple[bytes, dict]:
+        from triemine.decoding.mine import encode_sources, format_rows, mine_batches
+
+        model = self.model(task.model)
+        src, tgt = self.corpus(task.source), self.corpus(task.target)
+        a, b = task.start, task.end
+        texts = src.texts[a:b]
+        with warnings.catch_warnings():  # the driver already warned about truncated sources
+            warnings.simplefilter("ignore")
+            encoded, _ = encode_sources(model, texts)
+        per_trie = []
+        gen_lp = 1.0
+        for trie_path, offset in task.tries:
+            trie = self.trie(trie_path)
+            node_prior = None
+            if task.with_prior:
+                from triemine.scoring.prior import get_node_priors
+                node_prior = get_node_priors(model, trie)
+            results: List[List] = []
+            for _, _, batch in mine_batches(model, texts, trie, task.mode, task.beam,
+                                            None if len(task.tries) > 1 else task.nbest,
+                                            task.batch_size, task.max_tokens, task.model.device,
+                                            task.debug, encoded=encoded, node_prior=node_prior,
+                                            prior_weight=task.prior_weight):
+                if offset:
+                    batch = [[replace(m, tgt_line_ids=tuple(i + offset for i in m.tgt_line_ids))
+                              for m in ms] for ms in batch]
+                results.extend(batch)
+            per_trie.append(results)
+        if len(per_trie) == 1:
+            results = per_trie[0]
+        else:
+            results = [merge_matches([r[i] for r in per_trie], task.beam, gen_lp,
+                                     task.prior_weight)[:task.nbest or None]
+                       for i in range(len(texts))]
+        flat = [m for ms in results for m in ms]
+        text = format_rows(flat, src.ids[a:b], texts, tgt.ids, tgt.texts, task.with_prior)
+        return text.encode("utf-8"), {"rows": text.count("\n"),
+                                      "with_matches": sum(1 for ms in results if ms),
+                                      "sources": b - a}
+
+    # -- exact scores ------------------------------------------------------------------------
+
+    def _scores(self, task: ScoreShardTask) -> Tuple[bytes, dict]:
+        from triemine.mining.candidates import CandidateSet
+        from triemine.mining.features import exact_scores
+
+        model = self.model(task.model)
+        src, tgt = self.corpus(task.source), self.corpus(task.target)
+        n = len(task.src)
+        cands = CandidateSet(np.asarray(task.src, dtype=np.int64),
+                             np.asarray(task.tgt, dtype=np.int64), np.zeros(n, dtype=np.uint8))
+        out = exact_scores(model, cands, src.texts, tgt.texts, chunk=task.chunk,
+                           reverse=task.reverse)
+        suffix = "_rev" if task.reverse else ""
+        arr = np.stack([out.col("score" + suffix), out.col("n_tokens" + suffix)])
+        buf = io.BytesIO()
+        np.save(buf, arr)
+        return buf.getvalue(), {"pairs": n}
