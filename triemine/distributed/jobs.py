@@ -167,15 +167,22 @@ def _sha(path) -> str:
 
 
 def _shard_stats(store: ShardStore, computed: Sequence[int]) -> dict:
+    """Counts, and the CPU seconds each worker process spent on this run's shards."""
+    cpu: dict = {}
+    for i in computed:
+        e = store.done[str(i)]
+        cpu[str(e.get("pid"))] = round(cpu.get(str(e.get("pid")), 0.0) + e.get("cpu_s", 0.0), 3)
     return {"shards": len(store.shards), "shards_computed": len(computed),
-            "shards_reused": len(store.reused), "shard_dir": str(store.dir)}
+            "shards_reused": len(store.reused), "shard_dir": str(store.dir),
+            "worker_cpu_s": cpu}
 
 
 # -- exact scores --------------------------------------------------------------------------------
 
 def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path, pool,
                          progress: bool = False, reverse: bool = False, device: str = "cpu",
-                         resume: bool = True, chunk: int = SCORE_CHUNK):
+                         resume: bool = True, chunk: int = SCORE_CHUNK,
+                         precision: str = "fp32"):
     """:func:`triemine.mining.features.exact_scores` with the pairs to score cut into shards
     of whole chunks (``chunk`` pairs: the function's own chunking, 2000 in the mining job), so
     every pair gets the very bits the single-process run computes.  Shards live in
@@ -194,7 +201,7 @@ def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path,
     from triemine.decoding.mine import model_fingerprint
     key = {"model": model_fingerprint(model), "source": _sha(source_path),
            "target": _sha(target_path), "pairs": h.hexdigest(), "reverse": reverse,
-           "chunk": chunk}
+           "chunk": chunk, "precision": precision}
     store = ShardStore(Path(work_dir) / f"scores{suffix}{SHARDS_SUFFIX}", key, shards,
                        resume=resume, ext="npy", unit="pairs")
     spec = model_spec(model, device)
@@ -203,7 +210,8 @@ def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path,
         return ScoreShardTask(s.id, spec, os.path.abspath(source_path),
                               os.path.abspath(target_path),
                               tuple(src_idx[s.start:s.end].tolist()),
-                              tuple(tgt_idx[s.start:s.end].tolist()), chunk, reverse)
+                              tuple(tgt_idx[s.start:s.end].tolist()), chunk, reverse,
+                              precision)
     reused = sum(len(store.by_id[i]) for i in store.reused)
     desc = "exact scores (shards" + (", reverse)" if reverse else ")")
     with _progress(len(todo), reused, desc, "pair", progress) as bar:

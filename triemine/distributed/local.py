@@ -54,7 +54,8 @@ def _child_main(conn, threads: Optional[int], parent: int) -> None:
             return
         shard_id, task = msg
         try:
-            result = (shard_id, True, worker.run(task))
+            result = (shard_id, True, worker.run(task) if shard_id is not None
+                      else worker.warm(task))
         except BaseException as exc:  # noqa: BLE001 - reported to the driver, which decides
             result = (shard_id, False, _describe(exc))
         try:
@@ -93,6 +94,13 @@ class InlinePool:
     def next_result(self):
         return self._done.popleft()
 
+    def warm(self, task) -> None:
+        from triemine.distributed.worker import ShardWorker
+
+        if self._worker is None:
+            self._worker = ShardWorker()
+        self._worker.warm(task)
+
 
 class _Proc:
     def __init__(self, ctx, threads):
@@ -118,14 +126,20 @@ class ProcessPool:
         self._ctx = multiprocessing.get_context("spawn")
         self._procs: List[_Proc] = []
         self._queue: Deque[Tuple[int, object]] = collections.deque()
-        self._tasks: Dict[int, object] = {}
+        self._depth = 0
         self.deaths = 0
 
     def __enter__(self):
-        self._procs = [_Proc(self._ctx, self.threads) for _ in range(self.workers)]
+        """Start the workers (re-entrant: a nested ``with`` keeps the same warm workers)."""
+        self._depth += 1
+        if self._depth == 1:
+            self._procs = [_Proc(self._ctx, self.threads) for _ in range(self.workers)]
         return self
 
     def __exit__(self, *exc):
+        self._depth -= 1
+        if self._depth:
+            return False
         for p in self._procs:
             try:
                 p.conn.send(None)
@@ -146,6 +160,35 @@ class ProcessPool:
     def submit(self, shard_id: int, task) -> None:
         self._queue.append((shard_id, task))
         self._dispatch()
+
+    def warm(self, task) -> None:
+        """Every idle worker loads what ``task`` needs, all at once (start-up then happens in
+        parallel, before the first shard; a worker that dies here is simply replaced)."""
+        waiting = {}
+        for p in self._procs:
+            if p.task is None:
+                try:
+                    p.conn.send((None, task))
+                    waiting[p.conn] = p
+                    p.task = -1
+                except (OSError, ValueError):
+                    pass
+        while waiting:
+            handles = dict(waiting)
+            handles.update({p.proc.sentinel: p for p in waiting.values()})
+            for ready in wait(list(handles)):
+                p = handles[ready]
+                if p.conn not in waiting:
+                    continue
+                if ready is p.conn:
+                    try:
+                        p.conn.recv()
+                    except (EOFError, OSError):
+                        continue
+                    p.task = None
+                else:
+                    self._replace_dead(p)
+                del waiting[p.conn]
 
     def _dispatch(self) -> None:
         for p in self._procs:

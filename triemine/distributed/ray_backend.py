@@ -76,6 +76,7 @@ class RayPool:
         self.max_attempts = max_attempts
         self._ray = None
         self._cls = None
+        self._depth = 0
         self._actors: List[object] = []
         self._idle: List[int] = []
         self._queue: List[Tuple[int, object]] = []
@@ -102,9 +103,12 @@ class RayPool:
         return self._cls.options(**self.options()).remote(self.threads)
 
     def __enter__(self):
-        self.check()
-        self._actors = [self._new_actor() for _ in range(self.workers)]
-        self._idle = list(range(self.workers))
+        """Create the actors (re-entrant: a nested ``with`` keeps the same warm actors)."""
+        self._depth += 1
+        if self._depth == 1:
+            self.check()
+            self._actors = [self._new_actor() for _ in range(self.workers)]
+            self._idle = list(range(self.workers))
         return self
 
     def check(self) -> "RayPool":
@@ -125,6 +129,9 @@ class RayPool:
         return self
 
     def __exit__(self, *exc):
+        self._depth -= 1
+        if self._depth:
+            return False
         for a in self._actors:
             try:
                 self._ray.kill(a)
@@ -135,6 +142,13 @@ class RayPool:
 
     def attempts_used(self, error) -> int:
         return self.max_attempts if str(error).startswith("worker died") else 1
+
+    def warm(self, task) -> None:
+        """Every actor loads what ``task`` needs, in parallel, before the first shard."""
+        try:
+            self._ray.get([a.warm.remote(task) for a in self._actors])
+        except self._ray.exceptions.RayError:
+            pass  # a failing actor shows again, and is handled, when it runs a shard
 
     def submit(self, shard_id: int, task) -> None:
         self._queue.append((shard_id, task))

@@ -191,6 +191,8 @@ def execute(store: ShardStore, make_task: Callable[[Shard], object], pool,
     computed: List[int] = []
     tasks = {s.id: make_task(s) for s in todo}
     with pool:
+        if hasattr(pool, "warm"):  # load the model everywhere at once, before the first shard
+            pool.warm(tasks[todo[0].id])
         for s in todo:
             pool.submit(s.id, tasks[s.id])
         inflight = len(todo)

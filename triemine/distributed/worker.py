@@ -72,6 +72,7 @@ class ScoreShardTask:
     tgt: Tuple[int, ...]     # target line index of each pair
     chunk: int = 2000
     reverse: bool = False
+    precision: str = "fp32"
 
 
 def _faults() -> dict:
@@ -158,9 +159,21 @@ class ShardWorker:
             self._corpora[path] = read_corpus(path)
         return self._corpora[path]
 
+    def warm(self, task) -> int:
+        """Load what ``task`` needs (model, tries, node priors, corpora) without computing."""
+        model = self.model(task.model)
+        self.corpus(task.source)
+        self.corpus(task.target)
+        for trie_path, _ in getattr(task, "tries", ()):
+            trie = self.trie(trie_path)
+            if task.with_prior:
+                from triemine.scoring.prior import get_node_priors
+                get_node_priors(model, trie)
+        return os.getpid()
+
     def run(self, task) -> Tuple[bytes, dict]:
         faults = _before(task.shard)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if isinstance(task, TrieShardTask):
             payload, info = self._trie_search(task)
         elif isinstance(task, ScoreShardTask):
@@ -168,7 +181,8 @@ class ShardWorker:
         else:
             raise TypeError(f"unknown task {type(task).__name__}")
         _after(task.shard, faults)
-        info.update(seconds=round(time.perf_counter() - t0, 3), pid=os.getpid())
+        info.update(seconds=round(time.perf_counter() - t0, 3),
+                    cpu_s=round(time.process_time() - c0, 3), pid=os.getpid())
         return payload, info
 
     # -- the trie search ---------------------------------------------------------------------
@@ -225,8 +239,9 @@ class ShardWorker:
         n = len(task.src)
         cands = CandidateSet(np.asarray(task.src, dtype=np.int64),
                              np.asarray(task.tgt, dtype=np.int64), np.zeros(n, dtype=np.uint8))
+        kw = {} if task.precision == "fp32" else {"precision": task.precision}
         out = exact_scores(model, cands, src.texts, tgt.texts, chunk=task.chunk,
-                           reverse=task.reverse)
+                           reverse=task.reverse, **kw)
         suffix = "_rev" if task.reverse else ""
         arr = np.stack([out.col("score" + suffix), out.col("n_tokens" + suffix)])
         buf = io.BytesIO()

@@ -261,11 +261,13 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         cands = cands.with_columns(**space.features(cands.src, cands.tgt))
     if pool is not None:  # the same scores, in shards of whole chunks on the pool's workers
         from triemine.distributed.jobs import exact_scores_sharded
-        cands, _ = exact_scores_sharded(model, cands, source_path, target_path, work, pool,
-                                        progress=progress, device=device)
-        if reverse_model is not None:
-            cands, _ = exact_scores_sharded(reverse_model, cands, source_path, target_path, work,
-                                            pool, progress=progress, reverse=True, device=device)
+        with pool:  # one start of the workers for both directions
+            cands, _ = exact_scores_sharded(model, cands, source_path, target_path, work, pool,
+                                            progress=progress, device=device)
+            if reverse_model is not None:
+                cands, _ = exact_scores_sharded(reverse_model, cands, source_path, target_path,
+                                                work, pool, progress=progress, reverse=True,
+                                                device=device)
     else:
         cands = exact_scores(model, cands, src.texts, tgt.texts, work_dir=work, progress=progress)
         if reverse_model is not None:

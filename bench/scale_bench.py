@@ -1,0 +1,277 @@
+"""Scale-out benchmark: one process against 2 worker processes (and 2 Ray actors), identical output.
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/scale_bench.py --quick   # tiny model, < 1 min
+    OMP_NUM_THREADS=1 .venv/bin/python bench/scale_bench.py           # shared OPUS-MT model
+
+Full mode, on the BUCC zh-en sample with the imported OPUS-MT model (one thread per process):
+
+* the trie search (``--config paper``, pre-expansion, beam 5) of the first ``--sources`` zh lines
+  against the whole English sample's trie: one process, then 2 worker processes, then 2 Ray
+  actors (local cluster); the workers are started and warmed (model loaded, trie mapped) before
+  the timed run, and their start-up time is reported apart; every output is compared byte for
+  byte with the one process's;
+* exact scoring (forced decoding) of ``--pairs`` candidate pairs, one process against 2 workers;
+* ``--target-shards`` K = 1, 2, 4 on the 257 gold sources (2 workers): time and recall of the
+  gold target (top match and any match);
+* the cost model's inputs: sources/s per core, scored pairs/s per core, trie bytes per target
+  sentence (trie file size / target sentences).
+
+The last line printed is one JSON object (``workers``, ``sources``, ``sent_per_s``,
+``speedup_vs_1_worker``, ``identical_to_single_process``, ...).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from benchlib import cached_tiny_model, machine, shared_model_dir  # noqa: E402
+
+
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def _write(path: Path, lines) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def _timed_sharded(model, src, tgt, out, pool, warm_src, **kw):
+    """``(seconds of the timed run, seconds to start and warm the pool, summary, stats)``."""
+    from triemine.distributed.jobs import mine_to_tsv_sharded
+
+    with pool:
+        t0 = time.perf_counter()
+        mine_to_tsv_sharded(model, warm_src, tgt, str(out) + ".warm", pool, **dict(
+            kw, shard_sources=1))
+        warm = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        summary, stats = mine_to_tsv_sharded(model, src, tgt, out, pool, **kw)
+        secs = time.perf_counter() - t0
+    return secs, warm, summary, stats
+
+
+def _cpu_view(stats: dict, cpu_single: float) -> dict:
+    """What the run would give on idle cores, from CPU time (this box is shared, so wall-clock
+    speed-ups depend on the other jobs): the workers' CPU seconds per process, the work added
+    by sharding (their sum / the one process's CPU seconds) and the projected speed-up (the one
+    process's CPU seconds / the busiest worker's)."""
+    per = stats.get("worker_cpu_s", {})
+    if not per:
+        return {}
+    return {"worker_cpu_s": per, "cpu_work_ratio": round(sum(per.values()) / cpu_single, 3),
+            "projected_speedup_on_idle_cores": round(cpu_single / max(per.values()), 3)}
+
+
+def trie_search(model, src, tgt, work: Path, n_sources: int, beam: int, shard: int,
+                use_ray: bool) -> dict:
+    from triemine.decoding.mine import get_trie, mine_to_tsv
+    from triemine.distributed import make_pool
+
+    trie = get_trie(model, tgt)
+    lines = src.read_text(encoding="utf-8").splitlines()
+    warm = _write(work / "warm.src", lines[:8])
+    kw = dict(mode="pre", beam=beam, batch_size=16)
+    single = work / "single.tsv"
+    t0, c0 = time.perf_counter(), time.process_time()
+    mine_to_tsv(model, src, tgt, single, trie=trie, **kw)
+    t_single, c_single = time.perf_counter() - t0, time.process_time() - c0
+    print(f"one process: {n_sources} sources in {t_single:.1f} s", file=sys.stderr, flush=True)
+    res = {"sources": n_sources, "beam": beam, "shard_sources": shard,
+           "single_process_s": round(t_single, 2), "single_process_cpu_s": round(c_single, 2),
+           "sent_per_s_1_worker": round(n_sources / t_single, 3)}
+    runs = [("workers", make_pool(2))]
+    if use_ray:
+        runs.append(("ray", make_pool(2, ray="local")))
+    for name, pool in runs:
+        out = work / f"{name}.tsv"
+        secs, start, summary, stats = _timed_sharded(model, src, tgt, out, pool, warm,
+                                                     shard_sources=shard, **kw)
+        same = out.read_bytes() == single.read_bytes()
+        print(f"{name} x2: {n_sources} sources in {secs:.1f} s (+{start:.1f} s start-up), "
+              f"identical: {same}", file=sys.stderr, flush=True)
+        res[name] = {"workers": 2, "seconds": round(secs, 2), "startup_s": round(start, 2),
+                     "sent_per_s": round(n_sources / secs, 3),
+                     "sent_per_s_with_startup": round(n_sources / (secs + start), 3),
+                     "speedup_vs_1_worker": round(t_single / secs, 3),
+                     "shards": stats["shards"], "identical_to_single_process": same,
+                     **_cpu_view(stats, c_single)}
+    res["trie_bytes_per_target_sentence"] = round(os.path.getsize(trie.path) / trie.n_lines, 1)
+    res["trie_file_bytes"] = os.path.getsize(trie.path)
+    res["trie_target_sentences"] = trie.n_lines
+    return res
+
+
+def scoring(model, src, tgt, work: Path, n_pairs: int, chunk: int) -> dict:
+    """Exact scores of ``n_pairs`` pairs (the first gold-like pairs by line, then random ones)."""
+    import numpy as np
+
+    from triemine.corpus import read_corpus
+    from triemine.distributed import make_pool
+    from triemine.distributed.jobs import exact_scores_sharded
+    from triemine.mining.candidates import CandidateSet
+    from triemine.mining.features import exact_scores
+
+    s, t = read_corpus(src), read_corpus(tgt)
+    rng = np.random.default_rng(0)
+    ok_s = [i for i in range(len(s)) if s.texts[i].strip()]
+    ok_t = [i for i in range(len(t)) if t.texts[i].strip()]
+    pairs = np.unique(np.stack([rng.choice(ok_s, n_pairs), rng.choice(ok_t, n_pairs)], 1), axis=0)
+    cands = CandidateSet(pairs[:, 0], pairs[:, 1], np.ones(len(pairs)))
+    t0, c0 = time.perf_counter(), time.process_time()
+    ref = exact_scores(model, cands, s.texts, t.texts, chunk=chunk)
+    t_single, c_single = time.perf_counter() - t0, time.process_time() - c0
+    pool = make_pool(2)
+    with pool:
+        t0 = time.perf_counter()
+        exact_scores_sharded(model, cands.take(np.arange(min(2 * chunk, len(cands)))), src, tgt,
+                             work / "warm", pool, chunk=chunk)
+        start = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        got, stats = exact_scores_sharded(model, cands, src, tgt, work / "scores", pool,
+                                          chunk=chunk)
+        secs = time.perf_counter() - t0
+    same = got.col("score").tobytes() == ref.col("score").tobytes()
+    print(f"exact scores: {len(cands)} pairs, one process {t_single:.1f} s, 2 workers {secs:.1f} s"
+          f" (+{start:.1f} s start-up), identical: {same}", file=sys.stderr, flush=True)
+    return {"pairs": len(cands), "chunk": chunk, "single_process_s": round(t_single, 2),
+            "pairs_per_s_1_worker": round(len(cands) / t_single, 3),
+            "workers": 2, "seconds": round(secs, 2), "startup_s": round(start, 2),
+            "pairs_per_s": round(len(cands) / secs, 3),
+            "speedup_vs_1_worker": round(t_single / secs, 3), "shards": stats["shards"],
+            "identical_to_single_process": same, **_cpu_view(stats, c_single)}
+
+
+def target_shards(model, gold_src, tgt, gold, work: Path, beam: int, ks) -> list:
+    from triemine.distributed import make_pool
+    from triemine.distributed.jobs import mine_to_tsv_sharded
+    from triemine.tsv import read_mined
+
+    pairs = dict(line.split("\t")[:2] for line in gold.read_text(encoding="utf-8").split("\n")
+                 if line.strip())
+    pool = make_pool(2)
+    out = []
+    with pool:
+        for k in ks:
+            path = work / f"k{k}.tsv"
+            t0 = time.perf_counter()
+            summary, _ = mine_to_tsv_sharded(model, gold_src, tgt, path, pool, mode="pre",
+                                             beam=beam, target_shards=k, shard_sources=32)
+            secs = time.perf_counter() - t0
+            m = read_mined(path)
+            top, anym = {}, set()
+            for s_id, t_id in zip(m.src_ids, m.tgt_ids):
+                top.setdefault(s_id, t_id)  # rows are in rank order: the first is the best
+                if pairs.get(s_id) == t_id:
+                    anym.add(s_id)
+            r_top = sum(top.get(s) == t for s, t in pairs.items()) / len(pairs)
+            row = {"target_shards": k, "sources": summary.sources, "seconds": round(secs, 2),
+                   "rows": summary.rows, "recall_top1": round(r_top, 4),
+                   "recall_any_match": round(len(anym) / len(pairs), 4)}
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            out.append(row)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="tiny synthetic model, < 1 minute")
+    ap.add_argument("--model", default=None, help="model directory (default: the imported OPUS-MT)")
+    ap.add_argument("--sources", type=int, default=None,
+                    help="sources of the timed trie search (quick 600, full 200)")
+    ap.add_argument("--beam", type=int, default=5)
+    ap.add_argument("--pairs", type=int, default=400, help="full: exact-scored pairs (400)")
+    ap.add_argument("--target-shards", default="1,2,4", help="full: K values ('' to skip)")
+    ap.add_argument("--no-ray", action="store_true", help="skip the Ray actors")
+    ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
+    args = ap.parse_args()
+
+    import torch
+
+    from triemine.decoding.model_dir import load_model_dir
+    from triemine.paths import BUCC_ZH_EN, shared_path
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    load_before = _uptime()
+    work = Path(args.work or tempfile.mkdtemp(prefix="scale_bench."))
+    work.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    use_ray = not args.no_ray and not args.quick
+    if use_ray:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            use_ray = False
+            print("ray not installed: the Ray actors are not measured", file=sys.stderr)
+    result = {"machine": machine(), "threads_per_process": int(os.environ["OMP_NUM_THREADS"]),
+              "date": time.strftime("%Y-%m-%d"), "mode": "quick" if args.quick else "full"}
+    if args.quick:
+        from triemine.decoding.testing import synthetic_pairs
+
+        model_dir, _ = cached_tiny_model()
+        n = args.sources or 600
+        pairs = synthetic_pairs(n, seed=3)
+        src = _write(work / "src.txt", [s for s, _ in pairs])
+        tgt = _write(work / "tgt.txt", [t for _, t in pairs[: n // 2]]
+                     + [t for _, t in synthetic_pairs(1500, seed=4)])
+        model = load_model_dir(model_dir)
+        search = trie_search(model, src, tgt, work, n, args.beam, 64, use_ray)
+        result.update(model="tiny synthetic (triemine.decoding.testing)",
+                      ray="not run in --quick", scoring="not run in --quick",
+                      target_shards="not run in --quick")
+    else:
+        model_dir = shared_model_dir(args.model, "scale_bench")
+        n = args.sources or 200
+        bucc = shared_path(*BUCC_ZH_EN)
+        zh_lines = (bucc / "zh-en.sample.zh").read_text(encoding="utf-8").splitlines()
+        src = _write(work / "slice.zh", zh_lines[:n])
+        tgt = bucc / "zh-en.sample.en"
+        model = load_model_dir(model_dir)
+        search = trie_search(model, src, tgt, work, n, args.beam, 16, use_ray)
+        result["model"] = Path(model_dir).name
+        result["scoring"] = scoring(model, bucc / "zh-en.sample.zh", tgt, work, args.pairs, 100)
+        ks = [int(k) for k in args.target_shards.split(",") if k.strip()]
+        if ks:
+            gold = bucc / "zh-en.sample.gold"
+            ids = {line.split("\t")[0] for line in gold.read_text(encoding="utf-8").splitlines()
+                   if line.strip()}
+            gold_src = _write(work / "gold.zh",
+                              [ln for ln in zh_lines if ln.split("\t", 1)[0] in ids])
+            result["target_shards"] = target_shards(model, gold_src, tgt, gold, work,
+                                                    args.beam, ks)
+    w = search.pop("workers")
+    result.update({"workers": 2, "sources": n, "sent_per_s": w["sent_per_s"],
+                   "sent_per_s_1_worker": search["sent_per_s_1_worker"],
+                   "speedup_vs_1_worker": w["speedup_vs_1_worker"],
+                   "identical_to_single_process": w["identical_to_single_process"],
+                   "workers_run": w, "trie_search": search})
+    if "ray" in search:
+        result["ray"] = search.pop("ray")
+    result["cost_inputs"] = {
+        "sources_per_s_per_core": search["sent_per_s_1_worker"],
+        "pairs_per_s_per_core": (result["scoring"]["pairs_per_s_1_worker"]
+                                 if isinstance(result.get("scoring"), dict) else None),
+        "trie_bytes_per_target_sentence": search["trie_bytes_per_target_sentence"]}
+    result["goal_speedup_1_7"] = w["speedup_vs_1_worker"] >= 1.7
+    result["projected_speedup_on_idle_cores"] = w.get("projected_speedup_on_idle_cores")
+    result["load_before"] = load_before
+    result["load_after"] = _uptime()
+    result["total_s"] = round(time.perf_counter() - t_start, 1)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
