@@ -1,0 +1,160 @@
+"""Fidelity and speed of the int8 output projection in exact (forced-decoding) scoring.
+
+The default configuration spends nearly all of its time scoring candidate pairs and their
+targets' priors by teacher forcing, and about 60% of that arithmetic is the output projection
+(512 x 65,002 for OPUS-MT).  ``ForcedScorer(precision="int8-output")`` runs that one matrix as a
+dynamically quantised int8 layer (per-row weight scales); this benchmark measures what it buys
+and what it changes, in one run:
+
+* speed: ``pairs_per_s_fp32`` / ``pairs_per_s_int8`` and ``speedup`` on the same pairs, wall and
+  process CPU time (CPU time is the fairer ratio on a shared machine);
+* fidelity on the mined TSVs of the default configuration (``--sample``/``--transfer``, written
+  by ``make demo`` or ``bench/bucc_bench.py``): every row's ``score`` and ``prior`` recomputed in
+  int8 and compared with the fp32 values in the TSV (mean/max absolute difference per token), the
+  share of sources whose best target (by the combined score) is unchanged
+  (``best_target_agreement``), and BUCC F1 with both precisions: tuned and 2-fold held-out on the
+  sample, and on the transfer set with the sample's threshold (``f1_*_fp32`` / ``f1_*_int8``).
+
+``--quick``: speed on 60 pairs and fidelity on the first 120 rows of the sample (no F1).
+The last line printed is one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import machine, shared_model_dir  # noqa: E402
+
+from triemine.paths import cache_root  # noqa: E402
+
+
+def rescore(model, mined, precision: str, progress: bool = True):
+    """(score, prior) of every row of ``mined`` under ``precision``, with wall and CPU seconds."""
+    from triemine.mining.candidates import CandidateSet
+    from triemine.mining.features import exact_scores, target_priors
+
+    src_texts = sorted(set(mined.src))
+    tgt_texts = sorted(set(mined.tgt))
+    si = {t: i for i, t in enumerate(src_texts)}
+    ti = {t: i for i, t in enumerate(tgt_texts)}
+    src = np.array([si[t] for t in mined.src], dtype=np.int64)
+    tgt = np.array([ti[t] for t in mined.tgt], dtype=np.int64)
+    n = len(mined)
+    cands = CandidateSet(src, tgt, np.zeros(n, dtype=np.int64),
+                         {"score": np.full(n, np.nan), "n_tokens": np.full(n, np.nan)})
+    w0, c0 = time.perf_counter(), time.process_time()
+    scored = exact_scores(model, cands, src_texts, tgt_texts, progress=progress, precision=precision)
+    prior = target_priors(model, tgt_texts, tgt, cache_dir=None, progress=progress,
+                          precision=precision)
+    return (scored.col("score"), prior, scored.col("n_tokens"),
+            time.perf_counter() - w0, time.process_time() - c0)
+
+
+def with_scores(mined, score, prior, ntok):
+    """``mined`` with score/prior replaced and every column derived from them recomputed."""
+    from triemine.decoding.mine import word_count
+    from triemine.mining.combine import shipped
+
+    comb = shipped(mined.meta.get("pipeline", {}).get("combination", "combined"))
+    nwords = np.array([word_count(t) for t in mined.tgt], dtype=np.float64)
+    cols = {"score": score, "prior": prior, "ce_word": -score / (nwords + 1),
+            "ce_token": -score / ntok, "pmi": (score - prior) / ntok}
+    out = mined
+    for k, v in cols.items():
+        out = out.with_column(k, v)
+    return out.with_column("combined", comb({**out.numeric}))
+
+
+def best_target_agreement(a, b) -> float:
+    """Share of sources whose highest-``combined`` target is the same in ``a`` and ``b``."""
+    best = {}
+    for name, m in (("a", a), ("b", b)):
+        c = m.col("combined")
+        for i in np.argsort(-c, kind="stable"):
+            best.setdefault((name, m.src_ids[i]), m.tgt_ids[i])
+    srcs = {s for (_, s) in best}
+    return float(np.mean([best[("a", s)] == best[("b", s)] for s in srcs]))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap.add_argument("--sample", default=str(cache_root() / "demo" / "sample.tsv"),
+                    help="mining TSV of the default configuration on the BUCC sample")
+    ap.add_argument("--transfer", default=str(cache_root() / "demo" / "transfer.tsv"),
+                    help="the same on the transfer set")
+    ap.add_argument("--shared", default=os.environ.get("TRIEMINE_SHARED", "../shared"))
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from triemine.decoding.model_dir import load_model_dir
+    from triemine.tsv import read_mined
+
+    for p in (args.sample,) + (() if args.quick else (args.transfer,)):
+        if not Path(p).is_file():
+            sys.exit(f"precision_bench: {p} is missing; `make demo` (or bench/bucc_bench.py) "
+                     f"writes it")
+    model = load_model_dir(shared_model_dir(args.model, "precision_bench"))
+    threads = torch.get_num_threads()
+    sample = read_mined(args.sample)
+    if args.quick:
+        sample = sample.take(np.arange(min(120, len(sample))))
+
+    # speed: both precisions on the same pairs, one after the other in this process
+    speed_rows = sample.take(np.arange(min(60 if args.quick else 1000, len(sample))))
+    speed = {}
+    for prec in ("fp32", "int8-output"):
+        s, p, nt, wall, cpu = rescore(model, speed_rows, prec, progress=False)
+        speed[prec] = (wall, cpu)
+        print(f"{prec}: {len(speed_rows)} pairs + their priors in {wall:.1f} s wall, "
+              f"{cpu:.1f} s CPU ({threads} threads)", flush=True)
+
+    res = {"bench": "precision", "quick": args.quick, "machine": machine(), "threads": threads,
+           "date": time.strftime("%Y-%m-%d"), "speed_pairs": len(speed_rows),
+           "pairs_per_s_fp32": round(len(speed_rows) / speed["fp32"][0], 2),
+           "pairs_per_s_int8": round(len(speed_rows) / speed["int8-output"][0], 2),
+           "speedup_wall": round(speed["fp32"][0] / speed["int8-output"][0], 3),
+           "speedup_cpu": round(speed["fp32"][1] / speed["int8-output"][1], 3)}
+
+    sets = {"sample": sample}
+    if not args.quick:
+        sets["transfer"] = read_mined(args.transfer)
+    int8 = {}
+    for name, mined in sets.items():
+        s, p, nt, wall, cpu = rescore(model, mined, "int8-output")
+        ref_s, ref_p = mined.col("score"), mined.col("prior")
+        res[f"{name}_rows"] = len(mined)
+        res[f"{name}_score_abs_diff_per_token_mean"] = round(float(np.mean(np.abs(s - ref_s) / nt)), 5)
+        res[f"{name}_score_abs_diff_per_token_max"] = round(float(np.max(np.abs(s - ref_s) / nt)), 5)
+        res[f"{name}_pmi_abs_diff_mean"] = round(float(np.mean(np.abs((s - p) - (ref_s - ref_p)) / nt)), 5)
+        int8[name] = with_scores(mined, s, p, nt)
+        res[f"{name}_best_target_agreement"] = round(best_target_agreement(mined, int8[name]), 4)
+        res[f"{name}_int8_seconds"] = round(wall, 1)
+    res["best_target_agreement"] = res["sample_best_target_agreement"]
+
+    if not args.quick:
+        from bucc_bench import evaluate_config
+
+        sg = Path(args.shared) / "data/bucc2018/zh-en/zh-en.sample.gold"
+        tg = Path(args.shared) / "data/devsets/zh-en/zh-en.dev.gold"
+        for prec, rows in (("fp32", sets), ("int8", int8)):
+            r = evaluate_config("combined", rows["sample"], rows["transfer"], sg, tg)
+            res[f"f1_tuned_{prec}"] = r["sample_tuned"]["f1"]
+            res[f"f1_heldout_{prec}"] = r["sample_heldout"]["f1"]
+            res[f"f1_transfer_{prec}"] = r["transfer"]["f1"]
+        res["f1_heldout_change_points"] = round(100 * (res["f1_heldout_int8"] - res["f1_heldout_fp32"]), 2)
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
