@@ -61,6 +61,9 @@ def _timed_sharded(model, src, tgt, out, pool, warm_src, **kw):
         t0 = time.perf_counter()
         summary, stats = mine_to_tsv_sharded(model, src, tgt, out, pool, **kw)
         secs = time.perf_counter() - t0
+    import resource  # the workers are reaped now: the largest resident size of any of them
+    stats["worker_max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+                                       / 1024, 1)
     return secs, warm, summary, stats
 
 
@@ -108,6 +111,8 @@ def trie_search(model, src, tgt, work: Path, n_sources: int, beam: int, shard: i
                      "sent_per_s_with_startup": round(n_sources / (secs + start), 3),
                      "speedup_vs_1_worker": round(t_single / secs, 3),
                      "shards": stats["shards"], "identical_to_single_process": same,
+                     "worker_max_rss_mb": stats["worker_max_rss_mb"] if name == "workers"
+                     else "not measured (Ray workers are not children)",
                      **_cpu_view(stats, c_single)}
     res["trie_bytes_per_target_sentence"] = round(os.path.getsize(trie.path) / trie.n_lines, 1)
     res["trie_file_bytes"] = os.path.getsize(trie.path)

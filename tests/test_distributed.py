@@ -105,6 +105,9 @@ def test_store_resumes_only_with_the_same_key_and_reports_failed_shards(tmp_path
     assert fresh.reused == [] and len(fresh.pending()) == 4
 
     class Failing(InlinePool):  # shard 2 always fails; the others are recorded
+        def warm(self, task):
+            pass
+
         def submit(self, shard_id, task):
             if shard_id == 2:
                 self._done.append((shard_id, False, "RuntimeError: boom"))
