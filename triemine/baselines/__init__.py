@@ -34,10 +34,10 @@ TRAINED = ("birnn", "ae_mlp", "dual_enc")
 
 # small settings: seconds of training on one thread (tests, --quick)
 TINY = {
-    "birnn": dict(emb=48, hidden=48, fc=(48,), epochs=3, max_seconds=4.0, batch=32),
-    "ae_mlp": dict(emb=48, hidden=48, dec_hidden=64, out_vocab=800, epochs=3, max_seconds=4.0,
+    "birnn": dict(emb=48, hidden=48, fc=(48,), epochs=3, max_seconds=2.5, batch=32),
+    "ae_mlp": dict(emb=48, hidden=48, dec_hidden=64, out_vocab=800, epochs=3, max_seconds=2.5,
                    batch=32, mlp_hidden=(64, 32), mlp_epochs=6),
-    "dual_enc": dict(emb=64, hidden=128, out=64, epochs=8, max_seconds=2.0, batch=64),
+    "dual_enc": dict(emb=64, hidden=128, out=64, epochs=8, max_seconds=1.5, batch=64),
 }
 
 _SPACES = {"birnn": "the Siamese BiRNN's final states (first stage, k=10)",
