@@ -261,6 +261,28 @@ def format_rows(matches: Iterable[Match], src_ids: Sequence[str], src_texts: Seq
     return "".join(rows)
 
 
+def read_mining_corpora(source_path, target_path):
+    """``(source, target)`` corpora of a trie search; an empty one is an InputError."""
+    from triemine.corpus import read_corpus
+
+    src = read_corpus(source_path)
+    if not src.non_empty:
+        raise InputError("empty source file (no non-empty lines)", source_path)
+    tgt = read_corpus(target_path)
+    if not tgt.non_empty:
+        raise InputError("empty target file (no non-empty lines)", target_path)
+    return src, tgt
+
+
+def check_trie_fits(trie, n_target_lines: int, target_path) -> None:
+    """Refuse a trie whose line ids go beyond the target file (built from another file)."""
+    if getattr(trie, "n_lines", None) is not None and len(trie) and \
+            int(np.max(trie.term_ids)) >= n_target_lines:
+        raise InputError(f"trie refers to target line {int(np.max(trie.term_ids)) + 1} but the "
+                         f"target file has {n_target_lines} lines: trie built from another file",
+                         target_path)
+
+
 @dataclass
 class MineSummary:
     sources: int
@@ -284,22 +306,12 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
     (:mod:`triemine.scoring.prior`, cached beside the trie) and adds the columns ``prior`` and
     ``pmi``; ``prior_weight`` is the lambda of prior-corrected pre-expansion.
     """
-    from triemine.corpus import read_corpus
     from triemine.tsv import header_line, prepare_resume, write_meta, write_progress
 
-    src = read_corpus(source_path)
-    if not src.non_empty:
-        raise InputError("empty source file (no non-empty lines)", source_path)
-    tgt = read_corpus(target_path)
-    if not tgt.non_empty:
-        raise InputError("empty target file (no non-empty lines)", target_path)
+    src, tgt = read_mining_corpora(source_path, target_path)
     if trie is None:
         trie = get_trie(model, target_path, trie_nbest, progress=progress)
-    if getattr(trie, "n_lines", None) is not None and len(trie) and \
-            int(np.max(trie.term_ids)) >= len(tgt):
-        raise InputError(f"trie refers to target line {int(np.max(trie.term_ids)) + 1} but the "
-                         f"target file has {len(tgt)} lines: trie built from another file",
-                         target_path)
+    check_trie_fits(trie, len(tgt), target_path)
     with_prior = bool(with_prior or prior_weight)
     node_prior = None
     if with_prior:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import logging
 import os
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -94,17 +93,12 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
     ``target_shards`` K > 1 the target corpus is split into K line ranges, each with its own
     trie; every source is searched in each and its matches merged by score (the ``beam`` best).
     """
-    from triemine.corpus import read_corpus
-    from triemine.decoding.mine import (PRIOR_COLUMNS, MineSummary, _meta, encode_sources,
-                                        get_trie, model_fingerprint, plan_batches)
+    from triemine.decoding.mine import (PRIOR_COLUMNS, MineSummary, _meta, check_trie_fits,
+                                        encode_sources, get_trie, model_fingerprint,
+                                        plan_batches, read_mining_corpora)
     from triemine.tsv import header_line, write_meta, write_progress
 
-    src = read_corpus(source_path)
-    if not src.non_empty:
-        raise InputError("empty source file (no non-empty lines)", source_path)
-    tgt = read_corpus(target_path)
-    if not tgt.non_empty:
-        raise InputError("empty target file (no non-empty lines)", target_path)
+    src, tgt = read_mining_corpora(source_path, target_path)
     if target_shards > 1:
         if trie is not None:
             raise InputError("--target-shards builds one trie per target range: it cannot use "
@@ -115,10 +109,7 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
             trie = get_trie(model, target_path, trie_nbest, progress=progress)
         if getattr(trie, "path", None) is None:
             raise InputError("a sharded search needs the trie as a file (workers memory-map it)")
-        if len(trie) and int(np.max(trie.term_ids)) >= len(tgt):
-            raise InputError(f"trie refers to target line {int(np.max(trie.term_ids)) + 1} but "
-                             f"the target file has {len(tgt)} lines: trie built from another "
-                             "file", target_path)
+        check_trie_fits(trie, len(tgt), target_path)
         tries = [(trie, 0)]
     with_prior = bool(with_prior or prior_weight)
     if with_prior:  # computed once here, stored beside each trie; workers only read them

@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import signal
 from multiprocessing.connection import wait
-from typing import Deque, Dict, List, Optional, Tuple
+from typing import Deque, List, Optional, Tuple
 
 
 def _die_with_parent() -> None:
