@@ -160,8 +160,8 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     scale.add_argument("--target-shards", type=int, default=1, metavar="K",
                        help="trie search: split the target corpus into K line ranges with a "
                             "trie each; every source is searched in each, matches merged by "
-                            "score keeping the beam's B best (recall can only grow, cost grows "
-                            "K-fold; default 1)")
+                            "score keeping the beam's B best (each shard has its own beam: "
+                            "recall grows in practice, cost grows about K-fold; default 1)")
     scale.add_argument("--shard-size", type=int, default=None, metavar="N",
                        help="trie search: at least N sources per shard (default 256); scoring "
                             "shards are 2000 pairs")
