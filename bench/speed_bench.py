@@ -13,7 +13,9 @@ One run, same sources, same machine, same threads (``OMP_NUM_THREADS``, default 
   matrix, :func:`triemine.scoring.forced._int8_projection`) as with the exact fp32 search; its
   speed is ``int8_sent_per_s``.
 
-``--curve`` adds the cost curve: seconds per source at beams 5 / 20 / 90 against tries of 1k,
+Full mode also times the batching levers on the same sources (``batching``: batch 16 / 32, in
+input order / sorted by source length; ``best_batching_ratio_vs_ct2``).  ``--curve`` adds the
+cost curve: seconds per source at beams 5 / 20 / 90 against tries of 1k,
 10k, 100k and 1M target sentences (the sample's English first, then the English sides of the
 shared parallel corpora, then synthetic sentences that join the first half of one real sentence
 to the second half of another, seeded), so the growth in N can be read off (the paper's claim:
@@ -139,6 +141,17 @@ def main(argv=None) -> int:
     res["ct2_sent_per_s"] = round(n / ct2, 3)
     res["ratio_vs_ct2"] = round(ct2 / secs, 3)
     print(f"CTranslate2 int8, beam {args.beam}: {n / ct2:.2f} sent/s", flush=True)
+
+    if not args.quick:  # batching levers, same sources: longer batches, sources sorted by length
+        lens = [len(model.encode_source(x)) for x in sources]
+        by_len = [sources[i] for i in np.argsort(lens, kind="stable")]
+        res["batching"] = {}
+        for name, ss, bs in (("input_order_b16", sources, 16), ("length_sorted_b16", by_len, 16),
+                             ("input_order_b32", sources, 32), ("length_sorted_b32", by_len, 32)):
+            t, _ = mine_time(model, trie, ss, args.beam, batch_size=bs)
+            res["batching"][name] = round(n / t, 3)
+            print(f"batching {name}: {n / t:.2f} sent/s", flush=True)
+        res["best_batching_ratio_vs_ct2"] = round(max(res["batching"].values()) / (n / ct2), 3)
 
     dec = model.model.decoder
     exact_proj = dec.output_projection
