@@ -15,7 +15,9 @@ and what it changes, in one run:
   (``best_target_agreement``), and BUCC F1 with both precisions: tuned and 2-fold held-out on the
   sample, and on the transfer set with the sample's threshold (``f1_*_fp32`` / ``f1_*_int8``).
 
-``--quick``: speed on 60 pairs and fidelity on the first 120 rows of the sample (no F1).
+``--quick``: speed on 60 pairs and fidelity on the first 120 rows of the sample's TSV (or, where
+``make demo`` has not run, on 30 gold and 30 wrong pairs of the sample, agreement by ``pmi``);
+no F1.
 The last line printed is one JSON object.
 """
 from __future__ import annotations
@@ -62,21 +64,44 @@ def with_scores(mined, score, prior, ntok):
     from triemine.decoding.mine import word_count
     from triemine.mining.combine import shipped
 
-    comb = shipped(mined.meta.get("pipeline", {}).get("combination", "combined"))
     nwords = np.array([word_count(t) for t in mined.tgt], dtype=np.float64)
     cols = {"score": score, "prior": prior, "ce_word": -score / (nwords + 1),
             "ce_token": -score / ntok, "pmi": (score - prior) / ntok}
     out = mined
     for k, v in cols.items():
         out = out.with_column(k, v)
+    if "combined" not in mined.numeric:  # rows built by the quick mode: no combined score
+        return out
+    comb = shipped(mined.meta.get("pipeline", {}).get("combination", "combined"))
     return out.with_column("combined", comb({**out.numeric}))
 
 
+def quick_rows(model, shared: Path, n: int = 60):
+    """Without a mined TSV: the first ``n / 2`` gold pairs of the sample and as many wrong pairs
+    (each gold source with the next one's target), with their fp32 score and prior."""
+    from triemine.evaluation.bucc import read_bucc
+    from triemine.tsv import Mined
+
+    b = read_bucc(shared / "data/bucc2018/zh-en/zh-en.sample.gold")
+    si = {i: k for k, i in enumerate(b.src.ids)}
+    ti = {i: k for k, i in enumerate(b.tgt.ids)}
+    g = b.gold[: n // 2]
+    pairs = [(si[s], ti[t]) for s, t in g] + [(si[g[k][0]], ti[g[(k + 1) % len(g)][1]])
+                                             for k in range(len(g))]
+    rows = Mined.from_columns([b.src.ids[s] for s, _ in pairs], [b.tgt.ids[t] for _, t in pairs],
+                              [b.src.texts[s] for s, _ in pairs], [b.tgt.texts[t] for _, t in pairs],
+                              {"score": np.zeros(len(pairs))})
+    score, prior, ntok, _, _ = rescore(model, rows, "fp32", progress=False)
+    return with_scores(rows, score, prior, ntok)
+
+
 def best_target_agreement(a, b) -> float:
-    """Share of sources whose highest-``combined`` target is the same in ``a`` and ``b``."""
+    """Share of sources whose highest-``combined`` (else highest-``pmi``) target is the same in
+    ``a`` and ``b``."""
+    col = "combined" if "combined" in a.numeric else "pmi"
     best = {}
     for name, m in (("a", a), ("b", b)):
-        c = m.col("combined")
+        c = m.col(col)
         for i in np.argsort(-c, kind="stable"):
             best.setdefault((name, m.src_ids[i]), m.tgt_ids[i])
     srcs = {s for (_, s) in best}
@@ -99,15 +124,19 @@ def main(argv=None) -> int:
     from triemine.decoding.model_dir import load_model_dir
     from triemine.tsv import read_mined
 
-    for p in (args.sample,) + (() if args.quick else (args.transfer,)):
-        if not Path(p).is_file():
-            sys.exit(f"precision_bench: {p} is missing; `make demo` (or bench/bucc_bench.py) "
-                     f"writes it")
+    if not args.quick:
+        for p in (args.sample, args.transfer):
+            if not Path(p).is_file():
+                sys.exit(f"precision_bench: {p} is missing; `make demo` (or bench/bucc_bench.py) "
+                         f"writes it")
     model = load_model_dir(shared_model_dir(args.model, "precision_bench"))
     threads = torch.get_num_threads()
-    sample = read_mined(args.sample)
-    if args.quick:
-        sample = sample.take(np.arange(min(120, len(sample))))
+    if Path(args.sample).is_file():
+        sample = read_mined(args.sample)
+        if args.quick:
+            sample = sample.take(np.arange(min(120, len(sample))))
+    else:  # --quick on a machine that has not run `make demo`
+        sample = quick_rows(model, Path(args.shared))
 
     # speed: both precisions on the same pairs, one after the other in this process
     speed_rows = sample.take(np.arange(min(60 if args.quick else 1000, len(sample))))
