@@ -24,7 +24,7 @@ over *finished* hypotheses to build the result dicts.
 from __future__ import annotations
 
 import math
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import torch
@@ -32,6 +32,15 @@ import torch.nn as nn
 from torch import Tensor
 
 from triemine.decoding.search import dense_topk, shrink
+
+
+def rank_key(total_score: float, n_tokens: int, tokens, prior: Optional[float] = None,
+             prior_weight: float = 0.0, len_penalty: float = 1.0):
+    """Sort key (ascending = best first) of a finished hypothesis: the search's own ranking,
+    ``(log P(y|x) - prior_weight * prior) / n_tokens ** len_penalty``, ties broken by the tokens.
+    The one home of that rule: the generator and the merge of target shards both call it."""
+    corrected = total_score - prior_weight * (prior if prior is not None else 0.0)
+    return (-corrected / n_tokens ** len_penalty, list(tokens))
 
 
 class TrieSequenceGenerator(nn.Module):
@@ -173,8 +182,8 @@ class TrieSequenceGenerator(nn.Module):
         weight = search.prior_weight if search is not None else 0.0
         for hyps in finalized:
             # the search's own ranking: log P(y|x) - lambda * prior, length-normalised
-            hyps.sort(key=lambda h: (-(h["total_score"] - weight * h.get("prior", 0.0))
-                                     / h["n_tokens"] ** self.len_penalty, h["tokens"].tolist()))
+            hyps.sort(key=lambda h: rank_key(h["total_score"], h["n_tokens"], h["tokens"].tolist(),
+                                             h.get("prior"), weight, self.len_penalty))
         return finalized
 
     def _finalize(self, step, is_eos, src_rows, tokens, step_scores, tok_scores, cand_scores,

@@ -283,6 +283,18 @@ def check_trie_fits(trie, n_target_lines: int, target_path) -> None:
                          target_path)
 
 
+def search_settings(model, source_path, target_path, n_sources: int, mode: str, beam: int,
+                    nbest: Optional[int], batch_size: int, max_tokens: Optional[int],
+                    prior_weight: float, with_prior: bool) -> dict:
+    """What a trie search's output depends on: written to its sidecars and checked on resume,
+    by :func:`mine_to_tsv` and its sharded form alike (their outputs must be byte-identical)."""
+    return {"model": model_fingerprint(model),
+            "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
+            "mode": mode, "beam": beam, "nbest": nbest, "batch_size": batch_size,
+            "max_tokens": max_tokens, "n_sources": n_sources, "prior_weight": prior_weight,
+            "with_prior": with_prior}
+
+
 @dataclass
 class MineSummary:
     sources: int
@@ -319,11 +331,8 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
         node_prior = get_node_priors(model, trie, progress=progress)
     out_path = Path(out_path)
     header = header_line(PRIOR_COLUMNS if with_prior else ())
-    settings = {"model": model_fingerprint(model),
-                "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
-                "mode": mode, "beam": beam, "nbest": nbest, "batch_size": batch_size,
-                "max_tokens": max_tokens, "n_sources": len(src), "prior_weight": prior_weight,
-                "with_prior": with_prior}
+    settings = search_settings(model, source_path, target_path, len(src), mode, beam, nbest,
+                               batch_size, max_tokens, prior_weight, with_prior)
     write_meta(out_path, _meta(model, settings, trie_nbest))
     start = 0
     if resume and out_path.exists():

@@ -94,8 +94,8 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
     trie; every source is searched in each and its matches merged by score (the ``beam`` best).
     """
     from triemine.decoding.mine import (PRIOR_COLUMNS, MineSummary, _meta, check_trie_fits,
-                                        encode_sources, get_trie, model_fingerprint,
-                                        plan_batches, read_mining_corpora)
+                                        encode_sources, get_trie, plan_batches,
+                                        read_mining_corpora, search_settings)
     from triemine.tsv import header_line, write_meta, write_progress
 
     src, tgt = read_mining_corpora(source_path, target_path)
@@ -120,11 +120,8 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
     plan = plan_batches([0 if e is None else len(e) for e in encoded], batch_size, max_tokens)
     shards = plan_shards([s for s, _ in plan], len(src), shard_sources)
     out_path = Path(out_path)
-    settings = {"model": model_fingerprint(model),
-                "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
-                "mode": mode, "beam": beam, "nbest": nbest, "batch_size": batch_size,
-                "max_tokens": max_tokens, "n_sources": len(src), "prior_weight": prior_weight,
-                "with_prior": with_prior}
+    settings = search_settings(model, source_path, target_path, len(src), mode, beam, nbest,
+                               batch_size, max_tokens, prior_weight, with_prior)
     key = dict(settings, target_shards=target_shards,
                tries=[[os.path.basename(t.path), off] for t, off in tries],
                source_sha256=_sha(source_path), shard_sources=shard_sources)

@@ -102,8 +102,7 @@ def _after(shard: int, faults: dict) -> None:
             f.write(f"{shard}\n")
 
 
-def merge_matches(per_trie: Sequence[List], beam: int, len_penalty: float = 1.0,
-                  prior_weight: float = 0.0) -> List:
+def merge_matches(per_trie: Sequence[List], beam: int, prior_weight: float = 0.0) -> List:
     """One source's matches from several tries (line ids already global), merged as one trie's
     search would rank them: the same target text found in two tries is one match with both
     lines' ids; order by the search's own key; the ``beam`` best are kept, ranks renumbered."""
@@ -117,10 +116,10 @@ def merge_matches(per_trie: Sequence[List], beam: int, len_penalty: float = 1.0,
                 by_tokens[m.tokens] = replace(
                     old, tgt_line_ids=tuple(sorted(set(old.tgt_line_ids) | set(m.tgt_line_ids))))
 
-    def key(m):
-        prior = m.prior if m.prior is not None else 0.0
-        return (-(m.score - prior_weight * prior) / m.n_tokens ** len_penalty, list(m.tokens))
-    best = sorted(by_tokens.values(), key=key)[:beam]
+    from triemine.decoding.generator import rank_key
+
+    best = sorted(by_tokens.values(),
+                  key=lambda m: rank_key(m.score, m.n_tokens, m.tokens, m.prior, prior_weight))[:beam]
     return [replace(m, rank=r) for r, m in enumerate(best)]
 
 
@@ -198,7 +197,6 @@ class ShardWorker:
             warnings.simplefilter("ignore")
             encoded, _ = encode_sources(model, texts)
         per_trie = []
-        gen_lp = 1.0
         for trie_path, offset in task.tries:
             trie = self.trie(trie_path)
             node_prior = None
@@ -219,8 +217,7 @@ class ShardWorker:
         if len(per_trie) == 1:
             results = per_trie[0]
         else:
-            results = [merge_matches([r[i] for r in per_trie], task.beam, gen_lp,
-                                     task.prior_weight)[:task.nbest or None]
+            results = [merge_matches([r[i] for r in per_trie], task.beam, task.prior_weight)[:task.nbest or None]
                        for i in range(len(texts))]
         flat = [m for ms in results for m in ms]
         text = format_rows(flat, src.ids[a:b], texts, tgt.ids, tgt.texts, task.with_prior)
@@ -239,9 +236,8 @@ class ShardWorker:
         n = len(task.src)
         cands = CandidateSet(np.asarray(task.src, dtype=np.int64),
                              np.asarray(task.tgt, dtype=np.int64), np.zeros(n, dtype=np.uint8))
-        kw = {} if task.precision == "fp32" else {"precision": task.precision}
         out = exact_scores(model, cands, src.texts, tgt.texts, chunk=task.chunk,
-                           reverse=task.reverse, **kw)
+                           reverse=task.reverse, precision=task.precision)
         suffix = "_rev" if task.reverse else ""
         arr = np.stack([out.col("score" + suffix), out.col("n_tokens" + suffix)])
         buf = io.BytesIO()
