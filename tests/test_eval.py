@@ -14,7 +14,8 @@ from triemine.evaluation.bucc import bucc_files, read_bucc, read_gold
 from triemine.tsv import read_mined, write_mined
 from triemine.evaluation.metrics import (PRF, best_per_source, optimize_threshold, score_pairs,
                                          score_pairs_lenient)
-from triemine.evaluation.pipeline import Direction, evaluate, load_thresholds, save_thresholds
+from triemine.evaluation.pipeline import (Direction, evaluate, evaluate_choosing, load_thresholds,
+                                         save_thresholds)
 from triemine.paths import BUCC_ZH_EN, shared_path
 
 HEADER = "src_id\ttgt_id\tscore\tce_word\tce_token\tsrc\ttgt\n"
@@ -241,6 +242,38 @@ def test_folds_tune_on_other_folds(tmp_path):
     # add up from the folds
     assert sum(f[2].correct for f in out.folds) == out.heldout_strict.correct
     assert out.heldout_strict.f1 <= out.strict.f1 + 1e-9
+
+
+def test_a_chosen_variant_is_chosen_again_inside_each_training_fold(tmp_path):
+    """Two variants of a score, each good on one fold's gold pairs only: the held-out estimate
+    must pick, for each fold, the variant that is good on the *other* fold (the one it trains on),
+    so it scores badly, as choosing on unseen data would."""
+    from triemine.evaluation.metrics import fold_of
+
+    b = read_bucc(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"))
+    assign = fold_of([], b.src.ids, 2, 1234)
+    rng = np.random.default_rng(5)
+    gold_src = {s for s, _ in b.gold}
+    others = [(s, b.tgt.ids[k]) for k, s in enumerate(b.src.ids[:600]) if s not in gold_src]
+    variants = {}
+    for good in (0, 1):
+        rows = [row(s, t, 0.1 if assign[s] == good else float(rng.uniform(0.5, 2)), b) for s, t in b.gold]
+        rows += [row(s, t, float(rng.uniform(0.5, 2)), b) for s, t in others]
+        variants[f"good-on-{good}"] = [Direction(read_mined(write_tsv(tmp_path / f"v{good}.tsv", rows)))]
+    out = evaluate_choosing(variants, b, "ce", "ce_word", folds=2)
+    assert out.fold_chosen == ["good-on-1", "good-on-0"]
+    assert out.chosen in variants
+    plain = {k: evaluate(v, b, "ce", folds=2) for k, v in variants.items()}
+    # each fold's held-out scores are those of the variant chosen for it, pooled
+    for f, k in enumerate(out.fold_chosen):
+        assert out.folds[f][2] == plain[k].folds[f][2]
+    assert out.heldout_strict.correct == sum(plain[k].folds[f][2].correct for f, k in enumerate(out.fold_chosen))
+    # choosing on the scored fold would have been far better: the estimate is not optimistic
+    oracle = sum(max(p.folds[f][2].f1 for p in plain.values()) for f in range(2)) / 2
+    assert out.heldout_strict.f1 < oracle - 0.2
+    assert out.strict == plain[out.chosen].strict
+    with pytest.raises(InputError, match="folds"):
+        evaluate_choosing(variants, b, "ce", "ce_word", folds=0)
 
 
 def test_union_of_directions(tmp_path, tiny_bucc):

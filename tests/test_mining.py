@@ -93,6 +93,41 @@ def test_combination_is_fixed_once_fitted_and_round_trips(tmp_path):
         comb({"a": np.zeros(2)})
 
 
+def test_combination_choices_give_one_variant_per_weight_tried(tmp_path):
+    cols = {"a": np.array([1.0, 2.0, 3.0]), "n": np.array([1.0, 1.0, 0.5])}
+    comb = Combination("c", ["a", "n"], [1.0, 0.0], choices={"n": [0.0, 0.5, 1.0]}).fit(cols, "t")
+    v = comb.variants()
+    assert list(v) == ["n=0", "n=0.5", "n=1"]
+    za = (cols["a"] - 2) / np.std(cols["a"])
+    zn = (cols["n"] - cols["n"].mean()) / np.std(cols["n"])
+    assert v["n=0.5"](cols) == pytest.approx(za + 0.5 * zn)
+    assert comb(cols) == pytest.approx(za)  # the weight in force is the one saved, not the grid
+    comb.with_weight("n", 0.5).save(tmp_path / "c.json")
+    again = Combination.load(tmp_path / "c.json")
+    assert again.choices == {"n": [0.0, 0.5, 1.0]} and again(cols) == pytest.approx(za + 0.5 * zn)
+    assert list(Combination("d", ["a"], [1.0]).variants()) == [""]
+    for bad in ({"x": [1.0]}, [0.5]):
+        (tmp_path / "bad.json").write_text(json.dumps({**json.loads((tmp_path / "c.json").read_text()),
+                                                       "choices": bad}))
+        with pytest.raises(InputError, match="not a combination file"):
+            Combination.load(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("src, tgt, want", [
+    ("截至2015年11月，", "As of November 2016", 0.5),  # 2,1,5,1,1 against 1,1,2,1,6
+    ("平均温度为20.9 °C", "an average temperature of 20.8 °C", 0.5),  # 2,9 against 2,8
+    ("约5万份", "roughly 50,000", 1.0),  # zeros are ignored: units move them
+    ("在１９１２年", "in 1912", 1.0),  # full-width digits are digits
+    ("二十世纪", "the 20th century", 1.0),  # one side without digits says nothing
+    ("没有数字", "no numbers", 1.0),
+    ("32岁时", "at the age of 47", 0.0),
+])
+def test_numeral_agreement(src, tgt, want):
+    from triemine.mining.features import numeral_agreement
+
+    assert numeral_agreement(src, tgt) == pytest.approx(want)
+
+
 @pytest.fixture
 def corpora(tmp_path):
     pairs = PAIRS[:16]
@@ -138,6 +173,7 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
     ntok = -m.col("score") / m.col("ce_token")
     assert m.col("pmi") == pytest.approx((m.col("score") - m.col("prior")) / ntok, abs=1e-3)  # 6 decimals in the TSV
     assert m.col("combined") == pytest.approx(m.col("cipher_margin") - m.col("ce_token"), abs=1e-5)
+    assert (m.col("numerals") == 1.0).all()  # the synthetic language pair has no digits
     # every translation present in the targets is among the candidates
     found = set(zip(s_idx.tolist(), t_idx.tolist()))
     assert all((i, 24 + i) in found for i in range(12))

@@ -16,13 +16,16 @@ Rules (stated in the docs too):
 5. **Folds**: with ``folds=k`` the l1 (source-language) ids of the corpus are split into k
    seeded folds; thresholds are tuned on k-1 folds (their candidates and gold pairs) and applied
    to the held-out fold. The pooled held-out scores estimate performance on unseen data.
+6. **Choices** (:func:`evaluate_choosing`): when a score has a free setting chosen on the gold
+   (a combination's weight from a grid), its held-out estimate makes that choice again inside
+   each training fold, like the threshold.
 """
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -68,6 +71,9 @@ class Outcome:
     heldout_strict: Optional[PRF] = None
     heldout_lenient: Optional[PRF] = None
     candidates: int = 0
+    fold_train: List[PRF] = field(default_factory=list)  # per fold: tuned F1 on its training part
+    chosen: Optional[str] = None  # evaluate_choosing: the variant chosen on the whole gold
+    fold_chosen: List[str] = field(default_factory=list)  # ... and inside each training fold
 
     def threshold_text(self, thresholds: Optional[Dict[str, Dict[str, float]]] = None) -> str:
         thresholds = self.thresholds if thresholds is None else thresholds
@@ -194,11 +200,44 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
                 fths = ths
             by_fold = {id(c): cf == f for c, cf in zip(cands, cand_folds)}
             fpairs = selected_pairs(fths, row_filter=lambda c, _r: by_fold[id(c)])
+            out.fold_train.append(score_pairs(
+                selected_pairs(fths, row_filter=lambda c, _r: ~by_fold[id(c)]), gold_out))
             s = score_pairs(fpairs, gold_in)
             l = score_pairs_lenient(fpairs, gold_in, src_text, tgt_text)
             out.folds.append((f, fths, s, l))
             held_s, held_l = held_s + s, held_l + l
         out.heldout_strict, out.heldout_lenient = held_s, held_l
+    return out
+
+
+def evaluate_choosing(variants: Mapping[str, Sequence[Direction]], bucc: BuccSet, filt: str,
+                      rank_by: str, folds: int = 2, seed: int = 1234,
+                      rule: str = "best-per-source") -> Outcome:
+    """Choose one of several variants of a score (e.g. a combination's weight from a grid) by
+    tuned F1, with a held-out estimate that makes the choice inside each training fold.
+
+    ``variants``: label -> directions, in order of preference (ties go to the first).  Returns
+    the chosen variant's :class:`Outcome` (``chosen`` names it; its thresholds and tuned scores
+    are the whole gold's), whose held-out scores and ``folds`` are, fold by fold, those of the
+    variant with the best tuned F1 on that fold's training part (``fold_chosen``): the choice
+    never sees the fold it is scored on.
+    """
+    if not variants:
+        raise InputError("no variants to choose from")
+    if folds < 2:
+        raise InputError("choosing a variant needs folds >= 2 for its held-out estimate")
+    outs = {k: evaluate(dirs, bucc, filt, rank_by, folds=folds, seed=seed, rule=rule)
+            for k, dirs in variants.items()}
+    chosen = max(outs, key=lambda k: outs[k].strict.f1)  # max keeps the first of equals
+    picks = [max(outs, key=lambda k: outs[k].fold_train[f].f1) for f in range(folds)]
+    folds_out = [outs[k].folds[f] for f, k in enumerate(picks)]
+    train = [outs[k].fold_train[f] for f, k in enumerate(picks)]
+    out = outs[chosen]
+    out.chosen, out.fold_chosen, out.folds, out.fold_train = chosen, picks, folds_out, train
+    out.heldout_strict, out.heldout_lenient = PRF(0, 0, 0), PRF(0, 0, 0)
+    for fold in folds_out:
+        out.heldout_strict += fold[2]
+        out.heldout_lenient += fold[3]
     return out
 
 

@@ -63,6 +63,7 @@ register_score("ce_token_rev", False, "-log P(source | target) / source tokens, 
 register_score("dual_ce", False, "dual conditional cross-entropy |H(y|x) - H(x|y)| + (H(y|x) + H(x|y)) / 2")
 register_score("bicleaner", True, "Bicleaner 0.17 classifier probability (trie-mine-filter --bicleaner)")
 register_score("chrf", True, "chrF of the target against the MT model's translation (sacrebleu)")
+register_score("numerals", True, "agreement of the numbers written in digits (1 = no disagreement; triemine.mining.features)")
 register_score("combined", True, "the pipeline's fixed combination of features (triemine.mining.combine)")
 for _space, _what in (("use", "multilingual USE v3"), ("e5", "multilingual-e5-small"),
                       ("ret", "TF-IDF of the MT model's own translation")):

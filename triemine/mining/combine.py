@@ -5,13 +5,19 @@ standard deviations are fitted once, without gold labels, on a reference candida
 shipped ones on the BUCC zh-en sample's candidates) and then kept fixed: a threshold chosen on
 one corpus means the same on another, which a normalisation refitted on every corpus would not
 give (its statistics follow the share of true pairs among the candidates).
+
+Weights are fixed by hand (each feature once, signed so that higher means more parallel), except
+where ``choices`` lists the weights tried for a feature: that weight was chosen among them by
+tuned F1 on the sample's gold (``scripts/fit_combination.py --choose``), and a held-out estimate
+must choose again inside each training fold (:func:`triemine.evaluation.pipeline.evaluate_choosing`
+over :meth:`Combination.variants`), never report the whole sample's choice as held-out.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Sequence
 
@@ -31,10 +37,28 @@ class Combination:
     mean: List[float] = field(default_factory=list)
     std: List[float] = field(default_factory=list)
     fitted_on: str = ""
+    choices: Dict[str, List[float]] = field(default_factory=dict)  # feature -> weights tried
 
     def __post_init__(self):
         if len(self.weights) != len(self.features):
             raise ValueError("one weight per feature")
+        if not isinstance(self.choices, dict):
+            raise ValueError("choices must map a feature to the weights tried")
+        unknown = [f for f in self.choices if f not in self.features]
+        if unknown or len(self.choices) > 1:
+            raise ValueError(f"choices must name one of the features, got {', '.join(self.choices)}")
+
+    def with_weight(self, feature: str, weight: float) -> "Combination":
+        """A copy with ``feature``'s weight set to ``weight`` (same normalisation)."""
+        weights = [float(weight) if f == feature else w for f, w in zip(self.features, self.weights)]
+        return replace(self, weights=weights)
+
+    def variants(self) -> Dict[str, "Combination"]:
+        """``{"feature=w": copy}`` for every weight in ``choices`` (in order), or ``{"": self}``."""
+        if not self.choices:
+            return {"": self}
+        (feature, grid), = self.choices.items()
+        return {f"{feature}={w:g}": self.with_weight(feature, w) for w in grid}
 
     def fit(self, columns: Dict[str, np.ndarray], fitted_on: str) -> "Combination":
         """Means and standard deviations of the features over a reference candidate set."""
@@ -46,7 +70,8 @@ class Combination:
                 raise ValueError(f"cannot fit {self.name}: feature {f} has fewer than 2 values")
             mean.append(float(v.mean()))
             std.append(float(v.std()) or 1.0)
-        return Combination(self.name, list(self.features), list(self.weights), mean, std, fitted_on)
+        return Combination(self.name, list(self.features), list(self.weights), mean, std, fitted_on,
+                           {k: list(v) for k, v in self.choices.items()})
 
     def __call__(self, columns: Dict[str, np.ndarray]) -> np.ndarray:
         if len(self.mean) != len(self.features):
@@ -67,9 +92,9 @@ class Combination:
         data = read_json(path, "combination file")
         try:
             comb = cls(**data)
-        except TypeError as exc:
+        except (TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"not a combination file ({exc})", os.fspath(path)) from None
-        for v in comb.weights + comb.mean + comb.std:
+        for v in comb.weights + comb.mean + comb.std + [w for g in comb.choices.values() for w in g]:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise InputError(f"combination values must be finite numbers, got {v!r}", os.fspath(path))
         return comb

@@ -7,16 +7,19 @@
 * :func:`derived`: ``ce_word`` and ``ce_token`` (the paper's cross-entropies), ``pmi``, the
   per-token pointwise mutual information ``(score - prior) / n_tokens``, and with a reverse model
   ``dual_ce`` = ``|H(y|x) - H(x|y)| + (H(y|x) + H(x|y)) / 2`` over per-token cross-entropies
-  (dual conditional cross-entropy, Junczys-Dowmunt 2018).
+  (dual conditional cross-entropy, Junczys-Dowmunt 2018); and ``numerals``
+  (:func:`numeral_agreement`), which needs only the texts.
 
 Work is done in chunks that are saved as they finish (``work_dir``), so an interrupted run
 resumes without recomputing or losing scores.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import logging
 import os
+import unicodedata
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -146,8 +149,32 @@ def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None,
     return table[lines]
 
 
-def derived(cands: CandidateSet, tgt_texts: Sequence[str]) -> CandidateSet:
-    """``ce_word``, ``ce_token`` and (with ``prior``) ``pmi`` from ``score`` and ``n_tokens``."""
+_NONZERO_DIGITS = frozenset("123456789")
+
+
+def _nonzero_digits(text: str) -> list:
+    return [c for c in unicodedata.normalize("NFKC", text) if c in _NONZERO_DIGITS]
+
+
+def numeral_agreement(src: str, tgt: str) -> float:
+    """How well the numbers written in digits agree: 1.0 (no evidence) unless both sides contain
+    digits, else the similarity ratio (:class:`difflib.SequenceMatcher`) of their sequences of
+    non-zero digits (OpusFilter's NonZeroNumeralsFilter).
+
+    Zeros are ignored because units move them ("5万" = "50,000"); a side without digits says
+    nothing, since numbers are often written in words or characters ("五", "ninety").  Written
+    for near-paraphrases that differ in a year or a measurement ("2015年11月" vs "November 2016").
+    """
+    a, b = _nonzero_digits(src), _nonzero_digits(tgt)
+    if not a or not b:
+        return 1.0
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def derived(cands: CandidateSet, tgt_texts: Sequence[str], src_texts: Optional[Sequence[str]] = None
+            ) -> CandidateSet:
+    """``ce_word``, ``ce_token`` and (with ``prior``) ``pmi`` from ``score`` and ``n_tokens``;
+    with ``src_texts``, ``numerals`` (:func:`numeral_agreement`)."""
     from triemine.decoding.mine import word_count
 
     score, ntok = cands.col("score"), cands.col("n_tokens")
@@ -160,4 +187,8 @@ def derived(cands: CandidateSet, tgt_texts: Sequence[str]) -> CandidateSet:
         fwd, bwd = cols["ce_token"], -cands.col("score_rev") / cands.col("n_tokens_rev")
         cols["ce_token_rev"] = bwd
         cols["dual_ce"] = np.abs(fwd - bwd) + 0.5 * (fwd + bwd)
+    if src_texts is not None:
+        cols["numerals"] = np.fromiter((numeral_agreement(src_texts[s], tgt_texts[t])
+                                        for s, t in zip(cands.src.tolist(), cands.tgt.tolist())),
+                                       dtype=np.float64, count=len(cands))
     return cands.with_columns(**cols)

@@ -4,7 +4,7 @@
       -> candidates: trie search matches | encoder kNN (ratio margin) | MT translation retrieval
       -> union; every pair gets every generator's features (cosines, margins)
       -> exact log P(y|x) by forced decoding for pairs the search did not score; priors (optional)
-      -> derived scores (ce_word, ce_token, pmi) and the fixed ``combined`` score
+      -> derived scores (ce_word, ce_token, pmi, numerals) and the fixed ``combined`` score
       -> the mining TSV (:mod:`triemine.tsv`): every candidate with all its columns
 
 Selection (one-to-one) and the threshold are evaluation/filter rules (``trie-mine-eval``,
@@ -78,7 +78,7 @@ CONFIGS = {
     # MT model, combined = z(use_margin) - z(ce_token) + z(pmi)
     "combined": PipelineConfig(candidates=("knn",), combination="combined"),
     # no embedding model anywhere: the MT model's own translations retrieved by TF-IDF, every pair
-    # scored exactly, combined = z(ret_margin) - z(ce_token) + z(pmi)
+    # scored exactly, combined = z(ret_margin) - z(ce_token) + z(pmi) + z(numerals)
     "mt-only": PipelineConfig(candidates=("retrieval",), translate_beam=1, retrieval_min_margin=1.02,
                               combination="mt-only"),
 }
@@ -278,7 +278,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         prior = target_priors(model, tgt.texts, cands.tgt, trie=trie, node_prior=node_prior,
                               cache_dir=_cache("priors"), progress=progress)
         cands = cands.with_columns(prior=np.where(np.isnan(have), prior, have))
-    cands = derived(cands, tgt.texts)
+    cands = derived(cands, tgt.texts, src.texts)
     cands = cands.with_columns(combined=comb(cands.columns))
     write_candidates_tsv(out_path, cands, src, tgt, meta={
         "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
@@ -293,7 +293,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
 
 def _check_features(comb, cfg: PipelineConfig, reverse: bool) -> None:
     """Refuse, before any work, a combination that needs a column this job cannot produce."""
-    have = {"score", "n_tokens", "ce_word", "ce_token"}
+    have = {"score", "n_tokens", "ce_word", "ce_token", "numerals"}
     if cfg.priors:
         have |= {"prior", "pmi"}
     if "knn" in cfg.candidates:
