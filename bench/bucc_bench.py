@@ -7,7 +7,9 @@ code as ``trie-mine-eval`` (strict P/R/F1):
 
 * ``sample_tuned``: thresholds tuned on the sample's gold (optimistic, LASER style);
 * ``sample_heldout``: 2-fold held-out on the sample (tuned on one half of the zh sentences,
-  applied to the other, pooled);
+  applied to the other, pooled); where a combination's weight was chosen on the sample (its
+  ``choices``), each fold chooses it again on its training half (``evaluate_choosing``), so the
+  choice never sees the half it is scored on;
 * ``transfer``: the sample's thresholds applied unchanged to the transfer set;
 * ``transfer_tuned``: tuned on the transfer set's own gold (optimistic; for reference only);
 * ``seconds_per_source``: wall time of mining the sample divided by its sources (set-up such as
@@ -51,7 +53,7 @@ from benchlib import bucc_sets, machine, shared_model_dir  # noqa: E402
 import numpy as np  # noqa: E402
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
-from triemine.evaluation.pipeline import Direction, evaluate  # noqa: E402
+from triemine.evaluation.pipeline import Direction, evaluate, evaluate_choosing  # noqa: E402
 from triemine.paths import cache_root  # noqa: E402
 from triemine.tsv import Mined, read_mined  # noqa: E402
 
@@ -120,10 +122,32 @@ def baseline_chrf(b, model, work: Path) -> Mined:
     return _rows(b, c.src, c.tgt, {"chrf": score})
 
 
+def _variants(rows: Mined) -> dict:
+    """The mining job's rows under every weight its combination was chosen from (TSV meta)."""
+    from triemine.mining.combine import Combination
+
+    comb = Combination(**rows.meta["combination"])
+    return {label: [Direction(rows.with_column("combined", c(rows.numeric)))]
+            for label, c in comb.variants().items()}, comb
+
+
 def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold) -> dict:
     rule, rank, filt = EVAL[name]
     sb, tb = read_bucc(sample_gold), read_bucc(transfer_gold)
-    tuned = evaluate([Direction(sample_rows)], sb, filt, rank, folds=2, rule=rule)
+    extra = {}
+    if "combination" in sample_rows.meta and name in MINING:
+        variants, comb = _variants(sample_rows)
+        tuned = evaluate_choosing(variants, sb, filt, rank, folds=2, rule=rule)
+        shipped = [label for label, (d,) in variants.items()
+                   if np.allclose(d.mined.col("combined"), sample_rows.col("combined"), atol=1e-5)]
+        if tuned.chosen not in shipped and (not shipped or evaluate(
+                variants[shipped[0]], sb, filt, rank, rule=rule).strict.f1 < tuned.strict.f1):
+            print(f"WARNING: {name}: the sample now chooses {tuned.chosen}, the shipped combination "
+                  f"is {shipped or 'none of its choices'}: refit it (scripts/fit_combination.py)",
+                  file=sys.stderr, flush=True)
+        extra = {"chosen": tuned.chosen, "fold_chosen": tuned.fold_chosen}
+    else:
+        tuned = evaluate([Direction(sample_rows)], sb, filt, rank, folds=2, rule=rule)
     th = {"zh-en": next(iter(tuned.thresholds.values()))}
     transfer = evaluate([Direction(transfer_rows)], tb, filt, rank, thresholds=th,
                         thresholds_source=f"fixed:tuned-on:{Path(sample_gold).name}", rule=rule)
@@ -131,7 +155,7 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
     for o in (tuned, transfer):
         print(o.signature("strict"), flush=True)
     print(tuned.signature("heldout-strict", tuned.heldout_strict), flush=True)
-    return {"threshold": th["zh-en"], "rule": rule, "filter": filt,
+    return {"threshold": th["zh-en"], "rule": rule, "filter": filt, **extra,
             "sample_tuned": tuned.strict.as_dict(), "sample_heldout": tuned.heldout_strict.as_dict(),
             "transfer": transfer.strict.as_dict(), "transfer_tuned": transfer_tuned.strict.as_dict()}
 

@@ -4,6 +4,8 @@
 Each feature set's normalisation is fitted without gold on the sample TSV's candidates
 (``Combination.fit``, as ``scripts/fit_combination.py`` does), then evaluated one-to-one: tuned
 and 2-fold held-out on the BUCC sample, and with the sample's threshold on the transfer set.
+A feature set with a chosen weight (``numerals``, from ``GRID``) is chosen on the sample's gold,
+and again inside each training fold for its held-out number (``evaluate_choosing``).
 Choose on the sample's columns only; the transfer column is for the record::
 
     python scripts/compare_combinations.py WORK/combined.zh-en.sample.tsv WORK/combined.zh-en.dev.tsv --space use
@@ -21,18 +23,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
-from triemine.evaluation.pipeline import Direction, evaluate  # noqa: E402
+from triemine.evaluation.pipeline import Direction, evaluate, evaluate_choosing  # noqa: E402
 from triemine.mining.combine import Combination  # noqa: E402
 from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, shared_path  # noqa: E402
 from triemine.tsv import read_mined  # noqa: E402
 
 
+GRID = [0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5]
+
+
 def feature_sets(space: str) -> dict:
+    """name -> (features, weights); a weight of ``None`` is chosen from ``GRID``."""
     m, c = f"{space}_margin", f"{space}_cos"
     return {m: ([m], [1]), "pmi": (["pmi"], [1]), "-ce_token": (["ce_token"], [-1]),
             "pmi-ce_token": (["pmi", "ce_token"], [1, -1]), f"{m}+pmi": ([m, "pmi"], [1, 1]),
             f"{m}-ce_token+pmi": ([m, "ce_token", "pmi"], [1, -1, 1]),
-            f"{m}+{c}-ce_token+pmi": ([m, c, "ce_token", "pmi"], [1, 1, -1, 1])}
+            f"{m}+{c}-ce_token+pmi": ([m, c, "ce_token", "pmi"], [1, 1, -1, 1]),
+            f"{m}-ce_token+pmi+w*numerals": ([m, "ce_token", "pmi", "numerals"], [1, -1, 1, None])}
 
 
 def main(argv=None) -> int:
@@ -46,12 +53,17 @@ def main(argv=None) -> int:
     sb = read_bucc(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"))
     tb = read_bucc(shared_path(*DEVSET_ZH_EN, "zh-en.dev.gold"))
     for name, (feats, weights) in feature_sets(args.space).items():
-        comb = Combination(name, feats, [float(w) for w in weights]).fit(
+        choices = {f: GRID for f, w in zip(feats, weights) if w is None}
+        comb = Combination(name, feats, [float(w or 0) for w in weights], choices=choices).fit(
             {f: sample.col(f) for f in feats}, Path(args.sample_tsv).name)
-        ms = sample.with_column("combined", comb({f: sample.col(f) for f in feats}))
-        o = evaluate([Direction(ms)], sb, "combined", "combined", folds=2, rule="one-to-one")
+        variants = {k: [Direction(sample.with_column("combined", c({f: sample.col(f) for f in feats})))]
+                    for k, c in comb.variants().items()}
+        o = evaluate_choosing(variants, sb, "combined", "combined", folds=2, rule="one-to-one")
+        comb = comb.variants()[o.chosen]
         row = {"features": name, "sample_tuned_f1": round(o.strict.f1, 4),
                "sample_heldout_f1": round(o.heldout_strict.f1, 4)}
+        if choices:
+            row.update(chosen=o.chosen, fold_chosen=o.fold_chosen)
         if transfer is not None:
             mt = transfer.with_column("combined", comb({f: transfer.col(f) for f in feats}))
             t = evaluate([Direction(mt)], tb, "combined", "combined",

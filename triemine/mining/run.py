@@ -75,7 +75,7 @@ class PipelineConfig:
 # keeps every match with the paper's columns and is selected best-per-source by ce_word.
 CONFIGS = {
     # MT model + embedding candidates: USE ratio-margin neighbours, every pair scored exactly by the
-    # MT model, combined = z(use_margin) - z(ce_token) + z(pmi)
+    # MT model, combined = z(use_margin) - z(ce_token) + z(pmi) + 0.75 z(numerals)
     "combined": PipelineConfig(candidates=("knn",), combination="combined"),
     # no embedding model anywhere: the MT model's own translations retrieved by TF-IDF, every pair
     # scored exactly, combined = z(ret_margin) - z(ce_token) + z(pmi) + z(numerals)
