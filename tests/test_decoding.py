@@ -266,3 +266,21 @@ def test_stock_generator_max_len_shorter_than_trie_never_asserts(tiny_model, dup
     for hyps in out:
         for h in hyps:
             assert trie.contains(h["tokens"].tolist()) and len(h["tokens"]) <= 4
+
+
+@pytest.mark.parametrize("mode, beam", [("pre", 5), ("post", 4)])
+def test_batched_search_scores_are_the_forced_decoding_scores(tiny_model, mode, beam):
+    """150 sources in one batch: rows leave, shrink and regroup between steps, and every match's
+    total must still be log P(y|x) of its own source (decoder state reordered correctly)."""
+    pairs = synthetic_pairs(150, seed=7)
+    texts = [t for _, t in pairs[:75]] + [t for _, t in synthetic_pairs(150, seed=8)]
+    trie = make_trie(tiny_model, texts)
+    sources = [s for s, _ in pairs]
+    out, _, _ = run(tiny_model, sources, trie, mode, beam)
+    n = 0
+    for src, hyps in zip(sources, out):
+        if hyps:
+            totals, _ = forced_scores(tiny_model, src, [tiny_model.decode_target(h["tokens"]) for h in hyps])
+            assert [h["total_score"] for h in hyps] == pytest.approx(totals.tolist(), abs=1e-3)
+            n += len(hyps)
+    assert n >= (len(sources) * beam if mode == "pre" else 60)
