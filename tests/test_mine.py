@@ -8,9 +8,12 @@ import sys
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from triemine.cli import mine_main
-from triemine.decoding.mine import get_trie, mine, mine_to_tsv, plan_batches
+from triemine.decoding.mine import (block_batches, get_trie, mine, mine_to_tsv, plan_batches,
+                                    plan_blocks, resolve_batch_size)
 from triemine.tsv import HEADER as TSV_HEADER
 from triemine.decoding.testing import synthetic_pairs
 from triemine.trie import Trie
@@ -119,7 +122,7 @@ def test_cli_post_expansion_skips_sources_without_translation(tiny_model_dir, co
 def test_resume_in_process_truncates_partial_batch(tiny_model, corpora, tmp_path):
     src, tgt, _ = corpora
     full, part = tmp_path / "full.tsv", tmp_path / "part.tsv"
-    kw = dict(mode="pre", beam=3, batch_size=4)
+    kw = dict(mode="pre", beam=3, batch_size=2, sort_window=2)  # blocks of 4 sources
     mine_to_tsv(tiny_model, src, tgt, full, **kw)
     s = mine_to_tsv(tiny_model, src, tgt, part, stop_after_batches=3, **kw)
     assert s.decoded == 12
@@ -129,7 +132,11 @@ def test_resume_in_process_truncates_partial_batch(tiny_model, corpora, tmp_path
     assert s2.resumed_from == 12 and s2.decoded == len(PAIRS) - 12
     assert part.read_bytes() == full.read_bytes()
     with pytest.raises(Exception, match="different settings"):
-        mine_to_tsv(tiny_model, src, tgt, part, resume=True, mode="post", beam=3, batch_size=4)
+        mine_to_tsv(tiny_model, src, tgt, part, resume=True, mode="post", beam=3, batch_size=2,
+                    sort_window=2)
+    with pytest.raises(Exception, match="different settings"):
+        mine_to_tsv(tiny_model, src, tgt, part, resume=True, mode="pre", beam=3, batch_size=2,
+                    sort_window=1)
 
 
 def test_resume_refuses_another_model(tiny_model_dir, corpora, tmp_path):
@@ -192,6 +199,49 @@ def test_plan_batches_respects_limits_and_is_resumable():
     for s, e in plan_batches(lengths, batch_size=10, max_tokens=14):
         nz = [n for n in lengths[s:e] if n]
         assert len(nz) * max(nz) <= 14 or len(nz) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(lengths=st.lists(st.integers(0, 30), max_size=60), batch=st.integers(1, 5),
+       window=st.integers(1, 4), max_tokens=st.one_of(st.none(), st.integers(30, 80)))
+def test_blocks_cover_every_source_once_in_sorted_batches_within_limits(lengths, batch, window,
+                                                                         max_tokens):
+    blocks = plan_blocks(lengths, batch, max_tokens, window)
+    assert [s for s, _ in blocks[1:]] == [e for _, e in blocks[:-1]]
+    if lengths:
+        assert blocks[0][0] == 0 and blocks[-1][1] == len(lengths)
+    for s, e in blocks:
+        batches = block_batches(lengths, s, e, batch, max_tokens if window > 1 else None)
+        flat = [i for b in batches for i in b]
+        assert sorted(flat) == [i for i in range(s, e) if lengths[i]]  # each non-empty once
+        assert [lengths[i] for i in flat] == sorted(lengths[i] for i in flat)
+        for b in batches:
+            assert len(b) <= batch
+            if max_tokens is not None and len(b) > 1:
+                assert len(b) * max(lengths[i] for i in b) <= max_tokens
+        # planned again from this block's start: the same blocks (resume, shards)
+        again = plan_blocks(lengths[s:], batch, max_tokens, window)
+        assert [(a + s, b + s) for a, b in again] == [blk for blk in blocks if blk[0] >= s]
+    if window == 1:
+        assert blocks == plan_batches(lengths, batch, max_tokens)
+
+
+def test_default_batch_size_follows_the_beam():
+    assert [resolve_batch_size(None, b) for b in (1, 5, 20, 90, 400)] == [64, 64, 16, 3, 1]
+    assert resolve_batch_size(7, 90) == 7
+    with pytest.raises(ValueError):
+        resolve_batch_size(0, 5)
+
+
+def test_length_sorted_blocks_find_the_same_matches_in_input_order(tiny_model, corpora):
+    src, tgt, _ = corpora
+    sources = src.read_text(encoding="utf-8").splitlines()
+    trie = get_trie(tiny_model, tgt)
+    plain = list(mine(tiny_model, sources, trie, "pre", 4, batch_size=3, sort_window=1))
+    window = list(mine(tiny_model, sources, trie, "pre", 4, batch_size=3, sort_window=5))
+    assert [(m.src_index, m.tgt_line_ids) for m in window] == \
+        [(m.src_index, m.tgt_line_ids) for m in plain]
+    assert [m.score for m in window] == pytest.approx([m.score for m in plain], abs=1e-4)
 
 
 # -- bad input ------------------------------------------------------------------------------------

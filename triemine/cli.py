@@ -129,7 +129,13 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--combination", default=None,
                         help="the combined score: a shipped name or a JSON file "
                              "(default: the configuration's, e.g. combined or mt-only)")
-    parser.add_argument("--batch-size", type=int, default=16, help="sentences per batch (16)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="trie search: sources per decoder batch (default 320 // beam, "
+                             "at most 64: 64 at beam 5, 16 at beam 20, 3 at beam 90)")
+    parser.add_argument("--sort-window", type=int, default=8,
+                        help="trie search: decode sources in length-sorted batches within blocks "
+                             "of this many batches (output stays in input order; 1: input "
+                             "order; default 8)")
     parser.add_argument("--max-tokens", type=int, default=None,
                         help="trie search: also cap a batch at this many padded source tokens")
     parser.add_argument("--nbest", type=int, default=None,
@@ -181,8 +187,8 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--config paper is the trie search alone (--candidates trie)")
         beam = args.beam if args.beam is not None else (90 if paper else defaults.beam)
         for name, value in (("--beam", beam), ("--batch-size", args.batch_size),
-                            ("--trie-nbest", args.trie_nbest)):
-            if value < 1:
+                            ("--trie-nbest", args.trie_nbest), ("--sort-window", args.sort_window)):
+            if value is not None and value < 1:
                 parser.error(f"{name} must be >= 1")
         if args.nbest is not None and args.nbest < 1:
             parser.error("--nbest must be >= 1")
@@ -233,7 +239,8 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
                                min_margin=args.min_margin,
                                retrieval_min_margin=args.min_margin, mode=mode, beam=beam,
                                prior_weight=args.prior_weight, trie_nbest=args.trie_nbest,
-                               batch_size=args.batch_size, combination=args.combination)
+                               batch_size=args.batch_size, sort_window=args.sort_window,
+                               combination=args.combination)
         for what, path in (("source file", args.source), ("target file", args.target),
                            ("trie file", args.trie)):  # fail before the slow model load
             if path is not None and not os.path.isfile(path):
@@ -261,7 +268,7 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
                 device=args.device, trie=trie, trie_nbest=args.trie_nbest, resume=args.resume,
                 progress=not args.quiet, prior_weight=args.prior_weight, with_prior=args.priors,
                 target_shards=args.target_shards,
-                shard_sources=args.shard_size or DEFAULT_SHARD_SOURCES)
+                shard_sources=args.shard_size or DEFAULT_SHARD_SOURCES, sort_window=args.sort_window)
             summary = dict(result.__dict__, **stats)
         elif paper:
             from triemine.decoding.mine import mine_to_tsv
@@ -273,7 +280,7 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
                                   max_tokens=args.max_tokens, device=args.device, trie=trie,
                                   trie_nbest=args.trie_nbest, resume=args.resume, debug=args.debug,
                                   progress=not args.quiet, prior_weight=args.prior_weight,
-                                  with_prior=args.priors).__dict__
+                                  with_prior=args.priors, sort_window=args.sort_window).__dict__
         else:
             from triemine.mining.run import mine_pipeline
 

@@ -80,22 +80,24 @@ def target_shard_tries(model, target_path, k: int, trie_nbest: int = 1,
 # -- the trie search -----------------------------------------------------------------------------
 
 def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: str = "pre",
-                        beam: int = 90, nbest: Optional[int] = None, batch_size: int = 16,
+                        beam: int = 90, nbest: Optional[int] = None,
+                        batch_size: Optional[int] = None,
                         max_tokens: Optional[int] = None, device: str = "cpu", trie=None,
                         trie_nbest: int = 1, resume: bool = False, debug: bool = False,
                         progress: bool = False, prior_weight: float = 0.0,
                         with_prior: bool = False, target_shards: int = 1,
-                        shard_sources: int = DEFAULT_SHARD_SOURCES):
+                        shard_sources: int = DEFAULT_SHARD_SOURCES, sort_window: Optional[int] = None):
     """:func:`triemine.decoding.mine.mine_to_tsv` on a pool (:func:`triemine.distributed.make_pool`).
 
-    Shards: groups of consecutive batches of the single-process plan holding at least
+    Shards: groups of consecutive blocks of the single-process plan holding at least
     ``shard_sources`` sources; their outputs and manifest live in ``OUT.shards/``.  With
     ``target_shards`` K > 1 the target corpus is split into K line ranges, each with its own
     trie; every source is searched in each and its matches merged by score (the ``beam`` best).
     """
     from triemine.decoding.mine import (PRIOR_COLUMNS, MineSummary, _meta, check_trie_fits,
-                                        encode_sources, get_trie, plan_batches,
-                                        read_mining_corpora, search_settings)
+                                        SORT_WINDOW, encode_sources, get_trie, plan_blocks,
+                                        read_mining_corpora, resolve_batch_size,
+                                        search_settings)
     from triemine.tsv import header_line, write_meta, write_progress
 
     src, tgt = read_mining_corpora(source_path, target_path)
@@ -117,11 +119,14 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
         for t, _ in tries:
             get_node_priors(model, t, progress=progress)
     encoded, truncated = encode_sources(model, src.texts, source_path)  # warns once, here
-    plan = plan_batches([0 if e is None else len(e) for e in encoded], batch_size, max_tokens)
+    sort_window = SORT_WINDOW if sort_window is None else sort_window
+    batch_size = resolve_batch_size(batch_size, beam)
+    plan = plan_blocks([0 if e is None else len(e) for e in encoded], batch_size, max_tokens,
+                       sort_window)
     shards = plan_shards([s for s, _ in plan], len(src), shard_sources)
     out_path = Path(out_path)
     settings = search_settings(model, source_path, target_path, len(src), mode, beam, nbest,
-                               batch_size, max_tokens, prior_weight, with_prior)
+                               batch_size, max_tokens, prior_weight, with_prior, sort_window)
     key = dict(settings, target_shards=target_shards,
                tries=[[os.path.basename(t.path), off] for t, off in tries],
                source_sha256=_sha(source_path), shard_sources=shard_sources)
@@ -134,7 +139,8 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
     def make_task(s: Shard) -> TrieShardTask:
         return TrieShardTask(s.id, spec, os.path.abspath(source_path),
                              os.path.abspath(target_path), s.start, s.end, trie_files, mode, beam,
-                             nbest, batch_size, max_tokens, prior_weight, with_prior, debug)
+                             nbest, batch_size, max_tokens, prior_weight, with_prior, debug,
+                             sort_window)
     reused = sum(len(store.by_id[i]) for i in store.reused)
     with _progress(len(src), reused, f"mine ({mode}, shards)", "sent", progress) as bar:
         computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))

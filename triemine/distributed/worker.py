@@ -60,6 +60,7 @@ class TrieShardTask:
     prior_weight: float = 0.0
     with_prior: bool = False
     debug: bool = False
+    sort_window: int = 8  # triemine.decoding.mine.SORT_WINDOW; the driver always sets it
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,8 @@ class ShardWorker:
                                             None if len(task.tries) > 1 else task.nbest,
                                             task.batch_size, task.max_tokens, task.model.device,
                                             task.debug, encoded=encoded, node_prior=node_prior,
-                                            prior_weight=task.prior_weight):
+                                            prior_weight=task.prior_weight,
+                                            sort_window=task.sort_window):
                 if offset:
                     batch = [[replace(m, tgt_line_ids=tuple(i + offset for i in m.tgt_line_ids))
                               for m in ms] for ms in batch]

@@ -51,7 +51,8 @@ class PipelineConfig:
     beam: int = 5
     prior_weight: float = 0.0
     trie_nbest: int = 1
-    batch_size: int = 16
+    batch_size: Optional[int] = None  # None: triemine.decoding.mine.resolve_batch_size
+    sort_window: int = 8  # triemine.decoding.mine.SORT_WINDOW
     # translation retrieval
     translate_beam: int = 4
     retrieval_min_margin: Optional[float] = None
@@ -212,13 +213,15 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
                 from triemine.distributed.jobs import DEFAULT_SHARD_SOURCES, mine_to_tsv_sharded
                 mine_to_tsv_sharded(model, source_path, target_path, tsv, pool or make_pool(0),
                                     mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
+                                    sort_window=cfg.sort_window,
                                     device=device, trie=trie if target_shards == 1 else None,
                                     resume=True, progress=progress,
                                     prior_weight=cfg.prior_weight, target_shards=target_shards,
                                     shard_sources=shard_sources or DEFAULT_SHARD_SOURCES)
             else:
                 mine_to_tsv(model, source_path, target_path, tsv, mode=cfg.mode, beam=cfg.beam,
-                            batch_size=cfg.batch_size, device=device, trie=trie,
+                            batch_size=cfg.batch_size, sort_window=cfg.sort_window,
+                            device=device, trie=trie,
                             resume=tsv.exists(), progress=progress,
                             prior_weight=cfg.prior_weight)
             return _trie_tsv_candidates(tsv, src, tgt)
