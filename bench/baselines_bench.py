@@ -31,7 +31,7 @@ gold and saved, then applied unchanged to ``--transfer-candidates`` (default
 ``f1_filter_<name>_union_ce`` (tuned; ``_heldout`` and ``_transfer`` variants too).
 
 ``--quick`` (< 1 min): tiny models trained afresh in seconds on 3,000 training pairs, slices of
-both sets (30 gold + 30 other sources, their gold targets and 600 other targets); the filter
+both sets (16 gold + 16 other sources, their gold targets and 300 other targets); the filter
 table uses the rows of the sample's candidates TSV that fall inside its slice (no transfer).
 Last line of stdout: one JSON object.
 """

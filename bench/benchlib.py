@@ -59,8 +59,9 @@ def shared_model_dir(arg, prog: str):
 
 def bucc_sets(work, quick: bool) -> dict:
     """``{"sample": gold, "transfer": gold}``: the BUCC zh-en sample and the zh-en transfer set;
-    with ``quick``, slices of both in ``work`` (30 gold + 30 other sources, their gold targets and
-    600 other target lines)."""
+    with ``quick``, slices of both in ``work`` (16 gold + 16 other sources, their gold targets and
+    300 other target lines; 30 / 30 / 600 until 2026-11-24, when bucc_bench --quick outgrew a
+    minute)."""
     from pathlib import Path
 
     from triemine.evaluation.slices import write_bucc_slice
@@ -72,7 +73,7 @@ def bucc_sets(work, quick: bool) -> dict:
         gold = shared_path(*where, name)
         if quick:
             # a split name of its own per set: outputs are named after the gold file
-            gold, _ = write_bucc_slice(gold, Path(work) / key, n_gold=30, n_other=30,
-                                       split=f"quick{key}", n_other_targets=600)
+            gold, _ = write_bucc_slice(gold, Path(work) / key, n_gold=16, n_other=16,
+                                       split=f"quick{key}", n_other_targets=300)
         golds[key] = Path(gold)
     return golds

@@ -30,8 +30,8 @@ Configurations (``--configs``):
 ``--work DIR`` keeps the mined TSVs (and each job's ``.work`` stages) and resumes them, so a
 rerun only evaluates; ``seconds_*`` then measure the resumed run, not the mining.
 
-``--quick`` (< 1 min on an idle 2-core box after set-up): 30 gold + 30 other sources of each set
-against their gold targets and 600 other target lines. Last line: one JSON object.
+``--quick`` (< 1 min on an idle 2-core box after set-up): 16 gold + 16 other sources of each set
+against their gold targets and 300 other target lines. Last line: one JSON object.
 """
 from __future__ import annotations
 
