@@ -49,7 +49,13 @@ def main(argv=None) -> int:
         if not args.gold:
             ap.error("--choose needs --gold")
         feature, _, grid = args.choose.partition("=")
-        choices = {feature: [float(w) for w in grid.split(",")]}
+        try:
+            values = [float(w) for w in grid.split(",")]
+        except ValueError:
+            ap.error(f"--choose wants FEATURE=w1,w2,... (got {args.choose!r})")
+        if feature not in feats or len(set(values)) != len(values):
+            ap.error("--choose: a feature of --features and distinct weights")
+        choices = {feature: values}
     mined = read_mined(args.tsv)
     comb = Combination(args.name, feats, weights, choices=choices).fit(
         {f: mined.col(f) for f in feats}, f"{len(mined)} candidates of {Path(args.tsv).name}")
@@ -59,8 +65,8 @@ def main(argv=None) -> int:
         out = evaluate_choosing(variants, read_bucc(args.gold), "combined", "combined",
                                 folds=args.folds, rule="one-to-one")
         (feature, grid), = choices.items()
-        chosen = grid[list(variants).index(out.chosen)]
-        comb = comb.with_weight(feature, chosen)
+        comb = comb.variants()[out.chosen]
+        chosen = comb.weights[comb.features.index(feature)]
         comb.fitted_on += (f"; {feature} weight {chosen:g} chosen among {grid} by tuned one-to-one "
                            f"F1 on {Path(args.gold).name} ({out.strict.f1:.4f}; {args.folds}-fold "
                            f"held-out with the choice inside the training folds "

@@ -48,7 +48,7 @@ def corpora(tmp_path):
 
 def _paper(model_dir, src, tgt, *extra):
     return ["--config", "paper", "--model", str(model_dir), "--source", str(src), "--target",
-            str(tgt), "--beam", "5", "--batch-size", "1", "--sort-window", "3", "-q", *extra]
+            str(tgt), "--beam", "5", "--batch-size", "2", "--sort-window", "2", "-q", *extra]
 
 
 @pytest.fixture

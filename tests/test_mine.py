@@ -233,6 +233,16 @@ def test_default_batch_size_follows_the_beam():
         resolve_batch_size(0, 5)
 
 
+def test_bad_batching_is_refused_before_the_output_is_touched(tiny_model, corpora, tmp_path):
+    src, tgt, _ = corpora
+    out = tmp_path / "kept.tsv"
+    out.write_text("an earlier run\n", encoding="utf-8")
+    for kw in (dict(sort_window=0), dict(batch_size=0)):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            mine_to_tsv(tiny_model, src, tgt, out, beam=3, **kw)
+    assert out.read_text(encoding="utf-8") == "an earlier run\n"
+
+
 def test_length_sorted_blocks_find_the_same_matches_in_input_order(tiny_model, corpora):
     src, tgt, _ = corpora
     sources = src.read_text(encoding="utf-8").splitlines()

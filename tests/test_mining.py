@@ -106,7 +106,7 @@ def test_combination_choices_give_one_variant_per_weight_tried(tmp_path):
     again = Combination.load(tmp_path / "c.json")
     assert again.choices == {"n": [0.0, 0.5, 1.0]} and again(cols) == pytest.approx(za + 0.5 * zn)
     assert list(Combination("d", ["a"], [1.0]).variants()) == [""]
-    for bad in ({"x": [1.0]}, [0.5]):
+    for bad in ({"x": [1.0]}, [0.5], {"n": []}, {"n": 0.5}):
         (tmp_path / "bad.json").write_text(json.dumps({**json.loads((tmp_path / "c.json").read_text()),
                                                        "choices": bad}))
         with pytest.raises(InputError, match="not a combination file"):
@@ -180,6 +180,8 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
 
 
 def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_model, corpora, tmp_path):
+    from dataclasses import replace
+
     from triemine.mining.run import PipelineConfig, mine_pipeline
 
     src, tgt, _, _ = corpora
@@ -195,6 +197,10 @@ def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_mo
     assert out.read_bytes() == first
     assert {p.name: p.stat().st_mtime_ns for p in work.iterdir() if p.name in stamps and
             p.suffix in (".npy", ".npz")} == {k: v for k, v in stamps.items() if k.endswith((".npy", ".npz"))}
+    # a knob of the trie search, which this job does not run, does not stop a resume
+    out.unlink()
+    mine_pipeline(tiny_model, src, tgt, out, replace(cfg, sort_window=3, batch_size=5), resume=True)
+    assert out.read_bytes() == first
     other = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=0.5,
                            combination=cfg.combination)
     with pytest.raises(InputError, match="cannot resume"):

@@ -10,7 +10,7 @@ Sidecars:
 
 * ``OUT.tsv.meta.json``: what produced the file (model, mode, beam, ...), for signatures;
 * ``OUT.tsv.progress``: the run settings, the number of sources done and the byte offset of the
-  last complete batch, which makes ``--resume`` exact (nothing lost, nothing duplicated).
+  last complete block of sources, which makes ``--resume`` exact (nothing lost, nothing duplicated).
 
 Reading accepts a UTF-8 BOM and CRLF line ends; everything else that is wrong is an
 :class:`~triemine.errors.InputError` naming the file, the line and the problem.
@@ -133,7 +133,7 @@ def write_progress(tsv_path, settings: dict, done: int, offset: int) -> None:
 
 
 def prepare_resume(tsv_path, settings: dict, header: str) -> int:
-    """Validate an interrupted output, truncate it to its last complete batch, return the number
+    """Validate an interrupted output, truncate it to its last complete block, return the number
     of sources done (the first source to mine)."""
     out_path = Path(tsv_path)
     prog_path = Path(os.fspath(tsv_path) + PROGRESS_SUFFIX)

@@ -131,8 +131,8 @@ def resolve_batch_size(batch_size: Optional[int], beam: int) -> int:
 def plan_blocks(lengths: Sequence[int], batch_size: int, max_tokens: Optional[int] = None,
                 sort_window: int = SORT_WINDOW) -> List[Tuple[int, int]]:
     """Consecutive ``[start, end)`` blocks, the units of output, progress and resume: up to
-    ``sort_window`` batches' worth of non-empty sources each (:func:`block_batches` cuts a block
-    into decoder batches).  With ``sort_window`` 1 a block is one batch of :func:`plan_batches`.
+    ``sort_window * batch_size`` non-empty sources each (:func:`block_batches` cuts a block into
+    decoder batches, more than ``sort_window`` of them when ``max_tokens`` binds).  With ``sort_window`` 1 a block is one batch of :func:`plan_batches`.
     Greedy and local: planned again from any block start it gives the same blocks."""
     if sort_window < 1:
         raise ValueError("sort_window must be >= 1")
@@ -379,6 +379,9 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
     """
     from triemine.tsv import header_line, prepare_resume, write_meta, write_progress
 
+    if sort_window < 1:  # before the output is touched
+        raise ValueError("sort_window must be >= 1")
+    resolve_batch_size(batch_size, beam)
     src, tgt = read_mining_corpora(source_path, target_path)
     if trie is None:
         trie = get_trie(model, target_path, trie_nbest, progress=progress)

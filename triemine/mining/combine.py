@@ -47,11 +47,15 @@ class Combination:
         unknown = [f for f in self.choices if f not in self.features]
         if unknown or len(self.choices) > 1:
             raise ValueError(f"choices must name one of the features, got {', '.join(self.choices)}")
+        for grid in self.choices.values():
+            if not isinstance(grid, list) or not grid:
+                raise ValueError("choices must list at least one weight")
 
     def with_weight(self, feature: str, weight: float) -> "Combination":
         """A copy with ``feature``'s weight set to ``weight`` (same normalisation)."""
         weights = [float(weight) if f == feature else w for f, w in zip(self.features, self.weights)]
-        return replace(self, weights=weights)
+        return replace(self, weights=weights, mean=list(self.mean), std=list(self.std),
+                       choices={k: list(v) for k, v in self.choices.items()})
 
     def variants(self) -> Dict[str, "Combination"]:
         """``{"feature=w": copy}`` for every weight in ``choices`` (in order), or ``{"": self}``."""

@@ -33,6 +33,8 @@ from triemine.mining.candidates import CandidateSet, embedding_space, translatio
 logger = logging.getLogger(__name__)
 
 GENERATORS = ("trie", "knn", "retrieval")
+# PipelineConfig fields that only the trie search reads (left out of a job's resume key without it)
+TRIE_KNOBS = ("mode", "beam", "prior_weight", "trie_nbest", "batch_size", "sort_window")
 
 
 @dataclass
@@ -141,8 +143,12 @@ def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
     from triemine.decoding.mine import model_fingerprint
     from triemine.paths import file_sha256
 
+    config = cfg.key()
+    if "trie" not in cfg.candidates:  # knobs of a stage this job does not run
+        for knob in TRIE_KNOBS:
+            config.pop(knob)
     return json.loads(json.dumps({"model": model_fingerprint(model), "source": file_sha256(source),
-                                  "target": file_sha256(target), "config": cfg.key()}))
+                                  "target": file_sha256(target), "config": config}))
 
 
 def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig,
