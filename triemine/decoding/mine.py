@@ -111,8 +111,9 @@ def plan_batches(lengths: Sequence[int], batch_size: int = 16,
 
 
 # A default batch aims at this many decoder rows per step (sources x beam): measured on the
-# OPUS-MT zh-en model, 2 threads, beam 5 (README, "Mining speed"), 64 sources per batch decode
-# faster than 16 or 32; at beam 90 it gives 3, near the 4 the decoding benchmark uses.
+# OPUS-MT zh-en model, 2 threads, beam 5 (README, "Mining speed"), length-sorted batches of 32 or
+# 64 sources decode 1.16-1.26x faster than 16 (32 and 64 within run-to-run noise of each other);
+# at beam 90 it gives 3, near the 4 the decoding benchmark uses.
 ROWS_PER_STEP = 320
 MAX_BATCH = 64
 # Sources are decoded in batches of similar length within blocks of this many batches.
@@ -132,8 +133,9 @@ def plan_blocks(lengths: Sequence[int], batch_size: int, max_tokens: Optional[in
                 sort_window: int = SORT_WINDOW) -> List[Tuple[int, int]]:
     """Consecutive ``[start, end)`` blocks, the units of output, progress and resume: up to
     ``sort_window * batch_size`` non-empty sources each (:func:`block_batches` cuts a block into
-    decoder batches, more than ``sort_window`` of them when ``max_tokens`` binds).  With ``sort_window`` 1 a block is one batch of :func:`plan_batches`.
-    Greedy and local: planned again from any block start it gives the same blocks."""
+    decoder batches, more than ``sort_window`` of them when ``max_tokens`` binds).  With
+    ``sort_window`` 1 a block is one batch of :func:`plan_batches`.  Greedy and local: planned
+    again from any block start it gives the same blocks."""
     if sort_window < 1:
         raise ValueError("sort_window must be >= 1")
     if sort_window == 1:
