@@ -53,7 +53,7 @@ from benchlib import bucc_sets, machine, shared_model_dir  # noqa: E402
 import numpy as np  # noqa: E402
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
-from triemine.evaluation.pipeline import Direction, evaluate, evaluate_choosing  # noqa: E402
+from triemine.evaluation.pipeline import Direction, evaluate, evaluate_combination  # noqa: E402
 from triemine.paths import cache_root  # noqa: E402
 from triemine.tsv import Mined, read_mined  # noqa: E402
 
@@ -122,15 +122,6 @@ def baseline_chrf(b, model, work: Path) -> Mined:
     return _rows(b, c.src, c.tgt, {"chrf": score})
 
 
-def _variants(rows: Mined) -> dict:
-    """The mining job's rows under every weight its combination was chosen from (TSV meta)."""
-    from triemine.mining.combine import Combination
-
-    comb = Combination(**rows.meta["combination"])
-    return {label: [Direction(rows.with_column("combined", c(rows.numeric)))]
-            for label, c in comb.variants().items()}, comb
-
-
 def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold) -> dict:
     rule, rank, filt = EVAL[name]
     sb, tb = read_bucc(sample_gold), read_bucc(transfer_gold)
@@ -139,8 +130,10 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
     tuned = evaluate([Direction(sample_rows)], sb, filt, rank, folds=2, rule=rule)
     if "combination" in sample_rows.meta and name in MINING:
         # held-out: the combination's chosen weight chosen again inside each training fold
-        variants, comb = _variants(sample_rows)
-        chosen = evaluate_choosing(variants, sb, filt, rank, folds=2, rule=rule)
+        from triemine.mining.combine import Combination
+
+        chosen = evaluate_combination(sample_rows, Combination(**sample_rows.meta["combination"]),
+                                      sb, folds=2, rule=rule)
         if chosen.strict.f1 > tuned.strict.f1:
             print(f"WARNING: {name}: the sample now chooses {chosen.chosen} (tuned F1 "
                   f"{chosen.strict.f1:.4f} > {tuned.strict.f1:.4f} shipped): refit the combination "

@@ -5,7 +5,7 @@ Each feature set's normalisation is fitted without gold on the sample TSV's cand
 (``Combination.fit``, as ``scripts/fit_combination.py`` does), then evaluated one-to-one: tuned
 and 2-fold held-out on the BUCC sample, and with the sample's threshold on the transfer set.
 A feature set with a chosen weight (``numerals``, from ``GRID``) is chosen on the sample's gold,
-and again inside each training fold for its held-out number (``evaluate_choosing``).
+and again inside each training fold for its held-out number (``evaluate_combination``).
 Choose on the sample's columns only; the transfer column is for the record::
 
     python scripts/compare_combinations.py WORK/combined.zh-en.sample.tsv WORK/combined.zh-en.dev.tsv --space use
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
-from triemine.evaluation.pipeline import Direction, evaluate, evaluate_choosing  # noqa: E402
+from triemine.evaluation.pipeline import Direction, evaluate, evaluate_combination  # noqa: E402
 from triemine.mining.combine import Combination  # noqa: E402
 from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, shared_path  # noqa: E402
 from triemine.tsv import read_mined  # noqa: E402
@@ -56,9 +56,7 @@ def main(argv=None) -> int:
         choices = {f: GRID for f, w in zip(feats, weights) if w is None}
         comb = Combination(name, feats, [float(w or 0) for w in weights], choices=choices).fit(
             {f: sample.col(f) for f in feats}, Path(args.sample_tsv).name)
-        variants = {k: [Direction(sample.with_column("combined", c({f: sample.col(f) for f in feats})))]
-                    for k, c in comb.variants().items()}
-        o = evaluate_choosing(variants, sb, "combined", "combined", folds=2, rule="one-to-one")
+        o = evaluate_combination(sample, comb, sb, folds=2)
         comb = comb.variants()[o.chosen]
         row = {"features": name, "sample_tuned_f1": round(o.strict.f1, 4),
                "sample_heldout_f1": round(o.heldout_strict.f1, 4)}

@@ -14,7 +14,7 @@ only each feature's mean and standard deviation over the candidates are fitted, 
 ``--choose FEATURE=w1,w2,...`` is the one exception: that feature's weight is chosen among the
 listed values by tuned one-to-one F1 on ``--gold`` (ties: the first listed), the values are kept
 in the JSON (``choices``), and the printed held-out F1 makes the choice inside each training fold
-(``evaluate_choosing``), as bench/bucc_bench.py reports it.
+(``evaluate_combination``), as bench/bucc_bench.py reports it.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.evaluation.metrics import describe  # noqa: E402
-from triemine.evaluation.pipeline import Direction, evaluate_choosing  # noqa: E402
+from triemine.evaluation.pipeline import evaluate_combination  # noqa: E402
 from triemine.mining.combine import Combination  # noqa: E402
 from triemine.tsv import read_mined  # noqa: E402
 
@@ -60,10 +60,7 @@ def main(argv=None) -> int:
     comb = Combination(args.name, feats, weights, choices=choices).fit(
         {f: mined.col(f) for f in feats}, f"{len(mined)} candidates of {Path(args.tsv).name}")
     if choices:
-        variants = {label: [Direction(mined.with_column("combined", c(mined.numeric)))]
-                    for label, c in comb.variants().items()}
-        out = evaluate_choosing(variants, read_bucc(args.gold), "combined", "combined",
-                                folds=args.folds, rule="one-to-one")
+        out = evaluate_combination(mined, comb, read_bucc(args.gold), folds=args.folds)
         (feature, grid), = choices.items()
         comb = comb.variants()[out.chosen]
         chosen = comb.weights[comb.features.index(feature)]

@@ -241,6 +241,18 @@ def evaluate_choosing(variants: Mapping[str, Sequence[Direction]], bucc: BuccSet
     return out
 
 
+def evaluate_combination(mined: Mined, comb, bucc: BuccSet, folds: int = 2, seed: int = 1234,
+                         rule: str = "one-to-one") -> Outcome:
+    """:func:`evaluate_choosing` over the variants of a combination
+    (:meth:`triemine.mining.combine.Combination.variants`, one per weight it was chosen from),
+    each recomputing the ``combined`` column from the rows' own columns; selected by ``rule`` and
+    thresholded on ``combined``, as the mining job's TSVs are."""
+    variants = {label: [Direction(mined.with_column("combined", c(mined.numeric)))]
+                for label, c in comb.variants().items()}
+    return evaluate_choosing(variants, bucc, "combined", "combined", folds=folds, seed=seed,
+                             rule=rule)
+
+
 def _merged_meta(metas: Sequence[Dict[str, object]]) -> Dict[str, object]:
     out: Dict[str, object] = {}
     for key in ("model", "mode", "beam", "nbest"):

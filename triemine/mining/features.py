@@ -158,8 +158,9 @@ def _nonzero_digits(text: str) -> list:
 
 def numeral_agreement(src: str, tgt: str) -> float:
     """How well the numbers written in digits agree: 1.0 (no evidence) unless both sides contain
-    non-zero digits (after NFKC, so full-width digits count, and so do ² or ½), else the similarity ratio (:class:`difflib.SequenceMatcher`) of their sequences of
-    non-zero digits (OpusFilter's NonZeroNumeralsFilter).
+    non-zero digits (after NFKC, so full-width digits count, and so do ² or ½), else the
+    similarity ratio (:class:`difflib.SequenceMatcher`) of their sequences of non-zero digits
+    (OpusFilter's NonZeroNumeralsFilter).
 
     Zeros are ignored because units move them ("5万" = "50,000"); a side without digits says
     nothing, since numbers are often written in words or characters ("五", "ninety").  Written
