@@ -57,11 +57,12 @@ from triemine.evaluation.pipeline import Direction, evaluate, evaluate_combinati
 from triemine.paths import cache_root  # noqa: E402
 from triemine.tsv import Mined, read_mined  # noqa: E402
 
-from triemine.mining.run import CONFIGS as MINING, PAPER, SELECTION, named_config  # noqa: E402
+from triemine.filtering.selection import PAPER, SELECTION  # noqa: E402
+from triemine.mining.run import CONFIGS as MINING, named_config  # noqa: E402
 
 CONFIGS = tuple(MINING) + (PAPER, "use_margin", "translate_chrf")
 # how each configuration's TSV is evaluated: (rule, rank_by, filter); the mining job's own
-# configurations are selected as triemine.mining.run.SELECTION says
+# configurations are selected as triemine.filtering.selection.SELECTION says
 EVAL = dict(SELECTION, use_margin=("one-to-one", "use_margin", "use_margin"),
             translate_chrf=("one-to-one", "chrf", "chrf"))
 

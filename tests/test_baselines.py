@@ -296,7 +296,8 @@ def test_union_with_a_useless_classifier_saves_and_reloads_its_thresholds(tmp_pa
     ('invalid JSON'), so the sample's thresholds could not be applied to the transfer set.  The
     thresholds are now finite (just beyond every score seen) and reproduce the tuned scores."""
     from triemine.evaluation.bucc import read_bucc
-    from triemine.evaluation.pipeline import Direction, evaluate, load_thresholds, save_thresholds
+    from triemine.evaluation.pipeline import Direction, evaluate, save_thresholds
+    from triemine.filtering.selection import load_thresholds
     from triemine.tsv import Mined
 
     gold_path, tgt_of = _bucc_files(tmp_path)

@@ -7,7 +7,6 @@ the subpackages so that it can be used from Python without the CLI. Errors deriv
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Callable, Optional, Sequence
 
@@ -80,8 +79,9 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
 
 def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     """Mine parallel sentences from two monolingual corpora with an MT model and write every
-    candidate pair with its scores as a mining TSV."""
-    from triemine.mining.run import CONFIG_NAMES, CONFIGS, GENERATORS, PAPER, named_config
+    candidate pair with its scores as a mining TSV (and, with --bitext, the pairs kept)."""
+    from triemine.api import PAPER_BEAM, MineOptions, run
+    from triemine.mining.run import CONFIG_NAMES, CONFIGS, GENERATORS
 
     defaults = CONFIGS["combined"]
     parser = argparse.ArgumentParser(
@@ -110,7 +110,7 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     mode.add_argument("--post-expansion", dest="mode", action="store_const", const="post",
                       help="trie search: ordinary top-k, then drop hypotheses that left the trie")
     parser.add_argument("--beam", type=int, default=None,
-                        help="trie search beam B (default 90 for --candidates trie, "
+                        help=f"trie search beam B (default {PAPER_BEAM} for --candidates trie, "
                              f"{defaults.beam} inside the mining job)")
     parser.add_argument("--prior-weight", type=_finite, default=0.0,
                         help="rank trie hypotheses by log P(y|x) - W * log P(y|empty source) "
@@ -118,7 +118,7 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--priors", action="store_true",
                         help="--config paper: add prior = log P(y|empty source) and pmi "
                              "columns (the mining job always has them)")
-    parser.add_argument("--encoder", default=defaults.encoder,
+    parser.add_argument("--encoder", default=None,
                         help=f"sentence encoder of the knn generator (default {defaults.encoder})")
     parser.add_argument("--min-margin", type=_finite, default=None,
                         help="knn and retrieval: keep pairs with at least this ratio margin "
@@ -138,6 +138,10 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
                              "order; default 8)")
     parser.add_argument("--max-tokens", type=int, default=None,
                         help="trie search: also cap a batch at this many padded source tokens")
+    parser.add_argument("--max-length", type=int, default=None, metavar="N",
+                        help="skip source and target lines longer than N model tokens (EOS "
+                             "included); lines over the model's own limit are always skipped, "
+                             "counted in the summary and the TSV's .meta.json (skipped_long)")
     parser.add_argument("--nbest", type=int, default=None,
                         help="--candidates trie: write at most K matches per source (default all)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
@@ -171,6 +175,16 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     scale.add_argument("--shard-size", type=int, default=None, metavar="N",
                        help="trie search: at least N sources per shard (default 256); scoring "
                             "shards are 2000 pairs")
+    keep = parser.add_argument_group(
+        "bitext", "the pairs kept by the configuration's selection (one-to-one by 'combined'; "
+        "paper: best per source by ce_word) and threshold: by default the one tuned on the BUCC "
+        "sample and shipped with the configuration")
+    keep.add_argument("--bitext", metavar="OUT", help="write the kept pairs as src<TAB>tgt")
+    keep.add_argument("--threshold", type=_score_threshold, action="append", default=[],
+                      metavar="NAME=VALUE", help="override the shipped threshold, e.g. "
+                      "combined=5.0 (repeatable)")
+    keep.add_argument("--thresholds", metavar="JSON",
+                      help="thresholds file from trie-mine-eval --save-thresholds")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     def body(args: argparse.Namespace) -> int:
@@ -178,120 +192,38 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
         import logging
         import warnings
 
+        from triemine.errors import InputError
+
+        candidates = None
         if args.candidates is not None:
             candidates = tuple(c.strip() for c in args.candidates.split(",") if c.strip())
-        else:
-            candidates = ("trie",) if args.config == PAPER else None
-        paper = candidates == ("trie",)
-        if args.config == PAPER and not paper:
-            parser.error("--config paper is the trie search alone (--candidates trie)")
-        beam = args.beam if args.beam is not None else (90 if paper else defaults.beam)
-        for name, value in (("--beam", beam), ("--batch-size", args.batch_size),
-                            ("--trie-nbest", args.trie_nbest), ("--sort-window", args.sort_window)):
-            if value is not None and value < 1:
-                parser.error(f"{name} must be >= 1")
-        if args.nbest is not None and args.nbest < 1:
-            parser.error("--nbest must be >= 1")
-        if args.max_tokens is not None and args.max_tokens < 1:
-            parser.error("--max-tokens must be >= 1")
-        mode = args.mode or "pre"
-        if args.prior_weight and mode != "pre":
-            parser.error("--prior-weight ranks trie children: it needs --pre-expansion")
-        if paper:
-            for flag, used in (("--reverse-model", args.reverse_model is not None),
-                               ("--min-margin", args.min_margin is not None),
-                               ("--combination", args.combination is not None)):
-                if used:
-                    parser.error(f"{flag} needs the mining job (not --config paper / "
-                                 "--candidates trie alone)")
-        if not paper:
-            for flag, used in (("--nbest", args.nbest is not None), ("--debug", args.debug),
-                               ("--trie", args.trie is not None),
-                               ("--max-tokens", args.max_tokens is not None)):
-                if used:
-                    parser.error(f"{flag} applies to --candidates trie only")
-        if args.workers is not None and args.workers < 1:
-            parser.error("--workers must be >= 1")
-        if args.target_shards < 1:
-            parser.error("--target-shards must be >= 1")
-        if args.shard_size is not None and args.shard_size < 1:
-            parser.error("--shard-size must be >= 1")
-        sharded = args.workers is not None or args.ray is not None
-        trie_search = paper or "trie" in (candidates or ())
-        if args.target_shards > 1 and not trie_search:
-            parser.error("--target-shards applies to the trie search (--config paper or "
-                         "--candidates with trie)")
-        if args.shard_size is not None and not (trie_search and (sharded or
-                                                                 args.target_shards > 1)):
-            parser.error("--shard-size applies to a sharded trie search (--workers, --ray or "
-                         "--target-shards with --config paper or --candidates with trie)")
-        if args.target_shards > 1 and args.trie is not None:
-            parser.error("--target-shards builds a trie per target range: not with --trie")
-        if sharded and args.debug:
-            parser.error("--debug checks the search in this process: not with --workers/--ray")
+        opts = MineOptions(
+            config=args.config, candidates=candidates, mode=args.mode or "pre", beam=args.beam,
+            prior_weight=args.prior_weight, priors=args.priors,
+            encoder=args.encoder,
+            min_margin=args.min_margin, reverse_model=args.reverse_model,
+            combination=args.combination, batch_size=args.batch_size,
+            sort_window=args.sort_window, max_tokens=args.max_tokens, max_length=args.max_length,
+            nbest=args.nbest, device=args.device, target_spm=args.target_spm, trie=args.trie,
+            trie_nbest=args.trie_nbest, debug=args.debug, workers=args.workers, ray=args.ray,
+            target_shards=args.target_shards, shard_size=args.shard_size)
+        try:
+            opts.check()
+        except InputError as exc:
+            parser.error(exc.problem)
+        if (args.threshold or args.thresholds) and not args.bitext:
+            parser.error("--threshold/--thresholds choose the pairs of --bitext: give --bitext")
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
         warnings.filterwarnings("ignore", category=FutureWarning)
-        from triemine.errors import InputError
-
-        if not paper:
-            cfg = named_config(args.config, candidates=candidates, encoder=args.encoder,
-                               min_margin=args.min_margin,
-                               retrieval_min_margin=args.min_margin, mode=mode, beam=beam,
-                               prior_weight=args.prior_weight, trie_nbest=args.trie_nbest,
-                               batch_size=args.batch_size, sort_window=args.sort_window,
-                               combination=args.combination)
-        for what, path in (("source file", args.source), ("target file", args.target),
-                           ("trie file", args.trie)):  # fail before the slow model load
-            if path is not None and not os.path.isfile(path):
-                raise InputError(f"{what} not found", path)
-        from triemine.decoding.model_dir import load_model_dir
-
-        pool = None
-        if sharded or args.target_shards > 1:
-            from triemine.distributed import make_pool
-            pool = make_pool(args.workers, ray=args.ray, device=args.device,
-                             threads=int(os.environ.get("OMP_NUM_THREADS") or 1))
-            if args.ray is not None:  # fail before the slow model load (no ray, no GPU)
-                pool.check()
-        # with Ray the driver only plans and merges: the actors hold the model on --device
-        model = load_model_dir(args.model, target_spm=args.target_spm,
-                               device="cpu" if args.ray is not None else args.device)
-        if paper and pool is not None:
-            from triemine.decoding.task import load_trie_for_dict
-            from triemine.distributed.jobs import DEFAULT_SHARD_SOURCES, mine_to_tsv_sharded
-
-            trie = load_trie_for_dict(args.trie, model.tgt_dict) if args.trie else None
-            result, stats = mine_to_tsv_sharded(
-                model, args.source, args.target, args.output, pool, mode=mode, beam=beam,
-                nbest=args.nbest, batch_size=args.batch_size, max_tokens=args.max_tokens,
-                device=args.device, trie=trie, trie_nbest=args.trie_nbest, resume=args.resume,
-                progress=not args.quiet, prior_weight=args.prior_weight, with_prior=args.priors,
-                target_shards=args.target_shards,
-                shard_sources=args.shard_size or DEFAULT_SHARD_SOURCES, sort_window=args.sort_window)
-            summary = dict(result.__dict__, **stats)
-        elif paper:
-            from triemine.decoding.mine import mine_to_tsv
-            from triemine.decoding.task import load_trie_for_dict
-
-            trie = load_trie_for_dict(args.trie, model.tgt_dict) if args.trie else None
-            summary = mine_to_tsv(model, args.source, args.target, args.output, mode=mode,
-                                  beam=beam, nbest=args.nbest, batch_size=args.batch_size,
-                                  max_tokens=args.max_tokens, device=args.device, trie=trie,
-                                  trie_nbest=args.trie_nbest, resume=args.resume, debug=args.debug,
-                                  progress=not args.quiet, prior_weight=args.prior_weight,
-                                  with_prior=args.priors, sort_window=args.sort_window).__dict__
-        else:
-            from triemine.mining.run import mine_pipeline
-
-            reverse = (load_model_dir(args.reverse_model, device=args.device)
-                       if args.reverse_model else None)
-            summary = mine_pipeline(model, args.source, args.target, args.output, cfg,
-                                    resume=args.resume, progress=not args.quiet, device=args.device,
-                                    reverse_model=reverse, pool=pool if sharded else None,
-                                    shard_sources=args.shard_size,
-                                    target_shards=args.target_shards)
-        print(json.dumps(summary), file=sys.stderr)
+        result = run(opts, args.model, args.source, args.target, args.output, resume=args.resume,
+                     progress=not args.quiet, select=bool(args.bitext),
+                     given=dict(args.threshold), thresholds=args.thresholds)
+        if args.bitext:
+            n = result.write_bitext(args.bitext)
+            print(f"{args.bitext}: {n} pairs kept of {len(result.candidates)} candidates "
+                  f"({result.selection.text()})", file=sys.stderr)
+        print(json.dumps(result.summary), file=sys.stderr)
         return 0
 
     return _run("trie-mine", body, parser, argv)
@@ -463,10 +395,9 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                         "(tokeniser, embeddings; default <cache>/models/opus-mt-zh-en)")
 
     def body(args: argparse.Namespace) -> int:
-        import numpy as np
         from triemine.errors import InputError
-        from triemine.evaluation.pipeline import load_thresholds
         from triemine.filtering import registry
+        from triemine.filtering.selection import choose, load_thresholds, write_bitext
         from triemine.tsv import read_mined, write_mined
 
         import triemine.baselines as baselines  # registers the baselines' score names
@@ -488,56 +419,23 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
         for name, value in args.threshold:
             given[registry.get_score(name).name] = value
         saved = load_thresholds(args.thresholds) if args.thresholds else None
-        filt = args.filter
-        if filt is None:
-            filt = saved.filter if saved else ("+".join(given) if given else "none")
-        if args.rule is None:  # as the thresholds were chosen
-            args.rule = saved.rule if saved else "none"
-        if args.rank_by is None and saved is not None:
-            args.rank_by = saved.rank_by
-        scores = registry.filter_scores(filt)
-        unused = set(given) - {sc.name for sc in scores}
-        if unused:
-            parser.error(f"threshold(s) for {', '.join(sorted(unused))} given but filter {filt} "
-                         "does not use them")
         inputs = [args.mined] + ([args.second] if args.second else [])
         kept_pairs = []
         for k, path in enumerate(inputs):
-            mined = read_mined(path)
-            if args.bicleaner:
-                from triemine.filtering.bicleaner import score_bicleaner
-                src, tgt = (mined.tgt, mined.src) if k == 1 else (mined.src, mined.tgt)
-                scores_bc = score_bicleaner(src, tgt, model=args.bicleaner_model,
-                                            batch_size=args.batch_size)
-                mined = mined.with_column("bicleaner", scores_bc)
-            if args.classifier:
-                from triemine.baselines.mine import score_pairs
-                from triemine.paths import cache_root
-                model_dir = args.model or str(cache_root() / "models" / "opus-mt-zh-en")
-                src, tgt = (mined.tgt, mined.src) if k == 1 else (mined.src, mined.tgt)
-                for name in args.classifier:
-                    cols = score_pairs(baselines.load_or_train(name, model_dir), src, tgt)
-                    for col, vals in cols.items():
-                        mined = mined.with_column(col, vals)
-            th = {}
-            if saved is not None:
-                vals = list(saved.thresholds.values())
-                if k >= len(vals):
-                    raise InputError(f"no thresholds for input {k + 1}", args.thresholds)
-                th.update(vals[k])
-            th.update(given)
+            mined = _scored(read_mined(path), args, reverse=k == 1)
             try:
-                th = registry.check_thresholds(filt, th)
+                sel = choose(mined, saved=saved, index=k, given=given, filt=args.filter,
+                             rule=args.rule, rank_by=args.rank_by)
             except InputError as exc:
-                parser.error(f"{exc.problem} (--thresholds, --ce-max, --bicleaner-min or --threshold)")
-            rows = np.arange(len(mined))
-            if args.rule != "none":
-                rank = args.rank_by or (scores[0].name if scores else "ce_word")
-                rows = registry.apply_rule(mined, args.rule, rank)
-            sub = mined.take(rows)
-            keep = rows[registry.select(sub, filt, th)]
-            print(f"{path}: kept {len(keep)} of {len(mined)} rows (rule={args.rule} filter={filt} "
-                  f"thresholds={registry.threshold_text(filt, th)})", file=sys.stderr)
+                if exc.path is not None:
+                    raise
+                parser.error(f"{exc.problem} (--thresholds, --ce-max, --bicleaner-min or "
+                             "--threshold)")
+            if sel.source.startswith("shipped"):
+                print(f"{path}: no thresholds given: using the {sel.source} "
+                      f"({registry.threshold_text(sel.filter, sel.thresholds)})", file=sys.stderr)
+            keep = sel.keep(mined)
+            print(f"{path}: kept {len(keep)} of {len(mined)} rows ({sel.text()})", file=sys.stderr)
             kept = mined.take(keep)
             if args.output:
                 write_mined(kept, args.output)
@@ -545,14 +443,29 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
             ids = zip(kept.src_ids, kept.tgt_ids) if k == 0 else zip(kept.tgt_ids, kept.src_ids)
             kept_pairs.extend(zip(ids, rows_t))
         if args.bitext:
-            seen = set()
-            with open(args.bitext, "w", encoding="utf-8") as fh:
-                for ids, (a, b) in kept_pairs:
-                    if ids not in seen:
-                        seen.add(ids)
-                        fh.write(f"{a}\t{b}\n")
-            print(f"{args.bitext}: {len(seen)} pairs", file=sys.stderr)
+            unique = dict(kept_pairs)  # the union of the directions: each id pair once
+            n = write_bitext(unique.values(), args.bitext)
+            print(f"{args.bitext}: {n} pairs", file=sys.stderr)
         return 0
+
+    def _scored(mined, args: argparse.Namespace, reverse: bool):
+        """``mined`` with the Bicleaner and classifier columns asked for."""
+        import triemine.baselines as baselines
+
+        src, tgt = (mined.tgt, mined.src) if reverse else (mined.src, mined.tgt)
+        if args.bicleaner:
+            from triemine.filtering.bicleaner import score_bicleaner
+            mined = mined.with_column("bicleaner", score_bicleaner(
+                src, tgt, model=args.bicleaner_model, batch_size=args.batch_size))
+        if args.classifier:
+            from triemine.baselines.mine import score_pairs
+            from triemine.paths import cache_root
+            model_dir = args.model or str(cache_root() / "models" / "opus-mt-zh-en")
+            for name in args.classifier:
+                cols = score_pairs(baselines.load_or_train(name, model_dir), src, tgt)
+                for col, vals in cols.items():
+                    mined = mined.with_column(col, vals)
+        return mined
 
     return _run("trie-mine-filter", body, parser, argv)
 
@@ -593,8 +506,8 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
         from triemine.evaluation.bucc import read_bucc
         from triemine.evaluation.metrics import describe
         from triemine.tsv import read_mined
-        from triemine.evaluation.pipeline import (Direction, default_selection, evaluate,
-                                                  load_thresholds, save_thresholds)
+        from triemine.evaluation.pipeline import Direction, evaluate, save_thresholds
+        from triemine.filtering.selection import default_selection, load_thresholds
 
         import triemine.baselines  # noqa: F401  (registers the baselines' score names)
 

@@ -22,7 +22,6 @@ Rules (stated in the docs too):
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
@@ -33,11 +32,8 @@ from triemine.errors import InputError
 from triemine.evaluation.bucc import BuccSet, check_mined_ids, _lang_of
 from triemine.evaluation.metrics import PRF, Pair, fold_of, gold_mask, score_pairs, score_pairs_lenient
 from triemine.filtering import registry
-from triemine.textfile import read_json
+from triemine.filtering.selection import write_thresholds
 from triemine.tsv import Mined
-
-THRESHOLDS_VERSION = 1
-
 
 @dataclass
 class Direction:
@@ -262,6 +258,9 @@ def _merged_meta(metas: Sequence[Dict[str, object]]) -> Dict[str, object]:
             out[key] = "+".join(uniq)
     if "model" in out:
         out["model"] = "+".join(os.path.basename(str(m).rstrip("/")) for m in str(out["model"]).split("+"))
+    combs = [m.get("combination") for m in metas]
+    if combs and combs[0] is not None and all(c == combs[0] for c in combs):
+        out["combination"] = combs[0]  # a saved threshold records what it belongs to
     return out
 
 
@@ -280,65 +279,13 @@ def _match_thresholds(thresholds: Dict[str, Dict[str, float]], labels: Sequence[
     return out
 
 
-def default_selection(mined: Mined, saved: Optional["SavedThresholds"] = None) -> Tuple[str, str, str]:
-    """``(rule, rank_by, filter)`` a mining TSV is evaluated or filtered with unless the user says
-    otherwise: a thresholds file's own; else, for a TSV of the mining job (its sidecar names the
-    pipeline), one-to-one by ``combined`` filtered by ``combined``; else the paper's: the best
-    row per source by ``ce_word``, no filter (the paper's CE filter is asked for by name)."""
-    from triemine.mining.run import PAPER, SELECTION
-
-    if saved is not None:
-        return saved.rule, saved.rank_by, saved.filter
-    if "pipeline" in mined.meta and "combined" in mined.numeric:
-        return SELECTION["combined"]
-    rule, rank_by, _ = SELECTION[PAPER]
-    return rule, rank_by, "none"
-
-
 def save_thresholds(outcome: Outcome, path: os.PathLike | str) -> None:
     """Store the chosen thresholds (and the scores they gave) as a small JSON file."""
-    data = {"version": THRESHOLDS_VERSION, "filter": outcome.filter, "rule": outcome.rule,
+    data = {"filter": outcome.filter, "rule": outcome.rule,
             "rank_by": outcome.rank_by, "thresholds": outcome.thresholds,
             "source": outcome.threshold_source,
             "scores_where_chosen": outcome.strict.as_dict(), "signature": outcome.signature()}
-    with open(os.fspath(path), "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True)
-        fh.write("\n")
-
-
-@dataclass
-class SavedThresholds:
-    """A thresholds file: the filter, its per-direction thresholds, and how candidates were chosen."""
-
-    filter: str
-    thresholds: Dict[str, Dict[str, float]]
-    rule: str = "best-per-source"
-    rank_by: str = "ce_word"
-
-
-def load_thresholds(path: os.PathLike | str) -> SavedThresholds:
-    """Read a file written by :func:`save_thresholds`; every value must be a finite number."""
-    path = os.fspath(path)
-    data = read_json(path, "thresholds file")
-    if not isinstance(data, dict) or data.get("version") != THRESHOLDS_VERSION or \
-            not isinstance(data.get("thresholds"), dict) or not isinstance(data.get("filter"), str):
-        raise InputError(f"not a trie-mine thresholds file (version {THRESHOLDS_VERSION})", path)
-    filt = data["filter"]
-    try:
-        registry.filter_scores(filt)
-    except InputError as exc:
-        raise InputError(exc.problem, path) from None
-    rule = data.get("rule", "best-per-source")
-    rank_by = data.get("rank_by", "ce_word")
-    if rule not in registry.RULES:
-        raise InputError(f"unknown selection rule {rule!r}", path)
-    if not isinstance(rank_by, str):
-        raise InputError("rank_by must be a score name", path)
-    ths: Dict[str, Dict[str, float]] = {}
-    for d, th in data["thresholds"].items():
-        if not isinstance(th, dict):
-            raise InputError(f"thresholds for {d} must be an object", path)
-        ths[d] = registry.check_thresholds(filt, th, path) if filt != "none" else {}
-    if filt != "none" and not ths:
-        raise InputError("no thresholds in the file", path)
-    return SavedThresholds(filt, ths, rule, rank_by)
+    comb = outcome.meta.get("combination")
+    if comb is not None:  # what a shipped default threshold belongs to (filtering.selection)
+        data["combination"] = comb
+    write_thresholds(data, path)

@@ -27,7 +27,9 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from triemine.decoding import lengths
 from triemine.errors import InputError
+from triemine.filtering.selection import PAPER
 from triemine.mining.candidates import CandidateSet, embedding_space, translation_space
 
 logger = logging.getLogger(__name__)
@@ -61,6 +63,9 @@ class PipelineConfig:
     # scores
     priors: bool = True
     combination: str = "combined"
+    # lines longer than this many model tokens (EOS included) are skipped, as are lines over the
+    # model's own position limits (triemine.decoding.lengths); None: the model's limits only
+    max_length: Optional[int] = None
 
     def __post_init__(self):
         self.candidates = tuple(self.candidates)
@@ -85,12 +90,7 @@ CONFIGS = {
     "mt-only": PipelineConfig(candidates=("retrieval",), translate_beam=1, retrieval_min_margin=1.02,
                               combination="mt-only"),
 }
-PAPER = "paper"
 CONFIG_NAMES = tuple(CONFIGS) + (PAPER,)
-# how each configuration's TSV is selected and thresholded: (rule, rank_by, filter)
-SELECTION = {"combined": ("one-to-one", "combined", "combined"),
-             "mt-only": ("one-to-one", "combined", "combined"),
-             PAPER: ("best-per-source", "ce_word", "ce")}
 
 
 def named_config(name: str, **overrides) -> PipelineConfig:
@@ -177,6 +177,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     comb = (Combination.load(cfg.combination) if os.path.isfile(cfg.combination)
             else shipped(cfg.combination))
     _check_features(comb, cfg, reverse_model is not None)
+    long_src, long_tgt = _too_long(model, reverse_model, src, tgt, cfg.max_length)
     out_path = Path(out_path)
     work = _work(out_path)
     settings = _settings_digest(model, source_path, target_path, cfg)
@@ -261,11 +262,9 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     cands = CandidateSet.empty()
     for p in parts:
         cands = cands.union(p)
-    empty_src = np.zeros(len(src), dtype=bool)
-    empty_src[np.asarray(src.empty_lines, dtype=np.int64) - 1] = True
-    empty_tgt = np.zeros(len(tgt), dtype=bool)
-    empty_tgt[np.asarray(tgt.empty_lines, dtype=np.int64) - 1] = True
-    cands = cands.take(np.flatnonzero(~empty_src[cands.src] & ~empty_tgt[cands.tgt]))
+    skip_src = _empty_mask(src) | long_src
+    skip_tgt = _empty_mask(tgt) | long_tgt
+    cands = cands.take(np.flatnonzero(~skip_src[cands.src] & ~skip_tgt[cands.tgt]))
     for space in spaces:  # every pair gets every space's features
         cands = cands.with_columns(**space.features(cands.src, cands.tgt))
     if pool is not None:  # the same scores, in shards of whole chunks on the pool's workers
@@ -289,15 +288,38 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         cands = cands.with_columns(prior=np.where(np.isnan(have), prior, have))
     cands = derived(cands, tgt.texts, src.texts)
     cands = cands.with_columns(combined=comb(cands.columns))
+    skipped = lengths.skipped_summary(long_src, long_tgt)
     write_candidates_tsv(out_path, cands, src, tgt, meta={
         "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
         "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
         "mode": "+".join(cfg.candidates), "beam": cfg.beam if "trie" in cfg.candidates else "-",
-        "pipeline": cfg.key(), "combination": asdict(comb)})
+        "pipeline": cfg.key(), "combination": asdict(comb), "skipped_long": skipped})
     by = {name: int(((cands.origin & bit) > 0).sum()) for name, bit in
           (("trie", 1), ("knn", 2), ("retrieval", 4))}
     return {"sources": len(src), "targets": len(tgt), "candidates": len(cands),
-            "by_generator": by, "output": str(out_path)}
+            "by_generator": by, "skipped_long": skipped, "output": str(out_path)}
+
+
+def _empty_mask(corpus) -> np.ndarray:
+    mask = np.zeros(len(corpus), dtype=bool)
+    mask[np.asarray(corpus.empty_lines, dtype=np.int64) - 1] = True
+    return mask
+
+
+def _too_long(model, reverse_model, src, tgt, max_length: Optional[int]):
+    """The source and target lines this job skips as too long (:mod:`triemine.decoding.lengths`):
+    over the model's limits, the reverse model's (which reads the target side) or ``max_length``;
+    the counts are warned about once here."""
+    lim = lengths.LengthLimits.of(model, max_length)
+    long_src = lengths.too_long(model, src.texts, "source", lim)
+    long_tgt = lengths.too_long(model, tgt.texts, "target", lim)
+    if reverse_model is not None:
+        rlim = lengths.LengthLimits.of(reverse_model, max_length)
+        long_src |= lengths.too_long(reverse_model, src.texts, "target", rlim)
+        long_tgt |= lengths.too_long(reverse_model, tgt.texts, "source", rlim)
+    lengths.report(long_src, src.path, "source", lim.source)
+    lengths.report(long_tgt, tgt.path, "target", lim.target)
+    return long_src, long_tgt
 
 
 def _check_features(comb, cfg: PipelineConfig, reverse: bool) -> None:

@@ -1,0 +1,294 @@
+"""The main job from Python: mine two monolingual corpora, keep the pairs above the threshold.
+
+::
+
+    import triemine
+    result = triemine.mine("corpus.zh", "corpus.en", model="path/to/model", config="combined")
+    print(result.summary["kept"], "pairs kept by", result.selection.text())
+    for p in result.pairs[:3]:
+        print(p.score, p.src, "|||", p.tgt)
+    result.write_bitext("mined.zh-en.txt")     # l1 text<TAB>l2 text
+    result.write_tsv("kept.tsv")               # the kept rows with all their scores
+
+``source`` and ``target`` are corpus files (plain text, or BUCC ``id<TAB>sentence``) or lists of
+sentences.  ``model`` is a trie-mine model directory (``trie-mine-import``) or a loaded one.
+Every candidate with its scores is written to ``output`` (the mining TSV; a temporary file when
+not given) and returned as ``result.candidates``; ``result.pairs`` are the ones the selection
+keeps: the configuration's rule (one-to-one for the mining job, best per source for ``paper``)
+and threshold, by default the one shipped with the configuration
+(:mod:`triemine.filtering.selection`); ``threshold`` / ``thresholds`` override it.
+
+``trie-mine`` (:func:`triemine.cli.mine_main`) is a thin layer over :class:`MineOptions` and
+:func:`run`.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from triemine.errors import InputError
+from triemine.filtering import registry
+from triemine.filtering.selection import PAPER, Selection, choose, load_thresholds, write_bitext
+from triemine.mining.run import CONFIG_NAMES, CONFIGS, named_config
+from triemine.tsv import Mined, read_mined, write_mined
+
+Texts = Union[str, os.PathLike, Sequence[str]]
+PAPER_BEAM = 90  # the paper's beam for the trie search alone
+
+
+@dataclass(frozen=True)
+class MineOptions:
+    """Everything ``trie-mine`` can be told (its flags, one field each; ``None``: the
+    configuration's default).  :meth:`check` refuses combinations that do not apply."""
+
+    config: str = "combined"
+    candidates: Optional[Tuple[str, ...]] = None
+    mode: str = "pre"
+    beam: Optional[int] = None
+    prior_weight: float = 0.0
+    priors: bool = False
+    encoder: Optional[str] = None
+    min_margin: Optional[float] = None
+    reverse_model: Optional[str] = None
+    combination: Optional[str] = None
+    batch_size: Optional[int] = None
+    sort_window: int = 8
+    max_tokens: Optional[int] = None
+    max_length: Optional[int] = None
+    nbest: Optional[int] = None
+    device: str = "cpu"
+    target_spm: Optional[str] = None
+    trie: Optional[str] = None
+    trie_nbest: int = 1
+    debug: bool = False
+    workers: Optional[int] = None
+    ray: Optional[str] = None
+    target_shards: int = 1
+    shard_size: Optional[int] = None
+
+    @property
+    def generators(self) -> Optional[Tuple[str, ...]]:
+        if self.candidates is not None:
+            return tuple(self.candidates)
+        return ("trie",) if self.config == PAPER else None
+
+    @property
+    def paper(self) -> bool:
+        """The plain trie search (the paper's configuration), not the mining job."""
+        return self.generators == ("trie",)
+
+    @property
+    def sharded(self) -> bool:
+        return self.workers is not None or self.ray is not None
+
+    @property
+    def search_beam(self) -> int:
+        if self.beam is not None:
+            return self.beam
+        return PAPER_BEAM if self.paper else CONFIGS["combined"].beam
+
+    def check(self) -> "MineOptions":
+        """An :class:`InputError` for options that are out of range or do not apply."""
+        if self.config not in CONFIG_NAMES:
+            raise InputError(f"unknown configuration {self.config!r} "
+                             f"(choose from {', '.join(CONFIG_NAMES)})")
+        if self.config == PAPER and not self.paper:
+            raise InputError("--config paper is the trie search alone (--candidates trie)")
+        if self.mode not in ("pre", "post"):
+            raise InputError(f"mode must be pre or post, got {self.mode!r}")
+        for name, value in (("--beam", self.search_beam), ("--batch-size", self.batch_size),
+                            ("--trie-nbest", self.trie_nbest), ("--sort-window", self.sort_window),
+                            ("--nbest", self.nbest), ("--max-tokens", self.max_tokens),
+                            ("--workers", self.workers), ("--target-shards", self.target_shards),
+                            ("--shard-size", self.shard_size)):
+            if value is not None and value < 1:
+                raise InputError(f"{name} must be >= 1")
+        if self.max_length is not None and self.max_length < 2:
+            raise InputError("--max-length must be >= 2 (one piece and EOS)")
+        if self.prior_weight and self.mode != "pre":
+            raise InputError("--prior-weight ranks trie children: it needs --pre-expansion")
+        self._check_applies()
+        return self
+
+    def _check_applies(self) -> None:
+        paper = self.paper
+        if paper:
+            for flag, used in (("--reverse-model", self.reverse_model is not None),
+                               ("--min-margin", self.min_margin is not None),
+                               ("--combination", self.combination is not None)):
+                if used:
+                    raise InputError(f"{flag} needs the mining job (not --config paper / "
+                                     "--candidates trie alone)")
+        else:
+            for flag, used in (("--nbest", self.nbest is not None), ("--debug", self.debug),
+                               ("--trie", self.trie is not None),
+                               ("--max-tokens", self.max_tokens is not None)):
+                if used:
+                    raise InputError(f"{flag} applies to --candidates trie only")
+        trie_search = paper or "trie" in (self.generators or ())
+        if self.target_shards > 1 and not trie_search:
+            raise InputError("--target-shards applies to the trie search (--config paper or "
+                             "--candidates with trie)")
+        if self.shard_size is not None and not (trie_search and (self.sharded or
+                                                                 self.target_shards > 1)):
+            raise InputError("--shard-size applies to a sharded trie search (--workers, --ray or "
+                             "--target-shards with --config paper or --candidates with trie)")
+        if self.target_shards > 1 and self.trie is not None:
+            raise InputError("--target-shards builds a trie per target range: not with --trie")
+        if self.sharded and self.debug:
+            raise InputError("--debug checks the search in this process: not with --workers/--ray")
+
+    def pipeline_config(self):
+        """The mining job's :class:`~triemine.mining.run.PipelineConfig` (not for ``paper``)."""
+        return named_config(self.config if self.config != PAPER else "combined",
+                            candidates=self.generators, encoder=self.encoder,
+                            min_margin=self.min_margin, retrieval_min_margin=self.min_margin,
+                            mode=self.mode, beam=self.search_beam,
+                            prior_weight=self.prior_weight, trie_nbest=self.trie_nbest,
+                            batch_size=self.batch_size, sort_window=self.sort_window,
+                            combination=self.combination, max_length=self.max_length)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One kept pair: ids, texts and the score that ranked it."""
+
+    src_id: str
+    tgt_id: str
+    src: str
+    tgt: str
+    score: float
+
+
+@dataclass
+class MiningResult:
+    """What :func:`mine` returns: every scored candidate, the selection and the pairs it keeps."""
+
+    output: str
+    candidates: Optional[Mined]  # None when run without selecting (the CLI without --bitext)
+    selection: Optional[Selection]
+    kept: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    summary: Dict[str, object] = field(default_factory=dict)
+
+    @property
+    def pairs(self) -> List[Pair]:
+        m = self.candidates
+        score = m.col(self.selection.rank_by) if self.selection is not None else m.col("score")
+        return [Pair(m.src_ids[i], m.tgt_ids[i], m.src[i], m.tgt[i], float(score[i]))
+                for i in self.kept.tolist()]
+
+    def write_bitext(self, path) -> int:
+        """The kept pairs as ``src text<TAB>tgt text`` lines (atomically); how many."""
+        m = self.candidates
+        return write_bitext(((m.src[i], m.tgt[i]) for i in self.kept.tolist()), path)
+
+    def write_tsv(self, path) -> None:
+        """The kept rows as a mining TSV, with every column of the candidates."""
+        write_mined(self.candidates.take(self.kept), os.fspath(path))
+
+
+def _corpus_file(texts: Texts, tmp: Path, name: str) -> str:
+    if isinstance(texts, (str, os.PathLike)):
+        return os.fspath(texts)
+    if any("\n" in t or "\r" in t for t in texts):
+        raise InputError(f"{name} sentences must not contain line breaks")
+    path = tmp / f"{name}.txt"
+    path.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    return str(path)
+
+
+def mine(source: Texts, target: Texts, *, model, config: str = "combined",
+         output: Optional[os.PathLike | str] = None, threshold: Optional[Mapping[str, float]] = None,
+         thresholds: Optional[os.PathLike | str] = None, resume: bool = False,
+         progress: bool = False, **options) -> MiningResult:
+    """Mine ``source`` against ``target`` (module docstring); ``options`` are
+    :class:`MineOptions` fields (``workers=2``, ``beam=5``, ``max_length=200``, ...).
+    ``threshold``: ``{score name: value}`` overriding the shipped default, e.g.
+    ``{"combined": 5.0}``; ``thresholds``: a file from ``trie-mine-eval --save-thresholds``."""
+    unknown = set(options) - {f.name for f in fields(MineOptions)}
+    if unknown:
+        raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    opts = MineOptions(config=config, **options).check()
+    with tempfile.TemporaryDirectory(prefix="triemine-") as tmp:
+        src = _corpus_file(source, Path(tmp), "source")
+        tgt = _corpus_file(target, Path(tmp), "target")
+        out = os.fspath(output) if output is not None else os.path.join(tmp, "mined.tsv")
+        return run(opts, model, src, tgt, out, resume=resume, progress=progress, select=True,
+                   given=threshold, thresholds=thresholds)
+
+
+def run(opts: MineOptions, model, source: str, target: str, output: str, *, resume: bool = False,
+        progress: bool = False, select: bool = False,
+        given: Optional[Mapping[str, float]] = None,
+        thresholds: Optional[os.PathLike | str] = None) -> MiningResult:
+    """Run the job ``opts`` describes, write the mining TSV to ``output``; with ``select``, also
+    choose the kept pairs (``given`` thresholds over the ``thresholds`` file over the shipped
+    default).  ``model``: a directory or a loaded model."""
+    from triemine.decoding.model_dir import load_model_dir
+
+    opts.check()
+    cfg = None if opts.paper else opts.pipeline_config()
+    for what, path in (("source file", source), ("target file", target),
+                       ("trie file", opts.trie)):  # fail before the slow model load
+        if path is not None and not os.path.isfile(path):
+            raise InputError(f"{what} not found", path)
+    saved = load_thresholds(thresholds) if thresholds is not None else None
+    given = {registry.get_score(k).name: float(v) for k, v in (given or {}).items()}
+    pool = None
+    if opts.sharded or opts.target_shards > 1:
+        from triemine.distributed import make_pool
+        pool = make_pool(opts.workers, ray=opts.ray, device=opts.device,
+                         threads=int(os.environ.get("OMP_NUM_THREADS") or 1))
+        if opts.ray is not None:  # fail before the slow model load (no ray, no cluster, no GPU)
+            pool.check()
+    if isinstance(model, (str, os.PathLike)):
+        # with Ray the driver only plans and merges: the actors hold the model on --device
+        model = load_model_dir(model, target_spm=opts.target_spm,
+                               device="cpu" if opts.ray is not None else opts.device)
+    if opts.paper:
+        summary = _trie_search(opts, model, source, target, output, pool, resume, progress)
+    else:
+        from triemine.mining.run import mine_pipeline
+
+        reverse = (load_model_dir(opts.reverse_model, device=opts.device)
+                   if opts.reverse_model else None)
+        summary = mine_pipeline(model, source, target, output, cfg, resume=resume,
+                                progress=progress, device=opts.device, reverse_model=reverse,
+                                pool=pool if opts.sharded else None,
+                                shard_sources=opts.shard_size, target_shards=opts.target_shards)
+    result = MiningResult(output, None, None, summary=summary)
+    if select:
+        result.candidates = mined = read_mined(output)
+        result.selection = choose(mined, saved=saved, given=given)
+        result.kept = result.selection.keep(mined)
+        summary.update(kept=int(len(result.kept)), selection=result.selection.text())
+    return result
+
+
+def _trie_search(opts: MineOptions, model, source, target, output, pool, resume, progress) -> dict:
+    from triemine.decoding.task import load_trie_for_dict
+
+    trie = load_trie_for_dict(opts.trie, model.tgt_dict) if opts.trie else None
+    if pool is not None:
+        from triemine.distributed.jobs import DEFAULT_SHARD_SOURCES, mine_to_tsv_sharded
+
+        result, stats = mine_to_tsv_sharded(
+            model, source, target, output, pool, mode=opts.mode, beam=opts.search_beam,
+            nbest=opts.nbest, batch_size=opts.batch_size, max_tokens=opts.max_tokens,
+            device=opts.device, trie=trie, trie_nbest=opts.trie_nbest, resume=resume,
+            progress=progress, prior_weight=opts.prior_weight, with_prior=opts.priors,
+            target_shards=opts.target_shards,
+            shard_sources=opts.shard_size or DEFAULT_SHARD_SOURCES, sort_window=opts.sort_window)
+        return dict(result.__dict__, **stats)
+    from triemine.decoding.mine import mine_to_tsv
+
+    return mine_to_tsv(model, source, target, output, mode=opts.mode, beam=opts.search_beam,
+                       nbest=opts.nbest, batch_size=opts.batch_size, max_tokens=opts.max_tokens,
+                       device=opts.device, trie=trie, trie_nbest=opts.trie_nbest, resume=resume,
+                       debug=opts.debug, progress=progress, prior_weight=opts.prior_weight,
+                       with_prior=opts.priors, sort_window=opts.sort_window).__dict__

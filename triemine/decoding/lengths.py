@@ -1,0 +1,87 @@
+"""The one rule for lines too long for the model: they are skipped, on either side, in every job.
+
+A source line is *too long* when its sentencepiece pieces plus EOS exceed what the encoder can read
+(its position table, ``max_source_positions``) or the user's ``max_length``; a target line when its
+pieces plus EOS exceed what the decoder can write (``max_target_positions``) or ``max_length``.
+
+Why skipped rather than truncated: a truncated sentence is not the sentence of the corpus, so any
+score of a pair with it (log P(y|x), its cross-entropies, PMI) would describe another pair, and the
+pair a miner would emit would not be a translation pair.  Lines of thousands of pieces are in
+practice boilerplate or paragraphs glued together (web corpora have them), not sentences.  A
+skipped line behaves as an empty one: it is in no candidate pair and no row, and it is counted
+(``skipped_long`` in the run summary and the TSV's ``.meta.json``) with its line numbers in a
+warning; nothing else is lost.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from triemine.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+# line numbers named in the warning (the count is always complete)
+SHOWN = 10
+
+
+@dataclass(frozen=True)
+class LengthLimits:
+    """Largest source and target lengths, in model tokens with EOS, that a job keeps."""
+
+    source: int
+    target: int
+
+    @classmethod
+    def of(cls, model, max_length: Optional[int] = None) -> "LengthLimits":
+        """The model's own limits, lowered to ``max_length`` when given."""
+        if max_length is not None and max_length < 2:
+            raise InputError(f"--max-length must be >= 2 (one piece and EOS), got {max_length}")
+        src, tgt = model_limits(model)
+        if max_length is not None:
+            src, tgt = min(src, max_length), min(tgt, max_length)
+        return cls(src, tgt)
+
+
+def model_limits(model) -> tuple:
+    """``(source, target)``: the encoder's and the decoder's position limits of a loaded model
+    directory (:class:`~triemine.decoding.model_dir.ModelDir`)."""
+    net = model.model
+    return int(net.encoder.max_positions()), int(net.decoder.max_positions())
+
+
+def token_lengths(spm, texts: Sequence[str]) -> np.ndarray:
+    """Pieces + EOS of every text (0 for an empty line), tokenised in one batched call."""
+    out = np.zeros(len(texts), dtype=np.int64)
+    idx = [i for i, t in enumerate(texts) if t.strip()]
+    if idx:
+        pieces = spm.encode([texts[i] for i in idx])
+        out[idx] = [len(p) + 1 for p in pieces]
+    return out
+
+
+def too_long(model, texts: Sequence[str], side: str, limits: LengthLimits) -> np.ndarray:
+    """Boolean mask of the lines of ``texts`` (``side`` "source" or "target") over the limit."""
+    if side not in ("source", "target"):
+        raise ValueError(f"side must be source or target, got {side!r}")
+    spm = model.source_spm if side == "source" else model.target_spm
+    limit = limits.source if side == "source" else limits.target
+    return token_lengths(spm, texts) > limit
+
+
+def report(mask: np.ndarray, path, side: str, limit: int) -> int:
+    """Warn about the skipped lines of one corpus (count and the first line numbers); the count."""
+    lines: List[int] = (np.flatnonzero(mask) + 1).tolist()
+    if lines:
+        shown = ", ".join(map(str, lines[:SHOWN])) + (", ..." if len(lines) > SHOWN else "")
+        logger.warning("%s: skipped %d %s line(s) longer than %d tokens (lines %s)", path,
+                       len(lines), side, limit, shown)
+    return len(lines)
+
+
+def skipped_summary(src_mask: np.ndarray, tgt_mask: np.ndarray) -> Dict[str, int]:
+    """What a summary and a ``.meta.json`` record: ``{"source": n, "target": m}``."""
+    return {"source": int(np.count_nonzero(src_mask)), "target": int(np.count_nonzero(tgt_mask))}

@@ -1,0 +1,233 @@
+"""Which mined pairs to keep: the selection of a mining TSV, its thresholds, and the shipped defaults.
+
+A **selection** is a rule (``none``, ``best-per-source``, ``one-to-one``: which rows compete),
+the score ranking them, a filter (:mod:`triemine.filtering.registry`) and its thresholds.  Where
+the thresholds come from, in order of precedence:
+
+1. given by the user (``--threshold NAME=VALUE``, ``--ce-max``, ...), over
+2. a thresholds file (``--thresholds``, written by ``trie-mine-eval --save-thresholds``), else
+3. the **shipped default** of the configuration that wrote the TSV: the threshold tuned on the BUCC
+   2018 zh-en sample (``triemine/filtering/data/<name>.thresholds.json``, the thresholds file of
+   that evaluation).  The mining job's default ``combined`` score is a fixed combination of
+   features (:mod:`triemine.mining.combine`), so its threshold means the same on other data:
+   the sample's threshold scored within 0.004 F1 of an unseen set's own best threshold.  A
+   shipped threshold belongs to the exact combination it was tuned for: a TSV written with
+   another combination (a custom ``--combination`` file), or a configuration without a shipped
+   file, has no default and is refused rather than kept whole.
+
+``SELECTION`` names how each configuration's TSV is selected; the thresholds file format is here
+too (:func:`load_thresholds`, :func:`write_thresholds`).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, Mapping, Optional, Tuple
+
+import numpy as np
+
+from triemine.errors import InputError
+from triemine.filtering import registry
+from triemine.textfile import read_json
+from triemine.tsv import clean_cell
+
+THRESHOLDS_VERSION = 1
+DATA_DIR = Path(__file__).resolve().parent / "data"
+PAPER = "paper"
+# how each configuration's TSV is selected and thresholded: (rule, rank_by, filter)
+SELECTION = {"combined": ("one-to-one", "combined", "combined"),
+             "mt-only": ("one-to-one", "combined", "combined"),
+             PAPER: ("best-per-source", "ce_word", "ce")}
+
+
+@dataclass
+class SavedThresholds:
+    """A thresholds file: the filter, its per-direction thresholds, and how candidates were chosen."""
+
+    filter: str
+    thresholds: Dict[str, Dict[str, float]]
+    rule: str = "best-per-source"
+    rank_by: str = "ce_word"
+    combination: Optional[dict] = None  # the combination a shipped threshold was tuned for
+    path: Optional[str] = None
+
+
+def load_thresholds(path: os.PathLike | str) -> SavedThresholds:
+    """Read a thresholds file; every value must be a finite number."""
+    path = os.fspath(path)
+    data = read_json(path, "thresholds file")
+    if not isinstance(data, dict) or data.get("version") != THRESHOLDS_VERSION or \
+            not isinstance(data.get("thresholds"), dict) or not isinstance(data.get("filter"), str):
+        raise InputError(f"not a trie-mine thresholds file (version {THRESHOLDS_VERSION})", path)
+    filt = data["filter"]
+    try:
+        registry.filter_scores(filt)
+    except InputError as exc:
+        raise InputError(exc.problem, path) from None
+    rule = data.get("rule", "best-per-source")
+    rank_by = data.get("rank_by", "ce_word")
+    if rule not in registry.RULES:
+        raise InputError(f"unknown selection rule {rule!r}", path)
+    if not isinstance(rank_by, str):
+        raise InputError("rank_by must be a score name", path)
+    comb = data.get("combination")
+    if comb is not None and not isinstance(comb, dict):
+        raise InputError("combination must be an object", path)
+    ths: Dict[str, Dict[str, float]] = {}
+    for d, th in data["thresholds"].items():
+        if not isinstance(th, dict):
+            raise InputError(f"thresholds for {d} must be an object", path)
+        ths[d] = registry.check_thresholds(filt, th, path) if filt != "none" else {}
+    if filt != "none" and not ths:
+        raise InputError("no thresholds in the file", path)
+    return SavedThresholds(filt, ths, rule, rank_by, comb, path)
+
+
+def write_thresholds(data: Mapping[str, object], path: os.PathLike | str) -> None:
+    """Write a thresholds file (``data`` without the version, which is added)."""
+    with open(os.fspath(path), "w", encoding="utf-8") as fh:
+        json.dump(dict(data, version=THRESHOLDS_VERSION), fh, indent=1, sort_keys=True)
+        fh.write("\n")
+
+
+def configuration_of(meta: Mapping[str, object]) -> Optional[str]:
+    """The shipped configuration a TSV's sidecar describes: its combination's name for the mining
+    job, ``paper`` for the plain trie search, ``None`` when the sidecar says neither."""
+    comb = meta.get("combination")
+    if isinstance(comb, dict) and isinstance(comb.get("name"), str):
+        return comb["name"]
+    if "pipeline" not in meta and meta.get("mode") in ("pre", "post"):
+        return PAPER
+    return None
+
+
+def shipped_thresholds(meta: Mapping[str, object], where: Optional[str] = None) -> SavedThresholds:
+    """The shipped default thresholds for the TSV whose sidecar is ``meta`` (module docstring);
+    an :class:`InputError` naming ``where`` (the TSV) when there is none."""
+    name = configuration_of(meta)
+    how = ("give thresholds: --threshold NAME=VALUE, or --thresholds FILE from "
+           "trie-mine-eval --save-thresholds on a gold set")
+    if name is None:
+        raise InputError(f"no shipped default threshold: the sidecar names no known configuration; "
+                         f"{how}", where)
+    path = DATA_DIR / f"{name}.thresholds.json"
+    if not path.is_file():
+        raise InputError(f"configuration {name!r} ships no default threshold; {how}", where)
+    saved = load_thresholds(path)
+    comb = meta.get("combination")
+    if saved.combination is not None and comb != saved.combination:
+        raise InputError(f"the TSV's combination {name!r} is not the shipped one its default "
+                         f"threshold was tuned for (another --combination file); {how}", where)
+    return saved
+
+
+@dataclass
+class Selection:
+    """How to keep rows of one TSV: rule, ranking, filter, thresholds, and where they came from."""
+
+    rule: str
+    rank_by: str
+    filter: str
+    thresholds: Dict[str, float] = field(default_factory=dict)
+    source: str = "given"
+
+    def text(self) -> str:
+        return (f"rule={self.rule} filter={self.filter} "
+                f"thresholds={registry.threshold_text(self.filter, self.thresholds)} "
+                f"({self.source})")
+
+    def keep(self, mined) -> np.ndarray:
+        """Row indices (in row order) that pass the rule and the filter."""
+        rows = np.arange(len(mined))
+        if self.rule != "none":
+            rows = registry.apply_rule(mined, self.rule, self.rank_by)
+        return rows[registry.select(mined.take(rows), self.filter, self.thresholds)]
+
+
+def default_selection(mined, saved: Optional[SavedThresholds] = None) -> Tuple[str, str, str]:
+    """``(rule, rank_by, filter)`` a mining TSV is evaluated or filtered with unless the user says
+    otherwise: a thresholds file's own; else its configuration's (``SELECTION``): for the mining
+    job one-to-one by ``combined`` filtered by ``combined``; else the paper's best row per source by
+    ``ce_word``, no filter (the paper's CE filter is asked for by name).  A TSV whose sidecar says
+    the job wrote a ``combined`` column that is no longer there is refused, never evaluated by
+    another rule."""
+    if saved is not None:
+        return saved.rule, saved.rank_by, saved.filter
+    _check_combined(mined)
+    if "pipeline" in mined.meta and "combined" in mined.numeric:
+        return SELECTION["combined"]
+    rule, rank_by, _ = SELECTION[PAPER]
+    return rule, rank_by, "none"
+
+
+def _check_combined(mined) -> None:
+    """Refuse a TSV whose sidecar says the job wrote a ``combined`` column that is not there."""
+    if "combination" in mined.meta and "combined" not in mined.numeric:
+        raise InputError("the job that wrote this TSV wrote a 'combined' column (its sidecar "
+                         "names the combination), but the TSV has none: was it removed? Give "
+                         "--rule, --rank-by and --filter with thresholds to select by other "
+                         "columns", mined.path)
+
+
+def choose(mined, *, saved: Optional[SavedThresholds] = None, index: int = 0,
+           given: Optional[Mapping[str, float]] = None, filt: Optional[str] = None,
+           rule: Optional[str] = None, rank_by: Optional[str] = None) -> Selection:
+    """The selection for the ``index``-th TSV (0: l1->l2, 1: l2->l1) of a filter run.
+
+    ``given`` thresholds override ``saved`` ones; with neither (and ``filt`` not ``none``) the
+    shipped default of the TSV's configuration is used, or the TSV is refused."""
+    given = dict(given or {})
+    source = "given"
+    if saved is None and not given and filt != "none":
+        _check_combined(mined)
+        try:
+            saved = shipped_thresholds(mined.meta, mined.path)
+        except InputError as exc:
+            if filt is None:
+                raise
+            names = ", ".join(sc.name for sc in registry.filter_scores(filt))
+            raise InputError(f"filter {filt} needs a threshold for {names} ({exc.problem})") \
+                from None
+        source = f"shipped default for {configuration_of(mined.meta)}, tuned on the BUCC sample"
+        if filt is not None and registry.filter_scores(filt) != registry.filter_scores(saved.filter):
+            raise InputError(f"no threshold for filter {filt}: the shipped default is for "
+                             f"{saved.filter}; give --threshold NAME=VALUE or --thresholds",
+                             mined.path)
+    elif saved is not None:
+        source = f"from {saved.path}" + (", some given" if given else "")
+    if filt is None:
+        filt = saved.filter if saved is not None else ("+".join(given) if given else "none")
+    if rule is None:
+        rule = saved.rule if saved is not None else "none"
+    if rank_by is None:
+        rank_by = saved.rank_by if saved is not None else None
+    scores = registry.filter_scores(filt)
+    unused = set(given) - {sc.name for sc in scores}
+    if unused:
+        raise InputError(f"threshold(s) for {', '.join(sorted(unused))} given but filter {filt} "
+                         "does not use them")
+    th: Dict[str, float] = {}
+    if saved is not None and filt != "none":
+        vals = list(saved.thresholds.values())
+        if index >= len(vals):
+            raise InputError(f"no thresholds for input {index + 1}", saved.path)
+        th.update(vals[index])
+    th.update(given)
+    th = registry.check_thresholds(filt, th) if filt != "none" else {}
+    rank_by = rank_by or (scores[0].name if scores else "ce_word")
+    return Selection(rule, rank_by, filt, th, source if filt != "none" else "no filter")
+
+
+def write_bitext(pairs: Iterable[Tuple[str, str]], path: os.PathLike | str) -> int:
+    """Write ``l1 text<TAB>l2 text`` lines atomically; the number written."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    n = 0
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for a, b in pairs:
+            fh.write(f"{clean_cell(a)}\t{clean_cell(b)}\n")
+            n += 1
+    os.replace(tmp, path)
+    return n
