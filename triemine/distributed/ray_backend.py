@@ -22,6 +22,7 @@ passed to ``ray.init``.  When this process already has Ray initialised, that ses
 from __future__ import annotations
 
 import os
+import socket
 from typing import Dict, List, Optional, Tuple
 
 from triemine.errors import TrieMineError
@@ -54,12 +55,42 @@ def connect(address: str, num_cpus: int):
     ray = import_ray()
     if ray.is_initialized():
         return ray
+    if address not in ("local", "auto"):
+        probe(address)
     kwargs = dict(include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     if address == "local":
         ray.init(address="local", num_cpus=num_cpus, **kwargs)
     else:
         ray.init(address=address, **kwargs)
     return ray
+
+
+# how long to wait for a Ray address to accept a connection: Ray itself retries for minutes
+PROBE_TIMEOUT_S = 10.0
+
+
+def split_address(address: str) -> Tuple[str, int]:
+    """``(host, port)`` of ``HOST:PORT``, ``[IPv6]:PORT`` or ``ray://HOST:PORT``."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = rest.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise RayUnavailable(f"--ray {address}: not a Ray address (HOST:PORT, ray://HOST:PORT, "
+                             "auto or local)")
+    return host, int(port)
+
+
+def probe(address: str, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Fail fast, with one clear line, when nothing accepts connections at a Ray ``address``:
+    ``ray.init`` would otherwise wait for minutes with only its own warnings."""
+    host, port = split_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
+        raise RayUnavailable(f"--ray {address}: no Ray cluster reachable there ({why}); start "
+                             "one with 'ray start --head', or use --ray local") from None
 
 
 class RayPool:
