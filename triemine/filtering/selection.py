@@ -162,6 +162,14 @@ def default_selection(mined, saved: Optional[SavedThresholds] = None) -> Tuple[s
     return rule, rank_by, "none"
 
 
+def _own_selection(meta: Mapping[str, object]) -> Optional[Tuple[str, str, str]]:
+    """How the job that wrote a TSV selects its pairs: ``SELECTION`` of the mining job (any
+    combination) or of the paper's trie search; ``None`` when the sidecar says neither."""
+    if "pipeline" in meta:
+        return SELECTION["combined"]
+    return SELECTION[PAPER] if configuration_of(meta) == PAPER else None
+
+
 def _check_combined(mined) -> None:
     """Refuse a TSV whose sidecar says the job wrote a ``combined`` column that is not there."""
     if "combination" in mined.meta and "combined" not in mined.numeric:
@@ -199,6 +207,10 @@ def choose(mined, *, saved: Optional[SavedThresholds] = None, index: int = 0,
         source = f"from {saved.path}" + (", some given" if given else "")
     if filt is None:
         filt = saved.filter if saved is not None else ("+".join(given) if given else "none")
+    if saved is None:  # thresholds given for the job's own filter: its selection too
+        own = _own_selection(mined.meta)
+        if own is not None and registry.filter_scores(own[2]) == registry.filter_scores(filt):
+            rule, rank_by = rule or own[0], rank_by or own[1]
     if rule is None:
         rule = saved.rule if saved is not None else "none"
     if rank_by is None:
