@@ -255,6 +255,43 @@ def test_overlong_lines_give_the_same_output_with_workers(tiny_model_dir, long_c
         capsys.readouterr().err
     assert one.read_bytes() == two.read_bytes()
     assert read_mined(two).meta["skipped_long"] == {"source": 1, "target": 1}
+    import ray  # the [ray] extra is installed with the tests (scripts/setup_env.sh)
+
+    three = tmp_path / "ray.tsv"
+    try:  # a private cluster on 127.0.0.1 (triemine.distributed.ray_backend)
+        assert mine_main(_job(tiny_model_dir, src, tgt, comb, "-o", str(three), "--ray", "local",
+                              "--workers", "2")) == 0, capsys.readouterr().err
+    finally:
+        ray.shutdown()
+    assert one.read_bytes() == three.read_bytes()
+
+
+@pytest.mark.shared_model
+def test_a_2403_token_line_in_the_default_configuration_is_skipped(tmp_path, capsys, monkeypatch):
+    """The report of issue 20: the default job ended in a traceback on a web-corpus line longer
+    than OPUS-MT's 2,048 positions; now it is skipped, counted, and every other pair is mined."""
+    from triemine.paths import BUCC_ZH_EN, cache_root, shared_path
+
+    model = cache_root() / "models" / "opus-mt-zh-en"
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+    base = shared_path(*BUCC_ZH_EN) / "zh-en.sample"
+    zh = dict(ln.rstrip("\n").split("\t", 1) for ln in open(f"{base}.zh", encoding="utf-8"))
+    en = dict(ln.rstrip("\n").split("\t", 1) for ln in open(f"{base}.en", encoding="utf-8"))
+    gold = [ln.split() for ln in open(f"{base}.gold", encoding="utf-8")][:4]
+    src, tgt = tmp_path / "s.zh", tmp_path / "t.en"
+    lines = [f"{z}\t{zh[z]}\n" for z, _ in gold]
+    lines.insert(2, "long\t" + "，".join(["中国经济增长"] * 801) + "\n")
+    src.write_text("".join(lines), encoding="utf-8")
+    tgt.write_text("".join(f"{e}\t{en[e]}\n" for _, e in gold), encoding="utf-8")
+    out = tmp_path / "m.tsv"
+    rc = mine_main(["--model", str(model), "--source", str(src), "--target", str(tgt),
+                    "-o", str(out), "--bitext", str(tmp_path / "b.txt"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "Traceback" not in err, err
+    m = read_mined(out)
+    assert m.meta["skipped_long"] == {"source": 1, "target": 0}
+    assert "long" not in m.src_ids and {z for z, _ in gold} <= set(m.src_ids)
+    assert json.loads(err.strip().splitlines()[-1])["skipped_long"]["source"] == 1
 
 
 def test_python_api_mines_lists_and_writes_bitext_and_tsv(tiny_model_dir, tmp_path, monkeypatch):
