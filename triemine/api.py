@@ -23,6 +23,7 @@ and threshold, by default the one shipped with the configuration
 """
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field, fields
@@ -39,6 +40,10 @@ from triemine.tsv import Mined, read_mined, write_mined
 
 Texts = Union[str, os.PathLike, Sequence[str]]
 PAPER_BEAM = 90  # the paper's beam for the trie search alone
+# below this many lines on a side, a shipped threshold is applied with a warning (the ratio
+# margin's neighbourhoods, which the threshold was tuned with, need corpora of some size)
+SMALL_CORPUS = 1000
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -267,6 +272,11 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
         result.selection = choose(mined, saved=saved, given=given)
         result.kept = result.selection.keep(mined)
         summary.update(kept=int(len(result.kept)), selection=result.selection.text())
+        small = min(int(summary.get("sources", 0)), int(summary.get("targets", 0)))
+        if result.selection.source.startswith("shipped") and small < SMALL_CORPUS:
+            logger.warning("the shipped threshold was tuned on corpora of thousands of sentences "
+                           "a side; with %d lines the margins have few neighbours and unrelated "
+                           "pairs can pass: check the kept pairs, or give a threshold", small)
     return result
 
 
