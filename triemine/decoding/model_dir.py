@@ -17,19 +17,26 @@ import logging
 import pickle
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, List, Optional
 
 from triemine.errors import InputError
+from triemine.models.checkpoint import load_ensemble
+from triemine.paths import file_sha256
 
 logger = logging.getLogger(__name__)
 
+WEIGHTS_DIGEST_CHARS = 16  # hex characters of the checkpoint's sha256 kept as its digest
 
-def dictionary_fingerprint(dictionary) -> str:
-    """The trie package's fingerprint of a fairseq dictionary (what its token ids mean)."""
-    from triemine.trie import dictionary_fingerprint as trie_fingerprint
 
-    return trie_fingerprint(dictionary)
+def weights_digest(path) -> str:
+    """The first :data:`WEIGHTS_DIGEST_CHARS` hex characters of the sha256 of
+    ``path/checkpoint.pt`` (``path`` a model directory), ``"no-checkpoint"`` if there is none:
+    what identifies a model's weights in cache keys and resume settings. Reads the whole file
+    each call; :attr:`ModelDir.weights_digest` computes it once per loaded model."""
+    ckpt = Path(path) / "checkpoint.pt"
+    return file_sha256(ckpt)[:WEIGHTS_DIGEST_CHARS] if ckpt.is_file() else "no-checkpoint"
 
 
 @dataclass
@@ -47,6 +54,11 @@ class ModelDir:
     meta: dict = field(default_factory=dict)
     _sp_src: Any = None
     _sp_tgt: Any = None
+
+    @cached_property
+    def weights_digest(self) -> str:
+        """:func:`weights_digest` of this directory, computed on first use."""
+        return weights_digest(self.path)
 
     @property
     def model(self):
@@ -95,9 +107,11 @@ class ModelDir:
 
 def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
     """Load ``path`` (see module docstring). Missing files raise :class:`InputError`."""
-    # registers the trie_translation task and the Marian architecture (imported OPUS-MT models)
-    import triemine.plugin.triemine_fairseq  # noqa: F401
-    from triemine.models.checkpoint import load_ensemble
+    # Register the trie_translation task and the Marian architecture (imported OPUS-MT models)
+    # the checkpoint may name. Here rather than at the top: both import fairseq (seconds), which
+    # callers that only read a directory's digest or metadata need not pay for.
+    import triemine.decoding.task  # noqa: F401
+    import triemine.models.marian  # noqa: F401
 
     root = Path(path)
     if not root.is_dir():
