@@ -1,4 +1,5 @@
-"""Tests of the CTranslate2 -> fairseq import (triemine.models.ct2_reader / convert / marian).
+"""Tests of the CTranslate2 -> fairseq import (triemine.models: ct2_reader, ct2_mapping, vocab,
+writer, convert, marian).
 
 Small CTranslate2 transformers are built here with CTranslate2's own spec API (random weights,
 int8 or float32), converted, and the fairseq model must reproduce CTranslate2 (float32 compute):
