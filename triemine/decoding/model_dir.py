@@ -6,7 +6,7 @@ the tiny test model)::
     DIR/checkpoint.pt          fairseq checkpoint carrying its cfg
     DIR/dict.<src>.txt         fairseq source dictionary
     DIR/dict.<tgt>.txt         fairseq target dictionary
-    DIR/source.spm             source sentencepiece model
+    DIR/source.spm             source sentencepiece model (optional with require_source_spm=False)
     DIR/target.spm             optional target sentencepiece model (else pass target_spm)
     DIR/triemine-model.json    {"format": 1, "source_lang": ..., "target_lang": ..., ...}
 """
@@ -49,7 +49,7 @@ class ModelDir:
     cfg: Any
     src_dict: Any
     tgt_dict: Any
-    source_spm_path: Path
+    source_spm_path: Optional[Path]
     target_spm_path: Optional[Path]
     meta: dict = field(default_factory=dict)
     _sp_src: Any = None
@@ -67,6 +67,8 @@ class ModelDir:
     @property
     def source_spm(self):
         if self._sp_src is None:
+            if self.source_spm_path is None:
+                raise InputError("model directory has no source.spm", self.path)
             import sentencepiece as spm
             self._sp_src = spm.SentencePieceProcessor(model_file=str(self.source_spm_path))
         return self._sp_src
@@ -105,8 +107,13 @@ class ModelDir:
             "".join(pieces).replace("\u2581", " ").strip()
 
 
-def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
-    """Load ``path`` (see module docstring). Missing files raise :class:`InputError`."""
+def load_model_dir(path, target_spm=None, device: str = "cpu", *,
+                   require_source_spm: bool = True) -> ModelDir:
+    """Load ``path`` (see module docstring). Missing files raise :class:`InputError`.
+
+    ``require_source_spm=False`` loads a directory without ``source.spm`` (a CTranslate2 model
+    that shipped none), for uses on token ids only (:class:`triemine.models.fidelity.FairseqSide`);
+    :attr:`ModelDir.source_spm` then raises :class:`InputError`."""
     # Register the trie_translation task and the Marian architecture (imported OPUS-MT models)
     # the checkpoint may name. Here rather than at the top: both import fairseq (seconds), which
     # callers that only read a directory's digest or metadata need not pay for.
@@ -129,8 +136,9 @@ def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
     src, tgt = meta.get("source_lang"), meta.get("target_lang")
     if not src or not tgt:
         raise InputError("source_lang/target_lang missing", meta_path)
-    required = [root / "checkpoint.pt", root / f"dict.{src}.txt", root / f"dict.{tgt}.txt",
-                root / "source.spm"]
+    required = [root / "checkpoint.pt", root / f"dict.{src}.txt", root / f"dict.{tgt}.txt"]
+    if require_source_spm:
+        required.append(root / "source.spm")
     for req in required:
         if not req.is_file():
             raise InputError("missing model file", req)
@@ -153,5 +161,6 @@ def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
         if device != "cpu":
             m.to(device)
     return ModelDir(path=root, models=models, task=task, cfg=cfg, src_dict=task.source_dictionary,
-                    tgt_dict=task.target_dictionary, source_spm_path=root / "source.spm",
+                    tgt_dict=task.target_dictionary,
+                    source_spm_path=root / "source.spm" if (root / "source.spm").is_file() else None,
                     target_spm_path=tspm, meta=meta)

@@ -147,17 +147,3 @@ def import_ct2_model(ct2_dir, out_dir, source_lang: str = "zh", target_lang: str
     meta_path.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out_dir
 
-
-
-def load_fairseq_model(model_dir, device: str = "cpu"):
-    """Load an imported model directory: (model in eval mode, task)."""
-    import triemine.models.marian  # noqa: F401
-    from triemine.models.checkpoint import load_ensemble
-
-    model_dir = Path(model_dir)
-    ckpt = model_dir / "checkpoint.pt"
-    if not ckpt.is_file():
-        raise InputError("missing checkpoint.pt; run trie-mine-import first", model_dir)
-    models, _cfg, task = load_ensemble(str(ckpt), {"data": str(model_dir)})
-    model = models[0].to(device).eval()
-    return model, task
