@@ -2,6 +2,7 @@
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,34 @@ def test_fairseq_generate_with_trie_task(plugin_setup, tiny_model_dir):
     # the 8 sources whose translation is in the trie get it
     refs = {" ".join(sp_t.encode(t, out_type=str)) for _, t in PAIRS[:8]}
     assert sum(hyps[i][0] in refs for i in range(8)) >= 6
+
+
+# ------------------------------------------------------------- the model directory's loader
+
+
+def test_model_dir_loads_without_the_plugin_in_a_fresh_process(tiny_model_dir):
+    """``load_model_dir`` registers the task and architecture itself (it does not go through
+    the --user-dir package), and then builds the trie task's generator."""
+    code = ("import sys; from triemine.decoding.model_dir import load_model_dir; "
+            "md = load_model_dir(sys.argv[1]); "
+            "from fairseq.tasks import TASK_REGISTRY; assert 'trie_translation' in TASK_REGISTRY; "
+            "assert not any(m.startswith('triemine.plugin') for m in sys.modules), "
+            "sorted(m for m in sys.modules if m.startswith('triemine.plugin')); "
+            "print(len(md.tgt_dict))")
+    env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    r = subprocess.run([sys.executable, "-c", code, str(tiny_model_dir)], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert int(r.stdout.split()[-1]) > 4
+
+
+def test_weights_digest_is_the_checkpoint_sha256_prefix(tiny_model, tiny_model_dir, tmp_path):
+    from triemine.decoding.model_dir import WEIGHTS_DIGEST_CHARS, weights_digest
+    from triemine.paths import file_sha256
+
+    expected = file_sha256(tiny_model_dir / "checkpoint.pt")[:WEIGHTS_DIGEST_CHARS]
+    assert WEIGHTS_DIGEST_CHARS == 16
+    assert weights_digest(tiny_model_dir) == expected
+    assert tiny_model.weights_digest == expected
+    assert tiny_model.__dict__["weights_digest"] == expected  # computed once, then kept
+    assert weights_digest(tmp_path) == "no-checkpoint"

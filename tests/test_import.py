@@ -1,4 +1,5 @@
-"""Tests of the CTranslate2 -> fairseq import (triemine.models.ct2_reader / convert / marian).
+"""Tests of the CTranslate2 -> fairseq import (triemine.models: ct2_reader, ct2_mapping, vocab,
+writer, convert, marian).
 
 Small CTranslate2 transformers are built here with CTranslate2's own spec API (random weights,
 int8 or float32), converted, and the fairseq model must reproduce CTranslate2 (float32 compute):
@@ -25,7 +26,8 @@ import torch  # noqa: E402
 from ctranslate2.specs import common_spec, transformer_spec  # noqa: E402
 
 from triemine.errors import InputError  # noqa: E402
-from triemine.models.convert import import_ct2_model, load_fairseq_model  # noqa: E402
+from triemine.decoding.model_dir import load_model_dir  # noqa: E402
+from triemine.models.convert import import_ct2_model  # noqa: E402
 from triemine.models.ct2_reader import read_ct2_model  # noqa: E402
 from triemine.models.fidelity import CT2Side, FairseqSide, compare  # noqa: E402
 from triemine.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, shared_path  # noqa: E402
@@ -175,7 +177,13 @@ def test_output_directory_layout(converted):
     assert meta["spec"] == "TransformerSpec" and meta["revision"] == 7
     assert (meta["source_lang"], meta["target_lang"]) == ("xx", "yy")
     assert meta["target_spm"] is None
-    model, task = load_fairseq_model(fs_dir)
+    assert not (fs_dir / "source.spm").exists()  # the CTranslate2 directory had none
+    with pytest.raises(InputError, match="missing model file"):
+        load_model_dir(fs_dir)  # mining needs the source segmenter: refused up front
+    loaded = load_model_dir(fs_dir, require_source_spm=False)
+    with pytest.raises(InputError, match="no source.spm"):
+        loaded.source_spm
+    model, task = loaded.model, loaded.task
     d = task.target_dictionary
     assert [d[i] for i in range(4)] == ["<s>", "<pad>", "</s>", "<unk>"]
     # the rest keeps the CTranslate2 order

@@ -251,7 +251,7 @@ def mine(model, sources: Sequence[str], trie, mode: str = "pre", beam: int = 90,
 # -- trie cache --------------------------------------------------------------------------------
 
 def trie_cache_key(model, target_path, nbest: int = 1) -> str:
-    from triemine.decoding.model_dir import dictionary_fingerprint
+    from triemine.trie.build import dictionary_fingerprint
     from triemine.trie import FORMAT_VERSION
 
     if model.target_spm_path is None:

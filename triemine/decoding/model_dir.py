@@ -6,7 +6,7 @@ the tiny test model)::
     DIR/checkpoint.pt          fairseq checkpoint carrying its cfg
     DIR/dict.<src>.txt         fairseq source dictionary
     DIR/dict.<tgt>.txt         fairseq target dictionary
-    DIR/source.spm             source sentencepiece model
+    DIR/source.spm             source sentencepiece model (optional with require_source_spm=False)
     DIR/target.spm             optional target sentencepiece model (else pass target_spm)
     DIR/triemine-model.json    {"format": 1, "source_lang": ..., "target_lang": ..., ...}
 """
@@ -17,19 +17,26 @@ import logging
 import pickle
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, List, Optional
 
 from triemine.errors import InputError
+from triemine.models.checkpoint import load_ensemble
+from triemine.paths import file_sha256
 
 logger = logging.getLogger(__name__)
 
+WEIGHTS_DIGEST_CHARS = 16  # hex characters of the checkpoint's sha256 kept as its digest
 
-def dictionary_fingerprint(dictionary) -> str:
-    """The trie package's fingerprint of a fairseq dictionary (what its token ids mean)."""
-    from triemine.trie import dictionary_fingerprint as trie_fingerprint
 
-    return trie_fingerprint(dictionary)
+def weights_digest(path) -> str:
+    """The first :data:`WEIGHTS_DIGEST_CHARS` hex characters of the sha256 of
+    ``path/checkpoint.pt`` (``path`` a model directory), ``"no-checkpoint"`` if there is none:
+    what identifies a model's weights in cache keys and resume settings. Reads the whole file
+    each call; :attr:`ModelDir.weights_digest` computes it once per loaded model."""
+    ckpt = Path(path) / "checkpoint.pt"
+    return file_sha256(ckpt)[:WEIGHTS_DIGEST_CHARS] if ckpt.is_file() else "no-checkpoint"
 
 
 @dataclass
@@ -42,11 +49,16 @@ class ModelDir:
     cfg: Any
     src_dict: Any
     tgt_dict: Any
-    source_spm_path: Path
+    source_spm_path: Optional[Path]
     target_spm_path: Optional[Path]
     meta: dict = field(default_factory=dict)
     _sp_src: Any = None
     _sp_tgt: Any = None
+
+    @cached_property
+    def weights_digest(self) -> str:
+        """:func:`weights_digest` of this directory, computed on first use."""
+        return weights_digest(self.path)
 
     @property
     def model(self):
@@ -55,6 +67,8 @@ class ModelDir:
     @property
     def source_spm(self):
         if self._sp_src is None:
+            if self.source_spm_path is None:
+                raise InputError("model directory has no source.spm", self.path)
             import sentencepiece as spm
             self._sp_src = spm.SentencePieceProcessor(model_file=str(self.source_spm_path))
         return self._sp_src
@@ -93,11 +107,18 @@ class ModelDir:
             "".join(pieces).replace("\u2581", " ").strip()
 
 
-def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
-    """Load ``path`` (see module docstring). Missing files raise :class:`InputError`."""
-    # registers the trie_translation task and the Marian architecture (imported OPUS-MT models)
-    import triemine.plugin.triemine_fairseq  # noqa: F401
-    from triemine.models.checkpoint import load_ensemble
+def load_model_dir(path, target_spm=None, device: str = "cpu", *,
+                   require_source_spm: bool = True) -> ModelDir:
+    """Load ``path`` (see module docstring). Missing files raise :class:`InputError`.
+
+    ``require_source_spm=False`` loads a directory without ``source.spm`` (a CTranslate2 model
+    that shipped none), for uses on token ids only (:class:`triemine.models.fidelity.FairseqSide`);
+    :attr:`ModelDir.source_spm` then raises :class:`InputError`."""
+    # Register the trie_translation task and the Marian architecture (imported OPUS-MT models)
+    # the checkpoint may name. Here rather than at the top: both import fairseq (seconds), which
+    # callers that only read a directory's digest or metadata need not pay for.
+    import triemine.decoding.task  # noqa: F401
+    import triemine.models.marian  # noqa: F401
 
     root = Path(path)
     if not root.is_dir():
@@ -115,8 +136,9 @@ def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
     src, tgt = meta.get("source_lang"), meta.get("target_lang")
     if not src or not tgt:
         raise InputError("source_lang/target_lang missing", meta_path)
-    required = [root / "checkpoint.pt", root / f"dict.{src}.txt", root / f"dict.{tgt}.txt",
-                root / "source.spm"]
+    required = [root / "checkpoint.pt", root / f"dict.{src}.txt", root / f"dict.{tgt}.txt"]
+    if require_source_spm:
+        required.append(root / "source.spm")
     for req in required:
         if not req.is_file():
             raise InputError("missing model file", req)
@@ -139,5 +161,6 @@ def load_model_dir(path, target_spm=None, device: str = "cpu") -> ModelDir:
         if device != "cpu":
             m.to(device)
     return ModelDir(path=root, models=models, task=task, cfg=cfg, src_dict=task.source_dictionary,
-                    tgt_dict=task.target_dictionary, source_spm_path=root / "source.spm",
+                    tgt_dict=task.target_dictionary,
+                    source_spm_path=root / "source.spm" if (root / "source.spm").is_file() else None,
                     target_spm_path=tspm, meta=meta)

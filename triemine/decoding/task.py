@@ -22,18 +22,21 @@ already registered, and this module is imported once whether it comes from Pytho
 from dataclasses import dataclass, field
 from typing import Optional
 
+from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks import TASK_REGISTRY, register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from triemine.decoding.generator import TrieSequenceGenerator
+from triemine.decoding.search import TrieConstrainedBeamSearch
 from triemine.errors import InputError
+from triemine.trie import Trie
+from triemine.trie.build import dictionary_fingerprint
 
 TASK_NAME = "trie_translation"
 
 
 def load_trie_for_dict(path, tgt_dict):
     """Load a trie file and check it was built for ``tgt_dict`` (EOS id, size, fingerprint)."""
-    from triemine.trie import Trie
-
     trie = Trie.load(path)
     check_trie_dict(trie, tgt_dict, path)
     return trie
@@ -41,8 +44,6 @@ def load_trie_for_dict(path, tgt_dict):
 
 def check_trie_dict(trie, tgt_dict, path=None) -> None:
     """Raise :class:`InputError` if ``trie`` was built for another dictionary than ``tgt_dict``."""
-    from triemine.decoding.model_dir import dictionary_fingerprint
-
     meta = getattr(trie, "metadata", {}) or {}
     if int(trie.eos) != tgt_dict.eos():
         raise InputError(f"trie EOS id {trie.eos} differs from the model dictionary's "
@@ -94,9 +95,6 @@ else:
 
         def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None,
                             prefix_allowed_tokens_fn=None):
-            from triemine.decoding.generator import TrieSequenceGenerator
-            from triemine.decoding.search import TrieConstrainedBeamSearch
-
             mode = self.cfg.trie_mode
             if mode not in ("pre", "post"):
                 raise InputError(f"--trie-mode must be pre or post, got {mode!r}")
@@ -105,7 +103,6 @@ else:
             beam = getattr(args, "beam", 5)
             lenpen = getattr(args, "lenpen", 1.0)
             if self.cfg.trie_generator == "fairseq":
-                from fairseq.sequence_generator import SequenceGenerator
                 return SequenceGenerator(
                     models, self.target_dictionary, beam_size=beam, max_len_a=0,
                     max_len_b=max(1, int(self.trie.depth) - 1), min_len=getattr(args, "min_len", 1),

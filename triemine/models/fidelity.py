@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from triemine.decoding.model_dir import load_model_dir
 from triemine.errors import InputError
 
 
@@ -52,8 +53,8 @@ class FairseqSide:
     """An imported model plus its dictionaries, run the fairseq way."""
 
     def __init__(self, model_dir, device: str = "cpu"):
-        from triemine.models.convert import load_fairseq_model
-        self.model, self.task = load_fairseq_model(model_dir, device)
+        loaded = load_model_dir(model_dir, device=device, require_source_spm=False)
+        self.model, self.task = loaded.model, loaded.task
         self.src_dict = self.task.source_dictionary
         self.tgt_dict = self.task.target_dictionary
         self.device = device

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from triemine.errors import InputError
+from triemine.models.vocab import NEG_LOGIT, build_vocab_map
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 REQUIRED_FILES = ("config.json", "source.spm", "target.spm", "vocab.json")
@@ -144,12 +145,8 @@ class _Weights:
         return sorted(k for k in self.state if k not in self.used)
 
 
-def convert_hf_marian(model_dir):
-    """Map a Hugging Face Marian directory onto ``marian_transformer``:
-    (state_dict, model_args, source VocabMap, target VocabMap, config)."""
-    from triemine.models.convert import build_vocab_map
-
-    model_dir = Path(model_dir)
+def _read_config(model_dir: Path):
+    """(config.json, tokenizer_config.json or {}, source pieces, target pieces, separate)."""
     for name in REQUIRED_FILES:
         if not (model_dir / name).is_file():
             raise InputError(f"missing {name} (a Hugging Face MarianMTModel directory has "
@@ -165,6 +162,14 @@ def convert_hf_marian(model_dir):
     src_list = _vocab_list(model_dir / "vocab.json")
     separate = bool(tok_cfg.get("separate_vocabs"))
     tgt_list = _vocab_list(model_dir / "target_vocab.json") if separate else src_list
+    return cfg, tok_cfg, src_list, tgt_list, separate
+
+
+def _vocab_maps(model_dir: Path, cfg: dict, tok_cfg: dict, src_list: List[str],
+                tgt_list: List[str], separate: bool):
+    """The specials named by the config's ids, then both vocabularies in fairseq's order:
+    (source VocabMap, target VocabMap, the decoder's start piece)."""
+    cfg_path = model_dir / "config.json"
 
     def token(ids: List[str], key: str, default: Optional[int]) -> str:
         i = cfg.get(key, default)
@@ -188,20 +193,12 @@ def convert_hf_marian(model_dir):
     src_vocab = build_vocab_map(src_list, specials, model_dir / "vocab.json")
     tgt_vocab = build_vocab_map(tgt_list, specials,
                                 model_dir / ("target_vocab.json" if separate else "vocab.json"))
+    return src_vocab, tgt_vocab, start
 
-    act = cfg.get("activation_function", "gelu")
-    if act not in ACTIVATIONS:
-        raise InputError(f"unsupported activation_function {act!r} (supported: "
-                         f"{', '.join(sorted(ACTIVATIONS))})", cfg_path)
-    dim = int(cfg.get("d_model", 1024))
-    share = bool(cfg.get("share_encoder_decoder_embeddings", True))
-    tie = bool(cfg.get("tie_word_embeddings", True))
-    n_pos = int(cfg.get("max_position_embeddings", 1024))
-    heads = {s: int(cfg.get(f"{s}_attention_heads", 16)) for s in ("encoder", "decoder")}
-    layers = {s: int(cfg.get(f"{s}_layers", 12)) for s in ("encoder", "decoder")}
-    ffn = {s: int(cfg.get(f"{s}_ffn_dim", 4096)) for s in ("encoder", "decoder")}
 
-    w = _Weights(read_weights(model_dir), model_dir)
+def _output_matrices(w: _Weights, model_dir: Path, share: bool, tie: bool, dim: int,
+                     src_list: List[str], tgt_list: List[str]):
+    """(encoder embeddings, decoder embeddings, output weight, output bias), shapes checked."""
     if share:
         enc_emb = dec_emb = w.first("shared.weight", "encoder.embed_tokens.weight")
         for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):
@@ -231,24 +228,13 @@ def convert_hf_marian(model_dir):
     if bias.numel() != len(tgt_list):
         raise InputError(f"final_logits_bias has {bias.numel()} entries for a vocabulary of "
                          f"{len(tgt_list)}", model_dir)
+    return enc_emb, dec_emb, out_w, bias
 
-    def rows(vm, t: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
-        return torch.from_numpy(vm.permute_rows(t.numpy(), fill=fill))
 
-    from triemine.models.convert import NEG_LOGIT
-    sd: Dict[str, torch.Tensor] = {}
-    sd["encoder.embed_tokens.weight"] = rows(src_vocab, enc_emb)
-    sd["decoder.embed_tokens.weight"] = rows(tgt_vocab, dec_emb)
-    sd["decoder.output_projection.weight"] = rows(tgt_vocab, out_w)
-    sd["decoder.output_projection.bias"] = rows(tgt_vocab, bias[:, None], NEG_LOGIT)[:, 0]
-    for side in ("encoder", "decoder"):
-        name = f"{side}.embed_positions.weight"
-        table = w.get(name) if w.has(name) else torch.from_numpy(hf_sinusoidal_table(n_pos, dim))
-        if tuple(table.shape) != (n_pos, dim):
-            raise InputError(f"{name} has shape {tuple(table.shape)}, expected "
-                             f"{(n_pos, dim)}", model_dir)
-        sd[f"{side}.embed_positions"] = table.clone()
-
+def _copy_layers(w: _Weights, sd: Dict[str, torch.Tensor], layers: Dict[str, int],
+                 model_dir: Path) -> None:
+    """The encoder and decoder layers, renamed (``fc1`` -> ``ffn.fc1``, ``final_layer_norm`` ->
+    ``ffn_layer_norm``)."""
     def copy(src: str, dst: str):
         for kind in ("weight", "bias"):
             sd[f"{dst}.{kind}"] = w.get(f"{src}.{kind}").clone()
@@ -267,6 +253,48 @@ def convert_hf_marian(model_dir):
         if w.has(f"{side}.layers.{layers[side]}.fc1.weight"):
             raise InputError(f"the checkpoint has more {side} layers than config.json's "
                              f"{side}_layers ({layers[side]})", model_dir)
+
+
+def convert_hf_marian(model_dir):
+    """Map a Hugging Face Marian directory onto ``marian_transformer``:
+    (state_dict, model_args, source VocabMap, target VocabMap, config)."""
+    model_dir = Path(model_dir)
+    cfg, tok_cfg, src_list, tgt_list, separate = _read_config(model_dir)
+    src_vocab, tgt_vocab, start = _vocab_maps(model_dir, cfg, tok_cfg, src_list, tgt_list,
+                                              separate)
+
+    act = cfg.get("activation_function", "gelu")
+    if act not in ACTIVATIONS:
+        raise InputError(f"unsupported activation_function {act!r} (supported: "
+                         f"{', '.join(sorted(ACTIVATIONS))})", model_dir / "config.json")
+    dim = int(cfg.get("d_model", 1024))
+    share = bool(cfg.get("share_encoder_decoder_embeddings", True))
+    tie = bool(cfg.get("tie_word_embeddings", True))
+    n_pos = int(cfg.get("max_position_embeddings", 1024))
+    heads = {s: int(cfg.get(f"{s}_attention_heads", 16)) for s in ("encoder", "decoder")}
+    layers = {s: int(cfg.get(f"{s}_layers", 12)) for s in ("encoder", "decoder")}
+    ffn = {s: int(cfg.get(f"{s}_ffn_dim", 4096)) for s in ("encoder", "decoder")}
+
+    w = _Weights(read_weights(model_dir), model_dir)
+    enc_emb, dec_emb, out_w, bias = _output_matrices(w, model_dir, share, tie, dim, src_list,
+                                                     tgt_list)
+
+    def rows(vm, t: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
+        return torch.from_numpy(vm.permute_rows(t.numpy(), fill=fill))
+
+    sd: Dict[str, torch.Tensor] = {}
+    sd["encoder.embed_tokens.weight"] = rows(src_vocab, enc_emb)
+    sd["decoder.embed_tokens.weight"] = rows(tgt_vocab, dec_emb)
+    sd["decoder.output_projection.weight"] = rows(tgt_vocab, out_w)
+    sd["decoder.output_projection.bias"] = rows(tgt_vocab, bias[:, None], NEG_LOGIT)[:, 0]
+    for side in ("encoder", "decoder"):
+        name = f"{side}.embed_positions.weight"
+        table = w.get(name) if w.has(name) else torch.from_numpy(hf_sinusoidal_table(n_pos, dim))
+        if tuple(table.shape) != (n_pos, dim):
+            raise InputError(f"{name} has shape {tuple(table.shape)}, expected "
+                             f"{(n_pos, dim)}", model_dir)
+        sd[f"{side}.embed_positions"] = table.clone()
+    _copy_layers(w, sd, layers, model_dir)
     leftover = w.leftover()
     if leftover:
         raise InputError("weights this importer does not know (refusing to drop them): "

@@ -10,7 +10,7 @@ gold token's logit and the log-sum-exp are kept, so memory stays at ``chunk x vo
 The **prior** of a target is its probability under the same decoder given an empty source (the
 source is only EOS).  It is what the decoder's language model alone expects; the pointwise mutual
 information ``log P(y|x) - log P(y|empty)`` removes it from the score (see
-:mod:`triemine.scoring.features`).
+``pmi`` per target token in :func:`triemine.mining.features.derived`).
 
 Scores are natural logs and include EOS, like the search's ``score`` column.
 """

@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+from triemine.corpus import read_corpus
 from triemine.errors import InputError
+from triemine.models.ct2_reader import read_ct2_model
 from triemine.models.segmentation.outputs import apply_output_counts, model_outputs
 from triemine.models.segmentation.pieces import (alignable, build_proto, detokenize,
                                                  find_source_spm, load_model_proto, write_proto)
@@ -45,7 +47,6 @@ def default_estimation_sentences(n: int = DEFAULT_ESTIMATION_LINES) -> list[str]
     """Estimation text of the shared zh-en model: the first ``n`` non-empty lines of
     ``devsets/zh-en/train.zh`` (the zh-en split that excludes the transfer set; the BUCC sample,
     on which segmentation is evaluated, is not used)."""
-    from triemine.corpus import read_corpus
     corpus = read_corpus(shared_path(*DEVSET_ZH_EN, "train.zh"), format="plain")
     return [t.strip() for t in corpus.texts if t.strip()][:n]
 
@@ -76,8 +77,6 @@ def recover_target_spm(ct2_dir: Path, output_path: Path, *,
     ``.json``. ``threads``: CTranslate2 threads for decoding the estimation sentences (outputs
     are cached under ``cache_root()/segmenter``).
     """
-    from triemine.models.ct2_reader import read_ct2_model
-
     ct2_dir, output_path = Path(ct2_dir), Path(output_path)
     if not ct2_dir.is_dir():
         raise InputError("CTranslate2 model directory not found", ct2_dir)

@@ -1,0 +1,263 @@
+"""Check the layout rules of the ``triemine`` package (issue 21), reading the source only.
+
+Problems reported, one line each:
+
+* import cycles among the package's modules (``.pyx`` included, their one-line Python
+  imports read): every ``import`` statement counts, those inside
+  functions too (a lazy import only moves a cycle from import time to call time). Each strongly
+  connected component of the import graph is one problem, naming its modules and the import
+  lines inside it. Edges: ``import triemine.a.b`` -> ``triemine.a.b``; ``from triemine.a
+  import b`` -> ``triemine.a.b`` where ``b`` is a submodule, else ``triemine.a``; relative
+  imports resolved against the importing module's package; a package stands for its
+  ``__init__.py``. Parent packages that Python initialises on the way are not counted as edges
+  (a package re-exporting its submodules is not a cycle);
+* package folders (any folder under the package holding ``.py`` / ``.pyx`` files) without an
+  ``__init__.py`` (setuptools' ``find:`` skips them, so the wheel would lack their modules);
+* modules over :data:`MAX_MODULE_LINES` lines (``.py`` and ``.pyx``);
+* functions over :data:`MAX_FUNCTION_LINES` lines, from ``def`` to the last line of the body;
+  methods count as functions, functions nested in a function count in the outer one.
+
+Usage::
+
+    python scripts/check_layout.py [PACKAGE_DIR]     # default: triemine/ beside scripts/
+
+prints one line per problem and exits 1 if there is any. From Python:
+``layout_problems(root) -> list[str]`` (``root`` the package folder), or the single checks
+:func:`import_cycles`, :func:`missing_inits`, :func:`long_modules`, :func:`long_functions`.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Set, Tuple
+
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 120
+SOURCE_SUFFIXES = (".py", ".pyx")
+SKIP_DIRS = {"__pycache__", "build", ".git"}
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str          # dotted name; a package's is that of its __init__.py
+    path: Path
+    is_package: bool
+
+
+@dataclass(frozen=True)
+class Edge:
+    importer: str
+    imported: str
+    line: int
+
+
+def _source_files(root: Path) -> Iterator[Path]:
+    for path in sorted(root.rglob("*")):
+        if path.suffix in SOURCE_SUFFIXES and path.is_file() and \
+                not SKIP_DIRS.intersection(path.relative_to(root).parts):
+            yield path
+
+
+def find_modules(root) -> Dict[str, Module]:
+    """The modules under package folder ``root`` by dotted name (``.py`` and Cython ``.pyx``)."""
+    root = Path(root)
+    modules: Dict[str, Module] = {}
+    for path in _source_files(root):
+        parts = (root.name,) + path.relative_to(root).with_suffix("").parts
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        modules[".".join(parts)] = Module(".".join(parts), path, is_package)
+    return modules
+
+
+def _parse(path: Path) -> ast.Module:
+    """A ``.py`` file's syntax tree; of a ``.pyx`` file, only its one-line Python ``import``
+    statements (``cimport`` is C-level; the rest is not Python syntax)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".py":
+        return ast.parse(text, filename=str(path))
+    tree = ast.Module(body=[], type_ignores=[])
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not re.match(r"\s*(import|from)\s", line) or "cimport" in line:
+            continue
+        try:
+            stmt = ast.parse(line.strip()).body[0]
+        except SyntaxError:
+            continue
+        ast.increment_lineno(stmt, lineno - 1)
+        tree.body.append(stmt)
+    return tree
+
+
+def _resolve_from(module: Module, node: ast.ImportFrom) -> Optional[str]:
+    """The absolute module name an ``ImportFrom`` names (before its imported names)."""
+    if node.level == 0:
+        return node.module
+    package = module.name.split(".") if module.is_package else module.name.split(".")[:-1]
+    if node.level - 1 > len(package):
+        return None
+    base = package[:len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_edges(modules: Dict[str, Module]) -> List[Edge]:
+    """Every import between the package's modules (inside functions too), one edge per name."""
+    edges: List[Edge] = []
+    for module in modules.values():
+        for node in ast.walk(_parse(module.path)):
+            targets: List[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve_from(module, node)
+                if base is None:
+                    continue
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    targets.append(sub if sub in modules else base)
+            for target in targets:
+                while target and target not in modules:  # `import a.b.c` of a non-module c
+                    target = target.rpartition(".")[0]
+                if target and target != module.name:
+                    edges.append(Edge(module.name, target, node.lineno))
+    return edges
+
+
+def strongly_connected(nodes: List[str], succ: Dict[str, Set[str]]) -> List[List[str]]:
+    """Tarjan's strongly connected components (iterative), each sorted, in a stable order."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    on_stack: Set[str] = set()
+    stack: List[str] = []
+    out: List[List[str]] = []
+    for start in nodes:
+        if start in index:
+            continue
+        work: List[Tuple[str, Iterator[str]]] = [(start, iter(sorted(succ.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(succ.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                out.append(sorted(component))
+    return sorted(out)
+
+
+def _relpath(module: Module, root: Path) -> str:
+    return str(module.path.relative_to(root.parent))
+
+
+def import_cycles(root) -> List[str]:
+    """One line per strongly connected component of more than one module."""
+    root = Path(root)
+    modules = find_modules(root)
+    edges = import_edges(modules)
+    succ: Dict[str, Set[str]] = {}
+    for e in edges:
+        succ.setdefault(e.importer, set()).add(e.imported)
+    problems = []
+    for component in strongly_connected(sorted(modules), succ):
+        if len(component) < 2:
+            continue
+        members = set(component)
+        inside = sorted({(e.importer, e.line, e.imported) for e in edges
+                         if e.importer in members and e.imported in members})
+        lines = "; ".join(f"{_relpath(modules[a], root)}:{line} -> {b}" for a, line, b in inside)
+        problems.append(f"import cycle among {len(component)} modules: {', '.join(component)} "
+                        f"({lines})")
+    return problems
+
+
+def missing_inits(root) -> List[str]:
+    root = Path(root)
+    folders = sorted({p.parent for p in _source_files(root)})
+    return [f"package folder without __init__.py: {folder.relative_to(root.parent)}"
+            for folder in folders if not (folder / "__init__.py").is_file()]
+
+
+def long_modules(root, limit: int = MAX_MODULE_LINES) -> List[str]:
+    root = Path(root)
+    problems = []
+    for path in _source_files(root):
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        if n > limit:
+            problems.append(f"module over {limit} lines: {path.relative_to(root.parent)} ({n})")
+    return problems
+
+
+def _outer_functions(node: ast.AST, prefix: str = "") -> Iterator[Tuple[str, ast.AST]]:
+    """Functions not nested in another function, with their qualified names (Class.method)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield prefix + child.name, child
+        elif isinstance(child, ast.ClassDef):
+            yield from _outer_functions(child, f"{prefix}{child.name}.")
+        else:
+            yield from _outer_functions(child, prefix)
+
+
+def long_functions(root, limit: int = MAX_FUNCTION_LINES) -> List[str]:
+    root = Path(root)
+    problems = []
+    for module in find_modules(root).values():
+        if module.path.suffix != ".py":
+            continue
+        for name, fn in _outer_functions(_parse(module.path)):
+            n = fn.end_lineno - fn.lineno + 1
+            if n > limit:
+                problems.append(f"function over {limit} lines: {_relpath(module, root)}:"
+                                f"{fn.lineno} {name} ({n})")
+    return sorted(problems)
+
+
+def layout_problems(root) -> List[str]:
+    """Every problem, in the order: cycles, missing ``__init__.py``, long modules, long
+    functions."""
+    return import_cycles(root) + missing_inits(root) + long_modules(root) + long_functions(root)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("root", nargs="?", default=str(Path(__file__).resolve().parents[1] /
+                                                  "triemine"),
+                    help="the package folder (default: triemine/ of this checkout)")
+    args = ap.parse_args(argv)
+    root = Path(args.root)
+    if not (root / "__init__.py").is_file():
+        print(f"{root}: not a package folder (no __init__.py)", file=sys.stderr)
+        return 2
+    problems = layout_problems(root)
+    for line in problems:
+        print(line)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""scripts/check_layout.py: import cycles, package folders, module and function lengths."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import check_layout  # noqa: E402
+
+
+def _write(root: Path, rel: str, text: str = "") -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _package(tmp_path) -> Path:
+    root = tmp_path / "pkg"
+    _write(root, "__init__.py", '"""cheap"""\n')
+    # a -> b at import time, b -> a inside a function: still a cycle
+    _write(root, "sub/__init__.py", "from pkg.sub import a\n")
+    _write(root, "sub/a.py", "from . import b\n")
+    _write(root, "sub/b.py", "def f():\n    from pkg.sub.a import x\n    return x\n")
+    # relative import two levels up, `import pkg.c` form, and a Cython module importing back
+    _write(root, "c.py", "import pkg.other.d\n")
+    _write(root, "other/__init__.py")
+    _write(root, "other/d.py", "from ..fast import kernel\n")
+    _write(root, "fast.pyx", "import numpy as np\ncimport numpy as cnp\nfrom pkg import c\n")
+    # a folder of modules without __init__.py
+    _write(root, "loose/e.py", "x = 1\n")
+    return root
+
+
+def test_cycles_resolve_relative_function_and_cython_imports(tmp_path):
+    root = _package(tmp_path)
+    cycles = check_layout.import_cycles(root)
+    assert len(cycles) == 2, cycles
+    ab = next(c for c in cycles if "pkg.sub.a" in c)
+    assert "2 modules: pkg.sub.a, pkg.sub.b" in ab  # the package __init__ is no member
+    assert "pkg/sub/b.py:2 -> pkg.sub.a" in ab
+    cd = next(c for c in cycles if "pkg.c" in c)
+    assert "3 modules: pkg.c, pkg.fast, pkg.other.d" in cd
+    assert "pkg/fast.pyx:3 -> pkg.c" in cd
+
+
+def test_missing_init_and_lengths(tmp_path):
+    root = _package(tmp_path)
+    assert check_layout.missing_inits(root) == ["package folder without __init__.py: pkg/loose"]
+    def body(indent):
+        return "".join(f"{' ' * indent}y = {i}\n" for i in range(8))
+
+    # K.m: lines 2-21 (its nested inner() 3-12), then a blank line and 5 more: 27 lines
+    _write(root, "long.py", "class K:\n    def m(self):\n        def inner():\n" + body(12)
+           + "            return y\n" + body(8) + "        return inner\n" + "\n" + "z = 0\n" * 5)
+    assert check_layout.long_modules(root, limit=20) == ["module over 20 lines: pkg/long.py (27)"]
+    # the nested function counts in its outer method, which is reported once
+    assert check_layout.long_functions(root, limit=10) == [
+        "function over 10 lines: pkg/long.py:2 K.m (20)"]
+    assert check_layout.long_functions(root, limit=20) == []
+    problems = check_layout.layout_problems(root)
+    assert len(problems) == 3 and problems[0].startswith("import cycle")
+
+
+def test_main_exit_status(tmp_path, capsys):
+    root = tmp_path / "clean"
+    _write(root, "__init__.py", "from clean import m\n")
+    _write(root, "m.py", "import os\n")
+    assert check_layout.main([str(root)]) == 0
+    assert check_layout.main([str(_package(tmp_path))]) == 1
+    assert capsys.readouterr().out.count("\n") == 3
+
+
+def test_no_import_cycle_through_the_models_or_the_plugin():
+    """The circles of issue 21 among the model loading and import modules stay broken."""
+    root = Path(__file__).resolve().parents[1] / "triemine"
+    watched = ("triemine.models", "triemine.plugin", "triemine.decoding.model_dir",
+               "triemine.decoding.task")
+    assert [c for c in check_layout.import_cycles(root) if any(w in c for w in watched)] == []
+    assert [p for p in check_layout.long_modules(root) + check_layout.long_functions(root)
+            if "triemine/models/" in p] == []
