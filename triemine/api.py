@@ -243,7 +243,7 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
         if path is not None and not os.path.isfile(path):
             raise InputError(f"{what} not found", path)
     saved = load_thresholds(thresholds) if thresholds is not None else None
-    given = {registry.get_score(k).name: float(v) for k, v in (given or {}).items()}
+    given = registry.named_thresholds((given or {}).items())
     pool = None
     if opts.sharded or opts.target_shards > 1:
         from triemine.distributed import make_pool
@@ -273,7 +273,7 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
         result.kept = result.selection.keep(mined)
         summary.update(kept=int(len(result.kept)), selection=result.selection.text())
         small = min(int(summary.get("sources", 0)), int(summary.get("targets", 0)))
-        if result.selection.source.startswith("shipped") and small < SMALL_CORPUS:
+        if "shipped default" in result.selection.source and small < SMALL_CORPUS:
             logger.warning("the shipped threshold was tuned on corpora of thousands of sentences "
                            "a side; with %d lines the margins have few neighbours and unrelated "
                            "pairs can pass: check the kept pairs, or give a threshold", small)

@@ -18,10 +18,7 @@ def _run(prog: str, body: Callable[[argparse.Namespace], int], parser: argparse.
     args = parser.parse_args(argv)
     try:
         return body(args) or 0
-    except TrieMineError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as exc:
+    except (TrieMineError, FileNotFoundError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -29,9 +26,7 @@ def _run(prog: str, body: Callable[[argparse.Namespace], int], parser: argparse.
         return 130
 
 
-# ---------------------------------------------------------------------------------------------
 # trie-build  (owner: triemine.trie)
-# ---------------------------------------------------------------------------------------------
 
 def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
     """Build the compact trie of a target corpus (plain text or BUCC TSV id<TAB>sentence)."""
@@ -73,26 +68,20 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
     return _run("trie-build", body, parser, argv)
 
 
-# ---------------------------------------------------------------------------------------------
 # trie-mine  (owner: triemine.decoding)
-# ---------------------------------------------------------------------------------------------
 
-def mine_main(argv: Optional[Sequence[str]] = None) -> int:
-    """Mine parallel sentences from two monolingual corpora with an MT model and write every
-    candidate pair with its scores as a mining TSV (and, with --bitext, the pairs kept)."""
-    from triemine.api import PAPER_BEAM, MineOptions, run
+def _mine_parser() -> argparse.ArgumentParser:
+    """trie-mine's arguments (:class:`triemine.api.MineOptions` has one field per option)."""
+    from triemine.api import PAPER_BEAM
     from triemine.mining.run import CONFIG_NAMES, CONFIGS, GENERATORS
 
     defaults = CONFIGS["combined"]
     parser = argparse.ArgumentParser(
-        prog="trie-mine", description=mine_main.__doc__,
-        epilog="--config paper (or --candidates trie alone) is the paper's configuration: every "
-               "match of the trie-constrained search, columns src_id tgt_id score ce_word "
-               "ce_token src tgt (+ prior pmi with --priors); select with trie-mine-eval "
-               "--filter ce. The other configurations run the mining job of "
-               "triemine.mining.run: the generators' candidates united, every pair scored "
-               "exactly by the MT model, and a 'combined' column; select pairs with "
-               "trie-mine-eval/trie-mine-filter --rule one-to-one --filter combined.")
+        prog="trie-mine", description=mine_main.__doc__.split("\n\n")[0],
+        epilog="--config paper (or --candidates trie alone) is the paper's trie search: every "
+               "match, selected best per source by ce_word. The other configurations are the "
+               "mining job (docs/mining.md): candidates scored exactly, one 'combined' score, "
+               "selected one-to-one; --bitext keeps the pairs above the shipped threshold.")
     parser.add_argument("--model", required=True, help="trie-mine model directory")
     parser.add_argument("--source", required=True, help="source corpus (plain text or id<TAB>text)")
     parser.add_argument("--target", required=True, help="target corpus (plain text or id<TAB>text)")
@@ -187,6 +176,16 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
                       help="thresholds file from trie-mine-eval --save-thresholds")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
+    return parser
+
+
+def mine_main(argv: Optional[Sequence[str]] = None) -> int:
+    """Mine parallel sentences from two monolingual corpora with an MT model and write every
+    candidate pair with its scores as a mining TSV (and, with --bitext, the pairs kept)."""
+    from triemine.api import MineOptions, run
+
+    parser = _mine_parser()
+
     def body(args: argparse.Namespace) -> int:
         import json
         import logging
@@ -241,9 +240,7 @@ def user_dir_main(argv: Optional[Sequence[str]] = None) -> int:
     return _run("trie-mine-user-dir", body, parser, argv)
 
 
-# ---------------------------------------------------------------------------------------------
 # trie-mine-import  (owner: triemine.models)
-# ---------------------------------------------------------------------------------------------
 
 def import_main(argv: Optional[Sequence[str]] = None) -> int:
     """Convert a CTranslate2 transformer or a Hugging Face MarianMTModel directory (OPUS-MT)
@@ -278,6 +275,7 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
         import logging
         from pathlib import Path
 
+        from triemine.corpus import sentences
         from triemine.models.convert import detect_model_format, import_model
         from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 
@@ -290,14 +288,9 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
         fmt = detect_model_format(model_dir)
         if fmt != "ctranslate2" and (args.estimation_text or args.check):
             parser.error("--estimation-text and --check apply to CTranslate2 models only")
-        estimation = None
-        if args.estimation_text:
-            from triemine.corpus import read_corpus
-            from triemine.errors import InputError
-            corpus = read_corpus(args.estimation_text)
-            estimation = [t for t in corpus.texts if t.strip()][:args.estimation_lines]
-            if not estimation:
-                raise InputError("no sentences in the estimation text", args.estimation_text)
+        estimation = (sentences(args.estimation_text, args.estimation_lines,
+                                "sentences in the estimation text")
+                      if args.estimation_text else None)
         import_model(model_dir, out, args.source_lang, args.target_lang,
                      target_spm=args.target_spm, recover_target=not args.no_recover_target,
                      estimation_sources=estimation)
@@ -307,12 +300,7 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
 
             from triemine.models.fidelity import check_fidelity
             from triemine.paths import BUCC_ZH_EN
-            texts = []
-            with open(shared_path(*BUCC_ZH_EN, "zh-en.sample.zh"), encoding="utf-8") as f:
-                for line in f:
-                    texts.append(line.rstrip("\n").split("\t", 1)[-1])
-                    if len(texts) >= args.check:
-                        break
+            texts = sentences(shared_path(*BUCC_ZH_EN, "zh-en.sample.zh"), args.check)
             reports = check_fidelity(model_dir, out, texts)
             print(json.dumps({k: v.as_dict() for k, v in reports.items()}, ensure_ascii=False))
         return 0
@@ -320,9 +308,7 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
     return _run("trie-mine-import", body, parser, argv)
 
 
-# ---------------------------------------------------------------------------------------------
 # trie-mine-filter, trie-mine-eval  (owners: triemine.filtering, triemine.evaluation)
-# ---------------------------------------------------------------------------------------------
 
 def _add_bucc_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--src-corpus", help="l1 corpus (default: the BUCC file beside the gold, "
@@ -363,8 +349,10 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
         prog="trie-mine-filter", description=filter_main.__doc__,
         epilog="Thresholds come from --thresholds (written by trie-mine-eval --save-thresholds) "
                "or from --ce-max / --bicleaner-min / --threshold NAME=VALUE; without --filter the "
-               "filter is the union of the scores given. --rule chooses which rows the filter "
-               "sees (default: every row).")
+               "filter is the union of the scores given; with none of them, the default "
+               "threshold shipped with the TSV's configuration (said on stderr). --rule chooses "
+               "which rows the filter sees (default: the thresholds' rule, or the job's own "
+               "when they are for its filter, else every row).")
     parser.add_argument("mined", help="mining TSV written by trie-mine (l1->l2)")
     parser.add_argument("--second", metavar="TSV",
                         help="mining TSV of the other direction (l2->l1); with --bitext the union "
@@ -375,7 +363,7 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                         "directions with --second)")
     parser.add_argument("--filter", default=None, help=_filter_help())
     parser.add_argument("--rule", default=None, choices=["none", "best-per-source", "one-to-one"],
-                        help="selection before filtering (default: the thresholds file's rule, else none: every row)")
+                        help="selection before filtering (default: see below)")
     parser.add_argument("--rank-by", default=None,
                         help="score ranking the rows for --rule (default: the filter's first score)")
     parser.add_argument("--thresholds", metavar="JSON", help="thresholds file from trie-mine-eval")
@@ -397,7 +385,9 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
     def body(args: argparse.Namespace) -> int:
         from triemine.errors import InputError
         from triemine.filtering import registry
-        from triemine.filtering.selection import choose, load_thresholds, write_bitext
+        from triemine.baselines.mine import with_scores
+        from triemine.filtering.selection import (choose, load_thresholds, oriented_pairs,
+                                                  write_bitext)
         from triemine.tsv import read_mined, write_mined
 
         import triemine.baselines as baselines  # registers the baselines' score names
@@ -411,18 +401,15 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--second combines two directions; use --bitext for the union")
         if args.batch_size < 1:
             parser.error("--batch-size must be >= 1")
-        given = {}
-        if args.ce_max is not None:
-            given["ce_word"] = args.ce_max
-        if args.bicleaner_min is not None:
-            given["bicleaner"] = args.bicleaner_min
-        for name, value in args.threshold:
-            given[registry.get_score(name).name] = value
+        given = registry.named_thresholds(
+            [("ce_word", args.ce_max), ("bicleaner", args.bicleaner_min)] + args.threshold)
         saved = load_thresholds(args.thresholds) if args.thresholds else None
         inputs = [args.mined] + ([args.second] if args.second else [])
-        kept_pairs = []
+        kept_pairs = {}
         for k, path in enumerate(inputs):
-            mined = _scored(read_mined(path), args, reverse=k == 1)
+            mined = with_scores(read_mined(path), reverse=k == 1, bicleaner=args.bicleaner,
+                                bicleaner_model=args.bicleaner_model, batch_size=args.batch_size,
+                                classifiers=args.classifier, model_dir=args.model)
             try:
                 sel = choose(mined, saved=saved, index=k, given=given, filt=args.filter,
                              rule=args.rule, rank_by=args.rank_by)
@@ -431,41 +418,15 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                     raise
                 parser.error(f"{exc.problem} (--thresholds, --ce-max, --bicleaner-min or "
                              "--threshold)")
-            if sel.source.startswith("shipped"):
-                print(f"{path}: no thresholds given: using the {sel.source} "
-                      f"({registry.threshold_text(sel.filter, sel.thresholds)})", file=sys.stderr)
-            keep = sel.keep(mined)
-            print(f"{path}: kept {len(keep)} of {len(mined)} rows ({sel.text()})", file=sys.stderr)
-            kept = mined.take(keep)
+            kept = mined.take(sel.keep(mined))
+            print(f"{path}: kept {len(kept)} of {len(mined)} rows ({sel.text()})", file=sys.stderr)
             if args.output:
                 write_mined(kept, args.output)
-            rows_t = zip(kept.src, kept.tgt) if k == 0 else zip(kept.tgt, kept.src)
-            ids = zip(kept.src_ids, kept.tgt_ids) if k == 0 else zip(kept.tgt_ids, kept.src_ids)
-            kept_pairs.extend(zip(ids, rows_t))
-        if args.bitext:
-            unique = dict(kept_pairs)  # the union of the directions: each id pair once
-            n = write_bitext(unique.values(), args.bitext)
+            kept_pairs.update(oriented_pairs(kept, reverse=k == 1))
+        if args.bitext:  # the union of the directions: each (l1 id, l2 id) once
+            n = write_bitext(kept_pairs.values(), args.bitext)
             print(f"{args.bitext}: {n} pairs", file=sys.stderr)
         return 0
-
-    def _scored(mined, args: argparse.Namespace, reverse: bool):
-        """``mined`` with the Bicleaner and classifier columns asked for."""
-        import triemine.baselines as baselines
-
-        src, tgt = (mined.tgt, mined.src) if reverse else (mined.src, mined.tgt)
-        if args.bicleaner:
-            from triemine.filtering.bicleaner import score_bicleaner
-            mined = mined.with_column("bicleaner", score_bicleaner(
-                src, tgt, model=args.bicleaner_model, batch_size=args.batch_size))
-        if args.classifier:
-            from triemine.baselines.mine import score_pairs
-            from triemine.paths import cache_root
-            model_dir = args.model or str(cache_root() / "models" / "opus-mt-zh-en")
-            for name in args.classifier:
-                cols = score_pairs(baselines.load_or_train(name, model_dir), src, tgt)
-                for col, vals in cols.items():
-                    mined = mined.with_column(col, vals)
-        return mined
 
     return _run("trie-mine-filter", body, parser, argv)
 
@@ -502,48 +463,18 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
 
     def body(args: argparse.Namespace) -> int:
         import json
-        from triemine.errors import InputError
-        from triemine.evaluation.bucc import read_bucc
-        from triemine.evaluation.metrics import describe
-        from triemine.tsv import read_mined
-        from triemine.evaluation.pipeline import Direction, evaluate, save_thresholds
-        from triemine.filtering.selection import default_selection, load_thresholds
+        from triemine.evaluation.pipeline import evaluate_files, report_data, save_thresholds
 
         import triemine.baselines  # noqa: F401  (registers the baselines' score names)
 
         if len(args.mined) > 2:
             parser.error("at most two mining TSVs (one per direction)")
-        bucc = read_bucc(args.gold, args.src_corpus, args.tgt_corpus)
-        dirs = [Direction(read_mined(p), reverse=(i == 1)) for i, p in enumerate(args.mined)]
-        thresholds = None
-        source = None
-        saved = load_thresholds(args.thresholds) if args.thresholds else None
-        rule, rank_by, filt = default_selection(dirs[0].mined, saved)
-        args.rule, args.rank_by, args.filter = (args.rule or rule, args.rank_by or rank_by,
-                                                args.filter or filt)
-        if saved is not None:
-            if saved.filter != args.filter:
-                raise InputError(f"thresholds are for filter {saved.filter}, not {args.filter}",
-                                 args.thresholds)
-            thresholds = saved.thresholds
-            source = f"fixed:{args.thresholds}"
-        out = evaluate(dirs, bucc, args.filter, args.rank_by, thresholds, source, args.folds,
-                       args.seed, rule=args.rule)
-        if args.filter == "none":
-            print("thresholds: none (filter=none keeps every candidate)")
-        elif thresholds is None:
-            print(f"thresholds: tuned for best strict F1 on {bucc.gold_path} "
-                  f"(optimistic: same gold as scored): {out.threshold_text()}")
-        else:
-            print(f"thresholds: fixed, read from {args.thresholds}: {out.threshold_text()}")
-        print(f"candidates ({args.rule}, ranked by {args.rank_by}): {out.candidates}")
-        print(describe(out.strict, "strict  (ids must equal a gold pair)"))
-        print(describe(out.lenient, "lenient (also accepts a pair textually identical to a gold pair)"))
-        if out.folds:
-            for f, th, s, l in out.folds:
-                print(describe(s, f"fold {f} held-out strict [{out.threshold_text(th)}]"))
-            print(describe(out.heldout_strict, f"{args.folds}-fold pooled held-out strict"))
-            print(describe(out.heldout_lenient, f"{args.folds}-fold pooled held-out lenient"))
+        out, dirs, bucc = evaluate_files(
+            args.mined, args.gold, args.src_corpus, args.tgt_corpus, filt=args.filter,
+            rank_by=args.rank_by, rule=args.rule, thresholds=args.thresholds, folds=args.folds,
+            seed=args.seed)
+        for line in out.lines(bucc.gold_path, args.thresholds):
+            print(line)
         if args.save_thresholds:
             save_thresholds(out, args.save_thresholds)
             print(f"thresholds saved to {args.save_thresholds}")
@@ -555,27 +486,9 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
         print(out.signature("lenient"))
         if out.folds:
             print(out.signature("heldout-strict", out.heldout_strict))
-        if args.plot or args.report:  # plain data for triemine.evaluation.report (first direction)
+        if args.plot or args.report:
             from triemine.evaluation import report
-            from triemine.evaluation.metrics import gold_mask
-            from triemine.evaluation.pipeline import candidates
-            from triemine.filtering import registry
-            score = (registry.filter_scores(args.filter) or [registry.get_score(args.rank_by)])[0]
-            d0, c = dirs[0], candidates(dirs[0].mined, args.rank_by, args.rule)
-            l1, l2 = (c.tgt_ids, c.src_ids) if d0.reverse else (c.src_ids, c.tgt_ids)
-            gold = gold_mask(l1, l2, set(bucc.gold))
-            data = report.ReportData(
-                score=score.name, higher_is_better=score.higher_is_better,
-                threshold=None if args.filter == "none" else
-                out.thresholds[out.directions[0]].get(score.name),
-                signature=out.signature("strict"), n_gold=len(set(bucc.gold)),
-                title=f"trie-mine-eval {' '.join(args.mined)}", summary=[
-                    describe(out.strict, "strict"), describe(out.lenient, "lenient")] + (
-                    [describe(out.heldout_strict, f"{args.folds}-fold held-out strict")]
-                    if out.folds else []),
-                candidates=[report.Candidate(c.src_ids[i], c.tgt_ids[i], c.src[i], c.tgt[i],
-                                             {k: float(v[i]) for k, v in c.numeric.items()},
-                                             bool(gold[i])) for i in range(len(c))])
+            data = report_data(out, dirs[0], bucc, title=f"trie-mine-eval {' '.join(args.mined)}")
             if args.plot:
                 for path in report.write_plots(data, args.plot):
                     print(f"plot written: {path}")

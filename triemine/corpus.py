@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import List
+from typing import List, Optional
 
 from triemine.errors import InputError
 from triemine.textfile import decode_utf8, read_bytes
@@ -102,3 +102,13 @@ def read_corpus(path: os.PathLike | str, format: str = "auto") -> Corpus:
             texts.append("")
             empty.append(i + 1)
     return Corpus(p, "tsv", ids, texts, empty)
+
+
+def sentences(path: os.PathLike | str, limit: Optional[int] = None, what: str = "sentences"
+              ) -> List[str]:
+    """The first ``limit`` non-empty sentences of a corpus (plain text or id<TAB>text); an
+    :class:`InputError` when it has none."""
+    texts = [t for t in read_corpus(path).texts if t.strip()][:limit]
+    if not texts:
+        raise InputError(f"no {what} in the file", os.fspath(path))
+    return texts

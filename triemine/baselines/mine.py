@@ -126,3 +126,25 @@ def retrieval_precision(baseline: Baseline, queries: Sequence[str], pool: Sequen
     out = {f"p@{k}": round(float(hit[:, :k].any(axis=1).mean()), 4) for k in ks}
     out["queries"], out["pool"] = len(queries), len(pool)
     return out
+
+
+def with_scores(mined, *, reverse: bool = False, bicleaner: bool = False,
+                bicleaner_model: Optional[str] = None, batch_size: int = 5000,
+                classifiers: Sequence[str] = (), model_dir: Optional[str] = None):
+    """``mined`` (a mining TSV, :class:`~triemine.tsv.Mined`) with the columns of ``trie-mine-filter
+    --bicleaner`` (``bicleaner``) and ``--classifier NAME`` (each baseline's score columns),
+    scored in the l1->l2 direction (``reverse``: the TSV is l2->l1).  ``model_dir``: the MT model
+    the baselines use (default: the shared zh-en model in the cache)."""
+    from triemine.baselines import load_or_train
+    from triemine.paths import cache_root
+
+    src, tgt = (mined.tgt, mined.src) if reverse else (mined.src, mined.tgt)
+    if bicleaner:
+        from triemine.filtering.bicleaner import score_bicleaner
+        mined = mined.with_column("bicleaner", score_bicleaner(
+            src, tgt, model=bicleaner_model, batch_size=batch_size))
+    model_dir = model_dir or str(cache_root() / "models" / "opus-mt-zh-en")
+    for name in classifiers:
+        for col, vals in score_pairs(load_or_train(name, model_dir), src, tgt).items():
+            mined = mined.with_column(col, vals)
+    return mined

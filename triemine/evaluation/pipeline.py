@@ -29,11 +29,13 @@ from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.evaluation.bucc import BuccSet, check_mined_ids, _lang_of
-from triemine.evaluation.metrics import PRF, Pair, fold_of, gold_mask, score_pairs, score_pairs_lenient
+from triemine.evaluation.bucc import BuccSet, _lang_of, check_mined_ids, read_bucc
+from triemine.evaluation import report
+from triemine.evaluation.metrics import (PRF, Pair, describe, fold_of, gold_mask, score_pairs,
+                                          score_pairs_lenient)
 from triemine.filtering import registry
-from triemine.filtering.selection import write_thresholds
-from triemine.tsv import Mined
+from triemine.filtering.selection import default_selection, load_thresholds, write_thresholds
+from triemine.tsv import Mined, read_mined
 
 @dataclass
 class Direction:
@@ -87,6 +89,28 @@ class Outcome:
                 f"rule={self.rule}|rank={self.rank_by}|filter={self.filter}|"
                 f"threshold={self.threshold_text()}{src}|"
                 f"match={match}|{scores.short()}")
+
+    def lines(self, gold_path: str, thresholds_path: Optional[str] = None) -> List[str]:
+        """What ``trie-mine-eval`` prints: where the thresholds came from, the candidates, strict
+        and lenient scores, and each fold's held-out scores."""
+        if self.filter == "none":
+            out = ["thresholds: none (filter=none keeps every candidate)"]
+        elif self.threshold_source.startswith("fixed:"):
+            out = [f"thresholds: fixed, read from {thresholds_path}: {self.threshold_text()}"]
+        else:
+            out = [f"thresholds: tuned for best strict F1 on {gold_path} "
+                   f"(optimistic: same gold as scored): {self.threshold_text()}"]
+        out += [f"candidates ({self.rule}, ranked by {self.rank_by}): {self.candidates}",
+                describe(self.strict, "strict  (ids must equal a gold pair)"),
+                describe(self.lenient, "lenient (also accepts a pair textually identical to a "
+                                       "gold pair)")]
+        if self.folds:
+            k = len(self.folds)
+            out += [describe(s, f"fold {f} held-out strict [{self.threshold_text(th)}]")
+                    for f, th, s, _ in self.folds]
+            out += [describe(self.heldout_strict, f"{k}-fold pooled held-out strict"),
+                    describe(self.heldout_lenient, f"{k}-fold pooled held-out lenient")]
+        return out
 
     def as_dict(self) -> Dict[str, object]:
         out: Dict[str, object] = {
@@ -289,3 +313,45 @@ def save_thresholds(outcome: Outcome, path: os.PathLike | str) -> None:
     if comb is not None:  # what a shipped default threshold belongs to (filtering.selection)
         data["combination"] = comb
     write_thresholds(data, path)
+
+
+def evaluate_files(mined: Sequence[str], gold: str, src_corpus: Optional[str] = None,
+                   tgt_corpus: Optional[str] = None, *, filt: Optional[str] = None,
+                   rank_by: Optional[str] = None, rule: Optional[str] = None,
+                   thresholds: Optional[str] = None, folds: int = 0, seed: int = 1234
+                   ) -> Tuple[Outcome, List[Direction], BuccSet]:
+    """``trie-mine-eval``: read one or two mining TSVs (l1->l2, then l2->l1) and a BUCC gold set,
+    select as the TSVs' job does unless told otherwise (:func:`default_selection`), and tune
+    the thresholds on the gold or apply the fixed ones of a ``thresholds`` file."""
+    bucc = read_bucc(gold, src_corpus, tgt_corpus)
+    dirs = [Direction(read_mined(p), reverse=(i == 1)) for i, p in enumerate(mined)]
+    saved = load_thresholds(thresholds) if thresholds else None
+    d_rule, d_rank, d_filt = default_selection(dirs[0].mined, saved)
+    rule, rank_by, filt = rule or d_rule, rank_by or d_rank, filt or d_filt
+    fixed = source = None
+    if saved is not None:
+        if saved.filter != filt:
+            raise InputError(f"thresholds are for filter {saved.filter}, not {filt}", thresholds)
+        fixed, source = saved.thresholds, f"fixed:{thresholds}"
+    out = evaluate(dirs, bucc, filt, rank_by, fixed, source, folds, seed, rule=rule)
+    return out, dirs, bucc
+
+
+def report_data(out: Outcome, direction: Direction, bucc: BuccSet, title: str) -> "report.ReportData":
+    """The plain data of :mod:`triemine.evaluation.report` (plots, HTML page) for one direction
+    of an evaluation: its candidates with their gold flags, the threshold and the summary."""
+    score = (registry.filter_scores(out.filter) or [registry.get_score(out.rank_by)])[0]
+    c = candidates(direction.mined, out.rank_by, out.rule)
+    gold = gold_mask(*_oriented(c, direction.reverse), set(bucc.gold))
+    summary = [describe(out.strict, "strict"), describe(out.lenient, "lenient")]
+    if out.folds:
+        summary.append(describe(out.heldout_strict, f"{len(out.folds)}-fold held-out strict"))
+    return report.ReportData(
+        score=score.name, higher_is_better=score.higher_is_better,
+        threshold=None if out.filter == "none" else
+        out.thresholds[out.directions[0]].get(score.name),
+        signature=out.signature("strict"), n_gold=len(set(bucc.gold)), title=title,
+        summary=summary,
+        candidates=[report.Candidate(c.src_ids[i], c.tgt_ids[i], c.src[i], c.tgt[i],
+                                     {k: float(v[i]) for k, v in c.numeric.items()},
+                                     bool(gold[i])) for i in range(len(c))])

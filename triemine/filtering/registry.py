@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Dict, Mapping, Optional, Tuple
+from typing import Callable, Dict, Mapping, Tuple
 
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.evaluation.metrics import (PRF, best_per_source, one_to_one, optimize_threshold,
+from triemine.evaluation.metrics import (best_per_source, one_to_one, optimize_threshold,
                                          optimize_union)
 
 
@@ -132,6 +132,11 @@ def tune(mined, spec: str, correct: np.ndarray, n_gold: int) -> Dict[str, float]
     sb = 1.0 if b.higher_is_better else -1.0
     ta, tb, _ = optimize_union(sa * mined.col(a.name), sb * mined.col(b.name), correct, n_gold)
     return {a.name: sa * ta, b.name: sb * tb}
+
+
+def named_thresholds(pairs) -> Dict[str, float]:
+    """``{score name: value}`` of ``(name or alias, value)`` pairs, leaving out ``None`` values."""
+    return {get_score(name).name: float(v) for name, v in pairs if v is not None}
 
 
 def threshold_text(spec: str, thresholds: Mapping[str, float]) -> str:

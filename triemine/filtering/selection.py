@@ -188,7 +188,7 @@ def choose(mined, *, saved: Optional[SavedThresholds] = None, index: int = 0,
     shipped default of the TSV's configuration is used, or the TSV is refused."""
     given = dict(given or {})
     source = "given"
-    if saved is None and not given and filt != "none":
+    if saved is None and not given and filt != "none":  # the shipped default
         _check_combined(mined)
         try:
             saved = shipped_thresholds(mined.meta, mined.path)
@@ -198,7 +198,8 @@ def choose(mined, *, saved: Optional[SavedThresholds] = None, index: int = 0,
             names = ", ".join(sc.name for sc in registry.filter_scores(filt))
             raise InputError(f"filter {filt} needs a threshold for {names} ({exc.problem})") \
                 from None
-        source = f"shipped default for {configuration_of(mined.meta)}, tuned on the BUCC sample"
+        source = (f"no thresholds given: the shipped default for {configuration_of(mined.meta)}, "
+                  "tuned on the BUCC sample")
         if filt is not None and registry.filter_scores(filt) != registry.filter_scores(saved.filter):
             raise InputError(f"no threshold for filter {filt}: the shipped default is for "
                              f"{saved.filter}; give --threshold NAME=VALUE or --thresholds",
@@ -230,6 +231,13 @@ def choose(mined, *, saved: Optional[SavedThresholds] = None, index: int = 0,
     th = registry.check_thresholds(filt, th) if filt != "none" else {}
     rank_by = rank_by or (scores[0].name if scores else "ce_word")
     return Selection(rule, rank_by, filt, th, source if filt != "none" else "no filter")
+
+
+def oriented_pairs(kept, reverse: bool = False) -> Dict[Tuple[str, str], Tuple[str, str]]:
+    """``{(l1 id, l2 id): (l1 text, l2 text)}`` of a TSV's rows (``reverse``: an l2->l1 TSV)."""
+    if reverse:
+        return dict(zip(zip(kept.tgt_ids, kept.src_ids), zip(kept.tgt, kept.src)))
+    return dict(zip(zip(kept.src_ids, kept.tgt_ids), zip(kept.src, kept.tgt)))
 
 
 def write_bitext(pairs: Iterable[Tuple[str, str]], path: os.PathLike | str) -> int:
