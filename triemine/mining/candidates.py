@@ -1,15 +1,11 @@
 """Candidate pairs: where they come from and the scores they carry.
 
 A :class:`CandidateSet` holds pairs ``(src[i], tgt[i])`` of 0-based line indices into the source
-and target corpora, a bitmask saying which generator proposed each pair (:data:`ORIGINS`), and
-numeric columns (``NaN`` where a generator did not compute a value).  Generators:
-
-* the trie search (:func:`trie_candidates`): every match of every source, with its exact
-  ``score`` (log P(y|x)), ``n_tokens`` and, with node priors, its ``prior``;
-* a multilingual sentence encoder (:func:`embedding_space`): LASER's ratio-margin neighbours,
-  with ``<encoder>_cos`` and ``<encoder>_margin``;
-* the MT model's own translation matched against the targets (:func:`translation_space`):
-  TF-IDF neighbours of the translation, with ``ret_cos`` and ``ret_margin``.
+and target corpora, a bitmask saying which generator proposed each pair (the generators' origin
+bits, :mod:`triemine.mining.generators`), and numeric columns (``NaN`` where a generator did not
+compute a value).  The margin spaces the generators search: a multilingual sentence encoder's
+(:func:`embedding_space`: ``<encoder>_cos``, ``<encoder>_margin``) and the MT model's own
+translations against the targets (:func:`translation_space`: ``ret_cos``, ``ret_margin``).
 
 Sets are united with :meth:`CandidateSet.union`; a pair proposed twice keeps one row whose
 columns and origins are merged.
@@ -17,18 +13,15 @@ columns and origins are merged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
-
-ORIGINS = {"trie": 1, "knn": 2, "retrieval": 4}
-
 
 @dataclass
 class CandidateSet:
     src: np.ndarray                      # int64 (n,) source line index
     tgt: np.ndarray                      # int64 (n,) target line index
-    origin: np.ndarray                   # uint8 (n,) bitmask of ORIGINS
+    origin: np.ndarray                   # uint8 (n,) bitmask of the generators' origin bits
     columns: Dict[str, np.ndarray] = field(default_factory=dict)  # float64 (n,), NaN = unknown
 
     def __post_init__(self):
@@ -94,7 +87,7 @@ class MarginSpace:
     another generator gets the same columns).  Columns: ``<name>_cos`` and ``<name>_margin``.
     """
 
-    def __init__(self, name: str, src_vecs, tgt_vecs, k: int = 4, origin: str = "knn"):
+    def __init__(self, name: str, src_vecs, tgt_vecs, k: int = 4, origin: int = 0):
         from triemine.embedding.knn import MarginNeighbours
 
         self.name, self.origin = name, origin
@@ -129,7 +122,7 @@ class MarginSpace:
         if min_margin is not None:
             keep = m >= min_margin
             s, t = s[keep], t[keep]
-        return CandidateSet(s, t, np.full(len(s), ORIGINS[self.origin], dtype=np.uint8),
+        return CandidateSet(s, t, np.full(len(s), self.origin, dtype=np.uint8),
                             self.features(s, t))
 
 
@@ -155,13 +148,16 @@ def _topk(a, b, k: int, rows_per_block: int = 2048):
     return idx, sim
 
 
-def embedding_space(src_emb: np.ndarray, tgt_emb: np.ndarray, name: str, k: int = 4) -> MarginSpace:
-    """A sentence encoder's space (L2-normalised float32 rows)."""
+def embedding_space(src_emb: np.ndarray, tgt_emb: np.ndarray, name: str, k: int = 4,
+                    origin: int = 0) -> MarginSpace:
+    """A sentence encoder's space (L2-normalised float32 rows); ``origin``: the bit its
+    candidates carry (:mod:`triemine.mining.generators`)."""
     return MarginSpace(name, np.ascontiguousarray(src_emb, dtype=np.float32),
-                       np.ascontiguousarray(tgt_emb, dtype=np.float32), k, "knn")
+                       np.ascontiguousarray(tgt_emb, dtype=np.float32), k, origin)
 
 
-def translation_space(translations: Sequence[str], tgt_texts: Sequence[str], k: int = 4) -> MarginSpace:
+def translation_space(translations: Sequence[str], tgt_texts: Sequence[str], k: int = 4,
+                      origin: int = 0) -> MarginSpace:
     """The MT model's own translations against the targets, no embedding model (name ``ret``):
     TF-IDF vectors of character 2-5-grams within words (sublinear tf, fitted on both sides)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -170,25 +166,4 @@ def translation_space(translations: Sequence[str], tgt_texts: Sequence[str], k: 
                           dtype=np.float32)
     vec.fit(list(tgt_texts) + list(translations))
     return MarginSpace("ret", vec.transform(translations).tocsr(), vec.transform(tgt_texts).tocsr(),
-                       k, "retrieval")
-
-
-def trie_candidates(matches_per_source: Iterable[Sequence], n_sources: Optional[int] = None) -> CandidateSet:
-    """Every match of every source (``triemine.decoding.mine.Match`` lists, one per source, in
-    source order), one row per (match, target line id)."""
-    s, t, score, ntok, prior = [], [], [], [], []
-    for i, ms in enumerate(matches_per_source):
-        for m in ms:
-            for line in m.tgt_line_ids:
-                s.append(m.src_index)
-                t.append(line)
-                score.append(m.score)
-                ntok.append(m.n_tokens)
-                prior.append(np.nan if m.prior is None else m.prior)
-    cols = {"score": np.asarray(score, dtype=np.float64), "n_tokens": np.asarray(ntok, dtype=np.float64),
-            "prior": np.asarray(prior, dtype=np.float64)}
-    cs = CandidateSet(np.asarray(s, dtype=np.int64), np.asarray(t, dtype=np.int64),
-                      np.full(len(s), ORIGINS["trie"], dtype=np.uint8), cols)
-    # one row per pair (n-best tries can reach a line twice): the best-scored match first wins
-    return cs.take(np.argsort(-cs.columns["score"], kind="stable")).union(CandidateSet.empty())
-
+                       k, origin)

@@ -16,25 +16,26 @@ without recomputing or losing anything; the TSV is written atomically at the end
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
 from triemine.decoding import lengths
 from triemine.errors import InputError
 from triemine.filtering.selection import PAPER
-from triemine.mining.candidates import CandidateSet, embedding_space, translation_space
+from triemine.mining.candidates import CandidateSet
+from triemine.mining.generators import REGISTRY, Job, origin_counts
+from triemine.mining.stages import cache_dir
 
 logger = logging.getLogger(__name__)
 
-GENERATORS = ("trie", "knn", "retrieval")
+GENERATORS = tuple(REGISTRY)
 # PipelineConfig fields that only the trie search reads (left out of a job's resume key without it)
 TRIE_KNOBS = ("mode", "beam", "prior_weight", "trie_nbest", "batch_size", "sort_window")
 
@@ -106,39 +107,6 @@ def _work(out_path: Path) -> Path:
     return Path(str(out_path) + ".work")
 
 
-def _save_cands(path: Path, cands: CandidateSet) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
-    np.savez(tmp, src=cands.src, tgt=cands.tgt, origin=cands.origin,
-             **{f"col_{k}": v for k, v in cands.columns.items()})
-    os.replace(tmp, path)
-
-
-def _load_cands(path: Path) -> CandidateSet:
-    z = np.load(path)
-    return CandidateSet(z["src"], z["tgt"], z["origin"],
-                        {k[4:]: z[k] for k in z.files if k.startswith("col_")})
-
-
-def _stage(work: Path, name: str, compute) -> CandidateSet:
-    path = work / f"{name}.npz"
-    if path.is_file():
-        logger.info("reusing %s", path)
-        return _load_cands(path)
-    cands = compute()
-    _save_cands(path, cands)
-    return cands
-
-
-def _cached_array(path: Path, compute) -> np.ndarray:
-    if path.is_file():
-        return np.load(path)
-    arr = compute()
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npy")
-    np.save(tmp, arr)
-    os.replace(tmp, path)
-    return arr
-
-
 def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
     from triemine.decoding.mine import model_fingerprint
     from triemine.paths import file_sha256
@@ -202,63 +170,14 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     tmp.write_text(json.dumps(settings), encoding="utf-8")
     os.replace(tmp, settings_file)
 
-    parts: List[CandidateSet] = []
-    spaces = []
-    trie = node_prior = None
-    if "trie" in cfg.candidates:
-        from triemine.decoding.mine import get_trie, mine_to_tsv
-
-        trie = get_trie(model, target_path, cfg.trie_nbest, progress=progress)
-        if cfg.priors or cfg.prior_weight:
-            from triemine.scoring.prior import get_node_priors
-            node_prior = get_node_priors(model, trie, progress=progress)
-
-        def trie_stage():
-            tsv = work / "trie.tsv"
-            if pool is not None or target_shards > 1:
-                from triemine.distributed import make_pool
-                from triemine.distributed.jobs import DEFAULT_SHARD_SOURCES, mine_to_tsv_sharded
-                mine_to_tsv_sharded(model, source_path, target_path, tsv, pool or make_pool(0),
-                                    mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
-                                    sort_window=cfg.sort_window,
-                                    device=device, trie=trie if target_shards == 1 else None,
-                                    resume=True, progress=progress,
-                                    prior_weight=cfg.prior_weight, target_shards=target_shards,
-                                    shard_sources=shard_sources or DEFAULT_SHARD_SOURCES)
-            else:
-                mine_to_tsv(model, source_path, target_path, tsv, mode=cfg.mode, beam=cfg.beam,
-                            batch_size=cfg.batch_size, sort_window=cfg.sort_window,
-                            device=device, trie=trie,
-                            resume=tsv.exists(), progress=progress,
-                            prior_weight=cfg.prior_weight)
-            return _trie_tsv_candidates(tsv, src, tgt)
-        parts.append(_stage(work, "trie", trie_stage))
-    if "knn" in cfg.candidates:
-        from triemine.embedding import get_encoder
-
-        enc = None
-
-        def embed(side, texts):
-            nonlocal enc
-            if enc is None:
-                enc = get_encoder(cfg.encoder)
-            return enc.encode(texts, progress=progress)
-        xs = _cached_array(work / f"emb.{cfg.encoder}.src.npy", lambda: embed("src", src.texts))
-        ys = _cached_array(work / f"emb.{cfg.encoder}.tgt.npy", lambda: embed("tgt", tgt.texts))
-        space = embedding_space(xs, ys, cfg.encoder, cfg.k)
-        spaces.append(space)
-        parts.append(_stage(work, "knn", lambda: space.candidates(cfg.per_source, cfg.per_target,
-                                                                  cfg.min_margin)))
-    if "retrieval" in cfg.candidates:
-        from triemine.mining.translate import cached_translations
-
-        hyps = cached_translations(model, src.texts, _cache("translations"),
-                                   beam=cfg.translate_beam, progress=progress, device=device)
-        space = translation_space(hyps, tgt.texts, cfg.k)
-        spaces.append(space)
-        parts.append(_stage(work, "retrieval", lambda: space.candidates(
-            cfg.per_source, cfg.per_target, cfg.retrieval_min_margin)))
-
+    job = Job(model, src, tgt, source_path, target_path, cfg, work, device=device,
+              progress=progress, pool=pool, shard_sources=shard_sources,
+              target_shards=target_shards)
+    parts, spaces = [], []
+    for name in cfg.candidates:
+        part, space = REGISTRY[name].run(job)
+        parts.append(part)
+        spaces += [space] if space is not None else []
     cands = CandidateSet.empty()
     for p in parts:
         cands = cands.union(p)
@@ -283,8 +202,9 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
                                  progress=progress, reverse=True)
     if cfg.priors:
         have = cands.col("prior")
-        prior = target_priors(model, tgt.texts, cands.tgt, trie=trie, node_prior=node_prior,
-                              cache_dir=_cache("priors"), progress=progress)
+        prior = target_priors(model, tgt.texts, cands.tgt, trie=job.trie,
+                              node_prior=job.node_prior, cache_dir=cache_dir("priors"),
+                              progress=progress)
         cands = cands.with_columns(prior=np.where(np.isnan(have), prior, have))
     cands = derived(cands, tgt.texts, src.texts)
     cands = cands.with_columns(combined=comb(cands.columns))
@@ -294,10 +214,8 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
         "mode": "+".join(cfg.candidates), "beam": cfg.beam if "trie" in cfg.candidates else "-",
         "pipeline": cfg.key(), "combination": asdict(comb), "skipped_long": skipped})
-    by = {name: int(((cands.origin & bit) > 0).sum()) for name, bit in
-          (("trie", 1), ("knn", 2), ("retrieval", 4))}
     return {"sources": len(src), "targets": len(tgt), "candidates": len(cands),
-            "by_generator": by, "skipped_long": skipped, "output": str(out_path)}
+            "by_generator": origin_counts(cands.origin), "skipped_long": skipped, "output": str(out_path)}
 
 
 def _empty_mask(corpus) -> np.ndarray:
@@ -327,10 +245,8 @@ def _check_features(comb, cfg: PipelineConfig, reverse: bool) -> None:
     have = {"score", "n_tokens", "ce_word", "ce_token", "numerals"}
     if cfg.priors:
         have |= {"prior", "pmi"}
-    if "knn" in cfg.candidates:
-        have |= {f"{cfg.encoder}_cos", f"{cfg.encoder}_margin"}
-    if "retrieval" in cfg.candidates:
-        have |= {"ret_cos", "ret_margin"}
+    for name in cfg.candidates:
+        have |= REGISTRY[name].columns(cfg)
     if reverse:
         have |= {"score_rev", "ce_token_rev", "dual_ce"}
     missing = [f for f in comb.features if f not in have]
@@ -338,29 +254,6 @@ def _check_features(comb, cfg: PipelineConfig, reverse: bool) -> None:
         raise InputError(f"combination {comb.name} needs {', '.join(missing)}, which candidates "
                          f"{','.join(cfg.candidates)} with encoder {cfg.encoder} do not produce "
                          "(choose another --combination or --config)")
-
-
-def _cache(name: str) -> Path:
-    from triemine.paths import cache_root
-    return cache_root() / name
-
-
-def _trie_tsv_candidates(tsv: Path, src, tgt) -> CandidateSet:
-    """The trie search's rows (one per match and target line) as candidates with their exact
-    score, token count and prior."""
-    from triemine.tsv import read_mined
-
-    m = read_mined(tsv)
-    si = {i: k for k, i in enumerate(src.ids)}
-    ti = {i: k for k, i in enumerate(tgt.ids)}
-    s = np.fromiter((si[x] for x in m.src_ids), dtype=np.int64, count=len(m))
-    t = np.fromiter((ti[x] for x in m.tgt_ids), dtype=np.int64, count=len(m))
-    score = m.col("score")
-    cols = {"score": score, "n_tokens": np.rint(-score / m.col("ce_token"))}
-    if "prior" in m.numeric:
-        cols["prior"] = m.col("prior")
-    cs = CandidateSet(s, t, np.ones(len(m), dtype=np.uint8), cols)
-    return cs.take(np.argsort(-score, kind="stable")).union(CandidateSet.empty())
 
 
 # TSV columns written after the required ones, in this order when present

@@ -1,0 +1,175 @@
+"""The mining job's candidate generators: one small class each, in one registry.
+
+A generator has a ``name`` (what ``--candidates`` lists), an origin ``bit`` (the TSV's ``origin``
+bitmask), the feature ``columns`` it gives every pair (what a combination may use; checked before
+any work), and :meth:`Generator.run`, which returns its candidates (stored as a stage of the job's
+work directory, so a resumed job reuses them) and, for a margin space, the space whose features
+every candidate of the job gets, whichever generator proposed it.
+
+Adding a generator is one class here with ``@register`` (and its knobs in
+:class:`~triemine.mining.run.PipelineConfig`); :mod:`triemine.mining.run` loops over the registry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Set, Tuple
+
+import numpy as np
+
+from triemine.mining.candidates import CandidateSet, MarginSpace, embedding_space, translation_space
+from triemine.mining.stages import cache_dir, cached_array, stage
+
+
+@dataclass
+class Job:
+    """What a generator reads: the model, both corpora, the configuration, where to store stages
+    and how to run (``pool``: sharded workers).  The trie generator leaves its trie and node
+    priors here for the targets' priors."""
+
+    model: Any
+    src: Any                       # triemine.corpus.Corpus
+    tgt: Any
+    source_path: str
+    target_path: str
+    cfg: Any                       # triemine.mining.run.PipelineConfig
+    work: Path
+    device: str = "cpu"
+    progress: bool = False
+    pool: Any = None
+    shard_sources: Optional[int] = None
+    target_shards: int = 1
+    trie: Any = None
+    node_prior: Any = None
+
+
+class Generator:
+    name = ""
+    bit = 0
+
+    def columns(self, cfg) -> Set[str]:
+        """The feature columns this generator adds to every candidate of the job."""
+        return set()
+
+    def run(self, job: Job) -> Tuple[CandidateSet, Optional[MarginSpace]]:
+        raise NotImplementedError
+
+
+REGISTRY: Dict[str, Generator] = {}
+
+
+def register(cls):
+    gen = cls()
+    if gen.name in REGISTRY or gen.bit in {g.bit for g in REGISTRY.values()}:
+        raise ValueError(f"generator {gen.name!r} or its origin bit {gen.bit} is taken")
+    REGISTRY[gen.name] = gen
+    return cls
+
+
+def origin_counts(origin: np.ndarray) -> Dict[str, int]:
+    """How many candidates each generator proposed (a pair may count for several)."""
+    return {name: int(((origin & g.bit) > 0).sum()) for name, g in REGISTRY.items()}
+
+
+@register
+class TrieSearch(Generator):
+    """The trie-constrained beam search: every match of every source, with its exact ``score``,
+    ``n_tokens`` and (with node priors) ``prior``."""
+
+    name, bit = "trie", 1
+
+    def run(self, job: Job):
+        from triemine.decoding.mine import get_trie
+
+        cfg = job.cfg
+        job.trie = get_trie(job.model, job.target_path, cfg.trie_nbest, progress=job.progress)
+        if cfg.priors or cfg.prior_weight:
+            from triemine.scoring.prior import get_node_priors
+            job.node_prior = get_node_priors(job.model, job.trie, progress=job.progress)
+        return stage(job.work, self.name, lambda: self._search(job)), None
+
+    def _search(self, job: Job) -> CandidateSet:
+        from triemine.decoding.mine import mine_to_tsv
+
+        cfg, tsv = job.cfg, job.work / "trie.tsv"
+        if job.pool is not None or job.target_shards > 1:
+            from triemine.distributed import make_pool
+            from triemine.distributed.jobs import DEFAULT_SHARD_SOURCES, mine_to_tsv_sharded
+            mine_to_tsv_sharded(job.model, job.source_path, job.target_path, tsv,
+                                job.pool or make_pool(0), mode=cfg.mode, beam=cfg.beam,
+                                batch_size=cfg.batch_size, sort_window=cfg.sort_window,
+                                device=job.device,
+                                trie=job.trie if job.target_shards == 1 else None, resume=True,
+                                progress=job.progress, prior_weight=cfg.prior_weight,
+                                target_shards=job.target_shards,
+                                shard_sources=job.shard_sources or DEFAULT_SHARD_SOURCES)
+        else:
+            mine_to_tsv(job.model, job.source_path, job.target_path, tsv, mode=cfg.mode,
+                        beam=cfg.beam, batch_size=cfg.batch_size, sort_window=cfg.sort_window,
+                        device=job.device, trie=job.trie, resume=tsv.exists(),
+                        progress=job.progress, prior_weight=cfg.prior_weight)
+        return self._candidates(tsv, job.src, job.tgt)
+
+    def _candidates(self, tsv: Path, src, tgt) -> CandidateSet:
+        """The search's rows (one per match and target line) as candidates, best first."""
+        from triemine.tsv import read_mined
+
+        m = read_mined(tsv)
+        si = {i: k for k, i in enumerate(src.ids)}
+        ti = {i: k for k, i in enumerate(tgt.ids)}
+        s = np.fromiter((si[x] for x in m.src_ids), dtype=np.int64, count=len(m))
+        t = np.fromiter((ti[x] for x in m.tgt_ids), dtype=np.int64, count=len(m))
+        score = m.col("score")
+        cols = {"score": score, "n_tokens": np.rint(-score / m.col("ce_token"))}
+        if "prior" in m.numeric:
+            cols["prior"] = m.col("prior")
+        cs = CandidateSet(s, t, np.full(len(m), self.bit, dtype=np.uint8), cols)
+        return cs.take(np.argsort(-score, kind="stable")).union(CandidateSet.empty())
+
+
+@register
+class EncoderKnn(Generator):
+    """A multilingual sentence encoder's ratio-margin neighbours (LASER's margin, k = cfg.k):
+    ``<encoder>_cos`` and ``<encoder>_margin``."""
+
+    name, bit = "knn", 2
+
+    def columns(self, cfg) -> Set[str]:
+        return {f"{cfg.encoder}_cos", f"{cfg.encoder}_margin"}
+
+    def run(self, job: Job):
+        from triemine.embedding import get_encoder
+
+        cfg, enc = job.cfg, []
+
+        def embed(texts):
+            if not enc:
+                enc.append(get_encoder(cfg.encoder))
+            return enc[0].encode(texts, progress=job.progress)
+        xs = cached_array(job.work / f"emb.{cfg.encoder}.src.npy", lambda: embed(job.src.texts))
+        ys = cached_array(job.work / f"emb.{cfg.encoder}.tgt.npy", lambda: embed(job.tgt.texts))
+        space = embedding_space(xs, ys, cfg.encoder, cfg.k, origin=self.bit)
+        return stage(job.work, self.name, lambda: space.candidates(
+            cfg.per_source, cfg.per_target, cfg.min_margin)), space
+
+
+@register
+class TranslationRetrieval(Generator):
+    """The MT model's own translations matched against the targets by TF-IDF ratio margin:
+    ``ret_cos`` and ``ret_margin``."""
+
+    name, bit = "retrieval", 4
+
+    def columns(self, cfg) -> Set[str]:
+        return {"ret_cos", "ret_margin"}
+
+    def run(self, job: Job):
+        from triemine.mining.translate import cached_translations
+
+        cfg = job.cfg
+        hyps = cached_translations(job.model, job.src.texts, cache_dir("translations"),
+                                   beam=cfg.translate_beam, progress=job.progress,
+                                   device=job.device)
+        space = translation_space(hyps, job.tgt.texts, cfg.k, origin=self.bit)
+        return stage(job.work, self.name, lambda: space.candidates(
+            cfg.per_source, cfg.per_target, cfg.retrieval_min_margin)), space

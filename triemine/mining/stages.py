@@ -1,0 +1,55 @@
+"""Where the mining job keeps what it has computed: its stages in ``OUT.tsv.work/`` (candidate
+sets as ``.npz``, arrays as ``.npy``, each written atomically once complete, so a resumed job
+reuses them) and the caches shared between jobs (``$TRIEMINE_CACHE/<name>``)."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from triemine.mining.candidates import CandidateSet
+from triemine.paths import cache_root
+
+logger = logging.getLogger(__name__)
+
+
+def save_candidates(path: Path, cands: CandidateSet) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
+    np.savez(tmp, src=cands.src, tgt=cands.tgt, origin=cands.origin,
+             **{f"col_{k}": v for k, v in cands.columns.items()})
+    os.replace(tmp, path)
+
+
+def load_candidates(path: Path) -> CandidateSet:
+    z = np.load(path)
+    return CandidateSet(z["src"], z["tgt"], z["origin"],
+                        {k[4:]: z[k] for k in z.files if k.startswith("col_")})
+
+
+def stage(work: Path, name: str, compute) -> CandidateSet:
+    """The candidate set of stage ``name``: reused from ``work`` when stored, else computed and
+    stored."""
+    path = work / f"{name}.npz"
+    if path.is_file():
+        logger.info("reusing %s", path)
+        return load_candidates(path)
+    cands = compute()
+    save_candidates(path, cands)
+    return cands
+
+
+def cached_array(path: Path, compute) -> np.ndarray:
+    if path.is_file():
+        return np.load(path)
+    arr = compute()
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npy")
+    np.save(tmp, arr)
+    os.replace(tmp, path)
+    return arr
+
+
+def cache_dir(name: str) -> Path:
+    """A cache shared between jobs (translations, target priors)."""
+    return cache_root() / name
