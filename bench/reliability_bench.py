@@ -81,7 +81,7 @@ def bench_tries(model, work: Path, n: int, rng: random.Random) -> dict:
     from triemine.decoding.task import load_trie_for_dict
     from triemine.errors import InputError
     from triemine.trie import Trie
-    from triemine.trie.core import _HEADER
+    from triemine.trie.fileformat import _HEADER
 
     seqs = [model.encode_target(t).tolist() for t in ("ta tb", "ta tc td", "te", "tf tg th ti")]
     good = work / "good.trie"

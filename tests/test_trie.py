@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from triemine.errors import InputError, TrieFormatError
 from triemine.trie import Trie
-from triemine.trie.core import _HEADER, FORMAT_VERSION
+from triemine.trie.fileformat import _HEADER, FORMAT_VERSION
 
 EOS = 2
 SETTINGS = settings(max_examples=60, deadline=None,

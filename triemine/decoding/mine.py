@@ -438,9 +438,7 @@ def model_fingerprint(model) -> str:
     root = getattr(model, "path", None)
     if root is None:
         return "unknown"
-    ckpt = Path(root) / "checkpoint.pt"
-    digest = file_sha256(ckpt)[:16] if ckpt.is_file() else "no-checkpoint"
-    return f"{os.path.abspath(root)}@{digest}"
+    return f"{os.path.abspath(root)}@{model.weights_digest}"
 
 
 def _meta(model, settings: dict, trie_nbest: int) -> dict:

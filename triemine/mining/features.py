@@ -95,9 +95,8 @@ def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts
 def corpus_key(model, texts: Sequence[str], what: str = "") -> str:
     """A cache key for a per-corpus result of ``model`` (its weights, not its path) on ``texts``;
     ``what`` names the result and its settings when it is not the targets' prior."""
-    from triemine.decoding.mine import model_fingerprint
-
-    h = hashlib.sha256(model_fingerprint(model).rsplit("@", 1)[-1].encode())
+    digest = model.weights_digest if getattr(model, "path", None) is not None else "unknown"
+    h = hashlib.sha256(digest.encode())
     if what:
         h.update(b"\0" + what.encode("utf-8") + b"\0")
     for t in texts:

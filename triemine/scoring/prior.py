@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Optional
+
 
 import numpy as np
 import torch
@@ -39,9 +39,8 @@ def compute_node_priors(model, trie, progress: bool = False, max_tokens: int = 4
 
 
 def prior_path(trie_path, model) -> Path:
-    from triemine.decoding.mine import model_fingerprint
-
-    tag = model_fingerprint(model).rsplit("@", 1)[-1]
+    """Where the node priors of the trie at ``trie_path`` under ``model``'s weights are kept."""
+    tag = model.weights_digest if getattr(model, "path", None) is not None else "unknown"
     return Path(f"{trie_path}.prior.{tag}.npy")
 
 
