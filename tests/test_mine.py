@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from triemine.cli import mine_main
 from triemine.decoding.mine import (block_batches, get_trie, mine, mine_to_tsv, plan_batches,
                                     plan_blocks, resolve_batch_size)
-from triemine.tsv import HEADER as TSV_HEADER
+from triemine.tsv import HEADER as TSV_HEADER, read_mined
 from triemine.decoding.testing import synthetic_pairs
 from triemine.trie import Trie
 
@@ -301,12 +301,26 @@ def test_empty_source_and_unreadable_line(tiny_model_dir, corpora, tmp_path, cap
     assert rc == 2 and "bad.txt:3:" in err and "UTF-8" in err
 
 
-def test_over_long_source_is_truncated_with_warning(tiny_model, corpora, tmp_path):
+def test_over_long_source_is_skipped_with_warning(tiny_model, corpora, tmp_path):
+    """Issue 20: one rule for every configuration: a source over the encoder's 64 positions is
+    skipped (it used to be truncated here, and to crash the mining job), counted and named;
+    --max-length lowers the limit on both sides."""
     _, tgt, _ = corpora
     src = tmp_path / "long.txt"
     words = " ".join(s for s, _ in PAIRS[:30])  # ~130 words > 64 positions
     src.write_text(f"{PAIRS[0][0]}\n{words}\n{PAIRS[1][0]}\n", encoding="utf-8")
-    with pytest.warns(UserWarning, match=r"long.txt: 1 source sentence.*truncated.*lines 2\)"):
+    with pytest.warns(UserWarning, match=r"long.txt: skipped 1 source sentence.*lines 2\)"):
         s = mine_to_tsv(tiny_model, src, tgt, tmp_path / "o.tsv", beam=2)
-    assert s.truncated == 1 and s.decoded == 3
-    assert {r[0] for r in read_rows(tmp_path / "o.tsv")} == {"1", "2", "3"}
+    assert s.skipped_long == {"source": 1, "target": 0} and s.decoded == 3
+    assert {r[0] for r in read_rows(tmp_path / "o.tsv")} == {"1", "3"}
+    assert read_mined(tmp_path / "o.tsv").meta["skipped_long"] == {"source": 1, "target": 0}
+    limit = max(len(tiny_model.encode_source(PAIRS[i][0])) for i in (0, 1))
+    from triemine.corpus import read_corpus
+    lengths = [len(tiny_model.encode_target(t)) for t in read_corpus(tgt).texts if t.strip()]
+    assert any(n > limit for n in lengths) and any(n <= limit for n in lengths)
+    with pytest.warns(UserWarning, match="skipped"):
+        s = mine_to_tsv(tiny_model, src, tgt, tmp_path / "m.tsv", beam=4, max_length=limit)
+    rows = read_rows(tmp_path / "m.tsv")
+    assert s.skipped_long == {"source": 1, "target": sum(n > limit for n in lengths)} and rows
+    assert all(len(tiny_model.encode_target(r[6])) <= limit for r in rows)
+    assert {r[0] for r in rows} <= {"1", "3"}

@@ -293,7 +293,8 @@ def _trie_search(opts: MineOptions, model, source, target, output, pool, resume,
             device=opts.device, trie=trie, trie_nbest=opts.trie_nbest, resume=resume,
             progress=progress, prior_weight=opts.prior_weight, with_prior=opts.priors,
             target_shards=opts.target_shards,
-            shard_sources=opts.shard_size or DEFAULT_SHARD_SOURCES, sort_window=opts.sort_window)
+            shard_sources=opts.shard_size or DEFAULT_SHARD_SOURCES, sort_window=opts.sort_window,
+            max_length=opts.max_length)
         return dict(result.__dict__, **stats)
     from triemine.decoding.mine import mine_to_tsv
 
@@ -301,4 +302,5 @@ def _trie_search(opts: MineOptions, model, source, target, output, pool, resume,
                        nbest=opts.nbest, batch_size=opts.batch_size, max_tokens=opts.max_tokens,
                        device=opts.device, trie=trie, trie_nbest=opts.trie_nbest, resume=resume,
                        debug=opts.debug, progress=progress, prior_weight=opts.prior_weight,
-                       with_prior=opts.priors, sort_window=opts.sort_window).__dict__
+                       with_prior=opts.priors, sort_window=opts.sort_window,
+                       max_length=opts.max_length).__dict__

@@ -18,9 +18,11 @@ EOS included; ``ce_token = -score / n_tokens`` (target tokens incl. EOS); ``ce_w
 (words + 1)`` where ``words`` is the number of whitespace-separated words of the detokenised
 target and the 1 stands for EOS.
 
-Over-long sources (more tokens than the model's ``max_source_positions``, EOS included) are
-truncated to that length (EOS kept) with a warning naming their line numbers; the count is in the
-run summary.  Empty source lines produce no rows but count as done.
+Over-long sources (more tokens than the model's ``max_source_positions`` or ``max_length``, EOS
+included) are skipped like empty ones, with a warning naming their line numbers; target lines over
+the decoder's positions cannot be written by the search, and rows of those over ``max_length`` are
+dropped (:mod:`triemine.decoding.lengths`); both counts are ``skipped_long`` in the run summary and
+the ``.meta.json``.  Empty source lines produce no rows but count as done.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from triemine.decoding.lengths import LengthLimits, too_long
 from triemine.errors import InputError
 from triemine.paths import file_sha256
 
@@ -62,28 +65,33 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
-def encode_sources(model, texts: Sequence[str], path=None) -> Tuple[List[Optional[torch.Tensor]],
-                                                                     List[int]]:
-    """Encode non-empty texts (None for empty ones); truncate over-long ones (warning)."""
-    limit = model.max_source_positions
+def encode_sources(model, texts: Sequence[str], path=None, max_length: Optional[int] = None
+                   ) -> Tuple[List[Optional[torch.Tensor]], List[int]]:
+    """Encode non-empty texts; ``None`` for empty ones and for those too long for the encoder or
+    ``max_length`` (:mod:`triemine.decoding.lengths`: skipped, with a warning naming their
+    lines).  Returns the encodings and the 1-based line numbers skipped as too long."""
+    limit = LengthLimits.of(model, max_length).source
     out: List[Optional[torch.Tensor]] = []
-    truncated: List[int] = []
+    skipped: List[int] = []
     for i, text in enumerate(texts):
-        if not text.strip():
-            out.append(None)
-            continue
-        ids = model.encode_source(text)
-        if len(ids) > limit:
-            ids = torch.cat([ids[: limit - 1], ids[-1:]])
-            truncated.append(i + 1)
+        ids = model.encode_source(text) if text.strip() else None
+        if ids is not None and len(ids) > limit:
+            ids = None
+            skipped.append(i + 1)
         out.append(ids)
-    if truncated:
-        shown = ", ".join(map(str, truncated[:20])) + (" ..." if len(truncated) > 20 else "")
+    if skipped:
+        shown = ", ".join(map(str, skipped[:20])) + (" ..." if len(skipped) > 20 else "")
         where = f"{path}: " if path else ""
-        warnings.warn(f"{where}{len(truncated)} source sentence(s) longer than the model's "
-                      f"{limit} positions were truncated to {limit} tokens (lines {shown})",
-                      stacklevel=2)
-    return out, truncated
+        warnings.warn(f"{where}skipped {len(skipped)} source sentence(s) longer than {limit} "
+                      f"tokens (lines {shown})", stacklevel=2)
+    return out, skipped
+
+
+def long_targets(model, texts: Sequence[str], max_length: Optional[int] = None) -> np.ndarray:
+    """Target lines too long for the decoder or ``max_length``: the search cannot write those
+    over the decoder's positions (its steps are capped there); rows of the others over
+    ``max_length`` are dropped (:func:`format_rows`)."""
+    return too_long(model, texts, "target", LengthLimits.of(model, max_length))
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int = 16,
@@ -301,9 +309,11 @@ PRIOR_COLUMNS = ("prior", "pmi")
 
 
 def format_rows(matches: Iterable[Match], src_ids: Sequence[str], src_texts: Sequence[str],
-                tgt_ids: Sequence[str], tgt_texts: Sequence[str], with_prior: bool = False) -> str:
+                tgt_ids: Sequence[str], tgt_texts: Sequence[str], with_prior: bool = False,
+                skip_tgt: Optional[np.ndarray] = None) -> str:
     """Mining-TSV rows (:mod:`triemine.tsv`), one per (match, target line id); with
-    ``with_prior`` also ``prior`` (log P(target | empty source)) and ``pmi`` (per token)."""
+    ``with_prior`` also ``prior`` (log P(target | empty source)) and ``pmi`` (per token);
+    ``skip_tgt``: a mask of target lines too long to keep (:func:`long_targets`)."""
     from triemine.tsv import clean_cell, format_number as num
 
     rows = []
@@ -312,6 +322,8 @@ def format_rows(matches: Iterable[Match], src_ids: Sequence[str], src_texts: Seq
         if with_prior:
             extra = f"\t{num(m.prior)}\t{num((m.score - m.prior) / m.n_tokens)}"
         for line in m.tgt_line_ids:
+            if skip_tgt is not None and skip_tgt[line]:
+                continue
             rows.append(f"{src_ids[m.src_index]}\t{tgt_ids[line]}\t{num(m.score)}\t{num(m.ce_word)}"
                         f"\t{num(m.ce_token)}\t{clean_cell(src_texts[m.src_index])}"
                         f"\t{clean_cell(tgt_texts[line])}{extra}\n")
@@ -342,7 +354,8 @@ def check_trie_fits(trie, n_target_lines: int, target_path) -> None:
 
 def search_settings(model, source_path, target_path, n_sources: int, mode: str, beam: int,
                     nbest: Optional[int], batch_size: Optional[int], max_tokens: Optional[int],
-                    prior_weight: float, with_prior: bool, sort_window: int = SORT_WINDOW) -> dict:
+                    prior_weight: float, with_prior: bool, sort_window: int = SORT_WINDOW,
+                    max_length: Optional[int] = None) -> dict:
     """What a trie search's output depends on: written to its sidecars and checked on resume,
     by :func:`mine_to_tsv` and its sharded form alike (their outputs must be byte-identical).
     The batch size is recorded resolved (:func:`resolve_batch_size`)."""
@@ -351,7 +364,7 @@ def search_settings(model, source_path, target_path, n_sources: int, mode: str, 
             "mode": mode, "beam": beam, "nbest": nbest,
             "batch_size": resolve_batch_size(batch_size, beam), "sort_window": sort_window,
             "max_tokens": max_tokens, "n_sources": n_sources, "prior_weight": prior_weight,
-            "with_prior": with_prior}
+            "with_prior": with_prior, **({"max_length": max_length} if max_length else {})}
 
 
 @dataclass
@@ -360,7 +373,7 @@ class MineSummary:
     decoded: int
     rows: int
     sources_with_matches: int
-    truncated: int
+    skipped_long: dict  # {"source": n, "target": m}: lines too long for the model, skipped
     resumed_from: int
     trie_path: Optional[str]
 
@@ -371,7 +384,7 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
                 trie_nbest: int = 1, resume: bool = False, debug: bool = False,
                 progress: bool = False, stop_after_batches: Optional[int] = None,
                 prior_weight: float = 0.0, with_prior: bool = False,
-                sort_window: int = SORT_WINDOW) -> MineSummary:
+                sort_window: int = SORT_WINDOW, max_length: Optional[int] = None) -> MineSummary:
     """Mine ``source_path`` against ``target_path`` and write the mining TSV to ``out_path``.
 
     ``with_prior`` (implied by ``prior_weight`` > 0) computes the trie's node priors once
@@ -396,8 +409,12 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
     out_path = Path(out_path)
     header = header_line(PRIOR_COLUMNS if with_prior else ())
     settings = search_settings(model, source_path, target_path, len(src), mode, beam, nbest,
-                               batch_size, max_tokens, prior_weight, with_prior, sort_window)
-    write_meta(out_path, _meta(model, settings, trie_nbest))
+                               batch_size, max_tokens, prior_weight, with_prior, sort_window,
+                               max_length)
+    encoded, skipped = encode_sources(model, src.texts, source_path, max_length)
+    skip_tgt = long_targets(model, tgt.texts, max_length)
+    skipped_long = {"source": len(skipped), "target": int(skip_tgt.sum())}
+    write_meta(out_path, dict(_meta(model, settings, trie_nbest), skipped_long=skipped_long))
     start = 0
     if resume and out_path.exists():
         start = prepare_resume(out_path, settings, header)
@@ -410,14 +427,14 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
         f.flush()
         write_progress(out_path, settings, start, f.tell())
         rows = decoded = with_matches = batches = 0
-        encoded, truncated = encode_sources(model, src.texts, source_path)
         gen = mine_batches(model, src.texts, trie, mode, beam, nbest, batch_size, max_tokens,
                            device, debug, start=start, progress=progress, encoded=encoded,
                            node_prior=node_prior, prior_weight=prior_weight,
                            sort_window=sort_window)
         for s, e, results in gen:
             flat = [m for ms in results for m in ms]
-            text = format_rows(flat, src.ids, src.texts, tgt.ids, tgt.texts, with_prior)
+            text = format_rows(flat, src.ids, src.texts, tgt.ids, tgt.texts, with_prior,
+                               skip_tgt)
             f.write(text.encode("utf-8"))
             f.flush()
             write_progress(out_path, settings, e, f.tell())
@@ -428,7 +445,7 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
             if stop_after_batches is not None and batches >= stop_after_batches:
                 break
     return MineSummary(sources=len(src), decoded=decoded, rows=rows,
-                       sources_with_matches=with_matches, truncated=len(truncated),
+                       sources_with_matches=with_matches, skipped_long=skipped_long,
                        resumed_from=start,
                        trie_path=getattr(trie, "path", None))
 

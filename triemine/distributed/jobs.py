@@ -86,7 +86,8 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
                         trie_nbest: int = 1, resume: bool = False, debug: bool = False,
                         progress: bool = False, prior_weight: float = 0.0,
                         with_prior: bool = False, target_shards: int = 1,
-                        shard_sources: int = DEFAULT_SHARD_SOURCES, sort_window: Optional[int] = None):
+                        shard_sources: int = DEFAULT_SHARD_SOURCES, sort_window: Optional[int] = None,
+                        max_length: Optional[int] = None):
     """:func:`triemine.decoding.mine.mine_to_tsv` on a pool (:func:`triemine.distributed.make_pool`).
 
     Shards: groups of consecutive blocks of the single-process plan holding at least
@@ -95,7 +96,8 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
     trie; every source is searched in each and its matches merged by score (the ``beam`` best).
     """
     from triemine.decoding.mine import (PRIOR_COLUMNS, MineSummary, _meta, check_trie_fits,
-                                        SORT_WINDOW, encode_sources, get_trie, plan_blocks,
+                                        SORT_WINDOW, encode_sources, get_trie, long_targets,
+                                        plan_blocks,
                                         read_mining_corpora, resolve_batch_size,
                                         search_settings)
     from triemine.tsv import header_line, write_meta, write_progress
@@ -118,7 +120,9 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
         from triemine.scoring.prior import get_node_priors
         for t, _ in tries:
             get_node_priors(model, t, progress=progress)
-    encoded, truncated = encode_sources(model, src.texts, source_path)  # warns once, here
+    encoded, skipped = encode_sources(model, src.texts, source_path, max_length)  # warns once
+    skipped_long = {"source": len(skipped),
+                    "target": int(long_targets(model, tgt.texts, max_length).sum())}
     sort_window = SORT_WINDOW if sort_window is None else sort_window
     batch_size = resolve_batch_size(batch_size, beam)
     plan = plan_blocks([0 if e is None else len(e) for e in encoded], batch_size, max_tokens,
@@ -126,13 +130,14 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
     shards = plan_shards([s for s, _ in plan], len(src), shard_sources)
     out_path = Path(out_path)
     settings = search_settings(model, source_path, target_path, len(src), mode, beam, nbest,
-                               batch_size, max_tokens, prior_weight, with_prior, sort_window)
+                               batch_size, max_tokens, prior_weight, with_prior, sort_window,
+                               max_length)
     key = dict(settings, target_shards=target_shards,
                tries=[[os.path.basename(t.path), off] for t, off in tries],
                source_sha256=_sha(source_path), shard_sources=shard_sources)
     store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
                        ext="tsv", unit="sources")
-    write_meta(out_path, _meta(model, settings, trie_nbest))
+    write_meta(out_path, dict(_meta(model, settings, trie_nbest), skipped_long=skipped_long))
     spec = model_spec(model, device)
     trie_files = tuple((os.path.abspath(t.path), off) for t, off in tries)
 
@@ -140,7 +145,7 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
         return TrieShardTask(s.id, spec, os.path.abspath(source_path),
                              os.path.abspath(target_path), s.start, s.end, trie_files, mode, beam,
                              nbest, batch_size, max_tokens, prior_weight, with_prior, debug,
-                             sort_window)
+                             sort_window, max_length)
     reused = sum(len(store.by_id[i]) for i in store.reused)
     with _progress(len(src), reused, f"mine ({mode}, shards)", "sent", progress) as bar:
         computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
@@ -150,7 +155,7 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
     entries = store.entries()
     return MineSummary(sources=len(src), decoded=sum(len(store.by_id[i]) for i in computed),
                        rows=total(entries, "rows"), sources_with_matches=total(entries, "with_matches"),
-                       truncated=len(truncated),
+                       skipped_long=skipped_long,
                        resumed_from=reused,
                        trie_path=";".join(t.path for t, _ in tries)), _shard_stats(store, computed)
 

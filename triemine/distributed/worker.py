@@ -61,6 +61,7 @@ class TrieShardTask:
     with_prior: bool = False
     debug: bool = False
     sort_window: int = 8  # triemine.decoding.mine.SORT_WINDOW; the driver always sets it
+    max_length: Optional[int] = None  # lines longer than this are skipped (decoding.lengths)
 
 
 @dataclass(frozen=True)
@@ -188,15 +189,16 @@ class ShardWorker:
     # -- the trie search ---------------------------------------------------------------------
 
     def _trie_search(self, task: TrieShardTask) -> Tuple[bytes, dict]:
-        from triemine.decoding.mine import encode_sources, format_rows, mine_batches
+        from triemine.decoding.mine import encode_sources, format_rows, long_targets, mine_batches
 
         model = self.model(task.model)
         src, tgt = self.corpus(task.source), self.corpus(task.target)
         a, b = task.start, task.end
         texts = src.texts[a:b]
-        with warnings.catch_warnings():  # the driver already warned about truncated sources
+        with warnings.catch_warnings():  # the driver already warned about skipped sources
             warnings.simplefilter("ignore")
-            encoded, _ = encode_sources(model, texts)
+            encoded, _ = encode_sources(model, texts, max_length=task.max_length)
+        skip_tgt = long_targets(model, tgt.texts, task.max_length) if task.max_length else None
         per_trie = []
         for trie_path, offset in task.tries:
             trie = self.trie(trie_path)
@@ -222,7 +224,8 @@ class ShardWorker:
             results = [merge_matches([r[i] for r in per_trie], task.beam, task.prior_weight)[:task.nbest or None]
                        for i in range(len(texts))]
         flat = [m for ms in results for m in ms]
-        text = format_rows(flat, src.ids[a:b], texts, tgt.ids, tgt.texts, task.with_prior)
+        text = format_rows(flat, src.ids[a:b], texts, tgt.ids, tgt.texts, task.with_prior,
+                           skip_tgt)
         return text.encode("utf-8"), {"rows": text.count("\n"),
                                       "with_matches": sum(1 for ms in results if ms),
                                       "sources": b - a}
