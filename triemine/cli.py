@@ -347,12 +347,11 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
     """Score mined pairs with Bicleaner and/or keep those passing thresholds."""
     parser = argparse.ArgumentParser(
         prog="trie-mine-filter", description=filter_main.__doc__,
-        epilog="Thresholds come from --thresholds (written by trie-mine-eval --save-thresholds) "
-               "or from --ce-max / --bicleaner-min / --threshold NAME=VALUE; without --filter the "
-               "filter is the union of the scores given; with none of them, the default "
-               "threshold shipped with the TSV's configuration (said on stderr). --rule chooses "
-               "which rows the filter sees (default: the thresholds' rule, or the job's own "
-               "when they are for its filter, else every row).")
+        epilog="Thresholds: --thresholds (trie-mine-eval --save-thresholds), --ce-max, "
+               "--bicleaner-min, --threshold NAME=VALUE (without --filter: the union of those "
+               "given); none: the TSV configuration's shipped default (said on stderr), or every "
+               "row when only adding --bicleaner/--classifier columns. --rule: the thresholds' "
+               "rule, or the job's own for its filter, else every row.")
     parser.add_argument("mined", help="mining TSV written by trie-mine (l1->l2)")
     parser.add_argument("--second", metavar="TSV",
                         help="mining TSV of the other direction (l2->l1); with --bitext the union "
@@ -404,6 +403,8 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
         given = registry.named_thresholds(
             [("ce_word", args.ce_max), ("bicleaner", args.bicleaner_min)] + args.threshold)
         saved = load_thresholds(args.thresholds) if args.thresholds else None
+        if (args.bicleaner or args.classifier) and saved is None and not given:
+            args.filter = args.filter or "none"  # only adding score columns: every row kept
         inputs = [args.mined] + ([args.second] if args.second else [])
         kept_pairs = {}
         for k, path in enumerate(inputs):
