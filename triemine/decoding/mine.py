@@ -37,6 +37,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from triemine.decoding.fingerprint import model_fingerprint
 from triemine.decoding.lengths import LengthLimits, too_long
 from triemine.errors import InputError
 from triemine.paths import file_sha256
@@ -448,14 +449,6 @@ def mine_to_tsv(model, source_path, target_path, out_path, mode: str = "pre", be
                        sources_with_matches=with_matches, skipped_long=skipped_long,
                        resumed_from=start,
                        trie_path=getattr(trie, "path", None))
-
-
-def model_fingerprint(model) -> str:
-    """``<model dir>@<checkpoint sha256 prefix>``: a resumed run must use the very same weights."""
-    root = getattr(model, "path", None)
-    if root is None:
-        return "unknown"
-    return f"{os.path.abspath(root)}@{model.weights_digest}"
 
 
 def _meta(model, settings: dict, trie_nbest: int) -> dict:

@@ -15,6 +15,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from triemine.decoding.fingerprint import model_fingerprint
 from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards, total
 from triemine.distributed.worker import ModelSpec, ScoreShardTask, TrieShardTask
 from triemine.errors import InputError
@@ -197,7 +198,6 @@ def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path,
     src_idx, tgt_idx = cands.src[todo], cands.tgt[todo]
     h = hashlib.sha256(src_idx.tobytes())
     h.update(tgt_idx.tobytes())
-    from triemine.decoding.mine import model_fingerprint
     key = {"model": model_fingerprint(model), "source": _sha(source_path),
            "target": _sha(target_path), "pairs": h.hexdigest(), "reverse": reverse,
            "chunk": chunk, "precision": precision}

@@ -108,7 +108,7 @@ def _work(out_path: Path) -> Path:
 
 
 def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
-    from triemine.decoding.mine import model_fingerprint
+    from triemine.decoding.fingerprint import model_fingerprint
     from triemine.paths import file_sha256
 
     config = cfg.key()
@@ -150,7 +150,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     work = _work(out_path)
     settings = _settings_digest(model, source_path, target_path, cfg)
     if reverse_model is not None:
-        from triemine.decoding.mine import model_fingerprint
+        from triemine.decoding.fingerprint import model_fingerprint
         settings["reverse_model"] = model_fingerprint(reverse_model)
     if target_shards > 1:  # other tries, other trie matches
         settings["target_shards"] = target_shards
