@@ -74,7 +74,7 @@ def run_config(name: str, model, gold: Path, work: Path) -> tuple:
     out = work / f"{name}.{gold.stem}.tsv"
     t0 = time.perf_counter()
     if name == "paper":
-        from triemine.decoding.mine import mine_to_tsv
+        from triemine.decoding.driver import mine_to_tsv
         mine_to_tsv(model, src, tgt, out, mode="pre", beam=5, resume=out.exists(), progress=True)
     elif name in MINING:
         from triemine.mining.run import mine_pipeline

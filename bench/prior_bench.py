@@ -36,7 +36,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from triemine.decoding.mine import get_trie, mine_batches
+    from triemine.decoding.runner import mine_batches
+    from triemine.decoding.trie_cache import get_trie
     from triemine.decoding.model_dir import load_model_dir
     from triemine.evaluation.bucc import read_bucc
     from triemine.scoring.prior import compute_node_priors, get_node_priors

@@ -81,7 +81,8 @@ def _cpu_view(stats: dict, cpu_single: float) -> dict:
 
 def trie_search(model, src, tgt, work: Path, n_sources: int, beam: int, shard: int,
                 use_ray: bool) -> dict:
-    from triemine.decoding.mine import get_trie, mine_to_tsv
+    from triemine.decoding.driver import mine_to_tsv
+    from triemine.decoding.trie_cache import get_trie
     from triemine.distributed import make_pool
 
     trie = get_trie(model, tgt)

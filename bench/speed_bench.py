@@ -48,7 +48,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 def mine_time(model, trie, sources, beam, batch_size=None, sort_window=None):
     """(seconds, best target line of every source or -1) of pre-expansion over ``sources``
     (default batching: ``mine_batches``'s)."""
-    from triemine.decoding.mine import SORT_WINDOW, mine_batches
+    from triemine.decoding.batching import SORT_WINDOW
+    from triemine.decoding.runner import mine_batches
 
     best = []
     t0 = time.perf_counter()
@@ -150,7 +151,7 @@ def main(argv=None) -> int:
     import torch
 
     from triemine.corpus import read_corpus
-    from triemine.decoding.mine import get_trie
+    from triemine.decoding.trie_cache import get_trie
     from triemine.decoding.model_dir import load_model_dir
     from triemine.scoring.forced import _int8_projection
 

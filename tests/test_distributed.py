@@ -269,7 +269,7 @@ def test_cuda_actors_ask_for_one_gpu_each_and_need_a_gpu():
 # -- target shards ------------------------------------------------------------------------------------
 
 def test_merge_matches_unites_lines_orders_by_score_and_keeps_the_beam():
-    from triemine.decoding.mine import Match
+    from triemine.decoding.matches import Match
     from triemine.distributed.worker import merge_matches
 
     def m(tokens, score, lines):

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from triemine.cli import mine_main
-from triemine.decoding.mine import (block_batches, get_trie, mine, mine_to_tsv, plan_batches,
-                                    plan_blocks, resolve_batch_size)
+from triemine.decoding import get_trie, mine, mine_to_tsv
+from triemine.decoding.batching import block_batches, plan_batches, plan_blocks, resolve_batch_size
 from triemine.tsv import HEADER as TSV_HEADER, read_mined
 from triemine.decoding.testing import synthetic_pairs
 from triemine.trie import Trie

@@ -296,7 +296,7 @@ def _trie_search(opts: MineOptions, model, source, target, output, pool, resume,
             shard_sources=opts.shard_size or DEFAULT_SHARD_SOURCES, sort_window=opts.sort_window,
             max_length=opts.max_length)
         return dict(result.__dict__, **stats)
-    from triemine.decoding.mine import mine_to_tsv
+    from triemine.decoding.driver import mine_to_tsv
 
     return mine_to_tsv(model, source, target, output, mode=opts.mode, beam=opts.search_beam,
                        nbest=opts.nbest, batch_size=opts.batch_size, max_tokens=opts.max_tokens,

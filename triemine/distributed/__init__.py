@@ -3,7 +3,7 @@
 One mechanism, used by every backend (:mod:`triemine.distributed.shards`):
 
 * the work is cut into **deterministic shards**: contiguous ranges of sources (the trie search,
-  cut on :func:`triemine.decoding.mine.plan_blocks` boundaries) or of candidate pairs (exact
+  cut on :func:`triemine.decoding.batching.plan_blocks` boundaries) or of candidate pairs (exact
   scoring, cut on the chunk boundaries of :func:`triemine.mining.features.exact_scores`), so a
   shard computes exactly the batches the single-process run computes and its rows are
   byte-identical to them;

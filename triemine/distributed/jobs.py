@@ -1,7 +1,7 @@
 """The sharded jobs: the trie search of a source corpus, and exact scores of candidate pairs.
 
 Both plan their shards on the single-process run's own batch boundaries, so the merged output is
-byte-identical to :func:`triemine.decoding.mine.mine_to_tsv` / the scores of
+byte-identical to :func:`triemine.decoding.driver.mine_to_tsv` / the scores of
 :func:`triemine.mining.features.exact_scores` with the same settings and threads per process.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import io
 import logging
 import os
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -38,46 +38,6 @@ def _progress(total_n: int, initial: int, desc: str, unit: str, enabled: bool):
                 dynamic_ncols=True)
 
 
-# -- target shards -------------------------------------------------------------------------------
-
-def target_ranges(n_lines: int, k: int) -> List[Tuple[int, int]]:
-    """``k`` contiguous line ranges of (nearly) equal size covering ``[0, n_lines)``."""
-    if k < 1:
-        raise ValueError("target shards must be >= 1")
-    bounds = [round(i * n_lines / k) for i in range(k + 1)]
-    return [(bounds[i], bounds[i + 1]) for i in range(k) if bounds[i + 1] > bounds[i]]
-
-
-def target_shard_tries(model, target_path, k: int, trie_nbest: int = 1,
-                       progress: bool = False) -> List[Tuple[object, int]]:
-    """``[(trie, first line), ...]``: one trie per line range of the target corpus (its lines
-    written as a file of their own under ``$TRIEMINE_CACHE/target-shards/`` and its trie cached
-    like any other)."""
-    from triemine.decoding.mine import get_trie
-    from triemine.paths import cache_root, file_sha256
-    from triemine.textfile import read_bytes
-
-    raw = read_bytes(target_path, "target corpus")
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    ranges = target_ranges(len(lines), k)
-    where = cache_root() / "target-shards"
-    where.mkdir(parents=True, exist_ok=True)
-    digest = file_sha256(target_path)[:24]
-    out = []
-    for i, (a, b) in enumerate(ranges):
-        part = where / f"{digest}.{i + 1}-of-{len(ranges)}.txt"
-        if not part.is_file():
-            tmp = part.with_name(part.name + f".tmp{os.getpid()}")
-            tmp.write_bytes(b"".join(line + b"\n" for line in lines[a:b]))
-            os.replace(tmp, part)
-        if not any(x.strip() for x in lines[a:b]):
-            continue  # an empty range holds no sentence to find
-        out.append((get_trie(model, part, trie_nbest, progress=progress), a))
-    return out
-
-
 # -- the trie search -----------------------------------------------------------------------------
 
 def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: str = "pre",
@@ -89,18 +49,19 @@ def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: s
                         with_prior: bool = False, target_shards: int = 1,
                         shard_sources: int = DEFAULT_SHARD_SOURCES, sort_window: Optional[int] = None,
                         max_length: Optional[int] = None):
-    """:func:`triemine.decoding.mine.mine_to_tsv` on a pool (:func:`triemine.distributed.make_pool`).
+    """:func:`triemine.decoding.driver.mine_to_tsv` on a pool (:func:`triemine.distributed.make_pool`).
 
     Shards: groups of consecutive blocks of the single-process plan holding at least
     ``shard_sources`` sources; their outputs and manifest live in ``OUT.shards/``.  With
     ``target_shards`` K > 1 the target corpus is split into K line ranges, each with its own
     trie; every source is searched in each and its matches merged by score (the ``beam`` best).
     """
-    from triemine.decoding.mine import (PRIOR_COLUMNS, MineSummary, _meta, check_trie_fits,
-                                        SORT_WINDOW, encode_sources, get_trie, long_targets,
-                                        plan_blocks,
-                                        read_mining_corpora, resolve_batch_size,
-                                        search_settings)
+    from triemine.decoding.batching import SORT_WINDOW, plan_blocks, resolve_batch_size
+    from triemine.decoding.driver import (MineSummary, _meta, read_mining_corpora,
+                                          search_settings)
+    from triemine.decoding.matches import PRIOR_COLUMNS
+    from triemine.decoding.runner import encode_sources, long_targets
+    from triemine.decoding.trie_cache import check_trie_fits, get_trie, target_shard_tries
     from triemine.tsv import header_line, write_meta, write_progress
 
     src, tgt = read_mining_corpora(source_path, target_path)

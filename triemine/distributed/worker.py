@@ -60,7 +60,7 @@ class TrieShardTask:
     prior_weight: float = 0.0
     with_prior: bool = False
     debug: bool = False
-    sort_window: int = 8  # triemine.decoding.mine.SORT_WINDOW; the driver always sets it
+    sort_window: int = 8  # triemine.decoding.batching.SORT_WINDOW; the driver always sets it
     max_length: Optional[int] = None  # lines longer than this are skipped (decoding.lengths)
 
 
@@ -189,7 +189,8 @@ class ShardWorker:
     # -- the trie search ---------------------------------------------------------------------
 
     def _trie_search(self, task: TrieShardTask) -> Tuple[bytes, dict]:
-        from triemine.decoding.mine import encode_sources, format_rows, long_targets, mine_batches
+        from triemine.decoding.matches import format_rows
+        from triemine.decoding.runner import encode_sources, long_targets, mine_batches
 
         model = self.model(task.model)
         src, tgt = self.corpus(task.source), self.corpus(task.target)

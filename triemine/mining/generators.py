@@ -79,7 +79,7 @@ class TrieSearch(Generator):
     name, bit = "trie", 1
 
     def run(self, job: Job):
-        from triemine.decoding.mine import get_trie
+        from triemine.decoding.trie_cache import get_trie
 
         cfg = job.cfg
         job.trie = get_trie(job.model, job.target_path, cfg.trie_nbest, progress=job.progress)
@@ -89,7 +89,7 @@ class TrieSearch(Generator):
         return stage(job.work, self.name, lambda: self._search(job)), None
 
     def _search(self, job: Job) -> CandidateSet:
-        from triemine.decoding.mine import mine_to_tsv
+        from triemine.decoding.driver import mine_to_tsv
 
         cfg, tsv = job.cfg, job.work / "trie.tsv"
         if job.pool is not None or job.target_shards > 1:
