@@ -19,7 +19,7 @@ MAX_BATCH = 64
 SORT_WINDOW = 8
 
 
-def plan_batches(lengths: Sequence[int], batch_size: int = 16,
+def plan_batches(lengths: Sequence[int], batch_size: int,
                  max_tokens: Optional[int] = None) -> List[Tuple[int, int]]:
     """Consecutive ``[start, end)`` ranges in input order; deterministic (resume relies on it).
 

@@ -2,10 +2,10 @@
 
 ::
 
-    from triemine.decoding import get_trie, load_model_dir, mine
+    from triemine.decoding import SearchSettings, get_trie, load_model_dir, mine
     model = load_model_dir("DIR")
     trie = get_trie(model, "target.txt")            # built once, cached
-    for m in mine(model, ["source sentence", ...], trie, mode="pre", beam=20):
+    for m in mine(model, ["source sentence", ...], trie, SearchSettings(mode="pre", beam=20)):
         print(m.src_index, m.tgt_line_ids, m.score, m.ce_word, m.ce_token, m.text)
 
 Over-long sources (more tokens than the model's ``max_source_positions`` or ``max_length``, EOS
@@ -22,9 +22,10 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from triemine.decoding.batching import SORT_WINDOW, block_batches, plan_blocks, resolve_batch_size
+from triemine.decoding.batching import block_batches, plan_blocks
 from triemine.decoding.lengths import LengthLimits, too_long
 from triemine.decoding.matches import Match, to_matches
+from triemine.decoding.settings import SearchSettings
 
 
 def encode_sources(model, texts: Sequence[str], path=None, max_length: Optional[int] = None
@@ -52,77 +53,77 @@ def encode_sources(model, texts: Sequence[str], path=None, max_length: Optional[
 def long_targets(model, texts: Sequence[str], max_length: Optional[int] = None) -> np.ndarray:
     """Target lines too long for the decoder or ``max_length``: the search cannot write those
     over the decoder's positions (its steps are capped there); rows of the others over
-    ``max_length`` are dropped (:func:`format_rows`)."""
+    ``max_length`` are dropped (:func:`~triemine.decoding.matches.format_rows`)."""
     return too_long(model, texts, "target", LengthLimits.of(model, max_length))
 
 
-def build_generator(model, trie, mode: str = "pre", beam: int = 90, debug: bool = False,
-                    node_prior=None, prior_weight: float = 0.0):
+def build_generator(model, trie, search: SearchSettings = SearchSettings(), *,
+                    debug: bool = False, node_prior=None):
+    """The Algorithm-1 generator constrained by ``trie`` (mode, beam and prior weight of
+    ``search``)."""
     from triemine.decoding.generator import TrieSequenceGenerator
     from triemine.decoding.search import TrieConstrainedBeamSearch
     from triemine.decoding.task import check_trie_dict
 
-    if mode not in ("pre", "post"):
-        raise ValueError(f"mode must be 'pre' or 'post', got {mode!r}")
     check_trie_dict(trie, model.tgt_dict, getattr(trie, "path", None))
-    search = TrieConstrainedBeamSearch(model.tgt_dict, trie, mode, debug=debug,
-                                       node_prior=node_prior, prior_weight=prior_weight)
-    return TrieSequenceGenerator(model.models, model.tgt_dict, search=search, beam_size=beam)
+    constrain = TrieConstrainedBeamSearch(model.tgt_dict, trie, search.mode, debug=debug,
+                                          node_prior=node_prior,
+                                          prior_weight=search.prior_weight)
+    return TrieSequenceGenerator(model.models, model.tgt_dict, search=constrain,
+                                 beam_size=search.beam)
 
 
-def mine_batches(model, sources: Sequence[str], trie, mode: str = "pre", beam: int = 90,
-                 nbest: Optional[int] = None, batch_size: Optional[int] = None,
-                 max_tokens: Optional[int] = None, device: str = "cpu", debug: bool = False,
-                 start: int = 0, progress: bool = False, source_path=None, encoded=None,
-                 node_prior=None, prior_weight: float = 0.0, sort_window: int = SORT_WINDOW
-                 ) -> Iterator[Tuple[int, int, List[List[Match]]]]:
-    """Yield ``(start, end, matches)`` per block (:func:`plan_blocks`); ``matches[i]`` belongs to
-    source ``start + i``.  Within a block, sources are decoded in length-sorted batches
-    (:func:`block_batches`); ``batch_size`` None: :func:`resolve_batch_size`.
+def mine_batches(model, sources: Sequence[str], trie,
+                 search: SearchSettings = SearchSettings(), *, device: str = "cpu",
+                 debug: bool = False, start: int = 0, progress: bool = False, source_path=None,
+                 encoded=None, node_prior=None) -> Iterator[Tuple[int, int, List[List[Match]]]]:
+    """Yield ``(start, end, matches)`` per block (:func:`~triemine.decoding.batching.plan_blocks`);
+    ``matches[i]`` belongs to source ``start + i``.  Within a block, sources are decoded in
+    length-sorted batches (:func:`~triemine.decoding.batching.block_batches`).
 
-    ``start`` must be a block boundary of the same plan (as recorded by :func:`mine_to_tsv`).
+    ``start`` must be a block boundary of the same plan (as recorded by
+    :func:`triemine.decoding.driver.mine_to_tsv`).  ``encoded``: the sources already encoded
+    (:func:`encode_sources`); ``node_prior``: the trie's node priors
+    (:func:`triemine.scoring.prior.get_node_priors`), needed with ``search.prior_weight``.
     """
     from fairseq.data import data_utils
     from tqdm import tqdm
 
-    batch_size = resolve_batch_size(batch_size, beam)
-    gen = build_generator(model, trie, mode, beam, debug, node_prior, prior_weight)
+    batch_size = search.sources_per_batch
+    gen = build_generator(model, trie, search, debug=debug, node_prior=node_prior)
     if device != "cpu":
         gen.to(device)
     if encoded is None:
-        encoded, _ = encode_sources(model, sources, source_path)
+        encoded, _ = encode_sources(model, sources, source_path, search.max_length)
     lengths = [0 if e is None else len(e) for e in encoded]
-    plan = plan_blocks(lengths, batch_size, max_tokens, sort_window)
+    plan = plan_blocks(lengths, batch_size, search.max_tokens, search.sort_window)
     if start and start not in {s for s, _ in plan} and start != len(sources):
         raise ValueError(f"start={start} is not a block boundary of this plan")
     pad = model.src_dict.pad()
-    with tqdm(total=len(sources), initial=start, unit="sent", desc=f"mine ({mode})",
+    max_tokens = search.max_tokens if search.sort_window > 1 else None
+    with tqdm(total=len(sources), initial=start, unit="sent", desc=f"mine ({search.mode})",
               disable=not progress, dynamic_ncols=True) as bar:
         for s, e in plan:
             if e <= start:
                 continue
             results: List[List[Match]] = [[] for _ in range(e - s)]
-            for idx in block_batches(lengths, s, e, batch_size,
-                                     max_tokens if sort_window > 1 else None):
+            for idx in block_batches(lengths, s, e, batch_size, max_tokens):
                 toks = [encoded[i] for i in idx]
                 sample = {"net_input": {
                     "src_tokens": data_utils.collate_tokens(toks, pad, left_pad=True).to(device),
                     "src_lengths": torch.tensor([len(t) for t in toks], device=device)}}
                 hyps = gen.generate(gen.model.models, sample)
                 for i, h in zip(idx, hyps):
-                    results[i - s] = to_matches(model, i, h, nbest)
+                    results[i - s] = to_matches(model, i, h, search.nbest)
                 bar.update(len(idx))
             bar.update(e - s - sum(1 for i in range(s, e) if lengths[i]))  # empty lines
             yield s, e, results
 
 
-def mine(model, sources: Sequence[str], trie, mode: str = "pre", beam: int = 90,
-         nbest: Optional[int] = None, batch_size: Optional[int] = None,
-         max_tokens: Optional[int] = None, device: str = "cpu", debug: bool = False,
-         progress: bool = False, sort_window: int = SORT_WINDOW) -> Iterator[Match]:
+def mine(model, sources: Sequence[str], trie, search: SearchSettings = SearchSettings(), *,
+         device: str = "cpu", debug: bool = False, progress: bool = False) -> Iterator[Match]:
     """Matches of every source in input order (best first within a source)."""
-    for _, _, results in mine_batches(model, sources, trie, mode, beam, nbest, batch_size,
-                                      max_tokens, device, debug, progress=progress,
-                                      sort_window=sort_window):
+    for _, _, results in mine_batches(model, sources, trie, search, device=device, debug=debug,
+                                      progress=progress):
         for ms in results:
             yield from ms

@@ -90,24 +90,16 @@ class TrieSearch(Generator):
 
     def _search(self, job: Job) -> CandidateSet:
         from triemine.decoding.driver import mine_to_tsv
+        from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, SearchSettings
 
         cfg, tsv = job.cfg, job.work / "trie.tsv"
-        if job.pool is not None or job.target_shards > 1:
-            from triemine.distributed import make_pool
-            from triemine.distributed.jobs import DEFAULT_SHARD_SOURCES, mine_to_tsv_sharded
-            mine_to_tsv_sharded(job.model, job.source_path, job.target_path, tsv,
-                                job.pool or make_pool(0), mode=cfg.mode, beam=cfg.beam,
-                                batch_size=cfg.batch_size, sort_window=cfg.sort_window,
-                                device=job.device,
-                                trie=job.trie if job.target_shards == 1 else None, resume=True,
-                                progress=job.progress, prior_weight=cfg.prior_weight,
+        search = SearchSettings(mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
+                                sort_window=cfg.sort_window, prior_weight=cfg.prior_weight,
                                 target_shards=job.target_shards,
                                 shard_sources=job.shard_sources or DEFAULT_SHARD_SOURCES)
-        else:
-            mine_to_tsv(job.model, job.source_path, job.target_path, tsv, mode=cfg.mode,
-                        beam=cfg.beam, batch_size=cfg.batch_size, sort_window=cfg.sort_window,
-                        device=job.device, trie=job.trie, resume=tsv.exists(),
-                        progress=job.progress, prior_weight=cfg.prior_weight)
+        mine_to_tsv(job.model, job.source_path, job.target_path, tsv, search=search,
+                    pool=job.pool, trie=job.trie if job.target_shards == 1 else None,
+                    device=job.device, resume=True, progress=job.progress)
         return self._candidates(tsv, job.src, job.tgt)
 
     def _candidates(self, tsv: Path, src, tgt) -> CandidateSet:
