@@ -16,6 +16,7 @@ from triemine.decoding import SearchSettings, get_trie, mine, mine_to_tsv
 from triemine.decoding.batching import block_batches, plan_batches, plan_blocks, resolve_batch_size
 from triemine.tsv import HEADER as TSV_HEADER, read_mined
 from triemine.decoding.testing import synthetic_pairs
+from triemine.errors import InputError
 from triemine.trie import Trie
 
 PAIRS = synthetic_pairs(48, seed=11)
@@ -132,10 +133,10 @@ def test_resume_in_process_truncates_partial_batch(tiny_model, corpora, tmp_path
     s2 = mine_to_tsv(tiny_model, src, tgt, part, search=search, resume=True)
     assert s2.resumed_from == 12 and s2.decoded == len(PAIRS) - 12
     assert part.read_bytes() == full.read_bytes()
-    with pytest.raises(Exception, match="different settings"):
+    with pytest.raises(InputError, match="different settings"):
         mine_to_tsv(tiny_model, src, tgt, part, resume=True, search=SearchSettings(
             mode="post", beam=3, batch_size=2, sort_window=2))
-    with pytest.raises(Exception, match="different settings"):
+    with pytest.raises(InputError, match="different settings"):
         mine_to_tsv(tiny_model, src, tgt, part, resume=True, search=SearchSettings(
             mode="pre", beam=3, batch_size=2, sort_window=1))
 
@@ -149,7 +150,7 @@ def test_resume_refuses_another_model(tiny_model_dir, corpora, tmp_path):
     search = SearchSettings(mode="pre", beam=3, batch_size=4)
     mine_to_tsv(load_model_dir(tiny_model_dir), src, tgt, out, search=search, stop_after_blocks=1)
     other_dir = shutil.copytree(tiny_model_dir, tmp_path / "other-model")
-    with pytest.raises(Exception, match="different settings.*model"):
+    with pytest.raises(InputError, match="different settings.*model"):
         mine_to_tsv(load_model_dir(other_dir), src, tgt, out, search=search, resume=True)
 
 
