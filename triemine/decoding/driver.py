@@ -30,7 +30,7 @@ import numpy as np
 
 from triemine.corpus import read_corpus
 from triemine.decoding.batching import plan_blocks
-from triemine.decoding.matches import PRIOR_COLUMNS, format_rows
+from triemine.decoding.matches import match_rows
 from triemine.decoding.runner import encode_sources, long_targets, mine_batches
 from triemine.decoding.settings import SearchSettings
 from triemine.decoding.trie_cache import check_trie_fits, get_trie, target_shard_tries
@@ -41,7 +41,7 @@ from triemine.distributed.worker import TrieShardTask
 from triemine.errors import InputError
 from triemine.paths import file_sha256
 from triemine.scoring.prior import get_node_priors
-from triemine.tsv import header_line, prepare_resume, write_meta, write_progress
+from triemine.tsv import prepare_resume, write_meta, write_progress
 
 
 @dataclass
@@ -139,7 +139,7 @@ def _prepare(model, source_path, target_path, search: SearchSettings, trie, shar
     return _Run(src, tgt, tries, node_prior, encoded, skip_tgt,
                 {"source": len(skipped), "target": int(skip_tgt.sum())},
                 search.resume_key(model, source_path, target_path, len(src)),
-                header_line(PRIOR_COLUMNS if search.priors else ()))
+                "\t".join(search.columns))
 
 
 def _in_process(model, run: _Run, search: SearchSettings, out_path: Path, *, device: str,
@@ -163,8 +163,8 @@ def _in_process(model, run: _Run, search: SearchSettings, out_path: Path, *, dev
                                           debug=debug, start=start, progress=progress,
                                           encoded=run.encoded, node_prior=run.node_prior):
             flat = [m for ms in results for m in ms]
-            text = format_rows(flat, src.ids, src.texts, tgt.ids, tgt.texts, search.priors,
-                               run.skip_tgt)
+            text = match_rows(flat, search.columns, src.ids, src.texts, tgt.ids, tgt.texts,
+                              run.skip_tgt)
             f.write(text.encode("utf-8"))
             f.flush()
             write_progress(out_path, run.key, e, f.tell())

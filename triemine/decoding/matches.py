@@ -13,10 +13,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.tsv import clean_cell, format_number as num
-
-# the columns a search with node priors adds after the mining TSV's required ones
-PRIOR_COLUMNS = ("prior", "pmi")
+from triemine.tsv import format_rows
 
 
 @dataclass(frozen=True)
@@ -55,22 +52,21 @@ def to_matches(model, src_index: int, hyps, nbest: Optional[int]) -> List[Match]
     return out
 
 
-def format_rows(matches: Iterable[Match], src_ids: Sequence[str], src_texts: Sequence[str],
-                tgt_ids: Sequence[str], tgt_texts: Sequence[str], with_prior: bool = False,
-                skip_tgt: Optional[np.ndarray] = None) -> str:
-    """Mining-TSV rows (:mod:`triemine.tsv`), one per (match, target line id); with
-    ``with_prior`` also ``prior`` (log P(target | empty source)) and ``pmi`` (per token);
-    ``skip_tgt``: a mask of target lines too long to keep
+def match_rows(matches: Iterable[Match], columns: Sequence[str], src_ids: Sequence[str],
+               src_texts: Sequence[str], tgt_ids: Sequence[str], tgt_texts: Sequence[str],
+               skip_tgt: Optional[np.ndarray] = None) -> str:
+    """Mining-TSV rows of ``columns`` (:attr:`SearchSettings.columns
+    <triemine.decoding.settings.SearchSettings.columns>`), one per (match, target line id),
+    written by :func:`triemine.tsv.format_rows`: ``prior`` is log P(target | empty source),
+    ``pmi`` ``(score - prior) / n_tokens``; ``skip_tgt``: a mask of target lines too long to keep
     (:func:`triemine.decoding.runner.long_targets`)."""
-    rows = []
-    for m in matches:
-        extra = ""
-        if with_prior:
-            extra = f"\t{num(m.prior)}\t{num((m.score - m.prior) / m.n_tokens)}"
-        for line in m.tgt_line_ids:
-            if skip_tgt is not None and skip_tgt[line]:
-                continue
-            rows.append(f"{src_ids[m.src_index]}\t{tgt_ids[line]}\t{num(m.score)}\t{num(m.ce_word)}"
-                        f"\t{num(m.ce_token)}\t{clean_cell(src_texts[m.src_index])}"
-                        f"\t{clean_cell(tgt_texts[line])}{extra}\n")
-    return "".join(rows)
+    kept = [(m, line) for m in matches for line in m.tgt_line_ids
+            if skip_tgt is None or not skip_tgt[line]]
+    cell = {"src_id": lambda m, line: src_ids[m.src_index],
+            "tgt_id": lambda m, line: tgt_ids[line],
+            "score": lambda m, line: m.score, "ce_word": lambda m, line: m.ce_word,
+            "ce_token": lambda m, line: m.ce_token, "n_tokens": lambda m, line: m.n_tokens,
+            "src": lambda m, line: src_texts[m.src_index],
+            "tgt": lambda m, line: tgt_texts[line], "prior": lambda m, line: m.prior,
+            "pmi": lambda m, line: (m.score - m.prior) / m.n_tokens}
+    return format_rows(columns, {c: [cell[c](m, line) for m, line in kept] for c in columns})

@@ -53,7 +53,7 @@ def encode_sources(model, texts: Sequence[str], path=None, max_length: Optional[
 def long_targets(model, texts: Sequence[str], max_length: Optional[int] = None) -> np.ndarray:
     """Target lines too long for the decoder or ``max_length``: the search cannot write those
     over the decoder's positions (its steps are capped there); rows of the others over
-    ``max_length`` are dropped (:func:`~triemine.decoding.matches.format_rows`)."""
+    ``max_length`` are dropped (:func:`~triemine.decoding.matches.match_rows`)."""
     return too_long(model, texts, "target", LengthLimits.of(model, max_length))
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 from triemine.decoding.batching import SORT_WINDOW, resolve_batch_size
 from triemine.decoding.fingerprint import model_fingerprint
+from triemine.tsv import column_order
 
 PAPER_BEAM = 90               # the paper's beam for the trie search alone
 DEFAULT_SHARD_SOURCES = 256   # a shard of the search holds at least this many sources
@@ -34,6 +35,7 @@ class SearchSettings:
     sort_window: int = SORT_WINDOW     # length-sorted batches within blocks of this many batches
     prior_weight: float = 0.0          # lambda of prior-corrected pre-expansion
     with_prior: bool = False           # add the prior and pmi columns (implied by prior_weight)
+    token_counts: bool = False         # add n_tokens, each match's target tokens (EOS included)
     max_length: Optional[int] = None   # skip lines longer than this many model tokens
     trie_nbest: int = 1                # segmentations per target line in a built trie
     target_shards: int = 1             # K tries over line ranges of the target corpus
@@ -57,6 +59,13 @@ class SearchSettings:
         return bool(self.with_prior or self.prior_weight)
 
     @property
+    def columns(self) -> List[str]:
+        """The columns of the search's mining TSV (:func:`triemine.tsv.column_order`)."""
+        return column_order(["score", "ce_word", "ce_token"]
+                            + (["prior", "pmi"] if self.priors else [])
+                            + (["n_tokens"] if self.token_counts else []))
+
+    @property
     def sources_per_batch(self) -> int:
         """``batch_size`` resolved (:func:`~triemine.decoding.batching.resolve_batch_size`)."""
         return resolve_batch_size(self.batch_size, self.beam)
@@ -70,4 +79,5 @@ class SearchSettings:
                 "batch_size": self.sources_per_batch, "sort_window": self.sort_window,
                 "max_tokens": self.max_tokens, "n_sources": n_sources,
                 "prior_weight": self.prior_weight, "with_prior": self.priors,
-                **({"max_length": self.max_length} if self.max_length else {})}
+                **({"max_length": self.max_length} if self.max_length else {}),
+                **({"token_counts": True} if self.token_counts else {})}

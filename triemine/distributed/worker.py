@@ -184,7 +184,7 @@ class ShardWorker:
     # -- the trie search ---------------------------------------------------------------------
 
     def _trie_search(self, task: TrieShardTask) -> Tuple[bytes, dict]:
-        from triemine.decoding.matches import format_rows
+        from triemine.decoding.matches import match_rows
         from triemine.decoding.runner import encode_sources, long_targets, mine_batches
 
         model = self.model(task.model)
@@ -221,8 +221,8 @@ class ShardWorker:
                                      search.prior_weight)[:search.nbest or None]
                        for i in range(len(texts))]
         flat = [m for ms in results for m in ms]
-        text = format_rows(flat, src.ids[a:b], texts, tgt.ids, tgt.texts, search.priors,
-                           skip_tgt)
+        text = match_rows(flat, search.columns, src.ids[a:b], texts, tgt.ids, tgt.texts,
+                          skip_tgt)
         return text.encode("utf-8"), {"rows": text.count("\n"),
                                       "with_matches": sum(1 for ms in results if ms),
                                       "sources": b - a}

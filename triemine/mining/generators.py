@@ -95,7 +95,7 @@ class TrieSearch(Generator):
         cfg, tsv = job.cfg, job.work / "trie.tsv"
         search = SearchSettings(mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
                                 sort_window=cfg.sort_window, prior_weight=cfg.prior_weight,
-                                target_shards=job.target_shards,
+                                token_counts=True, target_shards=job.target_shards,
                                 shard_sources=job.shard_sources or DEFAULT_SHARD_SOURCES)
         mine_to_tsv(job.model, job.source_path, job.target_path, tsv, search=search,
                     pool=job.pool, trie=job.trie if job.target_shards == 1 else None,
@@ -112,7 +112,7 @@ class TrieSearch(Generator):
         s = np.fromiter((si[x] for x in m.src_ids), dtype=np.int64, count=len(m))
         t = np.fromiter((ti[x] for x in m.tgt_ids), dtype=np.int64, count=len(m))
         score = m.col("score")
-        cols = {"score": score, "n_tokens": np.rint(-score / m.col("ce_token"))}
+        cols = {"score": score, "n_tokens": m.col("n_tokens")}
         if "prior" in m.numeric:
             cols["prior"] = m.col("prior")
         cs = CandidateSet(s, t, np.full(len(m), self.bit, dtype=np.uint8), cols)
