@@ -36,10 +36,10 @@ def main(argv=None) -> int:
 
     import torch
 
+    from triemine.decoding.model_dir import load_model_dir
     from triemine.decoding.runner import mine_batches
     from triemine.decoding.settings import SearchSettings
     from triemine.decoding.trie_cache import get_trie
-    from triemine.decoding.model_dir import load_model_dir
     from triemine.evaluation.bucc import read_bucc
     from triemine.scoring.prior import compute_node_priors, get_node_priors
 

@@ -32,6 +32,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from triemine.decoding.settings import PAPER_BEAM  # the paper's beam for the trie search alone
 from triemine.errors import InputError
 from triemine.filtering import registry
 from triemine.filtering.selection import PAPER, Selection, choose, load_thresholds, write_bitext
@@ -39,7 +40,6 @@ from triemine.mining.run import CONFIG_NAMES, CONFIGS, named_config
 from triemine.tsv import Mined, read_mined, write_mined
 
 Texts = Union[str, os.PathLike, Sequence[str]]
-from triemine.decoding.settings import PAPER_BEAM  # the paper's beam for the trie search alone
 # below this many lines on a side, a shipped threshold is applied with a warning (the ratio
 # margin's neighbourhoods, which the threshold was tuned with, need corpora of some size)
 SMALL_CORPUS = 1000
