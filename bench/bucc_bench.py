@@ -74,8 +74,9 @@ def run_config(name: str, model, gold: Path, work: Path) -> tuple:
     out = work / f"{name}.{gold.stem}.tsv"
     t0 = time.perf_counter()
     if name == "paper":
-        from triemine.decoding.mine import mine_to_tsv
-        mine_to_tsv(model, src, tgt, out, mode="pre", beam=5, resume=out.exists(), progress=True)
+        from triemine.decoding import SearchSettings, mine_to_tsv
+        mine_to_tsv(model, src, tgt, out, search=SearchSettings(mode="pre", beam=5),
+                    resume=out.exists(), progress=True)
     elif name in MINING:
         from triemine.mining.run import mine_pipeline
         mine_pipeline(model, src, tgt, out, named_config(name), resume=True, progress=True)

@@ -188,7 +188,7 @@ def main(argv=None) -> int:
         info.update(mode="quick", model="tiny synthetic (1+1 layers, d=64)")
     else:
         from triemine.corpus import read_corpus
-        from triemine.decoding.mine import get_trie
+        from triemine.decoding.trie_cache import get_trie
         from triemine.paths import BUCC_ZH_EN, cache_root, shared_path
 
         mdir = args.model or str(cache_root() / "models" / "opus-mt-zh-en")

@@ -61,7 +61,7 @@ def rescore(model, mined, precision: str, progress: bool = True):
 
 def with_scores(mined, score, prior, ntok):
     """``mined`` with score/prior replaced and every column derived from them recomputed."""
-    from triemine.decoding.mine import word_count
+    from triemine.decoding.matches import word_count
     from triemine.mining.combine import shipped
 
     nwords = np.array([word_count(t) for t in mined.tgt], dtype=np.float64)

@@ -36,8 +36,10 @@ def main(argv=None) -> int:
 
     import torch
 
-    from triemine.decoding.mine import get_trie, mine_batches
     from triemine.decoding.model_dir import load_model_dir
+    from triemine.decoding.runner import mine_batches
+    from triemine.decoding.settings import SearchSettings
+    from triemine.decoding.trie_cache import get_trie
     from triemine.evaluation.bucc import read_bucc
     from triemine.scoring.prior import compute_node_priors, get_node_priors
 
@@ -71,8 +73,9 @@ def main(argv=None) -> int:
         top = anym = 0
         t0 = time.perf_counter()
         results = []
-        for _, _, res in mine_batches(model, sources, trie, "pre", args.beam, batch_size=16,
-                                      node_prior=node_prior if w else None, prior_weight=w):
+        search = SearchSettings(mode="pre", beam=args.beam, batch_size=16, prior_weight=w)
+        for _, _, res in mine_batches(model, sources, trie, search,
+                                      node_prior=node_prior if w else None):
             results.extend(res)
         secs = time.perf_counter() - t0
         for (_, t), ms in zip(gold, results):

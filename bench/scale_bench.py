@@ -49,18 +49,21 @@ def _write(path: Path, lines) -> Path:
     return path
 
 
-def _timed_sharded(model, src, tgt, out, pool, warm_src, **kw):
+def _timed_sharded(model, src, tgt, out, pool, warm_src, search):
     """``(seconds of the timed run, seconds to start and warm the pool, summary, stats)``."""
-    from triemine.distributed.jobs import mine_to_tsv_sharded
+    from dataclasses import replace
+
+    from triemine.decoding.driver import mine_to_tsv
 
     with pool:
         t0 = time.perf_counter()
-        mine_to_tsv_sharded(model, warm_src, tgt, str(out) + ".warm", pool, **dict(
-            kw, shard_sources=1))
+        mine_to_tsv(model, warm_src, tgt, str(out) + ".warm", pool=pool,
+                    search=replace(search, shard_sources=1))
         warm = time.perf_counter() - t0
         t0 = time.perf_counter()
-        summary, stats = mine_to_tsv_sharded(model, src, tgt, out, pool, **kw)
+        summary = mine_to_tsv(model, src, tgt, out, pool=pool, search=search)
         secs = time.perf_counter() - t0
+    stats = summary.shards
     import resource  # the workers are reaped now: the largest resident size of any of them
     stats["worker_max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
                                        / 1024, 1)
@@ -81,17 +84,19 @@ def _cpu_view(stats: dict, cpu_single: float) -> dict:
 
 def trie_search(model, src, tgt, work: Path, n_sources: int, beam: int, shard: int,
                 use_ray: bool) -> dict:
-    from triemine.decoding.mine import get_trie, mine_to_tsv
+    from triemine.decoding.driver import mine_to_tsv
+    from triemine.decoding.settings import SearchSettings
+    from triemine.decoding.trie_cache import get_trie
     from triemine.distributed import make_pool
 
     trie = get_trie(model, tgt)
     lines = src.read_text(encoding="utf-8").splitlines()
     warm = _write(work / "warm.src", lines[:8])
-    kw = dict(mode="pre", beam=beam, batch_size=16)
+    search = SearchSettings(mode="pre", beam=beam, batch_size=16, shard_sources=shard)
     single = work / "single.tsv"
-    mine_to_tsv(model, warm, tgt, work / "warm.tsv", trie=trie, **kw)  # first-call costs, as the workers'
+    mine_to_tsv(model, warm, tgt, work / "warm.tsv", trie=trie, search=search)  # first-call costs, as the workers'
     t0, c0 = time.perf_counter(), time.process_time()
-    mine_to_tsv(model, src, tgt, single, trie=trie, **kw)
+    mine_to_tsv(model, src, tgt, single, trie=trie, search=search)
     t_single, c_single = time.perf_counter() - t0, time.process_time() - c0
     print(f"one process: {n_sources} sources in {t_single:.1f} s", file=sys.stderr, flush=True)
     res = {"sources": n_sources, "beam": beam, "shard_sources": shard,
@@ -102,8 +107,7 @@ def trie_search(model, src, tgt, work: Path, n_sources: int, beam: int, shard: i
         runs.append(("ray", make_pool(2, ray="local")))
     for name, pool in runs:
         out = work / f"{name}.tsv"
-        secs, start, summary, stats = _timed_sharded(model, src, tgt, out, pool, warm,
-                                                     shard_sources=shard, **kw)
+        secs, start, summary, stats = _timed_sharded(model, src, tgt, out, pool, warm, search)
         same = out.read_bytes() == single.read_bytes()
         print(f"{name} x2: {n_sources} sources in {secs:.1f} s (+{start:.1f} s start-up), "
               f"identical: {same}", file=sys.stderr, flush=True)
@@ -162,8 +166,9 @@ def scoring(model, src, tgt, work: Path, n_pairs: int, chunk: int) -> dict:
 
 
 def target_shards(model, gold_src, tgt, gold, work: Path, beam: int, ks) -> list:
+    from triemine.decoding.driver import mine_to_tsv
+    from triemine.decoding.settings import SearchSettings
     from triemine.distributed import make_pool
-    from triemine.distributed.jobs import mine_to_tsv_sharded
     from triemine.tsv import read_mined
 
     pairs = dict(line.split("\t")[:2] for line in gold.read_text(encoding="utf-8").split("\n")
@@ -172,12 +177,13 @@ def target_shards(model, gold_src, tgt, gold, work: Path, beam: int, ks) -> list
     out = []
     warm = _write(work / "warm.gold.zh", gold_src.read_text(encoding="utf-8").splitlines()[:4])
     with pool:  # workers started and the model loaded before the first timed run
-        mine_to_tsv_sharded(model, warm, tgt, work / "warm.k.tsv", pool, mode="pre", beam=beam)
+        mine_to_tsv(model, warm, tgt, work / "warm.k.tsv", pool=pool,
+                    search=SearchSettings(mode="pre", beam=beam))
         for k in ks:
             path = work / f"k{k}.tsv"
             t0 = time.perf_counter()
-            summary, _ = mine_to_tsv_sharded(model, gold_src, tgt, path, pool, mode="pre",
-                                             beam=beam, target_shards=k, shard_sources=32)
+            summary = mine_to_tsv(model, gold_src, tgt, path, pool=pool, search=SearchSettings(
+                mode="pre", beam=beam, target_shards=k, shard_sources=32))
             secs = time.perf_counter() - t0
             m = read_mined(path)
             top, anym = {}, set()

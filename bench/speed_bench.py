@@ -34,6 +34,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -48,12 +49,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 def mine_time(model, trie, sources, beam, batch_size=None, sort_window=None):
     """(seconds, best target line of every source or -1) of pre-expansion over ``sources``
     (default batching: ``mine_batches``'s)."""
-    from triemine.decoding.mine import SORT_WINDOW, mine_batches
+    from triemine.decoding.runner import mine_batches
+    from triemine.decoding.settings import SearchSettings
 
+    search = SearchSettings(mode="pre", beam=beam, batch_size=batch_size)
+    if sort_window:
+        search = replace(search, sort_window=sort_window)
     best = []
     t0 = time.perf_counter()
-    for _, _, results in mine_batches(model, sources, trie, "pre", beam, batch_size=batch_size,
-                                      sort_window=sort_window or SORT_WINDOW):
+    for _, _, results in mine_batches(model, sources, trie, search):
         best.extend(ms[0].tgt_line_ids[0] if ms else -1 for ms in results)
     return time.perf_counter() - t0, best
 
@@ -150,7 +154,7 @@ def main(argv=None) -> int:
     import torch
 
     from triemine.corpus import read_corpus
-    from triemine.decoding.mine import get_trie
+    from triemine.decoding.trie_cache import get_trie
     from triemine.decoding.model_dir import load_model_dir
     from triemine.scoring.forced import _int8_projection
 

@@ -20,6 +20,7 @@ from triemine.cli import mine_main
 from triemine.decoding.testing import synthetic_pairs
 from triemine.distributed import Shard, ShardFailures, ShardStore, execute, plan_shards
 from triemine.distributed.worker import FAULTS_ENV
+from triemine.errors import InputError
 
 PAIRS = synthetic_pairs(48, seed=11)
 OTHER = [t for _, t in synthetic_pairs(40, seed=12)]
@@ -99,7 +100,7 @@ def test_store_resumes_only_with_the_same_key_and_reports_failed_shards(tmp_path
     store.record(shards[0], b"zero\n", {"rows": 1})
     again = ShardStore(tmp_path / "s", {"a": 1}, shards, resume=True, ext="txt")
     assert again.reused == [0] and [s.id for s in again.pending()] == [1, 2, 3]
-    with pytest.raises(Exception, match="cannot resume"):
+    with pytest.raises(InputError, match="cannot resume"):
         ShardStore(tmp_path / "s", {"a": 2}, shards, resume=True)
     fresh = ShardStore(tmp_path / "s", {"a": 1}, shards, resume=False, ext="txt")
     assert fresh.reused == [] and len(fresh.pending()) == 4
@@ -269,7 +270,7 @@ def test_cuda_actors_ask_for_one_gpu_each_and_need_a_gpu():
 # -- target shards ------------------------------------------------------------------------------------
 
 def test_merge_matches_unites_lines_orders_by_score_and_keeps_the_beam():
-    from triemine.decoding.mine import Match
+    from triemine.decoding.matches import Match
     from triemine.distributed.worker import merge_matches
 
     def m(tokens, score, lines):

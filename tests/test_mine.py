@@ -12,10 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from triemine.cli import mine_main
-from triemine.decoding.mine import (block_batches, get_trie, mine, mine_to_tsv, plan_batches,
-                                    plan_blocks, resolve_batch_size)
+from triemine.decoding import SearchSettings, get_trie, mine, mine_to_tsv
+from triemine.decoding.batching import block_batches, plan_batches, plan_blocks, resolve_batch_size
 from triemine.tsv import HEADER as TSV_HEADER, read_mined
 from triemine.decoding.testing import synthetic_pairs
+from triemine.errors import InputError
 from triemine.trie import Trie
 
 PAIRS = synthetic_pairs(48, seed=11)
@@ -49,7 +50,8 @@ def read_rows(path):
 def test_mine_api_yields_trie_lines_with_all_ids(tiny_model, corpora):
     src, tgt, tgt_texts = corpora
     trie = get_trie(tiny_model, tgt)
-    matches = list(mine(tiny_model, [s for s, _ in PAIRS], trie, mode="pre", beam=4, batch_size=5))
+    matches = list(mine(tiny_model, [s for s, _ in PAIRS], trie,
+                        SearchSettings(mode="pre", beam=4, batch_size=5)))
     assert {m.src_index for m in matches} == set(range(len(PAIRS)))  # pre: >= 1 per source
     for m in matches:
         ids = sorted(i for i, t in enumerate(tgt_texts) if t == m.text)
@@ -122,21 +124,21 @@ def test_cli_post_expansion_skips_sources_without_translation(tiny_model_dir, co
 def test_resume_in_process_truncates_partial_batch(tiny_model, corpora, tmp_path):
     src, tgt, _ = corpora
     full, part = tmp_path / "full.tsv", tmp_path / "part.tsv"
-    kw = dict(mode="pre", beam=3, batch_size=2, sort_window=2)  # blocks of 4 sources
-    mine_to_tsv(tiny_model, src, tgt, full, **kw)
-    s = mine_to_tsv(tiny_model, src, tgt, part, stop_after_batches=3, **kw)
+    search = SearchSettings(mode="pre", beam=3, batch_size=2, sort_window=2)  # blocks of 4 sources
+    mine_to_tsv(tiny_model, src, tgt, full, search=search)
+    s = mine_to_tsv(tiny_model, src, tgt, part, search=search, stop_after_blocks=3)
     assert s.decoded == 12
-    with open(part, "ab") as f:  # a batch half-written when the process died
+    with open(part, "ab") as f:  # a block half-written when the process died
         f.write(b"s12\tt0\t-1.0\t0.1\t0.1\tgarbage")
-    s2 = mine_to_tsv(tiny_model, src, tgt, part, resume=True, **kw)
+    s2 = mine_to_tsv(tiny_model, src, tgt, part, search=search, resume=True)
     assert s2.resumed_from == 12 and s2.decoded == len(PAIRS) - 12
     assert part.read_bytes() == full.read_bytes()
-    with pytest.raises(Exception, match="different settings"):
-        mine_to_tsv(tiny_model, src, tgt, part, resume=True, mode="post", beam=3, batch_size=2,
-                    sort_window=2)
-    with pytest.raises(Exception, match="different settings"):
-        mine_to_tsv(tiny_model, src, tgt, part, resume=True, mode="pre", beam=3, batch_size=2,
-                    sort_window=1)
+    with pytest.raises(InputError, match="different settings"):
+        mine_to_tsv(tiny_model, src, tgt, part, resume=True, search=SearchSettings(
+            mode="post", beam=3, batch_size=2, sort_window=2))
+    with pytest.raises(InputError, match="different settings"):
+        mine_to_tsv(tiny_model, src, tgt, part, resume=True, search=SearchSettings(
+            mode="pre", beam=3, batch_size=2, sort_window=1))
 
 
 def test_resume_refuses_another_model(tiny_model_dir, corpora, tmp_path):
@@ -145,11 +147,11 @@ def test_resume_refuses_another_model(tiny_model_dir, corpora, tmp_path):
 
     src, tgt, _ = corpora
     out = tmp_path / "part.tsv"
-    kw = dict(mode="pre", beam=3, batch_size=4)
-    mine_to_tsv(load_model_dir(tiny_model_dir), src, tgt, out, stop_after_batches=1, **kw)
+    search = SearchSettings(mode="pre", beam=3, batch_size=4)
+    mine_to_tsv(load_model_dir(tiny_model_dir), src, tgt, out, search=search, stop_after_blocks=1)
     other_dir = shutil.copytree(tiny_model_dir, tmp_path / "other-model")
-    with pytest.raises(Exception, match="different settings.*model"):
-        mine_to_tsv(load_model_dir(other_dir), src, tgt, out, resume=True, **kw)
+    with pytest.raises(InputError, match="different settings.*model"):
+        mine_to_tsv(load_model_dir(other_dir), src, tgt, out, search=search, resume=True)
 
 
 def _cli(*args):
@@ -239,7 +241,7 @@ def test_bad_batching_is_refused_before_the_output_is_touched(tiny_model, corpor
     out.write_text("an earlier run\n", encoding="utf-8")
     for kw in (dict(sort_window=0), dict(batch_size=0)):
         with pytest.raises(ValueError, match="must be >= 1"):
-            mine_to_tsv(tiny_model, src, tgt, out, beam=3, **kw)
+            mine_to_tsv(tiny_model, src, tgt, out, search=SearchSettings(beam=3, **kw))
     assert out.read_text(encoding="utf-8") == "an earlier run\n"
 
 
@@ -247,8 +249,10 @@ def test_length_sorted_blocks_find_the_same_matches_in_input_order(tiny_model, c
     src, tgt, _ = corpora
     sources = src.read_text(encoding="utf-8").splitlines()
     trie = get_trie(tiny_model, tgt)
-    plain = list(mine(tiny_model, sources, trie, "pre", 4, batch_size=3, sort_window=1))
-    window = list(mine(tiny_model, sources, trie, "pre", 4, batch_size=3, sort_window=5))
+    plain = list(mine(tiny_model, sources, trie, SearchSettings("pre", 4, batch_size=3,
+                                                                 sort_window=1)))
+    window = list(mine(tiny_model, sources, trie, SearchSettings("pre", 4, batch_size=3,
+                                                                  sort_window=5)))
     assert [(m.src_index, m.tgt_line_ids) for m in window] == \
         [(m.src_index, m.tgt_line_ids) for m in plain]
     assert [m.score for m in window] == pytest.approx([m.score for m in plain], abs=1e-4)
@@ -310,7 +314,7 @@ def test_over_long_source_is_skipped_with_warning(tiny_model, corpora, tmp_path)
     words = " ".join(s for s, _ in PAIRS[:30])  # ~130 words > 64 positions
     src.write_text(f"{PAIRS[0][0]}\n{words}\n{PAIRS[1][0]}\n", encoding="utf-8")
     with pytest.warns(UserWarning, match=r"long.txt: skipped 1 source sentence.*lines 2\)"):
-        s = mine_to_tsv(tiny_model, src, tgt, tmp_path / "o.tsv", beam=2)
+        s = mine_to_tsv(tiny_model, src, tgt, tmp_path / "o.tsv", search=SearchSettings(beam=2))
     assert s.skipped_long == {"source": 1, "target": 0} and s.decoded == 3
     assert {r[0] for r in read_rows(tmp_path / "o.tsv")} == {"1", "3"}
     assert read_mined(tmp_path / "o.tsv").meta["skipped_long"] == {"source": 1, "target": 0}
@@ -319,7 +323,8 @@ def test_over_long_source_is_skipped_with_warning(tiny_model, corpora, tmp_path)
     lengths = [len(tiny_model.encode_target(t)) for t in read_corpus(tgt).texts if t.strip()]
     assert any(n > limit for n in lengths) and any(n <= limit for n in lengths)
     with pytest.warns(UserWarning, match="skipped"):
-        s = mine_to_tsv(tiny_model, src, tgt, tmp_path / "m.tsv", beam=4, max_length=limit)
+        s = mine_to_tsv(tiny_model, src, tgt, tmp_path / "m.tsv",
+                        search=SearchSettings(beam=4, max_length=limit))
     rows = read_rows(tmp_path / "m.tsv")
     assert s.skipped_long == {"source": 1, "target": sum(n > limit for n in lengths)} and rows
     assert all(len(tiny_model.encode_target(r[6])) <= limit for r in rows)

@@ -32,6 +32,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from triemine.decoding.settings import PAPER_BEAM  # the paper's beam for the trie search alone
 from triemine.errors import InputError
 from triemine.filtering import registry
 from triemine.filtering.selection import PAPER, Selection, choose, load_thresholds, write_bitext
@@ -39,7 +40,6 @@ from triemine.mining.run import CONFIG_NAMES, CONFIGS, named_config
 from triemine.tsv import Mined, read_mined, write_mined
 
 Texts = Union[str, os.PathLike, Sequence[str]]
-PAPER_BEAM = 90  # the paper's beam for the trie search alone
 # below this many lines on a side, a shipped threshold is applied with a warning (the ratio
 # margin's neighbourhoods, which the threshold was tuned with, need corpora of some size)
 SMALL_CORPUS = 1000
@@ -281,26 +281,16 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
 
 
 def _trie_search(opts: MineOptions, model, source, target, output, pool, resume, progress) -> dict:
+    from triemine.decoding.driver import mine_to_tsv
+    from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, SearchSettings
     from triemine.decoding.task import load_trie_for_dict
 
     trie = load_trie_for_dict(opts.trie, model.tgt_dict) if opts.trie else None
-    if pool is not None:
-        from triemine.distributed.jobs import DEFAULT_SHARD_SOURCES, mine_to_tsv_sharded
-
-        result, stats = mine_to_tsv_sharded(
-            model, source, target, output, pool, mode=opts.mode, beam=opts.search_beam,
-            nbest=opts.nbest, batch_size=opts.batch_size, max_tokens=opts.max_tokens,
-            device=opts.device, trie=trie, trie_nbest=opts.trie_nbest, resume=resume,
-            progress=progress, prior_weight=opts.prior_weight, with_prior=opts.priors,
-            target_shards=opts.target_shards,
-            shard_sources=opts.shard_size or DEFAULT_SHARD_SOURCES, sort_window=opts.sort_window,
-            max_length=opts.max_length)
-        return dict(result.__dict__, **stats)
-    from triemine.decoding.mine import mine_to_tsv
-
-    return mine_to_tsv(model, source, target, output, mode=opts.mode, beam=opts.search_beam,
-                       nbest=opts.nbest, batch_size=opts.batch_size, max_tokens=opts.max_tokens,
-                       device=opts.device, trie=trie, trie_nbest=opts.trie_nbest, resume=resume,
-                       debug=opts.debug, progress=progress, prior_weight=opts.prior_weight,
-                       with_prior=opts.priors, sort_window=opts.sort_window,
-                       max_length=opts.max_length).__dict__
+    search = SearchSettings(
+        mode=opts.mode, beam=opts.search_beam, nbest=opts.nbest, batch_size=opts.batch_size,
+        max_tokens=opts.max_tokens, sort_window=opts.sort_window, prior_weight=opts.prior_weight,
+        with_prior=opts.priors, max_length=opts.max_length, trie_nbest=opts.trie_nbest,
+        target_shards=opts.target_shards, shard_sources=opts.shard_size or DEFAULT_SHARD_SOURCES)
+    return mine_to_tsv(model, source, target, output, search=search, pool=pool, trie=trie,
+                       device=opts.device, resume=resume, debug=opts.debug,
+                       progress=progress).as_dict()

@@ -4,7 +4,10 @@
 line naming the columns, then one row per (source, target line) pair.  Required columns, in any
 order: ``src_id tgt_id score ce_word ce_token src tgt``; every other column is numeric and names a
 score of the registry (:mod:`triemine.filtering.registry`), e.g. ``prior``, ``pmi``, ``bicleaner``.
-Numbers must be finite.  ``trie-mine`` writes the required columns first, in that order.
+Numbers must be finite.  ``trie-mine`` writes the required columns first, in that order, then
+``prior``, ``pmi``, ``combined`` when present, the other numeric columns sorted by name and
+``origin`` last (:func:`column_order`), numbers with 6 decimals; one writer does it for the trie
+search and the mining job alike (:func:`format_rows`, :func:`write_rows`).
 
 Sidecars:
 
@@ -22,7 +25,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -31,13 +34,21 @@ from triemine.textfile import decode_utf8, read_bytes, read_json
 
 REQUIRED_COLUMNS = ("src_id", "tgt_id", "score", "ce_word", "ce_token", "src", "tgt")
 TEXT_COLUMNS = ("src_id", "tgt_id", "src", "tgt")
+# numeric columns written right after the required ones, in this order when present
+LEADING_COLUMNS = ("prior", "pmi", "combined")
+LAST_COLUMN = "origin"  # the mining job's bitmask of generators, written last
 HEADER = "\t".join(REQUIRED_COLUMNS)
 META_SUFFIX = ".meta.json"
 PROGRESS_SUFFIX = ".progress"
 
 
-def header_line(extra: Sequence[str] = ()) -> str:
-    return "\t".join(REQUIRED_COLUMNS + tuple(extra))
+def column_order(numeric: Iterable[str]) -> List[str]:
+    """The columns of a mining TSV holding the ``numeric`` columns: the required ones, then
+    :data:`LEADING_COLUMNS` that are present, the others sorted, ``origin`` last."""
+    have = set(numeric) - set(REQUIRED_COLUMNS)
+    lead = [c for c in LEADING_COLUMNS if c in have]
+    rest = sorted(have - set(lead) - {LAST_COLUMN})
+    return list(REQUIRED_COLUMNS) + lead + rest + ([LAST_COLUMN] if LAST_COLUMN in have else [])
 
 
 @dataclass
@@ -177,6 +188,33 @@ def format_number(v: float) -> str:
     return f"{v:.6f}"
 
 
+def full_precision(v: float) -> str:
+    """A number written so that reading it back gives the very same float."""
+    return repr(float(v))
+
+
+def format_rows(columns: Sequence[str], cells: Mapping[str, Sequence],
+                number: Callable[[float], str] = format_number) -> str:
+    """Rows of a mining TSV, each ending in a newline: row ``i`` holds ``cells[c][i]`` of every
+    column ``c`` of ``columns`` in that order; text columns (:data:`TEXT_COLUMNS`) with tabs and
+    line breaks replaced (:func:`clean_cell`), numbers written by ``number`` (6 decimals by
+    default).  Formatted column by column, then joined."""
+    formatted = [list(map(clean_cell if c in TEXT_COLUMNS else number, cells[c]))
+                 for c in columns]
+    return "".join("\t".join(row) + "\n" for row in zip(*formatted))
+
+
+def write_rows(path, columns: Sequence[str], cells: Mapping[str, Sequence],
+               meta: Optional[Dict[str, object]] = None,
+               number: Callable[[float], str] = format_number) -> None:
+    """A whole mining TSV, atomically: the header naming ``columns``, then :func:`format_rows`;
+    with ``meta``, the ``.meta.json`` sidecar after it."""
+    path = Path(os.fspath(path))
+    _atomic_write_text(path, "\t".join(columns) + "\n" + format_rows(columns, cells, number))
+    if meta:
+        write_meta(path, meta)
+
+
 def read_mined(path) -> Mined:
     """Read a mining TSV; missing columns, bad or non-finite numbers are InputErrors."""
     path = os.fspath(path)
@@ -234,13 +272,6 @@ def read_mined(path) -> Mined:
 
 def write_mined(mined: Mined, path) -> None:
     """Write rows with the same columns (numbers with full float precision), atomically."""
-    path = Path(os.fspath(path))
-    cols = mined.columns
-    textcols = {"src_id": mined.src_ids, "tgt_id": mined.tgt_ids, "src": mined.src, "tgt": mined.tgt}
-    rows = ["\t".join(cols)]
-    for i in range(len(mined)):
-        rows.append("\t".join(clean_cell(textcols[c][i]) if c in textcols
-                              else repr(float(mined.numeric[c][i])) for c in cols))
-    _atomic_write_text(path, "\n".join(rows) + "\n")
-    if mined.meta:
-        write_meta(path, mined.meta)
+    cells = {"src_id": mined.src_ids, "tgt_id": mined.tgt_ids, "src": mined.src, "tgt": mined.tgt,
+             **mined.numeric}
+    write_rows(path, mined.columns, cells, meta=mined.meta, number=full_precision)

@@ -1,15 +1,25 @@
-"""triemine.decoding: trie-constrained beam search, the fairseq plugin task and the miner.
+"""triemine.decoding: trie-constrained beam search, the fairseq plugin task and the trie search's
+driver.
 
-Public API (imported lazily, fairseq is heavy): ``load_model_dir``, ``mine``, ``mine_batches``,
-``mine_to_tsv``, ``get_trie``, ``Match``, ``TrieConstrainedBeamSearch``,
+Public API (imported lazily, fairseq is heavy): ``load_model_dir``, ``SearchSettings``, ``mine``,
+``mine_batches``, ``mine_to_tsv``, ``get_trie``, ``Match``, ``TrieConstrainedBeamSearch``,
 ``TrieSequenceGenerator``.
+
+Modules: ``settings`` (:class:`SearchSettings`, the one home of the search's defaults),
+``batching`` (blocks and decoder batches), ``runner`` (the search over sources in memory:
+``mine``, ``mine_batches``), ``matches`` (:class:`Match`, TSV rows), ``trie_cache``
+(``get_trie``), ``driver`` (``mine_to_tsv``: a corpus to a mining TSV, in this process or on a
+pool), ``fingerprint`` (the model fingerprint of resume keys), ``lengths`` (the over-long-line
+rule), ``search`` / ``generator`` (the constrained search), ``task`` / ``model_dir`` (fairseq).
 """
 
 _API = {
     "load_model_dir": "triemine.decoding.model_dir", "ModelDir": "triemine.decoding.model_dir",
-    "mine": "triemine.decoding.mine", "mine_batches": "triemine.decoding.mine",
-    "mine_to_tsv": "triemine.decoding.mine", "get_trie": "triemine.decoding.mine",
-    "Match": "triemine.decoding.mine",
+    "SearchSettings": "triemine.decoding.settings",
+    "mine": "triemine.decoding.runner", "mine_batches": "triemine.decoding.runner",
+    "mine_to_tsv": "triemine.decoding.driver", "MineSummary": "triemine.decoding.driver",
+    "get_trie": "triemine.decoding.trie_cache",
+    "Match": "triemine.decoding.matches",
     "TrieConstrainedBeamSearch": "triemine.decoding.search",
     "TrieSequenceGenerator": "triemine.decoding.generator",
 }

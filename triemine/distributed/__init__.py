@@ -3,7 +3,7 @@
 One mechanism, used by every backend (:mod:`triemine.distributed.shards`):
 
 * the work is cut into **deterministic shards**: contiguous ranges of sources (the trie search,
-  cut on :func:`triemine.decoding.mine.plan_blocks` boundaries) or of candidate pairs (exact
+  cut on :func:`triemine.decoding.batching.plan_blocks` boundaries) or of candidate pairs (exact
   scoring, cut on the chunk boundaries of :func:`triemine.mining.features.exact_scores`), so a
   shard computes exactly the batches the single-process run computes and its rows are
   byte-identical to them;
@@ -26,8 +26,8 @@ Engines (a *pool* runs :class:`triemine.distributed.worker.ShardWorker` tasks):
   worker (``num_gpus=1`` each with ``--device cuda``), Ray's actor restarts and task retries for
   dead workers.  Ray is the optional extra ``triemine[ray]`` and imported only here.
 
-What is sharded: the trie search (:func:`triemine.distributed.jobs.mine_to_tsv_sharded`, also
-with ``--target-shards K``) and the exact scoring of candidate pairs
+What is sharded: the trie search (:func:`triemine.decoding.driver.mine_to_tsv` given a pool,
+also with ``--target-shards K``) and the exact scoring of candidate pairs
 (:func:`triemine.distributed.jobs.exact_scores_sharded`).  See ``docs/scale.md``.
 """
 from triemine.distributed.shards import Shard, ShardFailures, ShardStore, execute, plan_shards

@@ -1,28 +1,26 @@
-"""The sharded jobs: the trie search of a source corpus, and exact scores of candidate pairs.
+"""The sharded exact scores of candidate pairs, and what the sharded jobs share.
 
-Both plan their shards on the single-process run's own batch boundaries, so the merged output is
-byte-identical to :func:`triemine.decoding.mine.mine_to_tsv` / the scores of
-:func:`triemine.mining.features.exact_scores` with the same settings and threads per process.
+The sharded trie search is :func:`triemine.decoding.driver.mine_to_tsv` given a pool.  Both plan
+their shards on the single-process run's own boundaries (blocks of the search, chunks of
+:func:`triemine.mining.features.exact_scores`), so the merged output is byte-identical to the
+single-process one with the same settings and threads per process.
 """
 from __future__ import annotations
 
 import hashlib
 import io
-import logging
 import os
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Sequence
 
 import numpy as np
 
-from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards, total
-from triemine.distributed.worker import ModelSpec, ScoreShardTask, TrieShardTask
-from triemine.errors import InputError
-
-logger = logging.getLogger(__name__)
+from triemine.decoding.fingerprint import model_fingerprint
+from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards
+from triemine.distributed.worker import ModelSpec, ScoreShardTask
+from triemine.paths import file_sha256
 
 SHARDS_SUFFIX = ".shards"
-DEFAULT_SHARD_SOURCES = 256   # trie search: at least this many sources per shard
 SCORE_CHUNK = 2000            # exact_scores' default chunk: a scoring shard is whole chunks
 
 
@@ -31,141 +29,13 @@ def model_spec(model, device: str = "cpu") -> ModelSpec:
     return ModelSpec(os.path.abspath(model.path), os.path.abspath(spm) if spm else None, device)
 
 
-def _progress(total_n: int, initial: int, desc: str, unit: str, enabled: bool):
+def progress_bar(total_n: int, initial: int, desc: str, unit: str, enabled: bool):
     from tqdm import tqdm
     return tqdm(total=total_n, initial=initial, desc=desc, unit=unit, disable=not enabled,
                 dynamic_ncols=True)
 
 
-# -- target shards -------------------------------------------------------------------------------
-
-def target_ranges(n_lines: int, k: int) -> List[Tuple[int, int]]:
-    """``k`` contiguous line ranges of (nearly) equal size covering ``[0, n_lines)``."""
-    if k < 1:
-        raise ValueError("target shards must be >= 1")
-    bounds = [round(i * n_lines / k) for i in range(k + 1)]
-    return [(bounds[i], bounds[i + 1]) for i in range(k) if bounds[i + 1] > bounds[i]]
-
-
-def target_shard_tries(model, target_path, k: int, trie_nbest: int = 1,
-                       progress: bool = False) -> List[Tuple[object, int]]:
-    """``[(trie, first line), ...]``: one trie per line range of the target corpus (its lines
-    written as a file of their own under ``$TRIEMINE_CACHE/target-shards/`` and its trie cached
-    like any other)."""
-    from triemine.decoding.mine import get_trie
-    from triemine.paths import cache_root, file_sha256
-    from triemine.textfile import read_bytes
-
-    raw = read_bytes(target_path, "target corpus")
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    ranges = target_ranges(len(lines), k)
-    where = cache_root() / "target-shards"
-    where.mkdir(parents=True, exist_ok=True)
-    digest = file_sha256(target_path)[:24]
-    out = []
-    for i, (a, b) in enumerate(ranges):
-        part = where / f"{digest}.{i + 1}-of-{len(ranges)}.txt"
-        if not part.is_file():
-            tmp = part.with_name(part.name + f".tmp{os.getpid()}")
-            tmp.write_bytes(b"".join(line + b"\n" for line in lines[a:b]))
-            os.replace(tmp, part)
-        if not any(x.strip() for x in lines[a:b]):
-            continue  # an empty range holds no sentence to find
-        out.append((get_trie(model, part, trie_nbest, progress=progress), a))
-    return out
-
-
-# -- the trie search -----------------------------------------------------------------------------
-
-def mine_to_tsv_sharded(model, source_path, target_path, out_path, pool, mode: str = "pre",
-                        beam: int = 90, nbest: Optional[int] = None,
-                        batch_size: Optional[int] = None,
-                        max_tokens: Optional[int] = None, device: str = "cpu", trie=None,
-                        trie_nbest: int = 1, resume: bool = False, debug: bool = False,
-                        progress: bool = False, prior_weight: float = 0.0,
-                        with_prior: bool = False, target_shards: int = 1,
-                        shard_sources: int = DEFAULT_SHARD_SOURCES, sort_window: Optional[int] = None,
-                        max_length: Optional[int] = None):
-    """:func:`triemine.decoding.mine.mine_to_tsv` on a pool (:func:`triemine.distributed.make_pool`).
-
-    Shards: groups of consecutive blocks of the single-process plan holding at least
-    ``shard_sources`` sources; their outputs and manifest live in ``OUT.shards/``.  With
-    ``target_shards`` K > 1 the target corpus is split into K line ranges, each with its own
-    trie; every source is searched in each and its matches merged by score (the ``beam`` best).
-    """
-    from triemine.decoding.mine import (PRIOR_COLUMNS, MineSummary, _meta, check_trie_fits,
-                                        SORT_WINDOW, encode_sources, get_trie, long_targets,
-                                        plan_blocks,
-                                        read_mining_corpora, resolve_batch_size,
-                                        search_settings)
-    from triemine.tsv import header_line, write_meta, write_progress
-
-    src, tgt = read_mining_corpora(source_path, target_path)
-    if target_shards > 1:
-        if trie is not None:
-            raise InputError("--target-shards builds one trie per target range: it cannot use "
-                             "a prebuilt trie", getattr(trie, "path", None))
-        tries = target_shard_tries(model, target_path, target_shards, trie_nbest, progress)
-    else:
-        if trie is None:
-            trie = get_trie(model, target_path, trie_nbest, progress=progress)
-        if getattr(trie, "path", None) is None:
-            raise InputError("a sharded search needs the trie as a file (workers memory-map it)")
-        check_trie_fits(trie, len(tgt), target_path)
-        tries = [(trie, 0)]
-    with_prior = bool(with_prior or prior_weight)
-    if with_prior:  # computed once here, stored beside each trie; workers only read them
-        from triemine.scoring.prior import get_node_priors
-        for t, _ in tries:
-            get_node_priors(model, t, progress=progress)
-    encoded, skipped = encode_sources(model, src.texts, source_path, max_length)  # warns once
-    skipped_long = {"source": len(skipped),
-                    "target": int(long_targets(model, tgt.texts, max_length).sum())}
-    sort_window = SORT_WINDOW if sort_window is None else sort_window
-    batch_size = resolve_batch_size(batch_size, beam)
-    plan = plan_blocks([0 if e is None else len(e) for e in encoded], batch_size, max_tokens,
-                       sort_window)
-    shards = plan_shards([s for s, _ in plan], len(src), shard_sources)
-    out_path = Path(out_path)
-    settings = search_settings(model, source_path, target_path, len(src), mode, beam, nbest,
-                               batch_size, max_tokens, prior_weight, with_prior, sort_window,
-                               max_length)
-    key = dict(settings, target_shards=target_shards,
-               tries=[[os.path.basename(t.path), off] for t, off in tries],
-               source_sha256=_sha(source_path), shard_sources=shard_sources)
-    store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
-                       ext="tsv", unit="sources")
-    write_meta(out_path, dict(_meta(model, settings, trie_nbest), skipped_long=skipped_long))
-    spec = model_spec(model, device)
-    trie_files = tuple((os.path.abspath(t.path), off) for t, off in tries)
-
-    def make_task(s: Shard) -> TrieShardTask:
-        return TrieShardTask(s.id, spec, os.path.abspath(source_path),
-                             os.path.abspath(target_path), s.start, s.end, trie_files, mode, beam,
-                             nbest, batch_size, max_tokens, prior_weight, with_prior, debug,
-                             sort_window, max_length)
-    reused = sum(len(store.by_id[i]) for i in store.reused)
-    with _progress(len(src), reused, f"mine ({mode}, shards)", "sent", progress) as bar:
-        computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
-    header = header_line(PRIOR_COLUMNS if with_prior else ())
-    size = store.merge_to(out_path, (header + "\n").encode("utf-8"))
-    write_progress(out_path, settings, len(src), size)
-    entries = store.entries()
-    return MineSummary(sources=len(src), decoded=sum(len(store.by_id[i]) for i in computed),
-                       rows=total(entries, "rows"), sources_with_matches=total(entries, "with_matches"),
-                       skipped_long=skipped_long,
-                       resumed_from=reused,
-                       trie_path=";".join(t.path for t, _ in tries)), _shard_stats(store, computed)
-
-
-def _sha(path) -> str:
-    from triemine.paths import file_sha256
-    return file_sha256(path)
-
-
-def _shard_stats(store: ShardStore, computed: Sequence[int]) -> dict:
+def shard_stats(store: ShardStore, computed: Sequence[int]) -> dict:
     """Counts, and the CPU seconds each worker process spent on this run's shards."""
     cpu: dict = {}
     for i in computed:
@@ -175,8 +45,6 @@ def _shard_stats(store: ShardStore, computed: Sequence[int]) -> dict:
             "shards_reused": len(store.reused), "shard_dir": str(store.dir),
             "worker_cpu_s": cpu}
 
-
-# -- exact scores --------------------------------------------------------------------------------
 
 def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path, pool,
                          progress: bool = False, reverse: bool = False, device: str = "cpu",
@@ -197,9 +65,8 @@ def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path,
     src_idx, tgt_idx = cands.src[todo], cands.tgt[todo]
     h = hashlib.sha256(src_idx.tobytes())
     h.update(tgt_idx.tobytes())
-    from triemine.decoding.mine import model_fingerprint
-    key = {"model": model_fingerprint(model), "source": _sha(source_path),
-           "target": _sha(target_path), "pairs": h.hexdigest(), "reverse": reverse,
+    key = {"model": model_fingerprint(model), "source": file_sha256(source_path),
+           "target": file_sha256(target_path), "pairs": h.hexdigest(), "reverse": reverse,
            "chunk": chunk, "precision": precision}
     store = ShardStore(Path(work_dir) / f"scores{suffix}{SHARDS_SUFFIX}", key, shards,
                        resume=resume, ext="npy", unit="pairs")
@@ -209,15 +76,15 @@ def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path,
         return ScoreShardTask(s.id, spec, os.path.abspath(source_path),
                               os.path.abspath(target_path),
                               tuple(src_idx[s.start:s.end].tolist()),
-                              tuple(tgt_idx[s.start:s.end].tolist()), chunk, reverse,
-                              precision)
+                              tuple(tgt_idx[s.start:s.end].tolist()), chunk=chunk,
+                              reverse=reverse, precision=precision)
     reused = sum(len(store.by_id[i]) for i in store.reused)
     desc = "exact scores (shards" + (", reverse)" if reverse else ")")
-    with _progress(len(todo), reused, desc, "pair", progress) as bar:
+    with progress_bar(len(todo), reused, desc, "pair", progress) as bar:
         computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
     parts = [np.load(io.BytesIO(store.read(s.id))) for s in store.shards]
     arr = np.concatenate(parts, axis=1)
     score[todo] = arr[0]
     ntok[todo] = arr[1]
     return (cands.with_columns(**{"score" + suffix: score, "n_tokens" + suffix: ntok}),
-            _shard_stats(store, computed))
+            shard_stats(store, computed))

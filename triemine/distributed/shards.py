@@ -45,7 +45,7 @@ class Shard:
 
 def plan_shards(boundaries: Sequence[int], n: int, size: int) -> List[Shard]:
     """Contiguous shards over ``[0, n)`` that start only at ``boundaries`` (sorted; e.g. the
-    starts of the blocks of :func:`~triemine.decoding.mine.plan_blocks`): each shard ends at the
+    starts of the blocks of :func:`~triemine.decoding.batching.plan_blocks`): each shard ends at the
     first boundary at or after ``start + size`` (the last ends at ``n``).  Depends only on the
     data and ``size``, never on the number of workers, so a run may resume with other workers."""
     if size < 1:

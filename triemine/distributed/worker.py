@@ -7,8 +7,9 @@ number of tasks.  A task returns ``(payload bytes, info)``; the driver writes th
 (:class:`triemine.distributed.shards.ShardStore`).
 
 * :class:`TrieShardTask`: the trie search of sources ``[start, end)`` (a range that starts and
-  ends on batch boundaries of the single-process plan), against one trie or, with target
-  shards, against several tries whose matches are merged by score (beam ``B`` best per source);
+  ends on block boundaries of the single-process plan) with the driver's
+  :class:`~triemine.decoding.settings.SearchSettings`, against one trie or, with target shards,
+  against several tries whose matches are merged by score (beam ``B`` best per source);
   payload: the mining-TSV rows.
 * :class:`ScoreShardTask`: exact scores (forced decoding) of a range of candidate pairs aligned
   to the chunks of :func:`triemine.mining.features.exact_scores`; payload: ``.npy`` bytes of a
@@ -33,6 +34,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from triemine.decoding.settings import SearchSettings
+
 FAULTS_ENV = "TRIEMINE_TEST_FAULTS"
 
 
@@ -52,16 +55,8 @@ class TrieShardTask:
     start: int
     end: int
     tries: Tuple[Tuple[str, int], ...]   # (trie file, target line offset) per target shard
-    mode: str = "pre"
-    beam: int = 90
-    nbest: Optional[int] = None
-    batch_size: int = 16
-    max_tokens: Optional[int] = None
-    prior_weight: float = 0.0
-    with_prior: bool = False
-    debug: bool = False
-    sort_window: int = 8  # triemine.decoding.mine.SORT_WINDOW; the driver always sets it
-    max_length: Optional[int] = None  # lines longer than this are skipped (decoding.lengths)
+    search: SearchSettings               # the driver's settings, as they are
+    debug: bool = False                  # check every hypothesis's node (no effect on the rows)
 
 
 @dataclass(frozen=True)
@@ -72,7 +67,7 @@ class ScoreShardTask:
     target: str
     src: Tuple[int, ...]     # source line index of each pair
     tgt: Tuple[int, ...]     # target line index of each pair
-    chunk: int = 2000
+    chunk: int                 # exact_scores' chunk: the shard is whole chunks of it
     reverse: bool = False
     precision: str = "fp32"
 
@@ -167,7 +162,7 @@ class ShardWorker:
         self.corpus(task.target)
         for trie_path, _ in getattr(task, "tries", ()):
             trie = self.trie(trie_path)
-            if task.with_prior:
+            if task.search.priors:
                 from triemine.scoring.prior import get_node_priors
                 get_node_priors(model, trie)
         return os.getpid()
@@ -189,30 +184,31 @@ class ShardWorker:
     # -- the trie search ---------------------------------------------------------------------
 
     def _trie_search(self, task: TrieShardTask) -> Tuple[bytes, dict]:
-        from triemine.decoding.mine import encode_sources, format_rows, long_targets, mine_batches
+        from triemine.decoding.matches import match_rows
+        from triemine.decoding.runner import encode_sources, long_targets, mine_batches
 
         model = self.model(task.model)
         src, tgt = self.corpus(task.source), self.corpus(task.target)
+        search = task.search
         a, b = task.start, task.end
         texts = src.texts[a:b]
         with warnings.catch_warnings():  # the driver already warned about skipped sources
             warnings.simplefilter("ignore")
-            encoded, _ = encode_sources(model, texts, max_length=task.max_length)
-        skip_tgt = long_targets(model, tgt.texts, task.max_length) if task.max_length else None
+            encoded, _ = encode_sources(model, texts, max_length=search.max_length)
+        skip_tgt = long_targets(model, tgt.texts, search.max_length) if search.max_length else None
+        # several tries: every match of each, merged below before the nbest cut
+        per_trie_search = replace(search, nbest=None) if len(task.tries) > 1 else search
         per_trie = []
         for trie_path, offset in task.tries:
             trie = self.trie(trie_path)
             node_prior = None
-            if task.with_prior:
+            if search.priors:
                 from triemine.scoring.prior import get_node_priors
                 node_prior = get_node_priors(model, trie)
             results: List[List] = []
-            for _, _, batch in mine_batches(model, texts, trie, task.mode, task.beam,
-                                            None if len(task.tries) > 1 else task.nbest,
-                                            task.batch_size, task.max_tokens, task.model.device,
-                                            task.debug, encoded=encoded, node_prior=node_prior,
-                                            prior_weight=task.prior_weight,
-                                            sort_window=task.sort_window):
+            for _, _, batch in mine_batches(model, texts, trie, per_trie_search,
+                                            device=task.model.device, debug=task.debug,
+                                            encoded=encoded, node_prior=node_prior):
                 if offset:
                     batch = [[replace(m, tgt_line_ids=tuple(i + offset for i in m.tgt_line_ids))
                               for m in ms] for ms in batch]
@@ -221,11 +217,12 @@ class ShardWorker:
         if len(per_trie) == 1:
             results = per_trie[0]
         else:
-            results = [merge_matches([r[i] for r in per_trie], task.beam, task.prior_weight)[:task.nbest or None]
+            results = [merge_matches([r[i] for r in per_trie], search.beam,
+                                     search.prior_weight)[:search.nbest or None]
                        for i in range(len(texts))]
         flat = [m for ms in results for m in ms]
-        text = format_rows(flat, src.ids[a:b], texts, tgt.ids, tgt.texts, task.with_prior,
-                           skip_tgt)
+        text = match_rows(flat, search.columns, src.ids[a:b], texts, tgt.ids, tgt.texts,
+                          skip_tgt)
         return text.encode("utf-8"), {"rows": text.count("\n"),
                                       "with_matches": sum(1 for ms in results if ms),
                                       "sources": b - a}

@@ -175,7 +175,7 @@ def derived(cands: CandidateSet, tgt_texts: Sequence[str], src_texts: Optional[S
             ) -> CandidateSet:
     """``ce_word``, ``ce_token`` and (with ``prior``) ``pmi`` from ``score`` and ``n_tokens``;
     with ``src_texts``, ``numerals`` (:func:`numeral_agreement`)."""
-    from triemine.decoding.mine import word_count
+    from triemine.decoding.matches import word_count
 
     score, ntok = cands.col("score"), cands.col("n_tokens")
     nwords = np.fromiter((word_count(tgt_texts[t]) for t in cands.tgt), dtype=np.float64,

@@ -79,7 +79,7 @@ class TrieSearch(Generator):
     name, bit = "trie", 1
 
     def run(self, job: Job):
-        from triemine.decoding.mine import get_trie
+        from triemine.decoding.trie_cache import get_trie
 
         cfg = job.cfg
         job.trie = get_trie(job.model, job.target_path, cfg.trie_nbest, progress=job.progress)
@@ -89,25 +89,17 @@ class TrieSearch(Generator):
         return stage(job.work, self.name, lambda: self._search(job)), None
 
     def _search(self, job: Job) -> CandidateSet:
-        from triemine.decoding.mine import mine_to_tsv
+        from triemine.decoding.driver import mine_to_tsv
+        from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, SearchSettings
 
         cfg, tsv = job.cfg, job.work / "trie.tsv"
-        if job.pool is not None or job.target_shards > 1:
-            from triemine.distributed import make_pool
-            from triemine.distributed.jobs import DEFAULT_SHARD_SOURCES, mine_to_tsv_sharded
-            mine_to_tsv_sharded(job.model, job.source_path, job.target_path, tsv,
-                                job.pool or make_pool(0), mode=cfg.mode, beam=cfg.beam,
-                                batch_size=cfg.batch_size, sort_window=cfg.sort_window,
-                                device=job.device,
-                                trie=job.trie if job.target_shards == 1 else None, resume=True,
-                                progress=job.progress, prior_weight=cfg.prior_weight,
-                                target_shards=job.target_shards,
+        search = SearchSettings(mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
+                                sort_window=cfg.sort_window, prior_weight=cfg.prior_weight,
+                                token_counts=True, target_shards=job.target_shards,
                                 shard_sources=job.shard_sources or DEFAULT_SHARD_SOURCES)
-        else:
-            mine_to_tsv(job.model, job.source_path, job.target_path, tsv, mode=cfg.mode,
-                        beam=cfg.beam, batch_size=cfg.batch_size, sort_window=cfg.sort_window,
-                        device=job.device, trie=job.trie, resume=tsv.exists(),
-                        progress=job.progress, prior_weight=cfg.prior_weight)
+        mine_to_tsv(job.model, job.source_path, job.target_path, tsv, search=search,
+                    pool=job.pool, trie=job.trie if job.target_shards == 1 else None,
+                    device=job.device, resume=True, progress=job.progress)
         return self._candidates(tsv, job.src, job.tgt)
 
     def _candidates(self, tsv: Path, src, tgt) -> CandidateSet:
@@ -120,7 +112,7 @@ class TrieSearch(Generator):
         s = np.fromiter((si[x] for x in m.src_ids), dtype=np.int64, count=len(m))
         t = np.fromiter((ti[x] for x in m.tgt_ids), dtype=np.int64, count=len(m))
         score = m.col("score")
-        cols = {"score": score, "n_tokens": np.rint(-score / m.col("ce_token"))}
+        cols = {"score": score, "n_tokens": m.col("n_tokens")}
         if "prior" in m.numeric:
             cols["prior"] = m.col("prior")
         cs = CandidateSet(s, t, np.full(len(m), self.bit, dtype=np.uint8), cols)

@@ -108,7 +108,7 @@ def _work(out_path: Path) -> Path:
 
 
 def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
-    from triemine.decoding.mine import model_fingerprint
+    from triemine.decoding.fingerprint import model_fingerprint
     from triemine.paths import file_sha256
 
     config = cfg.key()
@@ -150,7 +150,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     work = _work(out_path)
     settings = _settings_digest(model, source_path, target_path, cfg)
     if reverse_model is not None:
-        from triemine.decoding.mine import model_fingerprint
+        from triemine.decoding.fingerprint import model_fingerprint
         settings["reverse_model"] = model_fingerprint(reverse_model)
     if target_shards > 1:  # other tries, other trie matches
         settings["target_shards"] = target_shards
@@ -262,21 +262,11 @@ EXTRA_COLUMNS = ("prior", "pmi", "combined")
 
 def write_candidates_tsv(out_path: Path, cands: CandidateSet, src, tgt, meta: dict) -> None:
     """The mining TSV of a candidate set (one row per pair), written atomically."""
-    from triemine.tsv import HEADER, clean_cell, format_number as num, write_meta
+    from triemine.tsv import column_order, write_rows
 
-    skip = {"score", "n_tokens", "ce_word", "ce_token", "n_tokens_rev"}
-    extra = [c for c in EXTRA_COLUMNS if c in cands.columns]
-    extra += sorted(c for c in cands.columns if c not in skip and c not in extra)
-    extra.append("origin")
-    cols = [cands.columns[c] for c in extra[:-1]] + [cands.origin.astype(np.float64)]
-    lines = ["\t".join([HEADER] + extra)]
-    score, cew, cet = cands.col("score"), cands.col("ce_word"), cands.col("ce_token")
-    for i in range(len(cands)):
-        s, t = int(cands.src[i]), int(cands.tgt[i])
-        lines.append("\t".join([src.ids[s], tgt.ids[t], num(score[i]), num(cew[i]), num(cet[i]),
-                                clean_cell(src.texts[s]), clean_cell(tgt.texts[t])] +
-                               [num(c[i]) for c in cols]))
-    tmp = Path(str(out_path) + f".tmp{os.getpid()}")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, out_path)
-    write_meta(out_path, meta)
+    s, t = cands.src.tolist(), cands.tgt.tolist()
+    cells = dict(cands.columns, origin=cands.origin.astype(np.float64),
+                 src_id=[src.ids[i] for i in s], tgt_id=[tgt.ids[i] for i in t],
+                 src=[src.texts[i] for i in s], tgt=[tgt.texts[i] for i in t])
+    columns = column_order(c for c in cells if c not in ("n_tokens", "n_tokens_rev"))
+    write_rows(out_path, columns, cells, meta=meta)

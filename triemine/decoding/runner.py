@@ -1,0 +1,129 @@
+"""The trie search over sources in memory: encode them, decode them block by block.
+
+::
+
+    from triemine.decoding import SearchSettings, get_trie, load_model_dir, mine
+    model = load_model_dir("DIR")
+    trie = get_trie(model, "target.txt")            # built once, cached
+    for m in mine(model, ["source sentence", ...], trie, SearchSettings(mode="pre", beam=20)):
+        print(m.src_index, m.tgt_line_ids, m.score, m.ce_word, m.ce_token, m.text)
+
+Over-long sources (more tokens than the model's ``max_source_positions`` or ``max_length``, EOS
+included) are skipped like empty ones, with a warning naming their line numbers; target lines over
+the decoder's positions cannot be written by the search, and rows of those over ``max_length`` are
+dropped (:mod:`triemine.decoding.lengths`).  Writing a file, resume and shards:
+:mod:`triemine.decoding.driver`.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from triemine.decoding.batching import block_batches, plan_blocks
+from triemine.decoding.lengths import LengthLimits, too_long
+from triemine.decoding.matches import Match, to_matches
+from triemine.decoding.settings import SearchSettings
+
+
+def encode_sources(model, texts: Sequence[str], path=None, max_length: Optional[int] = None
+                   ) -> Tuple[List[Optional[torch.Tensor]], List[int]]:
+    """Encode non-empty texts; ``None`` for empty ones and for those too long for the encoder or
+    ``max_length`` (:mod:`triemine.decoding.lengths`: skipped, with a warning naming their
+    lines).  Returns the encodings and the 1-based line numbers skipped as too long."""
+    limit = LengthLimits.of(model, max_length).source
+    out: List[Optional[torch.Tensor]] = []
+    skipped: List[int] = []
+    for i, text in enumerate(texts):
+        ids = model.encode_source(text) if text.strip() else None
+        if ids is not None and len(ids) > limit:
+            ids = None
+            skipped.append(i + 1)
+        out.append(ids)
+    if skipped:
+        shown = ", ".join(map(str, skipped[:20])) + (" ..." if len(skipped) > 20 else "")
+        where = f"{path}: " if path else ""
+        warnings.warn(f"{where}skipped {len(skipped)} source sentence(s) longer than {limit} "
+                      f"tokens (lines {shown})", stacklevel=2)
+    return out, skipped
+
+
+def long_targets(model, texts: Sequence[str], max_length: Optional[int] = None) -> np.ndarray:
+    """Target lines too long for the decoder or ``max_length``: the search cannot write those
+    over the decoder's positions (its steps are capped there); rows of the others over
+    ``max_length`` are dropped (:func:`~triemine.decoding.matches.match_rows`)."""
+    return too_long(model, texts, "target", LengthLimits.of(model, max_length))
+
+
+def build_generator(model, trie, search: SearchSettings = SearchSettings(), *,
+                    debug: bool = False, node_prior=None):
+    """The Algorithm-1 generator constrained by ``trie`` (mode, beam and prior weight of
+    ``search``)."""
+    from triemine.decoding.generator import TrieSequenceGenerator
+    from triemine.decoding.search import TrieConstrainedBeamSearch
+    from triemine.decoding.task import check_trie_dict
+
+    check_trie_dict(trie, model.tgt_dict, getattr(trie, "path", None))
+    constrain = TrieConstrainedBeamSearch(model.tgt_dict, trie, search.mode, debug=debug,
+                                          node_prior=node_prior,
+                                          prior_weight=search.prior_weight)
+    return TrieSequenceGenerator(model.models, model.tgt_dict, search=constrain,
+                                 beam_size=search.beam)
+
+
+def mine_batches(model, sources: Sequence[str], trie,
+                 search: SearchSettings = SearchSettings(), *, device: str = "cpu",
+                 debug: bool = False, start: int = 0, progress: bool = False, source_path=None,
+                 encoded=None, node_prior=None) -> Iterator[Tuple[int, int, List[List[Match]]]]:
+    """Yield ``(start, end, matches)`` per block (:func:`~triemine.decoding.batching.plan_blocks`);
+    ``matches[i]`` belongs to source ``start + i``.  Within a block, sources are decoded in
+    length-sorted batches (:func:`~triemine.decoding.batching.block_batches`).
+
+    ``start`` must be a block boundary of the same plan (as recorded by
+    :func:`triemine.decoding.driver.mine_to_tsv`).  ``encoded``: the sources already encoded
+    (:func:`encode_sources`); ``node_prior``: the trie's node priors
+    (:func:`triemine.scoring.prior.get_node_priors`), needed with ``search.prior_weight``.
+    """
+    from fairseq.data import data_utils
+    from tqdm import tqdm
+
+    batch_size = search.sources_per_batch
+    gen = build_generator(model, trie, search, debug=debug, node_prior=node_prior)
+    if device != "cpu":
+        gen.to(device)
+    if encoded is None:
+        encoded, _ = encode_sources(model, sources, source_path, search.max_length)
+    lengths = [0 if e is None else len(e) for e in encoded]
+    plan = plan_blocks(lengths, batch_size, search.max_tokens, search.sort_window)
+    if start and start not in {s for s, _ in plan} and start != len(sources):
+        raise ValueError(f"start={start} is not a block boundary of this plan")
+    pad = model.src_dict.pad()
+    max_tokens = search.max_tokens if search.sort_window > 1 else None
+    with tqdm(total=len(sources), initial=start, unit="sent", desc=f"mine ({search.mode})",
+              disable=not progress, dynamic_ncols=True) as bar:
+        for s, e in plan:
+            if e <= start:
+                continue
+            results: List[List[Match]] = [[] for _ in range(e - s)]
+            for idx in block_batches(lengths, s, e, batch_size, max_tokens):
+                toks = [encoded[i] for i in idx]
+                sample = {"net_input": {
+                    "src_tokens": data_utils.collate_tokens(toks, pad, left_pad=True).to(device),
+                    "src_lengths": torch.tensor([len(t) for t in toks], device=device)}}
+                hyps = gen.generate(gen.model.models, sample)
+                for i, h in zip(idx, hyps):
+                    results[i - s] = to_matches(model, i, h, search.nbest)
+                bar.update(len(idx))
+            bar.update(e - s - sum(1 for i in range(s, e) if lengths[i]))  # empty lines
+            yield s, e, results
+
+
+def mine(model, sources: Sequence[str], trie, search: SearchSettings = SearchSettings(), *,
+         device: str = "cpu", debug: bool = False, progress: bool = False) -> Iterator[Match]:
+    """Matches of every source in input order (best first within a source)."""
+    for _, _, results in mine_batches(model, sources, trie, search, device=device, debug=debug,
+                                      progress=progress):
+        for ms in results:
+            yield from ms

@@ -1,0 +1,83 @@
+"""The trie search's settings: one frozen object, the one home of their defaults.
+
+:class:`SearchSettings` is what :func:`triemine.decoding.driver.mine_to_tsv` is told, what its
+resume key records (:meth:`SearchSettings.resume_key`, written to ``OUT.tsv.progress`` and into
+the shard manifest) and what a shard task carries to the workers
+(:class:`triemine.distributed.worker.TrieShardTask`), so the one-process and the sharded run
+cannot drift apart.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import List, Optional
+
+from triemine.decoding.batching import SORT_WINDOW, resolve_batch_size
+from triemine.decoding.fingerprint import model_fingerprint
+from triemine.tsv import column_order
+
+PAPER_BEAM = 90               # the paper's beam for the trie search alone
+DEFAULT_SHARD_SOURCES = 256   # a shard of the search holds at least this many sources
+MODES = ("pre", "post")
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How the trie search runs.  Fields that change the output are in :meth:`resume_key`;
+    ``trie_nbest``, ``target_shards`` and ``shard_sources`` are keyed by the trie file names and
+    the shard manifest instead (``shard_sources`` never changes the output)."""
+
+    mode: str = "pre"                  # pre- or post-expansion
+    beam: int = PAPER_BEAM             # beam B
+    nbest: Optional[int] = None        # rows for the best K matches per source (None: all)
+    batch_size: Optional[int] = None   # sources per decoder batch (None: resolve_batch_size)
+    max_tokens: Optional[int] = None   # also cap a batch at this many padded source tokens
+    sort_window: int = SORT_WINDOW     # length-sorted batches within blocks of this many batches
+    prior_weight: float = 0.0          # lambda of prior-corrected pre-expansion
+    with_prior: bool = False           # add the prior and pmi columns (implied by prior_weight)
+    token_counts: bool = False         # add n_tokens, each match's target tokens (EOS included)
+    max_length: Optional[int] = None   # skip lines longer than this many model tokens
+    trie_nbest: int = 1                # segmentations per target line in a built trie
+    target_shards: int = 1             # K tries over line ranges of the target corpus
+    shard_sources: int = DEFAULT_SHARD_SOURCES
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be 'pre' or 'post', got {self.mode!r}")
+        if self.sort_window < 1:
+            raise ValueError("sort_window must be >= 1")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if self.target_shards < 1:
+            raise ValueError("target shards must be >= 1")
+        if self.shard_sources < 1:
+            raise ValueError("shard size must be >= 1")
+
+    @property
+    def priors(self) -> bool:
+        """Whether the search needs node priors (and writes the prior columns)."""
+        return bool(self.with_prior or self.prior_weight)
+
+    @property
+    def columns(self) -> List[str]:
+        """The columns of the search's mining TSV (:func:`triemine.tsv.column_order`)."""
+        return column_order(["score", "ce_word", "ce_token"]
+                            + (["prior", "pmi"] if self.priors else [])
+                            + (["n_tokens"] if self.token_counts else []))
+
+    @property
+    def sources_per_batch(self) -> int:
+        """``batch_size`` resolved (:func:`~triemine.decoding.batching.resolve_batch_size`)."""
+        return resolve_batch_size(self.batch_size, self.beam)
+
+    def resume_key(self, model, source_path, target_path, n_sources: int) -> dict:
+        """What the output depends on, as the sidecars record it and resume checks it (the same
+        bytes for the one-process and the sharded run)."""
+        return {"model": model_fingerprint(model),
+                "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
+                "mode": self.mode, "beam": self.beam, "nbest": self.nbest,
+                "batch_size": self.sources_per_batch, "sort_window": self.sort_window,
+                "max_tokens": self.max_tokens, "n_sources": n_sources,
+                "prior_weight": self.prior_weight, "with_prior": self.priors,
+                **({"max_length": self.max_length} if self.max_length else {}),
+                **({"token_counts": True} if self.token_counts else {})}
