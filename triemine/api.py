@@ -32,6 +32,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from triemine.decoding.batching import SORT_WINDOW
 from triemine.decoding.settings import PAPER_BEAM  # the paper's beam for the trie search alone
 from triemine.errors import InputError
 from triemine.filtering import registry
@@ -62,7 +63,7 @@ class MineOptions:
     reverse_model: Optional[str] = None
     combination: Optional[str] = None
     batch_size: Optional[int] = None
-    sort_window: int = 8
+    sort_window: int = SORT_WINDOW
     max_tokens: Optional[int] = None
     max_length: Optional[int] = None
     nbest: Optional[int] = None

@@ -72,7 +72,8 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _mine_parser() -> argparse.ArgumentParser:
     """trie-mine's arguments (:class:`triemine.api.MineOptions` has one field per option)."""
-    from triemine.api import PAPER_BEAM
+    from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, PAPER_BEAM
+    from triemine.mining.features import SCORE_CHUNK
     from triemine.mining.run import CONFIG_NAMES, CONFIGS, GENERATORS
 
     defaults = CONFIGS["combined"]
@@ -121,10 +122,9 @@ def _mine_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=None,
                         help="trie search: sources per decoder batch (default 320 // beam, "
                              "at most 64: 64 at beam 5, 16 at beam 20, 3 at beam 90)")
-    parser.add_argument("--sort-window", type=int, default=8,
-                        help="trie search: decode sources in length-sorted batches within blocks "
-                             "of this many batches (output stays in input order; 1: input "
-                             "order; default 8)")
+    parser.add_argument("--sort-window", type=int, default=defaults.sort_window, metavar="N",
+                        help="trie search: length-sorted batches within blocks of N batches "
+                             "(output in input order; 1: no sorting; default %(default)s)")
     parser.add_argument("--max-tokens", type=int, default=None,
                         help="trie search: also cap a batch at this many padded source tokens")
     parser.add_argument("--max-length", type=int, default=None, metavar="N",
@@ -162,8 +162,8 @@ def _mine_parser() -> argparse.ArgumentParser:
                             "score keeping the beam's B best (each shard has its own beam: "
                             "recall grows in practice, cost grows about K-fold; default 1)")
     scale.add_argument("--shard-size", type=int, default=None, metavar="N",
-                       help="trie search: at least N sources per shard (default 256); scoring "
-                            "shards are 2000 pairs")
+                       help=f"trie search: at least N sources per shard (default "
+                            f"{DEFAULT_SHARD_SOURCES}); scoring shards are {SCORE_CHUNK} pairs")
     keep = parser.add_argument_group(
         "bitext", "the pairs kept by the configuration's selection (one-to-one by 'combined'; "
         "paper: best per source by ce_word) and threshold: by default the one tuned on the BUCC "
@@ -384,7 +384,7 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
     def body(args: argparse.Namespace) -> int:
         from triemine.errors import InputError
         from triemine.filtering import registry
-        from triemine.baselines.mine import with_scores
+        from triemine.baselines.knn import with_scores
         from triemine.filtering.selection import (choose, load_thresholds, oriented_pairs,
                                                   write_bitext)
         from triemine.tsv import read_mined, write_mined

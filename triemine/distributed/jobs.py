@@ -18,10 +18,10 @@ import numpy as np
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards
 from triemine.distributed.worker import ModelSpec, ScoreShardTask
+from triemine.mining.features import SCORE_CHUNK
 from triemine.paths import file_sha256
 
 SHARDS_SUFFIX = ".shards"
-SCORE_CHUNK = 2000            # exact_scores' default chunk: a scoring shard is whole chunks
 
 
 def model_spec(model, device: str = "cpu") -> ModelSpec:
@@ -51,12 +51,13 @@ def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path,
                          resume: bool = True, chunk: int = SCORE_CHUNK,
                          precision: str = "fp32"):
     """:func:`triemine.mining.features.exact_scores` with the pairs to score cut into shards
-    of whole chunks (``chunk`` pairs: the function's own chunking, 2000 in the mining job), so
+    of whole chunks (``chunk`` pairs: the function's own chunking,
+    :data:`~triemine.mining.features.SCORE_CHUNK`), so
     every pair gets the very bits the single-process run computes.  Shards live in
     ``work_dir/scores[_rev].shards/``.  Returns ``(candidates, shard statistics)``."""
     suffix = "_rev" if reverse else ""
-    score = cands.col("score" + suffix).copy()
-    ntok = cands.col("n_tokens" + suffix).copy()
+    score = cands.col_or_nan("score" + suffix).copy()
+    ntok = cands.col_or_nan("n_tokens" + suffix).copy()
     todo = np.flatnonzero(np.isnan(score))
     if not len(todo):
         return (cands.with_columns(**{"score" + suffix: score, "n_tokens" + suffix: ntok}),

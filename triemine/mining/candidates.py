@@ -42,6 +42,15 @@ class CandidateSet:
         return cls(z, z, np.zeros(0, dtype=np.uint8))
 
     def col(self, name: str) -> np.ndarray:
+        """Column ``name``; a missing column is an error, as in :meth:`triemine.tsv.Mined.col`."""
+        if name not in self.columns:
+            raise KeyError(f"candidate set has no column {name!r} "
+                           f"(columns: {' '.join(self.columns) or 'none'})")
+        return self.columns[name]
+
+    def col_or_nan(self, name: str) -> np.ndarray:
+        """Column ``name``, or NaN everywhere when no stage has computed it yet: the stages that
+        fill a column (exact scores, priors) compute exactly its NaN rows."""
         return self.columns[name] if name in self.columns else np.full(len(self), np.nan)
 
     def take(self, idx) -> "CandidateSet":
@@ -69,7 +78,7 @@ class CandidateSet:
         np.bitwise_or.at(origin, inv, np.concatenate([self.origin, other.origin]))
         cols = {}
         for name in dict.fromkeys(list(self.columns) + list(other.columns)):
-            vals = np.concatenate([self.col(name), other.col(name)])
+            vals = np.concatenate([self.col_or_nan(name), other.col_or_nan(name)])
             out = np.full(n, np.nan)
             # write the second set first, then the first set's known values over it
             order = np.arange(len(vals))[::-1]

@@ -27,6 +27,10 @@ import numpy as np
 
 from triemine.mining.candidates import CandidateSet
 
+# pairs per forced-decoding chunk of exact_scores (its cache and progress unit); a scoring
+# shard of triemine.distributed.jobs is whole chunks, so both runs compute the same bits
+SCORE_CHUNK = 2000
+
 logger = logging.getLogger(__name__)
 
 
@@ -58,7 +62,7 @@ def _chunked(work_dir: Optional[Path], name: str, n: int, chunk: int, compute):
 
 
 def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts: Sequence[str],
-                 work_dir: Optional[Path] = None, chunk: int = 2000, progress: bool = False,
+                 work_dir: Optional[Path] = None, chunk: int = SCORE_CHUNK, progress: bool = False,
                  reverse: bool = False, precision: str = "fp32") -> CandidateSet:
     """Fill ``score`` and ``n_tokens`` where they are missing (NaN) by forced decoding.
 
@@ -71,8 +75,8 @@ def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts
     from triemine.scoring.forced import ForcedScorer
 
     suffix = "_rev" if reverse else ""
-    score = cands.col("score" + suffix).copy()
-    ntok = cands.col("n_tokens" + suffix).copy()
+    score = cands.col_or_nan("score" + suffix).copy()
+    ntok = cands.col_or_nan("n_tokens" + suffix).copy()
     todo = np.flatnonzero(np.isnan(score))
     if len(todo):
         ins, outs = (tgt_texts, src_texts) if reverse else (src_texts, tgt_texts)

@@ -27,6 +27,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from triemine.decoding import lengths
+from triemine.decoding.batching import SORT_WINDOW
 from triemine.errors import InputError
 from triemine.filtering.selection import PAPER
 from triemine.mining.candidates import CandidateSet
@@ -56,8 +57,8 @@ class PipelineConfig:
     beam: int = 5
     prior_weight: float = 0.0
     trie_nbest: int = 1
-    batch_size: Optional[int] = None  # None: triemine.decoding.mine.resolve_batch_size
-    sort_window: int = 8  # triemine.decoding.mine.SORT_WINDOW
+    batch_size: Optional[int] = None  # None: triemine.decoding.batching.resolve_batch_size
+    sort_window: int = SORT_WINDOW
     # translation retrieval
     translate_beam: int = 4
     retrieval_min_margin: Optional[float] = None
@@ -80,7 +81,7 @@ class PipelineConfig:
 
 
 # The named configurations, measured and compared by bench/bucc_bench.py (README, "Results").
-# ``paper`` is not a PipelineConfig: it is the plain trie search (triemine.decoding.mine), whose TSV
+# ``paper`` is not a PipelineConfig: it is the plain trie search (triemine.decoding.driver), whose TSV
 # keeps every match with the paper's columns and is selected best-per-source by ce_word.
 CONFIGS = {
     # MT model + embedding candidates: USE ratio-margin neighbours, every pair scored exactly by the
@@ -201,7 +202,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
             cands = exact_scores(reverse_model, cands, src.texts, tgt.texts, work_dir=work,
                                  progress=progress, reverse=True)
     if cfg.priors:
-        have = cands.col("prior")
+        have = cands.col_or_nan("prior")
         prior = target_priors(model, tgt.texts, cands.tgt, trie=job.trie,
                               node_prior=job.node_prior, cache_dir=cache_dir("priors"),
                               progress=progress)
@@ -254,10 +255,6 @@ def _check_features(comb, cfg: PipelineConfig, reverse: bool) -> None:
         raise InputError(f"combination {comb.name} needs {', '.join(missing)}, which candidates "
                          f"{','.join(cfg.candidates)} with encoder {cfg.encoder} do not produce "
                          "(choose another --combination or --config)")
-
-
-# TSV columns written after the required ones, in this order when present
-EXTRA_COLUMNS = ("prior", "pmi", "combined")
 
 
 def write_candidates_tsv(out_path: Path, cands: CandidateSet, src, tgt, meta: dict) -> None:
