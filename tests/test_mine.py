@@ -139,6 +139,9 @@ def test_resume_in_process_truncates_partial_batch(tiny_model, corpora, tmp_path
     with pytest.raises(InputError, match="different settings"):
         mine_to_tsv(tiny_model, src, tgt, part, resume=True, search=SearchSettings(
             mode="pre", beam=3, batch_size=2, sort_window=1))
+    with pytest.raises(InputError, match="different settings"):  # another trie of the targets
+        mine_to_tsv(tiny_model, src, tgt, part, resume=True, search=SearchSettings(
+            mode="pre", beam=3, batch_size=2, sort_window=2, trie_nbest=2))
 
 
 def test_resume_refuses_another_model(tiny_model_dir, corpora, tmp_path):

@@ -23,9 +23,10 @@ MODES = ("pre", "post")
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """How the trie search runs.  Fields that change the output are in :meth:`resume_key`;
-    ``trie_nbest``, ``target_shards`` and ``shard_sources`` are keyed by the trie file names and
-    the shard manifest instead (``shard_sources`` never changes the output)."""
+    """How the trie search runs.  Fields that change the output are in :meth:`resume_key`
+    (``max_length``, ``token_counts`` and ``trie_nbest`` only when not their default, so older
+    sidecars still resume); ``target_shards`` is keyed by the shard manifest, the one path that
+    searches several tries; ``shard_sources`` never changes the output."""
 
     mode: str = "pre"                  # pre- or post-expansion
     beam: int = PAPER_BEAM             # beam B
@@ -80,4 +81,5 @@ class SearchSettings:
                 "max_tokens": self.max_tokens, "n_sources": n_sources,
                 "prior_weight": self.prior_weight, "with_prior": self.priors,
                 **({"max_length": self.max_length} if self.max_length else {}),
+                **({"trie_nbest": self.trie_nbest} if self.trie_nbest != 1 else {}),
                 **({"token_counts": True} if self.token_counts else {})}
