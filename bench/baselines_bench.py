@@ -102,7 +102,7 @@ def evaluate_system(score: str, rows: dict, golds: dict) -> dict:
 
 def gold_precision(baseline, bucc) -> dict:
     """p@1/3/10 of ``bucc``'s gold sources against all its target sentences."""
-    from triemine.baselines.mine import retrieval_precision
+    from triemine.baselines.knn import retrieval_precision
 
     src_index, tgt_index = bucc.src.index(), bucc.tgt.index()
     gold = sorted(bucc.gold, key=lambda p: src_index[p[0]])
@@ -147,7 +147,7 @@ def load_system(name: str, model_dir: Path, quick: bool, work: Path, retrain: bo
 
 
 def run_system(name: str, model_dir: Path, golds: dict, args, work: Path, state: dict) -> dict:
-    from triemine.baselines.mine import mine_bucc
+    from triemine.baselines.knn import mine_bucc
 
     t0 = time.perf_counter()
     baseline = MemoEncoder(load_system(name, model_dir, args.quick, work, args.retrain, state))

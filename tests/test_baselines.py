@@ -17,7 +17,7 @@ import torch  # noqa: E402
 
 from triemine.baselines import SYSTEMS, load_or_train, system_class, train  # noqa: E402
 from triemine.baselines.base import Resources, hardest_negatives  # noqa: E402
-from triemine.baselines.mine import mine, mine_bucc, retrieval_precision, score_pairs  # noqa: E402
+from triemine.baselines.knn import mine, mine_bucc, retrieval_precision, score_pairs  # noqa: E402
 from triemine.baselines.text import split_pairs  # noqa: E402
 from triemine.errors import InputError  # noqa: E402
 from triemine.filtering.registry import get_score  # noqa: E402

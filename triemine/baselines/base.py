@@ -1,7 +1,7 @@
 """What every baseline is: an encoder of both sides, an optional pair head, and how it mines.
 
 A :class:`Baseline` turns sentences into vectors (``encode(texts, side) -> (n, D)``); their
-cosine kNN with LASER's ratio margin is the first stage (:mod:`triemine.baselines.mine`).  A
+cosine kNN with LASER's ratio margin is the first stage (:mod:`triemine.baselines.knn`).  A
 baseline with a pair classifier (``head``) rescores the first stage's candidates with it.
 
 :class:`TrainedBaseline` adds what the trained ones share: the tokenizer and pretrained piece

@@ -87,7 +87,7 @@ class DualEncoder(TrainedBaseline):
 
     @classmethod
     def fit(cls, net, resources, c, data):
-        from triemine.baselines.mine import retrieval_precision
+        from triemine.baselines.knn import retrieval_precision
 
         tok = resources.tokenizer
         src, tgt = tok.ids(data.src, "src"), tok.ids(data.tgt, "tgt")
