@@ -256,16 +256,25 @@ def test_search_rejects_trie_of_another_eos(tiny_model):
 def test_stock_generator_max_len_shorter_than_trie_never_asserts(tiny_model, dup_setup, mode):
     """fairseq forces EOS at max_len; our Search must neither trip fairseq's `step < max_len`
     assertion nor output a non-trie sentence when no trie sentence is that short."""
-    _, trie = dup_setup
+    texts, _ = dup_setup
     sources = [s for s, _ in PAIRS[:8]]
-    search = TrieConstrainedBeamSearch(tiny_model.tgt_dict, trie, mode, debug=True)
-    gen = SequenceGenerator(tiny_model.models, tiny_model.tgt_dict, beam_size=6, max_len_b=3,
-                            search_strategy=search)
-    out = gen.generate(tiny_model.models, sample_of(tiny_model, sources))
-    assert len(out) == len(sources)
-    for hyps in out:
-        for h in hyps:
-            assert trie.contains(h["tokens"].tolist()) and len(h["tokens"]) <= 4
+    encoded = [tuple(tiny_model.encode_target(t).tolist()) for t in texts]
+    short = {e for e in encoded if len(e) <= 4}  # what max_len_b=3 (+ EOS) can still reach
+    assert short and len(short) < len(set(encoded))
+
+    def generate(trie):
+        search = TrieConstrainedBeamSearch(tiny_model.tgt_dict, trie, mode, debug=True)
+        gen = SequenceGenerator(tiny_model.models, tiny_model.tgt_dict, beam_size=6, max_len_b=3,
+                                search_strategy=search)
+        out = gen.generate(tiny_model.models, sample_of(tiny_model, sources))
+        assert len(out) == len(sources)
+        return [tuple(h["tokens"].tolist()) for hyps in out for h in hyps]
+
+    # no trie line fits in max_len: nothing may come out (fairseq would force a non-trie EOS)
+    long_only = Trie.build([list(e) for e in encoded if e not in short], eos=tiny_model.tgt_dict.eos())
+    assert generate(long_only) == []
+    # with the short lines in the trie, whatever comes out is one of them
+    assert set(generate(make_trie(tiny_model, texts))) <= short
 
 
 @pytest.mark.parametrize("mode, beam", [("pre", 5), ("post", 4)])
