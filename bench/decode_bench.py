@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 
 from benchlib import machine  # noqa: E402  (bench/ is on sys.path when run as a script)

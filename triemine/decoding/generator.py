@@ -102,7 +102,7 @@ class TrieSequenceGenerator(nn.Module):
         src_tokens = net_input["src_tokens"]
         device = src_tokens.device
         bsz, src_len = src_tokens.size()[:2]
-        B, V, eos = self.beam_size, self.vocab_size, self.eos
+        B, eos = self.beam_size, self.eos
         search = self.search
         n_steps = self.n_steps(src_len)
         self.stats["sentences"] += bsz

@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-import numpy as np
 
 from triemine.errors import InputError
 from triemine.textfile import read_text

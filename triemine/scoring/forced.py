@@ -17,9 +17,8 @@ Scores are natural logs and include EOS, like the search's ``score`` column.
 from __future__ import annotations
 
 import logging
-import math
 import warnings
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 import numpy as np
 import torch
