@@ -327,6 +327,29 @@ def test_python_api_mines_lists_and_writes_bitext_and_tsv(tiny_model_dir, tmp_pa
         triemine.mine(sources, targets, model=tiny_model_dir, bream=3)
 
 
+def test_the_paper_configuration_keeps_what_its_shipped_threshold_passes(tiny_model_dir, tmp_path,
+                                                                         monkeypatch):
+    """--config paper without gold: best per source by ce_word, then ce_word <= the shipped
+    threshold (tuned on the BUCC sample)."""
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+    limit = next(iter(load_thresholds(DATA_DIR / "paper.thresholds.json").thresholds.values()))
+    pairs = PAIRS[:12]  # sources PAIRS[12:24] have no translation among the targets
+    res = triemine.mine([s for s, _ in PAIRS[:24]], OTHER[:12] + [t for _, t in pairs],
+                        model=tiny_model_dir, config="paper", beam=3)
+    assert "shipped default for paper" in res.selection.source
+    assert res.selection.thresholds == limit
+    assert (res.selection.rule, res.selection.rank_by) == ("best-per-source", "ce_word")
+    m = res.candidates
+    best = {}
+    for i in range(len(m)):  # the reference: each source's lowest ce_word, first row on ties
+        if m.src_ids[i] not in best or m.col("ce_word")[i] < m.col("ce_word")[best[m.src_ids[i]]]:
+            best[m.src_ids[i]] = i
+    want = sorted(i for i in best.values() if m.col("ce_word")[i] <= limit["ce_word"])
+    assert res.kept.tolist() == want and res.summary["kept"] == len(want)
+    # measured: the 12 translations have ce_word <= 1.4, the 12 others >= 4.5
+    assert len(want) == 12 and {m.src_ids[i] for i in want} == {f"{k + 1}" for k in range(12)}
+
+
 def test_choose_refuses_a_filter_the_shipped_default_is_not_for(combined_tsv):
     path, _ = combined_tsv
     with pytest.raises(InputError, match="no threshold for filter ce: the shipped default is for combined"):
