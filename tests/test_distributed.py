@@ -227,6 +227,61 @@ def test_scoring_shards_are_whole_chunks_and_bitwise_equal(tiny_model, corpora, 
     assert got.col("n_tokens").tobytes() == ref.col("n_tokens").tobytes()
 
 
+def test_priors_on_shards_are_the_single_process_bits_and_restart_on_other_lines(
+        tiny_model, corpora, tmp_path):
+    """The targets' priors are pairs with the empty source (-1) on the same sharded path as the
+    exact scores: whole chunks, the single process's bits.  A later run that needs other lines
+    (a shared cache filled in between) starts the shards over instead of refusing to resume."""
+    from triemine.corpus import read_corpus
+    from triemine.distributed.jobs import forced_scores_sharded
+    from triemine.distributed.local import InlinePool
+    from triemine.mining.features import forced_scores
+
+    src, tgt = corpora
+    t = read_corpus(tgt)
+    need = np.arange(len(t), dtype=np.int64)
+    empty = np.full(len(need), -1)
+    ref, ntok = forced_scores(tiny_model, empty, need, [], t.texts, chunk=10)
+    got, got_ntok, stats = forced_scores_sharded(tiny_model, empty, need, src, tgt,
+                                                 tmp_path / "w", InlinePool(), name="priors",
+                                                 chunk=10, stale="restart")
+    assert stats["shards"] == -(-len(need) // 10) and stats["shards_computed"] == stats["shards"]
+    assert got.tobytes() == ref.tobytes() and got_ntok.tobytes() == ntok.tobytes()
+    assert np.all(ref < 0)
+    # the same lines again: every shard reused
+    _, _, again = forced_scores_sharded(tiny_model, empty, need, src, tgt, tmp_path / "w",
+                                        InlinePool(), name="priors", chunk=10, stale="restart")
+    assert again["shards_reused"] == again["shards"] and again["shards_computed"] == 0
+    # fewer lines left to compute: started over, right values for the new lines
+    part, _, over = forced_scores_sharded(tiny_model, empty[:15], need[5:20], src, tgt,
+                                          tmp_path / "w", InlinePool(), name="priors",
+                                          chunk=10, stale="restart")
+    assert over["shards_reused"] == 0 and over["shards_computed"] == 2
+    np.testing.assert_allclose(part, ref[5:20], rtol=0, atol=1e-4)
+    # the exact scores' stores still refuse to resume another set of pairs
+    with pytest.raises(InputError, match="cannot resume"):
+        forced_scores_sharded(tiny_model, empty[:15], need[:15], src, tgt, tmp_path / "w",
+                              InlinePool(), name="priors", chunk=10)
+
+
+def test_mining_job_computes_priors_on_workers_with_an_empty_cache(tiny_model_dir, corpora,
+                                                                     tmp_path, monkeypatch):
+    """With --workers the targets' priors are computed by the workers too (nothing cached), and
+    the TSV is the single process's, byte for byte."""
+    src, tgt = corpora
+    base = ["--config", "mt-only", "--model", str(tiny_model_dir), "--source", str(src),
+            "--target", str(tgt), "-q"]
+    one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-one"))
+    assert mine_main(base + ["-o", str(one)]) == 0
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-two"))
+    assert mine_main(base + ["-o", str(two), "--workers", "2"]) == 0
+    manifest = json.loads((tmp_path / "two.tsv.work" / "priors.shards" / "manifest.json")
+                          .read_text(encoding="utf-8"))
+    assert manifest["done"]
+    assert one.read_bytes() == two.read_bytes()
+
+
 # -- options and errors ------------------------------------------------------------------------------
 
 def test_options_that_do_not_apply_are_refused(tiny_model_dir, corpora, tmp_path, capsys):

@@ -4,7 +4,7 @@ One mechanism, used by every backend (:mod:`triemine.distributed.shards`):
 
 * the work is cut into **deterministic shards**: contiguous ranges of sources (the trie search,
   cut on :func:`triemine.decoding.batching.plan_blocks` boundaries) or of candidate pairs (exact
-  scoring, cut on the chunk boundaries of :func:`triemine.mining.features.exact_scores`), so a
+  scoring, cut on the chunk boundaries of :func:`triemine.mining.features.forced_scores`), so a
   shard computes exactly the batches the single-process run computes and its rows are
   byte-identical to them;
 * a shard's output is returned by the worker, written atomically by the driver (tmp +
@@ -27,8 +27,8 @@ Engines (a *pool* runs :class:`triemine.distributed.worker.ShardWorker` tasks):
   dead workers.  Ray is the optional extra ``triemine[ray]`` and imported only here.
 
 What is sharded: the trie search (:func:`triemine.decoding.driver.mine_to_tsv` given a pool,
-also with ``--target-shards K``) and the exact scoring of candidate pairs
-(:func:`triemine.distributed.jobs.exact_scores_sharded`).  See ``docs/scale.md``.
+also with ``--target-shards K``), the exact scoring of candidate pairs and the targets' priors
+(:func:`triemine.distributed.jobs.forced_scores_sharded`).  See ``docs/scale.md``.
 """
 from triemine.distributed.shards import Shard, ShardFailures, ShardStore, execute, plan_shards
 

@@ -89,12 +89,14 @@ class ShardStore:
     """The shard directory of one job: which shards are done, their files, the merge.
 
     ``settings`` (JSON-serialisable) and the shard ranges form the manifest's key: with
-    ``resume`` a manifest of another key is refused (``cannot resume``); without it the directory
+    ``resume`` a manifest of another key is refused (``cannot resume``), or with
+    ``stale="restart"`` started over (for work whose items legitimately change between runs: the
+    targets' priors left to compute after a shared cache grew); without ``resume`` the directory
     starts over.
     """
 
     def __init__(self, directory, settings: dict, shards: Sequence[Shard], resume: bool = False,
-                 ext: str = "bin", unit: str = "items"):
+                 ext: str = "bin", unit: str = "items", stale: str = "refuse"):
         self.dir = Path(directory)
         self.shards = list(shards)
         self.by_id = {s.id: s for s in self.shards}
@@ -111,8 +113,12 @@ class ShardStore:
             except (OSError, ValueError):
                 pass
             if resume and old is not None and old.get("key") != self.key:
-                raise InputError("cannot resume: the sharded run used other settings, corpora or "
-                                 "shard size (run without --resume to start over)", manifest)
+                if stale == "restart":
+                    old, resume = None, False
+                else:
+                    raise InputError("cannot resume: the sharded run used other settings, corpora "
+                                     "or shard size (run without --resume to start over)",
+                                     manifest)
             if resume and old is not None:
                 self.done = {k: v for k, v in old.get("done", {}).items()
                              if self._complete(int(k), v)}

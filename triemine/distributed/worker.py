@@ -11,9 +11,9 @@ number of tasks.  A task returns ``(payload bytes, info)``; the driver writes th
   :class:`~triemine.decoding.settings.SearchSettings`, against one trie or, with target shards,
   against several tries whose matches are merged by score (beam ``B`` best per source);
   payload: the mining-TSV rows.
-* :class:`ScoreShardTask`: exact scores (forced decoding) of a range of candidate pairs aligned
-  to the chunks of :func:`triemine.mining.features.exact_scores`; payload: ``.npy`` bytes of a
-  ``(2, n)`` float64 array (``score``, ``n_tokens``).
+* :class:`ScoreShardTask`: forced-decoding scores of a range of pairs aligned to the chunks of
+  :func:`triemine.mining.features.forced_scores` (exact scores or the targets' priors);
+  payload: ``.npy`` bytes of a ``(2, n)`` float64 array (``score``, ``n_tokens``).
 
 Fault injection for the tests (``TRIEMINE_TEST_FAULTS``, JSON, read at each task): ``{"dir":
 DIR, "kill": [ids], "fail": [ids], "delay": seconds}`` kills the worker process (SIGKILL) the
@@ -65,10 +65,10 @@ class ScoreShardTask:
     model: ModelSpec
     source: str
     target: str
-    src: Tuple[int, ...]     # source line index of each pair
-    tgt: Tuple[int, ...]     # target line index of each pair
-    chunk: int                 # exact_scores' chunk: the shard is whole chunks of it
-    reverse: bool = False
+    src: Tuple[int, ...]     # the model's input line of each pair (-1: the empty source, a prior)
+    tgt: Tuple[int, ...]     # the line the model is forced to write
+    chunk: int               # forced_scores' chunk: the shard is whole chunks of it
+    reverse: bool = False    # the model reads the target corpus and writes the source corpus
     precision: str = "fp32"
 
 
@@ -230,18 +230,15 @@ class ShardWorker:
     # -- exact scores ------------------------------------------------------------------------
 
     def _scores(self, task: ScoreShardTask) -> Tuple[bytes, dict]:
-        from triemine.mining.candidates import CandidateSet
-        from triemine.mining.features import exact_scores
+        from triemine.mining.features import forced_scores
 
         model = self.model(task.model)
         src, tgt = self.corpus(task.source), self.corpus(task.target)
-        n = len(task.src)
-        cands = CandidateSet(np.asarray(task.src, dtype=np.int64),
-                             np.asarray(task.tgt, dtype=np.int64), np.zeros(n, dtype=np.uint8))
-        out = exact_scores(model, cands, src.texts, tgt.texts, chunk=task.chunk,
-                           reverse=task.reverse, precision=task.precision)
-        suffix = "_rev" if task.reverse else ""
-        arr = np.stack([out.col("score" + suffix), out.col("n_tokens" + suffix)])
+        ins, outs = (tgt.texts, src.texts) if task.reverse else (src.texts, tgt.texts)
+        score, ntok = forced_scores(model, np.asarray(task.src, dtype=np.int64),
+                                    np.asarray(task.tgt, dtype=np.int64), ins, outs,
+                                    chunk=task.chunk,
+                                    precision=task.precision)
         buf = io.BytesIO()
-        np.save(buf, arr)
-        return buf.getvalue(), {"pairs": n}
+        np.save(buf, np.stack([score, ntok]))
+        return buf.getvalue(), {"pairs": len(task.src)}

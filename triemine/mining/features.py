@@ -21,7 +21,7 @@ import logging
 import os
 import unicodedata
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -61,19 +61,49 @@ def _chunked(work_dir: Optional[Path], name: str, n: int, chunk: int, compute):
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
-def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts: Sequence[str],
-                 work_dir: Optional[Path] = None, chunk: int = SCORE_CHUNK, progress: bool = False,
-                 reverse: bool = False, precision: str = "fp32") -> CandidateSet:
-    """Fill ``score`` and ``n_tokens`` where they are missing (NaN) by forced decoding.
+def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Sequence[str],
+                  tgt_texts: Sequence[str], *, work_dir: Optional[Path] = None, name: str = "scores", chunk: int = SCORE_CHUNK,
+                  progress: bool = False, desc: str = "exact scores",
+                  precision: str = "fp32") -> Tuple[np.ndarray, np.ndarray]:
+    """``(score, n_tokens)``: log P(y|x) of every pair ``(src_texts[src_idx[i]],
+    tgt_texts[tgt_idx[i]])`` by teacher forcing (EOS included), and the target's token count.
 
-    With ``reverse``, ``model`` translates the other way (target language -> source language)
-    and the columns are ``score_rev``/``n_tokens_rev``: log P(x|y) of every pair.
+    A source index of ``-1`` is the empty source: the pair's score is the target's prior
+    log P(y|empty).  Chunks of ``chunk`` pairs are saved in ``work_dir``
+    as ``<name>.<start>-<end>.npy`` and reused by a resumed run.
     ``precision``: see :class:`~triemine.scoring.forced.ForcedScorer`.
     """
     from tqdm import tqdm
 
     from triemine.scoring.forced import ForcedScorer
 
+    src_idx = np.asarray(src_idx, dtype=np.int64)
+    tgt_idx = np.asarray(tgt_idx, dtype=np.int64)
+    empty = len(src_texts)  # the empty source's slot, after the corpus' lines
+    srcs = _encoded(model.encode_source, src_texts, src_idx[src_idx >= 0]) + [None]
+    tgts = _encoded(model.encode_target, tgt_texts, tgt_idx)
+    ntok = np.fromiter((len(tgts[t]) for t in tgt_idx.tolist()), dtype=np.float64,
+                       count=len(tgt_idx))
+    src_slot = np.where(src_idx >= 0, src_idx, empty)
+    scorer = ForcedScorer(model, precision=precision)
+    with tqdm(total=len(src_idx), desc=desc, unit="pair", disable=not progress) as bar:
+        def compute(a, b):
+            out = scorer.score_pairs(srcs, tgts, src_slot[a:b], tgt_idx[a:b])
+            bar.update(b - a)
+            return out
+        score = _chunked(work_dir, name, len(src_idx), chunk, compute)
+    return score, ntok
+
+
+def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts: Sequence[str],
+                 work_dir: Optional[Path] = None, chunk: int = SCORE_CHUNK, progress: bool = False,
+                 reverse: bool = False, precision: str = "fp32") -> CandidateSet:
+    """Fill ``score`` and ``n_tokens`` where they are missing (NaN) by forced decoding
+    (:func:`forced_scores`).
+
+    With ``reverse``, ``model`` translates the other way (target language -> source language)
+    and the columns are ``score_rev``/``n_tokens_rev``: log P(x|y) of every pair.
+    """
     suffix = "_rev" if reverse else ""
     score = cands.col_or_nan("score" + suffix).copy()
     ntok = cands.col_or_nan("n_tokens" + suffix).copy()
@@ -82,17 +112,10 @@ def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts
         ins, outs = (tgt_texts, src_texts) if reverse else (src_texts, tgt_texts)
         in_idx, out_idx = (cands.tgt[todo], cands.src[todo]) if reverse else \
             (cands.src[todo], cands.tgt[todo])
-        srcs = _encoded(model.encode_source, ins, in_idx)
-        tgts = _encoded(model.encode_target, outs, out_idx)
-        scorer = ForcedScorer(model, precision=precision)
-        with tqdm(total=len(todo), desc="exact scores" + (" (reverse)" if reverse else ""),
-                  unit="pair", disable=not progress) as bar:
-            def compute(a, b):
-                out = scorer.score_pairs(srcs, tgts, in_idx[a:b], out_idx[a:b])
-                bar.update(b - a)
-                return out
-            score[todo] = _chunked(work_dir, "scores" + suffix, len(todo), chunk, compute)
-        ntok[todo] = [len(tgts[t]) for t in out_idx]
+        score[todo], ntok[todo] = forced_scores(
+            model, in_idx, out_idx, ins, outs, work_dir=work_dir, name="scores" + suffix,
+            chunk=chunk, progress=progress, precision=precision,
+            desc="exact scores" + (" (reverse)" if reverse else ""))
     return cands.with_columns(**{"score" + suffix: score, "n_tokens" + suffix: ntok})
 
 
@@ -111,16 +134,17 @@ def corpus_key(model, texts: Sequence[str], what: str = "") -> str:
 
 def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, node_prior=None,
                   cache_dir: Optional[Path] = None, progress: bool = False,
-                  precision: str = "fp32") -> np.ndarray:
+                  precision: str = "fp32", scores=None) -> np.ndarray:
     """log P(target line | empty source) for each of ``lines``.
 
     With a trie and its node priors the sentence prior is the prior of the line's terminal node
     (free).  Otherwise the needed lines are scored by teacher forcing and cached in
     ``cache_dir/<corpus+model key>.npy`` (one value per target line, NaN until computed), so a
-    later run on the same target corpus only computes what is new.
+    later run on the same target corpus only computes what is new.  ``scores(lines) -> priors``
+    computes them (default: :func:`forced_scores` with the empty source, in this process; the
+    mining job passes the sharded :func:`triemine.distributed.jobs.forced_scores_sharded` when
+    it runs on a pool: the same chunks, the same bits).
     """
-    from triemine.scoring.forced import ForcedScorer
-
     lines = np.asarray(lines, dtype=np.int64)
     table = np.full(len(tgt_texts), np.nan)
     path = None
@@ -142,9 +166,11 @@ def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None,
     need = np.unique(lines[np.isnan(table[lines])])
     if len(need):
         logger.info("computing the prior of %d target sentences", len(need))
-        seqs = [model.encode_target(tgt_texts[i]) for i in need]
-        table[need] = ForcedScorer(model, precision=precision).score_pairs([None], seqs, np.zeros(len(need), dtype=np.int64),
-                                                      np.arange(len(need)), progress=progress)
+        if scores is None:
+            table[need] = forced_scores(model, np.full(len(need), -1), need, [], tgt_texts,
+                                        progress=progress, desc="priors", precision=precision)[0]
+        else:
+            table[need] = scores(need)
         if path is not None:
             tmp = path.with_name(path.name + f".tmp{os.getpid()}.npy")
             np.save(tmp, table)

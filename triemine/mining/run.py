@@ -136,7 +136,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     """
     from triemine.corpus import read_corpus
     from triemine.mining.combine import Combination, shipped
-    from triemine.mining.features import derived, exact_scores, target_priors
+    from triemine.mining.features import derived, exact_scores
 
     src = read_corpus(source_path)
     tgt = read_corpus(target_path)
@@ -188,25 +188,27 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     for space in spaces:  # every pair gets every space's features
         cands = cands.with_columns(**space.features(cands.src, cands.tgt))
     if pool is not None:  # the same scores, in shards of whole chunks on the pool's workers
-        from triemine.distributed.jobs import exact_scores_sharded
-        with pool:  # one start of the workers for both directions
+        from triemine.distributed.jobs import exact_scores_sharded, forced_scores_sharded
+
+        def prior_shards(need):  # the targets' priors: pairs with the empty source (-1); what is
+            # left to compute depends on the shared cache, so other lines start the shards over
+            return forced_scores_sharded(model, np.full(len(need), -1), need, source_path,
+                                         target_path, work, pool, name="priors", desc="priors",
+                                         progress=progress, device=device, stale="restart")[0]
+        with pool:  # one start of the workers for every sharded stage
             cands, _ = exact_scores_sharded(model, cands, source_path, target_path, work, pool,
                                             progress=progress, device=device)
             if reverse_model is not None:
                 cands, _ = exact_scores_sharded(reverse_model, cands, source_path, target_path,
                                                 work, pool, progress=progress, reverse=True,
                                                 device=device)
+            cands = _priors(model, cfg, cands, tgt, job, progress, prior_shards)
     else:
         cands = exact_scores(model, cands, src.texts, tgt.texts, work_dir=work, progress=progress)
         if reverse_model is not None:
             cands = exact_scores(reverse_model, cands, src.texts, tgt.texts, work_dir=work,
                                  progress=progress, reverse=True)
-    if cfg.priors:
-        have = cands.col_or_nan("prior")
-        prior = target_priors(model, tgt.texts, cands.tgt, trie=job.trie,
-                              node_prior=job.node_prior, cache_dir=cache_dir("priors"),
-                              progress=progress)
-        cands = cands.with_columns(prior=np.where(np.isnan(have), prior, have))
+        cands = _priors(model, cfg, cands, tgt, job, progress)
     cands = derived(cands, tgt.texts, src.texts)
     cands = cands.with_columns(combined=comb(cands.columns))
     skipped = lengths.skipped_summary(long_src, long_tgt)
@@ -217,6 +219,19 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         "pipeline": cfg.key(), "combination": asdict(comb), "skipped_long": skipped})
     return {"sources": len(src), "targets": len(tgt), "candidates": len(cands),
             "by_generator": origin_counts(cands.origin), "skipped_long": skipped, "output": str(out_path)}
+
+
+def _priors(model, cfg: PipelineConfig, cands: CandidateSet, tgt, job: Job, progress: bool,
+            scores=None) -> CandidateSet:
+    """The ``prior`` column (where no generator gave one), when the configuration asks for it."""
+    from triemine.mining.features import target_priors
+
+    if not cfg.priors:
+        return cands
+    have = cands.col_or_nan("prior")
+    prior = target_priors(model, tgt.texts, cands.tgt, trie=job.trie, node_prior=job.node_prior,
+                          cache_dir=cache_dir("priors"), progress=progress, scores=scores)
+    return cands.with_columns(prior=np.where(np.isnan(have), prior, have))
 
 
 def _empty_mask(corpus) -> np.ndarray:
