@@ -124,14 +124,16 @@ def test_cli_post_expansion_skips_sources_without_translation(tiny_model_dir, co
 def test_resume_in_process_truncates_partial_batch(tiny_model, corpora, tmp_path):
     src, tgt, _ = corpora
     full, part = tmp_path / "full.tsv", tmp_path / "part.tsv"
-    search = SearchSettings(mode="pre", beam=3, batch_size=2, sort_window=2)  # blocks of 4 sources
+    search = SearchSettings(mode="pre", beam=3, batch_size=2, sort_window=2)
+    per = search.for_job(len(PAIRS)).sources_per_block  # 3: a 16th of 48, at least one batch
+    assert per == 3
     mine_to_tsv(tiny_model, src, tgt, full, search=search)
     s = mine_to_tsv(tiny_model, src, tgt, part, search=search, stop_after_blocks=3)
-    assert s.decoded == 12
+    assert s.decoded == 3 * per
     with open(part, "ab") as f:  # a block half-written when the process died
-        f.write(b"s12\tt0\t-1.0\t0.1\t0.1\tgarbage")
+        f.write(f"s{3 * per}\tt0\t-1.0\t0.1\t0.1\tgarbage".encode())
     s2 = mine_to_tsv(tiny_model, src, tgt, part, search=search, resume=True)
-    assert s2.resumed_from == 12 and s2.decoded == len(PAIRS) - 12
+    assert s2.resumed_from == 3 * per and s2.decoded == len(PAIRS) - 3 * per
     assert part.read_bytes() == full.read_bytes()
     with pytest.raises(InputError, match="different settings"):
         mine_to_tsv(tiny_model, src, tgt, part, resume=True, search=SearchSettings(
@@ -208,10 +210,14 @@ def test_plan_batches_respects_limits_and_is_resumable():
 
 @settings(max_examples=200, deadline=None)
 @given(lengths=st.lists(st.integers(0, 30), max_size=60), batch=st.integers(1, 5),
-       window=st.integers(1, 4), max_tokens=st.one_of(st.none(), st.integers(30, 80)))
+       window=st.integers(1, 4), max_tokens=st.one_of(st.none(), st.integers(30, 80)),
+       job=st.one_of(st.none(), st.integers(1, 200)))
 def test_blocks_cover_every_source_once_in_sorted_batches_within_limits(lengths, batch, window,
-                                                                         max_tokens):
-    blocks = plan_blocks(lengths, batch, max_tokens, window)
+                                                                         max_tokens, job):
+    from triemine.decoding.batching import block_size
+
+    block = None if job is None else block_size(job, batch, window)  # a job's blocks
+    blocks = plan_blocks(lengths, batch, max_tokens, window, block)
     assert [s for s, _ in blocks[1:]] == [e for _, e in blocks[:-1]]
     if lengths:
         assert blocks[0][0] == 0 and blocks[-1][1] == len(lengths)
@@ -225,10 +231,40 @@ def test_blocks_cover_every_source_once_in_sorted_batches_within_limits(lengths,
             if max_tokens is not None and len(b) > 1:
                 assert len(b) * max(lengths[i] for i in b) <= max_tokens
         # planned again from this block's start: the same blocks (resume, shards)
-        again = plan_blocks(lengths[s:], batch, max_tokens, window)
+        again = plan_blocks(lengths[s:], batch, max_tokens, window, block)
         assert [(a + s, b + s) for a, b in again] == [blk for blk in blocks if blk[0] >= s]
+        if window > 1:  # at most the block's sources, and never less than a batch's
+            limit = block if block is not None else batch * window
+            assert sum(1 for n in lengths[s:e] if n) <= limit and limit >= batch
     if window == 1:
         assert blocks == plan_batches(lengths, batch, max_tokens)
+
+
+def test_a_small_job_gets_blocks_and_shards_for_several_workers():
+    """A 120-source job at beam 5 was one block of 8 batches of 64, hence one shard, and two
+    workers ran it at 0.80x of one: blocks are now at most a 16th of the job (never under one
+    batch) and default shards at most a 16th too; a large job keeps its 8-batch blocks."""
+    from triemine.decoding.settings import DEFAULT_SHARD_SOURCES
+    from triemine.distributed import plan_shards
+
+    search = SearchSettings(beam=5)
+    assert search.sources_per_batch == 64 and search.sources_per_block == 8 * 64
+    small = search.for_job(120)
+    assert small.sources_per_block == 64
+    blocks = plan_blocks([7] * 120, small.sources_per_batch, None, small.sort_window,
+                         small.sources_per_block)
+    assert blocks == [(0, 64), (64, 120)]
+    shards = plan_shards([s for s, _ in blocks], 120, small.shard_size(120))
+    assert [(s.start, s.end) for s in shards] == [(0, 64), (64, 120)]
+    # a block planned on a shard's own slice is the same block (the workers' plan)
+    assert plan_blocks([7] * 56, 64, None, 8, small.sources_per_block) == [(0, 56)]
+    large = search.for_job(100_000)
+    assert large.sources_per_block == 512 and large.shard_size(100_000) == DEFAULT_SHARD_SOURCES
+    assert SearchSettings(beam=5, shard_sources=300).shard_size(120) == 300  # as given
+    # the blocks are in the resume key where they differ from the 8-batch default, so a run
+    # planned with other blocks is never continued; large jobs keep their older keys
+    assert small.resume_key(None, "s", "t", 120)["block_sources"] == 64
+    assert "block_sources" not in large.resume_key(None, "s", "t", 100_000)
 
 
 def test_default_batch_size_follows_the_beam():

@@ -283,7 +283,7 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
 
 def _trie_search(opts: MineOptions, model, source, target, output, pool, resume, progress) -> dict:
     from triemine.decoding.driver import mine_to_tsv
-    from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, SearchSettings
+    from triemine.decoding.settings import SearchSettings
     from triemine.decoding.task import load_trie_for_dict
 
     trie = load_trie_for_dict(opts.trie, model.tgt_dict) if opts.trie else None
@@ -291,7 +291,7 @@ def _trie_search(opts: MineOptions, model, source, target, output, pool, resume,
         mode=opts.mode, beam=opts.search_beam, nbest=opts.nbest, batch_size=opts.batch_size,
         max_tokens=opts.max_tokens, sort_window=opts.sort_window, prior_weight=opts.prior_weight,
         with_prior=opts.priors, max_length=opts.max_length, trie_nbest=opts.trie_nbest,
-        target_shards=opts.target_shards, shard_sources=opts.shard_size or DEFAULT_SHARD_SOURCES)
+        target_shards=opts.target_shards, shard_sources=opts.shard_size)
     return mine_to_tsv(model, source, target, output, search=search, pool=pool, trie=trie,
                        device=opts.device, resume=resume, debug=opts.debug,
                        progress=progress).as_dict()

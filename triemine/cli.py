@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Callable, Optional, Sequence
 
-from triemine.errors import TrieMineError
+from triemine.errors import InputError, TrieMineError
 
 
 def _run(prog: str, body: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser,
@@ -56,7 +56,6 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             trie.save(args.output)
         except OSError as exc:
-            from triemine.errors import InputError
             raise InputError(f"cannot write the trie: {exc.strerror}", args.output) from None
         if args.json:
             print(json.dumps(dict(stats.as_dict(), output=args.output)))
@@ -163,7 +162,8 @@ def _mine_parser() -> argparse.ArgumentParser:
                             "recall grows in practice, cost grows about K-fold; default 1)")
     scale.add_argument("--shard-size", type=int, default=None, metavar="N",
                        help=f"trie search: at least N sources per shard (default "
-                            f"{DEFAULT_SHARD_SOURCES}); scoring shards are {SCORE_CHUNK} pairs")
+                            f"{DEFAULT_SHARD_SOURCES}, or a 16th of a smaller job; scoring "
+                            f"shards are {SCORE_CHUNK} pairs)")
     keep = parser.add_argument_group(
         "bitext", "the pairs kept by the configuration's selection (one-to-one by 'combined'; "
         "paper: best per source by ce_word) and threshold: by default the one tuned on the BUCC "
@@ -190,8 +190,6 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
         import json
         import logging
         import warnings
-
-        from triemine.errors import InputError
 
         candidates = None
         if args.candidates is not None:
@@ -382,7 +380,6 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                         "(tokeniser, embeddings; default <cache>/models/opus-mt-zh-en)")
 
     def body(args: argparse.Namespace) -> int:
-        from triemine.errors import InputError
         from triemine.filtering import registry
         from triemine.baselines.knn import with_scores
         from triemine.filtering.selection import (choose, load_thresholds, oriented_pairs,

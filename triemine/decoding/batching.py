@@ -17,6 +17,10 @@ ROWS_PER_STEP = 320
 MAX_BATCH = 64
 # Sources are decoded in batches of similar length within blocks of this many batches.
 SORT_WINDOW = 8
+# A job is cut into at least this many blocks when it has the sources for them (never blocks of
+# less than one batch), so that a small job still has blocks for several workers' shards: a
+# 120-source job at beam 5 was one block of 8 batches, one shard, 0.80x with two workers.
+MIN_BLOCKS = 16
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int,
@@ -52,18 +56,29 @@ def resolve_batch_size(batch_size: Optional[int], beam: int) -> int:
     return int(batch_size)
 
 
+def block_size(n_sources: int, batch_size: int, sort_window: int = SORT_WINDOW) -> int:
+    """Non-empty sources per block for a job of ``n_sources``: ``sort_window`` batches, but no
+    more than ``n_sources / MIN_BLOCKS`` and never less than one batch."""
+    if sort_window < 1 or batch_size < 1:
+        raise ValueError("sort_window and batch_size must be >= 1")
+    return min(sort_window * batch_size, max(batch_size, -(-int(n_sources) // MIN_BLOCKS)))
+
+
 def plan_blocks(lengths: Sequence[int], batch_size: int, max_tokens: Optional[int] = None,
-                sort_window: int = SORT_WINDOW) -> List[Tuple[int, int]]:
+                sort_window: int = SORT_WINDOW, block: Optional[int] = None
+                ) -> List[Tuple[int, int]]:
     """Consecutive ``[start, end)`` blocks, the units of output, progress and resume: up to
-    ``sort_window * batch_size`` non-empty sources each (:func:`block_batches` cuts a block into
-    decoder batches, more than ``sort_window`` of them when ``max_tokens`` binds).  With
-    ``sort_window`` 1 a block is one batch of :func:`plan_batches`.  Greedy and local: planned
-    again from any block start it gives the same blocks."""
+    ``block`` non-empty sources each (default ``sort_window * batch_size``; the driver passes
+    :func:`block_size` of the whole job, so that a shard planned on its own slice gets the same
+    blocks); :func:`block_batches` cuts a block into decoder batches, more than ``sort_window``
+    of them when ``max_tokens`` binds.  With ``sort_window`` 1 a block is one batch of
+    :func:`plan_batches`.  Greedy and local: planned again from any block start with the same
+    ``block`` it gives the same blocks."""
     if sort_window < 1:
         raise ValueError("sort_window must be >= 1")
     if sort_window == 1:
         return plan_batches(lengths, batch_size, max_tokens)
-    return plan_batches(lengths, batch_size * sort_window)
+    return plan_batches(lengths, block if block is not None else batch_size * sort_window)
 
 
 def block_batches(lengths: Sequence[int], start: int, end: int, batch_size: int,

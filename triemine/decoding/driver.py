@@ -75,6 +75,7 @@ class _Run:
     skipped_long: dict
     key: dict                       # SearchSettings.resume_key
     header: str
+    search: SearchSettings          # the caller's, with this job's blocks (for_job)
 
 
 def read_mining_corpora(source_path, target_path):
@@ -106,6 +107,7 @@ def mine_to_tsv(model, source_path, target_path, out_path, *,
     if pool is not None and stop_after_blocks is not None:
         raise ValueError("stop_after_blocks applies to the search in this process (no pool)")
     run = _prepare(model, source_path, target_path, search, trie, pool is not None, progress)
+    search = run.search
     if pool is None:
         write_meta(out_path, _meta(model, run, search))
         return _in_process(model, run, search, Path(out_path), device=device, resume=resume,
@@ -135,11 +137,12 @@ def _prepare(model, source_path, target_path, search: SearchSettings, trie, shar
         priors = [get_node_priors(model, t, progress=progress) for t, _ in tries]
         node_prior = priors[0] if len(priors) == 1 else None  # the in-process search's
     encoded, skipped = encode_sources(model, src.texts, source_path, search.max_length)
+    search = search.for_job(sum(1 for e in encoded if e is not None))
     skip_tgt = long_targets(model, tgt.texts, search.max_length)
     return _Run(src, tgt, tries, node_prior, encoded, skip_tgt,
                 {"source": len(skipped), "target": int(skip_tgt.sum())},
                 search.resume_key(model, source_path, target_path, len(src)),
-                "\t".join(search.columns))
+                "\t".join(search.columns), search)
 
 
 def _in_process(model, run: _Run, search: SearchSettings, out_path: Path, *, device: str,
@@ -183,16 +186,18 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
                target_path, *, device: str, resume: bool, debug: bool,
                progress: bool) -> MineSummary:
     """Shards: groups of consecutive blocks of the one-process plan holding at least
-    ``search.shard_sources`` sources; their outputs and manifest live in ``OUT.shards/``.  With
+    ``search.shard_size(n)`` sources (``shard_sources``; by default at most a 16th of a small
+    job); their outputs and manifest live in ``OUT.shards/``.  With
     target shards every source is searched in each trie and its matches merged by score (the
     ``beam`` best; :func:`triemine.distributed.worker.merge_matches`)."""
     n = len(run.src)
     plan = plan_blocks([0 if e is None else len(e) for e in run.encoded],
-                       search.sources_per_batch, search.max_tokens, search.sort_window)
-    shards = plan_shards([s for s, _ in plan], n, search.shard_sources)
+                       search.sources_per_batch, search.max_tokens, search.sort_window,
+                       search.sources_per_block)
+    shards = plan_shards([s for s, _ in plan], n, search.shard_size(n))
     key = dict(run.key, target_shards=search.target_shards,
                tries=[[os.path.basename(t.path), off] for t, off in run.tries],
-               source_sha256=file_sha256(source_path), shard_sources=search.shard_sources)
+               source_sha256=file_sha256(source_path), shard_sources=search.shard_size(n))
     store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
                        ext="tsv", unit="sources")
     write_meta(out_path, _meta(model, run, search))

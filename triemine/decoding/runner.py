@@ -96,7 +96,8 @@ def mine_batches(model, sources: Sequence[str], trie,
     if encoded is None:
         encoded, _ = encode_sources(model, sources, source_path, search.max_length)
     lengths = [0 if e is None else len(e) for e in encoded]
-    plan = plan_blocks(lengths, batch_size, search.max_tokens, search.sort_window)
+    plan = plan_blocks(lengths, batch_size, search.max_tokens, search.sort_window,
+                       search.sources_per_block)
     if start and start not in {s for s, _ in plan} and start != len(sources):
         raise ValueError(f"start={start} is not a block boundary of this plan")
     pad = model.src_dict.pad()

@@ -9,15 +9,16 @@ cannot drift apart.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional
 
-from triemine.decoding.batching import SORT_WINDOW, resolve_batch_size
+from triemine.decoding.batching import MIN_BLOCKS, SORT_WINDOW, block_size, resolve_batch_size
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.tsv import column_order
 
 PAPER_BEAM = 90               # the paper's beam for the trie search alone
-DEFAULT_SHARD_SOURCES = 256   # a shard of the search holds at least this many sources
+DEFAULT_SHARD_SOURCES = 256   # a shard of the search holds at least this many sources, or
+                              # a 16th of a smaller job (SearchSettings.shard_size)
 MODES = ("pre", "post")
 
 
@@ -40,7 +41,10 @@ class SearchSettings:
     max_length: Optional[int] = None   # skip lines longer than this many model tokens
     trie_nbest: int = 1                # segmentations per target line in a built trie
     target_shards: int = 1             # K tries over line ranges of the target corpus
-    shard_sources: int = DEFAULT_SHARD_SOURCES
+    shard_sources: Optional[int] = None  # sources a shard holds at least (None: shard_size's
+                                         # default)
+    block_sources: Optional[int] = None  # sources per block; the driver sets it for the job
+                                         # (for_job); None: sort_window batches
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -51,7 +55,7 @@ class SearchSettings:
             raise ValueError("batch_size must be >= 1")
         if self.target_shards < 1:
             raise ValueError("target shards must be >= 1")
-        if self.shard_sources < 1:
+        if self.shard_sources is not None and self.shard_sources < 1:
             raise ValueError("shard size must be >= 1")
 
     @property
@@ -71,6 +75,28 @@ class SearchSettings:
         """``batch_size`` resolved (:func:`~triemine.decoding.batching.resolve_batch_size`)."""
         return resolve_batch_size(self.batch_size, self.beam)
 
+    @property
+    def sources_per_block(self) -> int:
+        """Non-empty sources per block (:func:`~triemine.decoding.batching.plan_blocks`)."""
+        if self.block_sources is not None:
+            return self.block_sources
+        return self.sort_window * self.sources_per_batch
+
+    def for_job(self, n_nonempty: int) -> "SearchSettings":
+        """These settings with the blocks of a job of ``n_nonempty`` sources
+        (:func:`~triemine.decoding.batching.block_size`), as the driver runs them and sends them
+        to the workers, who plan their slices with the same blocks."""
+        return replace(self, block_sources=block_size(n_nonempty, self.sources_per_batch,
+                                                      self.sort_window))
+
+    def shard_size(self, n_sources: int) -> int:
+        """Sources a shard holds at least: ``shard_sources`` when given, else
+        ``DEFAULT_SHARD_SOURCES`` but at most ``1 / MIN_BLOCKS`` of the job, so that a small job
+        still has shards for several workers."""
+        if self.shard_sources is not None:
+            return self.shard_sources
+        return max(1, min(DEFAULT_SHARD_SOURCES, -(-int(n_sources) // MIN_BLOCKS)))
+
     def resume_key(self, model, source_path, target_path, n_sources: int) -> dict:
         """What the output depends on, as the sidecars record it and resume checks it (the same
         bytes for the one-process and the sharded run)."""
@@ -82,4 +108,7 @@ class SearchSettings:
                 "prior_weight": self.prior_weight, "with_prior": self.priors,
                 **({"max_length": self.max_length} if self.max_length else {}),
                 **({"trie_nbest": self.trie_nbest} if self.trie_nbest != 1 else {}),
-                **({"token_counts": True} if self.token_counts else {})}
+                **({"token_counts": True} if self.token_counts else {}),
+                **({"block_sources": self.sources_per_block}
+                   if self.sources_per_block != self.sort_window * self.sources_per_batch
+                   and self.sort_window > 1 else {})}

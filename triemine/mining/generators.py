@@ -90,14 +90,14 @@ class TrieSearch(Generator):
 
     def _search(self, job: Job) -> CandidateSet:
         from triemine.decoding.driver import mine_to_tsv
-        from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, SearchSettings
+        from triemine.decoding.settings import SearchSettings
 
         cfg, tsv = job.cfg, job.work / "trie.tsv"
         search = SearchSettings(mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
                                 sort_window=cfg.sort_window, prior_weight=cfg.prior_weight,
                                 token_counts=True, trie_nbest=cfg.trie_nbest,
                                 max_length=cfg.max_length, target_shards=job.target_shards,
-                                shard_sources=job.shard_sources or DEFAULT_SHARD_SOURCES)
+                                shard_sources=job.shard_sources)
         mine_to_tsv(job.model, job.source_path, job.target_path, tsv, search=search,
                     pool=job.pool, trie=job.trie if job.target_shards == 1 else None,
                     device=job.device, resume=True, progress=job.progress)
