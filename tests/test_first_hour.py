@@ -350,6 +350,25 @@ def test_the_paper_configuration_keeps_what_its_shipped_threshold_passes(tiny_mo
     assert len(want) == 12 and {m.src_ids[i] for i in want} == {f"{k + 1}" for k in range(12)}
 
 
+def test_the_mt_only_configuration_ships_its_threshold(tiny_model_dir, tmp_path, monkeypatch):
+    """--config mt-only without gold: one-to-one by combined above the threshold shipped with it
+    (tuned on the BUCC sample mined with --config mt-only), never refused for want of one."""
+    from triemine.filtering.registry import apply_rule
+
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+    saved = load_thresholds(DATA_DIR / "mt-only.thresholds.json")
+    limit = next(iter(saved.thresholds.values()))
+    assert saved.combination == asdict(shipped("mt-only")) and limit["combined"] > 0
+    res = triemine.mine([s for s, _ in PAIRS[:24]], OTHER[:12] + [t for _, t in PAIRS[:12]],
+                        model=tiny_model_dir, config="mt-only")
+    assert "shipped default for mt-only" in res.selection.source
+    assert res.selection.thresholds == limit
+    m = res.candidates
+    want = [i for i in apply_rule(m, "one-to-one", "combined").tolist()
+            if m.col("combined")[i] >= limit["combined"]]
+    assert res.kept.tolist() == want and res.summary["kept"] == len(want)
+
+
 def test_choose_refuses_a_filter_the_shipped_default_is_not_for(combined_tsv):
     path, _ = combined_tsv
     with pytest.raises(InputError, match="no threshold for filter ce: the shipped default is for combined"):
