@@ -405,3 +405,83 @@ def test_ray_reports_a_shard_that_always_fails_by_id(ray_cluster, tiny_model_dir
     assert sorted(_computed(d)) == [0, 1, 2, 4, 5]  # the others are done and recorded
     manifest = json.loads((tmp_path / "fail.tsv.shards" / "manifest.json").read_text())
     assert sorted(manifest["done"]) == ["0", "1", "2", "4", "5"]
+
+
+# -- the embedding stage: sentence embeddings and kNN in shards ---------------------------------
+
+def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeypatch):
+    """Line shards of whole encoder batches give the very rows of one encode() call; a run that
+    stopped after some shards redoes only the others; the merged file is reused when complete."""
+    from triemine.distributed.jobs import embed_sharded
+    from triemine.distributed.local import InlinePool
+    from triemine.embedding import get_encoder
+
+    texts = [f"sentence number {i} about {'cats' if i % 3 else 'the weather'}" for i in range(600)]
+    texts[5] = ""  # an empty line: a zero row
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    ref = get_encoder("use").encode(texts)
+    d, _ = _faults(tmp_path, monkeypatch, fail=[1])
+    with pytest.raises(ShardFailures, match="shard 1"):
+        embed_sharded("use", corpus, len(texts), tmp_path / "e.npy", InlinePool(), lines=256)
+    assert sorted(_computed(d)) == [0, 2] and not (tmp_path / "e.npy").exists()
+    _faults(tmp_path, monkeypatch)  # no failure now; still logging what is computed
+    got = embed_sharded("use", corpus, len(texts), tmp_path / "e.npy", InlinePool(), lines=256)
+    assert sorted(_computed(d)) == [0, 1, 2]  # only shard 1 redone
+    assert got.shape == ref.shape and np.asarray(got).tobytes() == ref.tobytes()
+    assert not np.asarray(got)[5].any()
+    again = embed_sharded("use", corpus, len(texts), tmp_path / "e.npy", InlinePool(), lines=256)
+    assert isinstance(again, np.memmap) and np.asarray(again).tobytes() == ref.tobytes()
+    with pytest.raises(ValueError, match="whole batches"):
+        embed_sharded("use", corpus, len(texts), tmp_path / "f.npy", InlinePool(), lines=100)
+
+
+def test_knn_grid_shards_merge_to_the_exhaustive_search(tmp_path):
+    """A grid of query x database shards merged per query ranks exactly as one exhaustive
+    search: the same neighbours and similarities (ties to the lower row)."""
+    from triemine.distributed.jobs import knn_sharded
+    from triemine.distributed.local import InlinePool
+    from triemine.embedding.knn import knn
+
+    rng = np.random.default_rng(5)
+    q = rng.normal(size=(53, 16)).astype(np.float32)
+    db = rng.normal(size=(71, 16)).astype(np.float32)
+    db[40] = db[3]  # a tie: the lower row first
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    db /= np.linalg.norm(db, axis=1, keepdims=True)
+    np.save(tmp_path / "q.npy", q)
+    np.save(tmp_path / "d.npy", db)
+    ref_sim, ref_idx = knn(q, db, 4)
+    sim, idx = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path, InlinePool(),
+                           name="t", rows=10)
+    assert sim.shape == (53, 4) and idx.shape == (53, 4)
+    manifest = json.loads((tmp_path / "t.shards" / "manifest.json").read_text())
+    assert len(manifest["done"]) == 6 * 8  # 53 queries x 71 rows in cells of 10 x 10
+    np.testing.assert_allclose(sim, ref_sim, rtol=0, atol=1e-6)
+    exact = np.abs(np.diff(ref_sim, axis=1)).min(axis=1) > 1e-6  # rows without a near-tie
+    assert (idx[exact] == ref_idx[exact]).all()
+    tie = np.flatnonzero((idx == 3).any(axis=1) & (idx == 40).any(axis=1))
+    for r in tie:
+        assert list(idx[r]).index(3) < list(idx[r]).index(40)
+    one_sim, one_idx = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "one",
+                                   InlinePool(), name="t")  # one cell: the exhaustive call
+    assert one_sim.tobytes() == ref_sim.tobytes() and one_idx.tobytes() == ref_idx.tobytes()
+
+
+def test_default_job_on_workers_embeds_and_searches_in_shards_identically(tiny_model_dir,
+                                                                         corpora, tmp_path,
+                                                                         monkeypatch):
+    """The default configuration (USE candidates) with --workers 2: embeddings, kNN, exact
+    scores and priors on the workers, the single process's TSV byte for byte."""
+    src, tgt = corpora
+    base = ["--model", str(tiny_model_dir), "--source", str(src), "--target", str(tgt), "-q"]
+    one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-one"))
+    assert mine_main(base + ["-o", str(one)]) == 0
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-two"))
+    assert mine_main(base + ["-o", str(two), "--workers", "2"]) == 0
+    work = tmp_path / "two.tsv.work"
+    for part in ("emb.use.src.npy.shards", "emb.use.tgt.npy.shards", "knn.use.fwd.shards",
+                 "knn.use.bwd.shards", "scores.shards", "priors.shards"):
+        assert json.loads((work / part / "manifest.json").read_text())["done"], part
+    assert one.read_bytes() == two.read_bytes()

@@ -17,7 +17,7 @@ import numpy as np
 
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards
-from triemine.distributed.worker import ModelSpec, ScoreShardTask
+from triemine.distributed.worker import EmbedShardTask, KnnShardTask, ModelSpec, ScoreShardTask
 from triemine.mining.features import SCORE_CHUNK
 from triemine.paths import file_sha256
 
@@ -103,3 +103,102 @@ def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path,
         reverse=reverse, progress=progress, device=device, resume=resume, chunk=chunk,
         precision=precision, desc="exact scores" + (" (reverse)" if reverse else ""))
     return (cands.with_columns(**{"score" + suffix: score, "n_tokens" + suffix: ntok}), stats)
+
+
+# lines per embedding shard: whole batches of the encoder (SentenceEncoder.encode's 256), so a
+# shard's rows are the single call's bits
+EMBED_SHARD_LINES = 256 * 32
+
+
+def embed_sharded(encoder: str, corpus_path, n_lines: int, out_path: Path, pool, *,
+                  progress: bool = False, resume: bool = True,
+                  lines: int = EMBED_SHARD_LINES) -> np.ndarray:
+    """The sentence embeddings of a corpus's ``n_lines`` lines, computed in shards of ``lines``
+    lines on ``pool`` (an :class:`~triemine.distributed.local.InlinePool` runs them here) and
+    merged into ``out_path`` (a float32 ``.npy``, written atomically once complete), returned
+    memory-mapped.  Shards live in ``<out_path>.shards/``; a resumed run redoes only the
+    unfinished ones, and a finished ``out_path`` is reused when its shard manifest says it
+    belongs to this corpus and encoder."""
+    from triemine.embedding import get_encoder
+
+    if lines % 256:
+        raise ValueError("embedding shards must be whole batches of 256 lines")
+    key = {"encoder": encoder, "corpus": file_sha256(corpus_path), "lines": int(n_lines),
+           "batch": 256}
+    shards = plan_shards(range(0, n_lines, lines), n_lines, lines)
+    store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
+                       ext="npy", unit="lines")
+    if Path(out_path).is_file() and not store.pending():
+        return np.load(out_path, mmap_mode="r")
+    corpus = os.path.abspath(corpus_path)
+
+    def make_task(s: Shard) -> EmbedShardTask:
+        return EmbedShardTask(s.id, encoder, corpus, s.start, s.end)
+    reused = sum(len(store.by_id[i]) for i in store.reused)
+    with progress_bar(n_lines, reused, f"embed ({encoder}, shards)", "sent", progress) as bar:
+        execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
+    dim = get_encoder(encoder).dim if not n_lines else None
+    tmp = Path(str(out_path) + f".tmp{os.getpid()}.npy")
+    out = None
+    for s in store.shards:
+        part = np.load(io.BytesIO(store.read(s.id)))
+        if out is None:
+            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32,
+                                            shape=(n_lines, part.shape[1]))
+        out[s.start:s.end] = part
+    if out is None:  # an empty corpus
+        np.save(tmp, np.zeros((0, dim), dtype=np.float32))
+    else:
+        out.flush()
+        del out
+    os.replace(tmp, out_path)
+    return np.load(out_path, mmap_mode="r")
+
+
+# rows per kNN shard, each way: a task is up to this many queries against up to this many
+# database rows (one exact pass); corpora of this size or less are one shard, the very call the
+# single process made before kNN was sharded
+KNN_SHARD_ROWS = 131072
+
+
+def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
+                name: str, progress: bool = False, resume: bool = True,
+                rows: int = KNN_SHARD_ROWS):
+    """``(sim, idx)``, each (n_queries, k'): the exact top-k inner products of every row of
+    ``queries_path`` against ``database_path`` (``.npy`` files, memory-mapped), computed on a
+    grid of shards (up to ``rows`` queries against up to ``rows`` database rows each) and
+    merged per query: the k best of its shards' lists by similarity, ties to the lower row, as
+    one exact search ranks them.  The plan depends on the data alone, so any pool (or an
+    ``InlinePool``: in this process) gives the same bits; shards live in
+    ``work_dir/<name>.shards/``."""
+    n_q = np.load(queries_path, mmap_mode="r").shape[0]
+    n_d = np.load(database_path, mmap_mode="r").shape[0]
+    kk = min(int(k), n_d)
+    q_ranges = [(a, min(a + rows, n_q)) for a in range(0, n_q, rows)] or [(0, 0)]
+    d_ranges = [(a, min(a + rows, n_d)) for a in range(0, n_d, rows)] or [(0, 0)]
+    grid = [(q, d) for q in q_ranges for d in d_ranges]
+    shards = [Shard(i, i, i + 1) for i in range(len(grid))]  # one grid cell each
+    key = {"queries": file_sha256(queries_path), "database": file_sha256(database_path),
+           "k": kk, "rows": rows}
+    store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards, resume=resume,
+                       ext="npz", unit="cells")
+
+    def make_task(s: Shard) -> KnnShardTask:
+        q, d = grid[s.id]
+        return KnnShardTask(s.id, os.path.abspath(queries_path), os.path.abspath(database_path),
+                            q, d, kk)
+    with progress_bar(len(shards), len(store.reused), f"kNN ({name}, shards)", "shard",
+                      progress) as bar:
+        execute(store, make_task, pool, lambda s, _info: bar.update(1))
+    sims, idxs = [], []
+    for qi in range(len(q_ranges)):
+        parts = [np.load(io.BytesIO(store.read(qi * len(d_ranges) + di)))
+                 for di in range(len(d_ranges))]
+        sim = np.concatenate([p["sim"] for p in parts], axis=1)
+        idx = np.concatenate([p["idx"] for p in parts], axis=1)
+        if len(parts) > 1:  # by similarity, then the lower row
+            order = np.lexsort((idx, -sim), axis=1)[:, :kk]
+            sim, idx = np.take_along_axis(sim, order, axis=1), np.take_along_axis(idx, order, 1)
+        sims.append(sim)
+        idxs.append(idx)
+    return np.concatenate(sims), np.concatenate(idxs)

@@ -11,6 +11,11 @@ number of tasks.  A task returns ``(payload bytes, info)``; the driver writes th
   :class:`~triemine.decoding.settings.SearchSettings`, against one trie or, with target shards,
   against several tries whose matches are merged by score (beam ``B`` best per source);
   payload: the mining-TSV rows.
+* :class:`EmbedShardTask`: sentence embeddings of a range of corpus lines (whole batches of the
+  encoder, so the rows are the single call's bits); payload: ``.npy`` bytes of float32 rows.
+* :class:`KnnShardTask`: exact top-k inner products of a range of query rows against a range
+  of database rows (both ``.npy`` files, memory-mapped); payload: ``.npz`` bytes of ``sim``
+  (float32) and ``idx`` (int64, global rows).
 * :class:`ScoreShardTask`: forced-decoding scores of a range of pairs aligned to the chunks of
   :func:`triemine.mining.features.forced_scores` (exact scores or the targets' priors);
   payload: ``.npy`` bytes of a ``(2, n)`` float64 array (``score``, ``n_tokens``).
@@ -70,6 +75,25 @@ class ScoreShardTask:
     chunk: int               # forced_scores' chunk: the shard is whole chunks of it
     reverse: bool = False    # the model reads the target corpus and writes the source corpus
     precision: str = "fp32"
+
+
+@dataclass(frozen=True)
+class EmbedShardTask:
+    shard: int
+    encoder: str             # a name of triemine.embedding's registry
+    corpus: str              # the corpus file
+    start: int               # lines [start, end), start a multiple of the encoder's batch
+    end: int
+
+
+@dataclass(frozen=True)
+class KnnShardTask:
+    shard: int
+    queries: str             # .npy of L2-normalised float32 rows
+    database: str
+    rows: Tuple[int, int]    # query rows [a, b)
+    base: Tuple[int, int]    # database rows [a, b)
+    k: int
 
 
 def _faults() -> dict:
@@ -132,6 +156,7 @@ class ShardWorker:
         self._models: Dict[ModelSpec, object] = {}
         self._tries: Dict[str, object] = {}
         self._corpora: Dict[str, object] = {}
+        self._encoders: Dict[str, object] = {}
 
     def pid(self) -> int:
         return os.getpid()
@@ -155,8 +180,20 @@ class ShardWorker:
             self._corpora[path] = read_corpus(path)
         return self._corpora[path]
 
+    def encoder(self, name: str):
+        if name not in self._encoders:
+            from triemine.embedding import get_encoder
+            self._encoders[name] = get_encoder(name)
+        return self._encoders[name]
+
     def warm(self, task) -> int:
         """Load what ``task`` needs (model, tries, node priors, corpora) without computing."""
+        if isinstance(task, EmbedShardTask):
+            self.encoder(task.encoder)
+            self.corpus(task.corpus)
+            return os.getpid()
+        if isinstance(task, KnnShardTask):
+            return os.getpid()
         model = self.model(task.model)
         self.corpus(task.source)
         self.corpus(task.target)
@@ -174,6 +211,10 @@ class ShardWorker:
             payload, info = self._trie_search(task)
         elif isinstance(task, ScoreShardTask):
             payload, info = self._scores(task)
+        elif isinstance(task, EmbedShardTask):
+            payload, info = self._embed(task)
+        elif isinstance(task, KnnShardTask):
+            payload, info = self._knn(task)
         else:
             raise TypeError(f"unknown task {type(task).__name__}")
         _after(task.shard, faults)
@@ -242,3 +283,24 @@ class ShardWorker:
         buf = io.BytesIO()
         np.save(buf, np.stack([score, ntok]))
         return buf.getvalue(), {"pairs": len(task.src)}
+
+    # -- sentence embeddings -----------------------------------------------------------------
+
+    def _embed(self, task: EmbedShardTask) -> Tuple[bytes, dict]:
+        texts = self.corpus(task.corpus).texts[task.start:task.end]
+        vecs = np.ascontiguousarray(self.encoder(task.encoder).encode(texts), dtype=np.float32)
+        buf = io.BytesIO()
+        np.save(buf, vecs)
+        return buf.getvalue(), {"lines": len(texts)}
+
+    # -- nearest neighbours ------------------------------------------------------------------
+
+    def _knn(self, task: KnnShardTask) -> Tuple[bytes, dict]:
+        from triemine.embedding.knn import knn
+
+        q = np.load(task.queries, mmap_mode="r")[task.rows[0]:task.rows[1]]
+        d = np.load(task.database, mmap_mode="r")[task.base[0]:task.base[1]]
+        sim, idx = knn(q, d, task.k)
+        buf = io.BytesIO()
+        np.savez(buf, sim=sim, idx=idx + task.base[0])
+        return buf.getvalue(), {"queries": len(q), "database": len(d)}

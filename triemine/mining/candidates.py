@@ -96,13 +96,17 @@ class MarginSpace:
     another generator gets the same columns).  Columns: ``<name>_cos`` and ``<name>_margin``.
     """
 
-    def __init__(self, name: str, src_vecs, tgt_vecs, k: int = 4, origin: int = 0):
+    def __init__(self, name: str, src_vecs, tgt_vecs, k: int = 4, origin: int = 0,
+                 neighbours=None):
         from triemine.embedding.knn import MarginNeighbours
 
         self.name, self.origin = name, origin
         self.src_vecs, self.tgt_vecs = src_vecs, tgt_vecs
-        fwd_idx, fwd_sim = _topk(src_vecs, tgt_vecs, k)
-        bwd_idx, bwd_sim = _topk(tgt_vecs, src_vecs, k)
+        if neighbours is None:
+            fwd_idx, fwd_sim = _topk(src_vecs, tgt_vecs, k)
+            bwd_idx, bwd_sim = _topk(tgt_vecs, src_vecs, k)
+        else:  # computed elsewhere (the sharded search): (fwd_idx, fwd_sim, bwd_idx, bwd_sim)
+            fwd_idx, fwd_sim, bwd_idx, bwd_sim = neighbours
         self.nb = MarginNeighbours(fwd_idx, fwd_sim, bwd_idx, bwd_sim,
                                    fwd_sim.mean(axis=1) if fwd_sim.size else np.zeros(len(fwd_sim)),
                                    bwd_sim.mean(axis=1) if bwd_sim.size else np.zeros(len(bwd_sim)), k)
@@ -158,11 +162,13 @@ def _topk(a, b, k: int, rows_per_block: int = 2048):
 
 
 def embedding_space(src_emb: np.ndarray, tgt_emb: np.ndarray, name: str, k: int = 4,
-                    origin: int = 0) -> MarginSpace:
-    """A sentence encoder's space (L2-normalised float32 rows); ``origin``: the bit its
-    candidates carry (:mod:`triemine.mining.generators`)."""
-    return MarginSpace(name, np.ascontiguousarray(src_emb, dtype=np.float32),
-                       np.ascontiguousarray(tgt_emb, dtype=np.float32), k, origin)
+                    origin: int = 0, neighbours=None) -> MarginSpace:
+    """A sentence encoder's space (L2-normalised float32 rows, memory-mapped or not);
+    ``origin``: the bit its candidates carry (:mod:`triemine.mining.generators`);
+    ``neighbours``: both directions' kNN when already computed
+    (:func:`triemine.distributed.jobs.knn_sharded`)."""
+    return MarginSpace(name, np.asarray(src_emb, dtype=np.float32),
+                       np.asarray(tgt_emb, dtype=np.float32), k, origin, neighbours)
 
 
 def translation_space(translations: Sequence[str], tgt_texts: Sequence[str], k: int = 4,

@@ -18,7 +18,7 @@ from typing import Any, Dict, Optional, Set, Tuple
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet, MarginSpace, embedding_space, translation_space
-from triemine.mining.stages import cache_dir, cached_array, stage
+from triemine.mining.stages import cache_dir, stage
 
 
 @dataclass
@@ -131,17 +131,24 @@ class EncoderKnn(Generator):
         return {f"{cfg.encoder}_cos", f"{cfg.encoder}_margin"}
 
     def run(self, job: Job):
-        from triemine.embedding import get_encoder
+        """Both corpora embedded in line shards and searched in kNN shards on the job's pool
+        (none: in this process, the same shards), so any worker count gives the same bits."""
+        from triemine.distributed.jobs import embed_sharded, knn_sharded
+        from triemine.distributed.local import InlinePool
 
-        cfg, enc = job.cfg, []
-
-        def embed(texts):
-            if not enc:
-                enc.append(get_encoder(cfg.encoder))
-            return enc[0].encode(texts, progress=job.progress)
-        xs = cached_array(job.work / f"emb.{cfg.encoder}.src.npy", lambda: embed(job.src.texts))
-        ys = cached_array(job.work / f"emb.{cfg.encoder}.tgt.npy", lambda: embed(job.tgt.texts))
-        space = embedding_space(xs, ys, cfg.encoder, cfg.k, origin=self.bit)
+        cfg = job.cfg
+        pool = job.pool if job.pool is not None else InlinePool()
+        emb = {side: job.work / f"emb.{cfg.encoder}.{side}.npy" for side in ("src", "tgt")}
+        xs = embed_sharded(cfg.encoder, job.source_path, len(job.src), emb["src"], pool,
+                           progress=job.progress)
+        ys = embed_sharded(cfg.encoder, job.target_path, len(job.tgt), emb["tgt"], pool,
+                           progress=job.progress)
+        fwd_sim, fwd_idx = knn_sharded(emb["src"], emb["tgt"], cfg.k, job.work, pool,
+                                       name=f"knn.{cfg.encoder}.fwd", progress=job.progress)
+        bwd_sim, bwd_idx = knn_sharded(emb["tgt"], emb["src"], cfg.k, job.work, pool,
+                                       name=f"knn.{cfg.encoder}.bwd", progress=job.progress)
+        space = embedding_space(xs, ys, cfg.encoder, cfg.k, origin=self.bit,
+                                neighbours=(fwd_idx, fwd_sim, bwd_idx, bwd_sim))
         return stage(job.work, self.name, lambda: space.candidates(
             cfg.per_source, cfg.per_target, cfg.min_margin)), space
 

@@ -16,6 +16,7 @@ without recomputing or losing anything; the TSV is written atomically at the end
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -130,13 +131,14 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     log P(x|y) of every pair and the dual conditional cross-entropy ``dual_ce``.
 
     ``pool`` (:func:`triemine.distributed.make_pool`: worker processes or Ray actors) runs the
-    expensive stages in deterministic shards (:mod:`triemine.distributed`): the trie search per
-    source shard (``shard_sources``; ``target_shards`` tries) and the exact scores of the
-    candidate pairs; the output is byte-identical to the run without a pool.
+    stages in deterministic shards (:mod:`triemine.distributed`): the sentence embeddings and
+    their kNN, the trie search per source shard (``shard_sources``; ``target_shards`` tries),
+    the exact scores of the candidate pairs and the targets' priors; the output is
+    byte-identical to the run without a pool.
     """
     from triemine.corpus import read_corpus
     from triemine.mining.combine import Combination, shipped
-    from triemine.mining.features import derived, exact_scores
+    from triemine.mining.features import derived
 
     src = read_corpus(source_path)
     tgt = read_corpus(target_path)
@@ -174,41 +176,9 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     job = Job(model, src, tgt, source_path, target_path, cfg, work, device=device,
               progress=progress, pool=pool, shard_sources=shard_sources,
               target_shards=target_shards)
-    parts, spaces = [], []
-    for name in cfg.candidates:
-        part, space = REGISTRY[name].run(job)
-        parts.append(part)
-        spaces += [space] if space is not None else []
-    cands = CandidateSet.empty()
-    for p in parts:
-        cands = cands.union(p)
-    skip_src = _empty_mask(src) | long_src
-    skip_tgt = _empty_mask(tgt) | long_tgt
-    cands = cands.take(np.flatnonzero(~skip_src[cands.src] & ~skip_tgt[cands.tgt]))
-    for space in spaces:  # every pair gets every space's features
-        cands = cands.with_columns(**space.features(cands.src, cands.tgt))
-    if pool is not None:  # the same scores, in shards of whole chunks on the pool's workers
-        from triemine.distributed.jobs import exact_scores_sharded, forced_scores_sharded
-
-        def prior_shards(need):  # the targets' priors: pairs with the empty source (-1); what is
-            # left to compute depends on the shared cache, so other lines start the shards over
-            return forced_scores_sharded(model, np.full(len(need), -1), need, source_path,
-                                         target_path, work, pool, name="priors", desc="priors",
-                                         progress=progress, device=device, stale="restart")[0]
-        with pool:  # one start of the workers for every sharded stage
-            cands, _ = exact_scores_sharded(model, cands, source_path, target_path, work, pool,
-                                            progress=progress, device=device)
-            if reverse_model is not None:
-                cands, _ = exact_scores_sharded(reverse_model, cands, source_path, target_path,
-                                                work, pool, progress=progress, reverse=True,
-                                                device=device)
-            cands = _priors(model, cfg, cands, tgt, job, progress, prior_shards)
-    else:
-        cands = exact_scores(model, cands, src.texts, tgt.texts, work_dir=work, progress=progress)
-        if reverse_model is not None:
-            cands = exact_scores(reverse_model, cands, src.texts, tgt.texts, work_dir=work,
-                                 progress=progress, reverse=True)
-        cands = _priors(model, cfg, cands, tgt, job, progress)
+    with pool if pool is not None else contextlib.nullcontext():  # one start of the workers
+        cands = _candidates(job, _empty_mask(src) | long_src, _empty_mask(tgt) | long_tgt)
+        cands = _exact(job, cands, reverse_model)
     cands = derived(cands, tgt.texts, src.texts)
     cands = cands.with_columns(combined=comb(cands.columns))
     skipped = lengths.skipped_summary(long_src, long_tgt)
@@ -219,6 +189,53 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         "pipeline": cfg.key(), "combination": asdict(comb), "skipped_long": skipped})
     return {"sources": len(src), "targets": len(tgt), "candidates": len(cands),
             "by_generator": origin_counts(cands.origin), "skipped_long": skipped, "output": str(out_path)}
+
+
+def _candidates(job: Job, skip_src: np.ndarray, skip_tgt: np.ndarray) -> CandidateSet:
+    """Every generator's candidates, united, without the skipped lines' pairs, each pair with
+    every margin space's features."""
+    parts, spaces = [], []
+    for name in job.cfg.candidates:
+        part, space = REGISTRY[name].run(job)
+        parts.append(part)
+        spaces += [space] if space is not None else []
+    cands = CandidateSet.empty()
+    for p in parts:
+        cands = cands.union(p)
+    cands = cands.take(np.flatnonzero(~skip_src[cands.src] & ~skip_tgt[cands.tgt]))
+    for space in spaces:  # every pair gets every space's features
+        cands = cands.with_columns(**space.features(cands.src, cands.tgt))
+    return cands
+
+
+def _exact(job: Job, cands: CandidateSet, reverse_model) -> CandidateSet:
+    """The exact scores (both directions with a reverse model) and the targets' priors: on the
+    job's pool in shards of whole chunks when it has one, the same bits either way."""
+    from triemine.mining.features import exact_scores
+
+    model, work, progress = job.model, job.work, job.progress
+    if job.pool is None:
+        cands = exact_scores(model, cands, job.src.texts, job.tgt.texts, work_dir=work,
+                             progress=progress)
+        if reverse_model is not None:
+            cands = exact_scores(reverse_model, cands, job.src.texts, job.tgt.texts,
+                                 work_dir=work, progress=progress, reverse=True)
+        return _priors(model, job.cfg, cands, job.tgt, job, progress)
+    from triemine.distributed.jobs import exact_scores_sharded, forced_scores_sharded
+
+    sharded = dict(progress=progress, device=job.device)
+
+    def prior_shards(need):  # the targets' priors: pairs with the empty source (-1); what is
+        # left to compute depends on the shared cache, so other lines start the shards over
+        return forced_scores_sharded(model, np.full(len(need), -1), need, job.source_path,
+                                     job.target_path, work, job.pool, name="priors",
+                                     desc="priors", stale="restart", **sharded)[0]
+    cands, _ = exact_scores_sharded(model, cands, job.source_path, job.target_path, work,
+                                    job.pool, **sharded)
+    if reverse_model is not None:
+        cands, _ = exact_scores_sharded(reverse_model, cands, job.source_path, job.target_path,
+                                        work, job.pool, reverse=True, **sharded)
+    return _priors(model, job.cfg, cands, job.tgt, job, progress, prior_shards)
 
 
 def _priors(model, cfg: PipelineConfig, cands: CandidateSet, tgt, job: Job, progress: bool,

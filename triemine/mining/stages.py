@@ -1,5 +1,5 @@
 """Where the mining job keeps what it has computed: its stages in ``OUT.tsv.work/`` (candidate
-sets as ``.npz``, arrays as ``.npy``, each written atomically once complete, so a resumed job
+sets as ``.npz``, each written atomically once complete, so a resumed job
 reuses them) and the caches shared between jobs (``$TRIEMINE_CACHE/<name>``)."""
 from __future__ import annotations
 
@@ -38,16 +38,6 @@ def stage(work: Path, name: str, compute) -> CandidateSet:
     cands = compute()
     save_candidates(path, cands)
     return cands
-
-
-def cached_array(path: Path, compute) -> np.ndarray:
-    if path.is_file():
-        return np.load(path)
-    arr = compute()
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npy")
-    np.save(tmp, arr)
-    os.replace(tmp, path)
-    return arr
 
 
 def cache_dir(name: str) -> Path:
