@@ -72,7 +72,7 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
 def _mine_parser() -> argparse.ArgumentParser:
     """trie-mine's arguments (:class:`triemine.api.MineOptions` has one field per option)."""
     from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, PAPER_BEAM
-    from triemine.mining.features import SCORE_CHUNK
+    from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
     from triemine.mining.run import CONFIG_NAMES, CONFIGS, GENERATORS
 
     defaults = CONFIGS["combined"]
@@ -163,7 +163,8 @@ def _mine_parser() -> argparse.ArgumentParser:
     scale.add_argument("--shard-size", type=int, default=None, metavar="N",
                        help=f"trie search: at least N sources per shard (default "
                             f"{DEFAULT_SHARD_SOURCES}, or a 16th of a smaller job; scoring "
-                            f"shards are {SCORE_CHUNK} pairs)")
+                            f"shards: {SCORE_CHUNK} pairs, a 16th of a smaller job, at least "
+                            f"{MIN_SCORE_CHUNK})")
     keep = parser.add_argument_group(
         "bitext", "the pairs kept by the configuration's selection (one-to-one by 'combined'; "
         "paper: best per source by ce_word) and threshold: by default the one tuned on the BUCC "

@@ -27,7 +27,9 @@ Engines (a *pool* runs :class:`triemine.distributed.worker.ShardWorker` tasks):
   dead workers.  Ray is the optional extra ``triemine[ray]`` and imported only here.
 
 What is sharded: the trie search (:func:`triemine.decoding.driver.mine_to_tsv` given a pool,
-also with ``--target-shards K``), the exact scoring of candidate pairs and the targets' priors
+also with ``--target-shards K``), sentence embeddings and their exact kNN
+(:func:`triemine.distributed.jobs.embed_sharded`, :func:`~triemine.distributed.jobs.knn_sharded`),
+the exact scoring of candidate pairs and the targets' priors
 (:func:`triemine.distributed.jobs.forced_scores_sharded`).  See ``docs/scale.md``.
 """
 from triemine.distributed.shards import Shard, ShardFailures, ShardStore, execute, plan_shards

@@ -11,14 +11,14 @@ import hashlib
 import io
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards
 from triemine.distributed.worker import EmbedShardTask, KnnShardTask, ModelSpec, ScoreShardTask
-from triemine.mining.features import SCORE_CHUNK
+from triemine.mining.features import score_chunk
 from triemine.paths import file_sha256
 
 SHARDS_SUFFIX = ".shards"
@@ -50,7 +50,8 @@ def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, sourc
                           target_path, work_dir: Path, pool, *, name: str = "scores",
                           reverse: bool = False,
                           progress: bool = False, desc: str = "exact scores", device: str = "cpu",
-                          resume: bool = True, chunk: int = SCORE_CHUNK, precision: str = "fp32",
+                          resume: bool = True, chunk: Optional[int] = None,
+                          precision: str = "fp32",
                           stale: str = "refuse"):
     """:func:`triemine.mining.features.forced_scores` with the pairs cut into shards of whole
     chunks (``chunk`` pairs: the function's own chunking), so every pair gets the very bits the
@@ -63,6 +64,7 @@ def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, sourc
     n = len(src_idx)
     if not n:
         return np.zeros(0), np.zeros(0), {"shards": 0, "shards_computed": 0, "shards_reused": 0}
+    chunk = chunk or score_chunk(n)
     shards = plan_shards(range(0, n, chunk), n, chunk)
     h = hashlib.sha256(src_idx.tobytes())
     h.update(tgt_idx.tobytes())
@@ -88,7 +90,7 @@ def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, sourc
 
 def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path, pool,
                          progress: bool = False, reverse: bool = False, device: str = "cpu",
-                         resume: bool = True, chunk: int = SCORE_CHUNK,
+                         resume: bool = True, chunk: Optional[int] = None,
                          precision: str = "fp32"):
     """:func:`triemine.mining.features.exact_scores` on a pool (:func:`forced_scores_sharded`),
     shards in ``work_dir/scores[_rev].shards/``.  Returns ``(candidates, shard statistics)``."""

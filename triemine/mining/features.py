@@ -27,9 +27,17 @@ import numpy as np
 
 from triemine.mining.candidates import CandidateSet
 
-# pairs per forced-decoding chunk of exact_scores (its cache and progress unit); a scoring
-# shard of triemine.distributed.jobs is whole chunks, so both runs compute the same bits
+# pairs per forced-decoding chunk (the cache, progress and shard unit: a scoring shard of
+# triemine.distributed.jobs is whole chunks, so both runs compute the same bits): SCORE_CHUNK,
+# but a 16th of a smaller job, never under MIN_SCORE_CHUNK (score_chunk), so that a job of a
+# thousand pairs is shards for several workers rather than one
 SCORE_CHUNK = 2000
+MIN_SCORE_CHUNK = 256
+
+
+def score_chunk(n_pairs: int) -> int:
+    """Pairs per chunk for a job of ``n_pairs`` (see ``SCORE_CHUNK``)."""
+    return min(SCORE_CHUNK, max(MIN_SCORE_CHUNK, -(-int(n_pairs) // 16)))
 
 logger = logging.getLogger(__name__)
 
@@ -62,14 +70,15 @@ def _chunked(work_dir: Optional[Path], name: str, n: int, chunk: int, compute):
 
 
 def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Sequence[str],
-                  tgt_texts: Sequence[str], *, work_dir: Optional[Path] = None, name: str = "scores", chunk: int = SCORE_CHUNK,
-                  progress: bool = False, desc: str = "exact scores",
+                  tgt_texts: Sequence[str], *, work_dir: Optional[Path] = None,
+                  name: str = "scores", chunk: Optional[int] = None, progress: bool = False, desc: str = "exact scores",
                   precision: str = "fp32") -> Tuple[np.ndarray, np.ndarray]:
     """``(score, n_tokens)``: log P(y|x) of every pair ``(src_texts[src_idx[i]],
     tgt_texts[tgt_idx[i]])`` by teacher forcing (EOS included), and the target's token count.
 
     A source index of ``-1`` is the empty source: the pair's score is the target's prior
-    log P(y|empty).  Chunks of ``chunk`` pairs are saved in ``work_dir``
+    log P(y|empty).  Chunks of ``chunk`` pairs (default :func:`score_chunk`) are saved in
+    ``work_dir``
     as ``<name>.<start>-<end>.npy`` and reused by a resumed run.
     ``precision``: see :class:`~triemine.scoring.forced.ForcedScorer`.
     """
@@ -91,12 +100,14 @@ def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Se
             out = scorer.score_pairs(srcs, tgts, src_slot[a:b], tgt_idx[a:b])
             bar.update(b - a)
             return out
-        score = _chunked(work_dir, name, len(src_idx), chunk, compute)
+        score = _chunked(work_dir, name, len(src_idx), chunk or score_chunk(len(src_idx)),
+                         compute)
     return score, ntok
 
 
 def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts: Sequence[str],
-                 work_dir: Optional[Path] = None, chunk: int = SCORE_CHUNK, progress: bool = False,
+                 work_dir: Optional[Path] = None, chunk: Optional[int] = None,
+                 progress: bool = False,
                  reverse: bool = False, precision: str = "fp32") -> CandidateSet:
     """Fill ``score`` and ``n_tokens`` where they are missing (NaN) by forced decoding
     (:func:`forced_scores`).

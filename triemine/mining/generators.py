@@ -11,7 +11,9 @@ Adding a generator is one class here with ``@register`` (and its knobs in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Set, Tuple
 
@@ -41,6 +43,16 @@ class Job:
     target_shards: int = 1
     trie: Any = None
     node_prior: Any = None
+    seconds: Dict[str, float] = field(default_factory=dict)  # wall seconds per stage
+
+    @contextmanager
+    def timed(self, stage: str):
+        """Adds the wall time of the ``with`` body to ``seconds[stage]``."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = round(self.seconds.get(stage, 0.0) + time.perf_counter() - t0, 3)
 
 
 class Generator:
@@ -86,7 +98,8 @@ class TrieSearch(Generator):
         if cfg.priors or cfg.prior_weight:
             from triemine.scoring.prior import get_node_priors
             job.node_prior = get_node_priors(job.model, job.trie, progress=job.progress)
-        return stage(job.work, self.name, lambda: self._search(job)), None
+        with job.timed("trie"):
+            return stage(job.work, self.name, lambda: self._search(job)), None
 
     def _search(self, job: Job) -> CandidateSet:
         from triemine.decoding.driver import mine_to_tsv
@@ -139,14 +152,16 @@ class EncoderKnn(Generator):
         cfg = job.cfg
         pool = job.pool if job.pool is not None else InlinePool()
         emb = {side: job.work / f"emb.{cfg.encoder}.{side}.npy" for side in ("src", "tgt")}
-        xs = embed_sharded(cfg.encoder, job.source_path, len(job.src), emb["src"], pool,
-                           progress=job.progress)
-        ys = embed_sharded(cfg.encoder, job.target_path, len(job.tgt), emb["tgt"], pool,
-                           progress=job.progress)
-        fwd_sim, fwd_idx = knn_sharded(emb["src"], emb["tgt"], cfg.k, job.work, pool,
-                                       name=f"knn.{cfg.encoder}.fwd", progress=job.progress)
-        bwd_sim, bwd_idx = knn_sharded(emb["tgt"], emb["src"], cfg.k, job.work, pool,
-                                       name=f"knn.{cfg.encoder}.bwd", progress=job.progress)
+        with job.timed("embed"):
+            xs = embed_sharded(cfg.encoder, job.source_path, len(job.src), emb["src"], pool,
+                               progress=job.progress)
+            ys = embed_sharded(cfg.encoder, job.target_path, len(job.tgt), emb["tgt"], pool,
+                               progress=job.progress)
+        with job.timed("knn"):
+            fwd_sim, fwd_idx = knn_sharded(emb["src"], emb["tgt"], cfg.k, job.work, pool,
+                                           name=f"knn.{cfg.encoder}.fwd", progress=job.progress)
+            bwd_sim, bwd_idx = knn_sharded(emb["tgt"], emb["src"], cfg.k, job.work, pool,
+                                           name=f"knn.{cfg.encoder}.bwd", progress=job.progress)
         space = embedding_space(xs, ys, cfg.encoder, cfg.k, origin=self.bit,
                                 neighbours=(fwd_idx, fwd_sim, bwd_idx, bwd_sim))
         return stage(job.work, self.name, lambda: space.candidates(
@@ -167,9 +182,11 @@ class TranslationRetrieval(Generator):
         from triemine.mining.translate import cached_translations
 
         cfg = job.cfg
-        hyps = cached_translations(job.model, job.src.texts, cache_dir("translations"),
-                                   beam=cfg.translate_beam, progress=job.progress,
-                                   device=job.device)
-        space = translation_space(hyps, job.tgt.texts, cfg.k, origin=self.bit)
+        with job.timed("translate"):
+            hyps = cached_translations(job.model, job.src.texts, cache_dir("translations"),
+                                       beam=cfg.translate_beam, progress=job.progress,
+                                       device=job.device)
+        with job.timed("knn"):
+            space = translation_space(hyps, job.tgt.texts, cfg.k, origin=self.bit)
         return stage(job.work, self.name, lambda: space.candidates(
             cfg.per_source, cfg.per_target, cfg.retrieval_min_margin)), space

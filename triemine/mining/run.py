@@ -188,7 +188,8 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         "mode": "+".join(cfg.candidates), "beam": cfg.beam if "trie" in cfg.candidates else "-",
         "pipeline": cfg.key(), "combination": asdict(comb), "skipped_long": skipped})
     return {"sources": len(src), "targets": len(tgt), "candidates": len(cands),
-            "by_generator": origin_counts(cands.origin), "skipped_long": skipped, "output": str(out_path)}
+            "by_generator": origin_counts(cands.origin), "skipped_long": skipped,
+            "stage_s": job.seconds, "output": str(out_path)}
 
 
 def _candidates(job: Job, skip_src: np.ndarray, skip_tgt: np.ndarray) -> CandidateSet:
@@ -215,12 +216,14 @@ def _exact(job: Job, cands: CandidateSet, reverse_model) -> CandidateSet:
 
     model, work, progress = job.model, job.work, job.progress
     if job.pool is None:
-        cands = exact_scores(model, cands, job.src.texts, job.tgt.texts, work_dir=work,
-                             progress=progress)
-        if reverse_model is not None:
-            cands = exact_scores(reverse_model, cands, job.src.texts, job.tgt.texts,
-                                 work_dir=work, progress=progress, reverse=True)
-        return _priors(model, job.cfg, cands, job.tgt, job, progress)
+        with job.timed("scoring"):
+            cands = exact_scores(model, cands, job.src.texts, job.tgt.texts, work_dir=work,
+                                 progress=progress)
+            if reverse_model is not None:
+                cands = exact_scores(reverse_model, cands, job.src.texts, job.tgt.texts,
+                                     work_dir=work, progress=progress, reverse=True)
+        with job.timed("priors"):
+            return _priors(model, job.cfg, cands, job.tgt, job, progress)
     from triemine.distributed.jobs import exact_scores_sharded, forced_scores_sharded
 
     sharded = dict(progress=progress, device=job.device)
@@ -230,12 +233,15 @@ def _exact(job: Job, cands: CandidateSet, reverse_model) -> CandidateSet:
         return forced_scores_sharded(model, np.full(len(need), -1), need, job.source_path,
                                      job.target_path, work, job.pool, name="priors",
                                      desc="priors", stale="restart", **sharded)[0]
-    cands, _ = exact_scores_sharded(model, cands, job.source_path, job.target_path, work,
-                                    job.pool, **sharded)
-    if reverse_model is not None:
-        cands, _ = exact_scores_sharded(reverse_model, cands, job.source_path, job.target_path,
-                                        work, job.pool, reverse=True, **sharded)
-    return _priors(model, job.cfg, cands, job.tgt, job, progress, prior_shards)
+    with job.timed("scoring"):
+        cands, _ = exact_scores_sharded(model, cands, job.source_path, job.target_path, work,
+                                        job.pool, **sharded)
+        if reverse_model is not None:
+            cands, _ = exact_scores_sharded(reverse_model, cands, job.source_path,
+                                            job.target_path, work, job.pool, reverse=True,
+                                            **sharded)
+    with job.timed("priors"):
+        return _priors(model, job.cfg, cands, job.tgt, job, progress, prior_shards)
 
 
 def _priors(model, cfg: PipelineConfig, cands: CandidateSet, tgt, job: Job, progress: bool,

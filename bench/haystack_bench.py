@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Haystack benchmark: the BUCC sample's sources against its English and up to a million others.
+
+The BUCC 2018 zh-en sample's Chinese sentences are mined with the default configuration against
+its 13,589 English sentences plus distractors, ``--targets N`` English sentences in all
+(default 1,000,000): first the real English of the shared corpora (the parallel zh-en and de-en
+training text, the devsets' training text and transfer set, ids ``en-9...``), then synthetic
+ones (seeded joins of the first half of one real sentence and the second half of another, as
+``speed_bench --curve`` builds them).  Scored against the sample's gold (restricted to the mined
+sources) with the sample's shipped threshold unchanged (``f1_transfer``) and tuned on that gold
+(``f1_tuned``, optimistic).
+
+Two runs of ``trie-mine`` (each with its own empty cache, one thread per process): one process,
+then ``--workers 2``; per stage (``stage_s``: embed, knn, scoring, priors) the ratio of the two is
+``stage_speedup_2_workers`` and the TSVs must be the same bytes (``identical_to_single_process``).
+``knn_recall_vs_exact``: recall@4 of the job's neighbour lists against a brute-force numpy search
+for 256 sources.  ``peak_rss_mb``: the largest resident size of any process of the runs.
+
+``--quick``: 150 gold-bearing sources and 150 others against 50,000 targets (under 5 minutes on
+an idle 2-core box).  Last line: one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+
+from benchlib import machine, shared_model_dir  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from triemine.evaluation.bucc import read_bucc  # noqa: E402
+from triemine.paths import (BUCC_ZH_EN, DEVSET_ZH_EN, PARALLEL_DE_EN, PARALLEL_ZH_EN,  # noqa: E402
+                            shared_path)
+
+REAL_ENGLISH = [(PARALLEL_ZH_EN, "train.en"), (PARALLEL_DE_EN, "train.en"),
+                (DEVSET_ZH_EN, "train.en"), (DEVSET_ZH_EN, "zh-en.dev.en")]
+
+
+def _lines(path: Path):
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.split("\t", 1)[1] if "\t" in line and line.startswith("en-") else line
+        if text.strip():
+            yield text.strip()
+
+
+def build_set(work: Path, n_targets: int, n_gold: int, n_other: int, seed: int = 13) -> Path:
+    """The haystack in BUCC layout in ``work``; returns its gold file."""
+    sample = read_bucc(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"))
+    gold = sorted(sample.gold)
+    with_pair = {s for s, _ in gold}
+    ids = [i for i in sample.src.ids if i in with_pair][:n_gold] if n_gold else \
+        [i for i in sample.src.ids if i in with_pair]
+    others = [i for i in sample.src.ids if i not in with_pair]
+    ids += others[:n_other] if n_other else others
+    keep = set(ids)
+    zh = [(i, t) for i, t in zip(sample.src.ids, sample.src.texts) if i in keep]
+    seen = set(sample.tgt.texts)
+    real = []
+    for where, name in REAL_ENGLISH:
+        for t in _lines(shared_path(*where, name)):
+            if t not in seen:
+                seen.add(t)
+                real.append(t)
+    targets = list(zip(sample.tgt.ids, sample.tgt.texts))
+    extra = max(0, n_targets - len(targets))
+    rng = random.Random(seed)
+    distract = real[:extra]
+    while len(distract) < extra:  # synthetic: the first half of one, the second of another
+        a, b = rng.choice(real).split(), rng.choice(real).split()
+        text = " ".join(a[:max(1, len(a) // 2)] + b[len(b) // 2:])
+        if text not in seen:
+            seen.add(text)
+            distract.append(text)
+    targets += [(f"en-9{k:08d}", t) for k, t in enumerate(distract)]
+    rng.shuffle(targets)
+    base = work / "zh-en.haystack"
+    Path(f"{base}.zh").write_text("".join(f"{i}\t{t}\n" for i, t in zh), encoding="utf-8")
+    Path(f"{base}.en").write_text("".join(f"{i}\t{t}\n" for i, t in targets), encoding="utf-8")
+    Path(f"{base}.gold").write_text("".join(f"{s}\t{t}\n" for s, t in gold if s in keep),
+                                    encoding="utf-8")
+    return Path(f"{base}.gold")
+
+
+def mine(model: Path, gold: Path, out: Path, workers: int) -> dict:
+    """One ``trie-mine`` run with its own empty cache (the model is linked in); its summary."""
+    cache = out.parent / f"cache.{out.stem}"
+    (cache / "models").mkdir(parents=True, exist_ok=True)
+    link = cache / "models" / model.name
+    if not link.exists():
+        link.symlink_to(model.resolve())
+    env = dict(os.environ, TRIEMINE_CACHE=str(cache), OMP_NUM_THREADS="1")
+    base = str(gold)[: -len(".gold")]
+    cmd = [str(Path(sys.executable).parent / "trie-mine"), "--model", str(link), "--source",
+           f"{base}.zh", "--target", f"{base}.en", "-o", str(out), "-q"]
+    if workers:
+        cmd += ["--workers", str(workers)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        sys.exit(f"haystack_bench: {' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    summary = next(json.loads(line) for line in reversed(proc.stderr.splitlines())
+                   if line.startswith("{") and '"stage_s"' in line)
+    return dict(summary, wall_s=round(wall, 1))
+
+
+def evaluate(tsv: Path, gold: Path) -> dict:
+    from triemine.evaluation.pipeline import Direction, evaluate as run_eval
+    from triemine.filtering.selection import DATA_DIR, load_thresholds
+    from triemine.tsv import read_mined
+
+    b, rows = read_bucc(gold), read_mined(tsv)
+    shipped = load_thresholds(DATA_DIR / "combined.thresholds.json")
+    fixed = run_eval([Direction(rows)], b, "combined", "combined", rule="one-to-one",
+                     thresholds=shipped.thresholds, thresholds_source="fixed:shipped")
+    tuned = run_eval([Direction(rows)], b, "combined", "combined", rule="one-to-one")
+    return {"f1_transfer": fixed.strict.f1, "f1_tuned": tuned.strict.f1,
+            "transfer": fixed.strict.as_dict(), "tuned": tuned.strict.as_dict()}
+
+
+def knn_recall(work_tsv: Path, k: int = 4, n: int = 256, seed: int = 0) -> float:
+    """Recall@k of the job's forward neighbour lists against a brute-force search."""
+    from triemine.distributed.jobs import knn_sharded
+    from triemine.distributed.local import InlinePool
+
+    work = Path(str(work_tsv) + ".work")
+    src, tgt = work / "emb.use.src.npy", work / "emb.use.tgt.npy"
+    _, idx = knn_sharded(src, tgt, k, work, InlinePool(), name="knn.use.fwd")  # reused shards
+    x, y = np.load(src, mmap_mode="r"), np.load(tgt, mmap_mode="r")
+    rows = np.random.default_rng(seed).choice(len(x), min(n, len(x)), replace=False)
+    hits = 0
+    for r in rows.tolist():
+        sims = np.asarray(y) @ np.asarray(x[r])
+        exact = np.argpartition(-sims, k - 1)[:k]
+        hits += len(set(exact.tolist()) & set(idx[r].tolist()))
+    return round(hits / (k * len(rows)), 4)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="300 sources, 50,000 targets")
+    ap.add_argument("--targets", type=int, default=None, help="targets in all (1,000,000)")
+    ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
+    args = ap.parse_args(argv)
+    model = shared_model_dir(args.model, "haystack_bench")
+    n_targets = args.targets or (50_000 if args.quick else 1_000_000)
+    work = Path(args.work or tempfile.mkdtemp(prefix="haystack_bench."))
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    gold = build_set(work, n_targets, *((150, 150) if args.quick else (0, 0)))
+    build_s = time.perf_counter() - t0
+    runs = {name: mine(model, gold, work / f"{name}.tsv", workers)
+            for name, workers in (("single", 0), ("workers2", 2))}
+    single, two = runs["single"], runs["workers2"]
+    same = (work / "single.tsv").read_bytes() == (work / "workers2.tsv").read_bytes()
+    speedup = {st: round(single["stage_s"][st] / two["stage_s"][st], 3)
+               for st in single["stage_s"] if two["stage_s"].get(st)}
+    result = {"bench": "haystack_bench", "quick": bool(args.quick), "machine": machine(),
+              "threads_per_process": 1, "date": time.strftime("%Y-%m-%d"),
+              "sources": single["sources"], "targets": single["targets"],
+              **evaluate(work / "single.tsv", gold),
+              "wall_s": single["wall_s"], "wall_s_2_workers": two["wall_s"],
+              "stage_s": single["stage_s"], "stage_s_2_workers": two["stage_s"],
+              "stage_speedup_2_workers": dict(speedup, trie="not run (the default job has no "
+                                              "trie stage; bench/scale_bench.py measures it)"),
+              "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
+              "candidates": single["candidates"], "scored_pairs": single["candidates"],
+              "knn_recall_vs_exact": knn_recall(work / "single.tsv"),
+              "identical_to_single_process": same, "build_set_s": round(build_s, 1)}
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
