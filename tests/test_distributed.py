@@ -284,13 +284,12 @@ def test_mining_job_computes_priors_on_workers_with_an_empty_cache(tiny_model_di
 
 def test_a_small_scoring_job_is_cut_into_shards_for_several_workers():
     """1,198 pairs were one 2,000-pair chunk, one shard: two workers scored them at 0.94x of
-    one (haystack_bench --quick); a chunk is now a 16th of a smaller job, at least 256 pairs."""
+    one (haystack_bench --quick); a chunk is now a quarter of a smaller job, at least 256."""
     from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK, score_chunk
 
-    assert score_chunk(1198) == MIN_SCORE_CHUNK == 256
-    assert len(plan_shards(range(0, 1198, 256), 1198, 256)) == 5
-    assert score_chunk(6842) == 428 and score_chunk(10 ** 6) == SCORE_CHUNK == 2000
-    assert score_chunk(1) == 256
+    assert score_chunk(1198) == 300 and len(plan_shards(range(0, 1198, 300), 1198, 300)) == 4
+    assert score_chunk(6842) == 1711 and score_chunk(10 ** 6) == SCORE_CHUNK == 2000
+    assert score_chunk(1) == MIN_SCORE_CHUNK == 256
 
 
 # -- options and errors ------------------------------------------------------------------------------

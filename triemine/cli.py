@@ -163,7 +163,7 @@ def _mine_parser() -> argparse.ArgumentParser:
     scale.add_argument("--shard-size", type=int, default=None, metavar="N",
                        help=f"trie search: at least N sources per shard (default "
                             f"{DEFAULT_SHARD_SOURCES}, or a 16th of a smaller job; scoring "
-                            f"shards: {SCORE_CHUNK} pairs, a 16th of a smaller job, at least "
+                            f"shards: {SCORE_CHUNK} pairs, a 4th of a smaller job, at least "
                             f"{MIN_SCORE_CHUNK})")
     keep = parser.add_argument_group(
         "bitext", "the pairs kept by the configuration's selection (one-to-one by 'combined'; "
