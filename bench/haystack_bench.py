@@ -16,8 +16,9 @@ then ``--workers 2``; per stage (``stage_s``: embed, knn, scoring, priors) the r
 ``knn_recall_vs_exact``: recall@4 of the job's neighbour lists against a brute-force numpy search
 for 256 sources.  ``peak_rss_mb``: the largest resident size of any process of the runs.
 
-``--quick``: 150 gold-bearing sources and 150 others against 50,000 targets (under 5 minutes on
-an idle 2-core box).  Last line: one JSON object.
+``--quick``: 100 gold-bearing sources and 100 others against 50,000 targets (both runs and the
+evaluation; 150 + 150 took 7 min on an idle 2-core box, 2026-11-25).  Last line: one JSON
+object.
 """
 from __future__ import annotations
 
@@ -150,7 +151,7 @@ def knn_recall(work_tsv: Path, k: int = 4, n: int = 256, seed: int = 0) -> float
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="300 sources, 50,000 targets")
+    ap.add_argument("--quick", action="store_true", help="200 sources, 50,000 targets")
     ap.add_argument("--targets", type=int, default=None, help="targets in all (1,000,000)")
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
@@ -160,7 +161,7 @@ def main(argv=None) -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="haystack_bench."))
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    gold = build_set(work, n_targets, *((150, 150) if args.quick else (0, 0)))
+    gold = build_set(work, n_targets, *((100, 100) if args.quick else (0, 0)))
     build_s = time.perf_counter() - t0
     runs = {name: mine(model, gold, work / f"{name}.tsv", workers)
             for name, workers in (("single", 0), ("workers2", 2))}

@@ -120,11 +120,17 @@ def embed_sharded(encoder: str, corpus_path, n_lines: int, out_path: Path, pool,
     merged into ``out_path`` (a float32 ``.npy``, written atomically once complete), returned
     memory-mapped.  Shards live in ``<out_path>.shards/``; a resumed run redoes only the
     unfinished ones, and a finished ``out_path`` is reused when its shard manifest says it
-    belongs to this corpus and encoder."""
-    from triemine.embedding import get_encoder
+    belongs to this corpus and encoder.  Workers build the encoder by name, importing the
+    package's module that registered it; an encoder registered outside ``triemine`` (a user's
+    script or module, which a Ray actor on another node may not be able to import) runs here,
+    in this process, on the same shards: the same bits either way."""
+    from triemine.distributed.local import InlinePool
+    from triemine.embedding import ENCODERS, get_encoder
 
     if lines % 256:
         raise ValueError("embedding shards must be whole batches of 256 lines")
+    if encoder not in ENCODERS:
+        get_encoder(encoder)  # the registry's own error, before any shard is planned
     key = {"encoder": encoder, "corpus": file_sha256(corpus_path), "lines": int(n_lines),
            "batch": 256}
     shards = plan_shards(range(0, n_lines, lines), n_lines, lines)
@@ -133,9 +139,12 @@ def embed_sharded(encoder: str, corpus_path, n_lines: int, out_path: Path, pool,
     if Path(out_path).is_file() and not store.pending():
         return np.load(out_path, mmap_mode="r")
     corpus = os.path.abspath(corpus_path)
+    module = getattr(ENCODERS[encoder], "__module__", "") or ""
+    if module.split(".")[0] != "triemine":
+        pool = InlinePool()
 
     def make_task(s: Shard) -> EmbedShardTask:
-        return EmbedShardTask(s.id, encoder, corpus, s.start, s.end)
+        return EmbedShardTask(s.id, encoder, corpus, s.start, s.end, module)
     reused = sum(len(store.by_id[i]) for i in store.reused)
     with progress_bar(n_lines, reused, f"embed ({encoder}, shards)", "sent", progress) as bar:
         execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))

@@ -84,6 +84,7 @@ class EmbedShardTask:
     corpus: str              # the corpus file
     start: int               # lines [start, end), start a multiple of the encoder's batch
     end: int
+    module: str = ""         # the module that registers the encoder (imported when unknown)
 
 
 @dataclass(frozen=True)
@@ -180,16 +181,22 @@ class ShardWorker:
             self._corpora[path] = read_corpus(path)
         return self._corpora[path]
 
-    def encoder(self, name: str):
+    def encoder(self, name: str, module: str = ""):
+        """The encoder ``name``; one registered by another module (a trained baseline, a
+        user's own) is found by importing ``module`` first."""
         if name not in self._encoders:
-            from triemine.embedding import get_encoder
+            import importlib
+
+            from triemine.embedding import ENCODERS, get_encoder
+            if name not in ENCODERS and module:
+                importlib.import_module(module)
             self._encoders[name] = get_encoder(name)
         return self._encoders[name]
 
     def warm(self, task) -> int:
         """Load what ``task`` needs (model, tries, node priors, corpora) without computing."""
         if isinstance(task, EmbedShardTask):
-            self.encoder(task.encoder)
+            self.encoder(task.encoder, task.module)
             self.corpus(task.corpus)
             return os.getpid()
         if isinstance(task, KnnShardTask):
@@ -288,7 +295,8 @@ class ShardWorker:
 
     def _embed(self, task: EmbedShardTask) -> Tuple[bytes, dict]:
         texts = self.corpus(task.corpus).texts[task.start:task.end]
-        vecs = np.ascontiguousarray(self.encoder(task.encoder).encode(texts), dtype=np.float32)
+        vecs = np.ascontiguousarray(self.encoder(task.encoder, task.module).encode(texts),
+                                    dtype=np.float32)
         buf = io.BytesIO()
         np.save(buf, vecs)
         return buf.getvalue(), {"lines": len(texts)}
