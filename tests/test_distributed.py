@@ -442,6 +442,11 @@ def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeyp
     assert not np.asarray(got)[5].any()
     again = embed_sharded("use", corpus, len(texts), tmp_path / "e.npy", InlinePool(), lines=256)
     assert isinstance(again, np.memmap) and np.asarray(again).tobytes() == ref.tobytes()
+    assert sorted(_computed(d)) == [0, 1, 2]  # reused, nothing computed
+    data = (tmp_path / "e.npy").read_bytes()
+    (tmp_path / "e.npy").write_bytes(data[: len(data) // 2])  # truncated: merged again
+    fixed = embed_sharded("use", corpus, len(texts), tmp_path / "e.npy", InlinePool(), lines=256)
+    assert np.asarray(fixed).tobytes() == ref.tobytes() and sorted(_computed(d)) == [0, 1, 2]
     with pytest.raises(ValueError, match="whole batches"):
         embed_sharded("use", corpus, len(texts), tmp_path / "f.npy", InlinePool(), lines=100)
 

@@ -137,7 +137,12 @@ def embed_sharded(encoder: str, corpus_path, n_lines: int, out_path: Path, pool,
     store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
                        ext="npy", unit="lines")
     if Path(out_path).is_file() and not store.pending():
-        return np.load(out_path, mmap_mode="r")
+        try:  # a merged file that was truncated or replaced is merged again from the shards
+            done = np.load(out_path, mmap_mode="r")
+            if done.ndim == 2 and done.shape[0] == n_lines:
+                return done
+        except (OSError, ValueError):
+            pass
     corpus = os.path.abspath(corpus_path)
     module = getattr(ENCODERS[encoder], "__module__", "") or ""
     if module.split(".")[0] != "triemine":
