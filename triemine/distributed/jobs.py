@@ -18,7 +18,7 @@ import numpy as np
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards
 from triemine.distributed.worker import EmbedShardTask, KnnShardTask, ModelSpec, ScoreShardTask
-from triemine.mining.features import score_chunk
+from triemine.mining.features import exact_scores, score_chunk
 from triemine.paths import file_sha256
 
 SHARDS_SUFFIX = ".shards"
@@ -94,17 +94,16 @@ def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path,
                          precision: str = "fp32"):
     """:func:`triemine.mining.features.exact_scores` on a pool (:func:`forced_scores_sharded`),
     shards in ``work_dir/scores[_rev].shards/``.  Returns ``(candidates, shard statistics)``."""
-    suffix = "_rev" if reverse else ""
-    score = cands.col_or_nan("score" + suffix).copy()
-    ntok = cands.col_or_nan("n_tokens" + suffix).copy()
-    todo = np.flatnonzero(np.isnan(score))
-    in_idx, out_idx = (cands.tgt[todo], cands.src[todo]) if reverse else \
-        (cands.src[todo], cands.tgt[todo])
-    score[todo], ntok[todo], stats = forced_scores_sharded(
-        model, in_idx, out_idx, source_path, target_path, work_dir, pool, name="scores" + suffix,
-        reverse=reverse, progress=progress, device=device, resume=resume, chunk=chunk,
-        precision=precision, desc="exact scores" + (" (reverse)" if reverse else ""))
-    return (cands.with_columns(**{"score" + suffix: score, "n_tokens" + suffix: ntok}), stats)
+    stats = {"shards": 0, "shards_computed": 0, "shards_reused": 0}
+
+    def sharded(in_idx, out_idx, name, desc):
+        score, ntok, st = forced_scores_sharded(
+            model, in_idx, out_idx, source_path, target_path, work_dir, pool, name=name,
+            reverse=reverse, progress=progress, device=device, resume=resume, chunk=chunk,
+            precision=precision, desc=desc)
+        stats.update(st)
+        return score, ntok
+    return exact_scores(model, cands, (), (), reverse=reverse, scores=sharded), stats
 
 
 # lines per embedding shard: whole batches of the encoder (SentenceEncoder.encode's 256), so a
@@ -153,7 +152,6 @@ def embed_sharded(encoder: str, corpus_path, n_lines: int, out_path: Path, pool,
     reused = sum(len(store.by_id[i]) for i in store.reused)
     with progress_bar(n_lines, reused, f"embed ({encoder}, shards)", "sent", progress) as bar:
         execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
-    dim = get_encoder(encoder).dim if not n_lines else None
     tmp = Path(str(out_path) + f".tmp{os.getpid()}.npy")
     out = None
     for s in store.shards:
@@ -163,7 +161,7 @@ def embed_sharded(encoder: str, corpus_path, n_lines: int, out_path: Path, pool,
                                             shape=(n_lines, part.shape[1]))
         out[s.start:s.end] = part
     if out is None:  # an empty corpus
-        np.save(tmp, np.zeros((0, dim), dtype=np.float32))
+        np.save(tmp, np.zeros((0, getattr(ENCODERS[encoder], "dim", 0)), dtype=np.float32))
     else:
         out.flush()
         del out

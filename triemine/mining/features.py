@@ -110,13 +110,16 @@ def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Se
 
 def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts: Sequence[str],
                  work_dir: Optional[Path] = None, chunk: Optional[int] = None,
-                 progress: bool = False,
-                 reverse: bool = False, precision: str = "fp32") -> CandidateSet:
+                 progress: bool = False, reverse: bool = False, precision: str = "fp32",
+                 scores=None) -> CandidateSet:
     """Fill ``score`` and ``n_tokens`` where they are missing (NaN) by forced decoding
     (:func:`forced_scores`).
 
     With ``reverse``, ``model`` translates the other way (target language -> source language)
     and the columns are ``score_rev``/``n_tokens_rev``: log P(x|y) of every pair.
+    ``scores(in_idx, out_idx, name, desc) -> (score, n_tokens)`` computes them elsewhere (the
+    sharded :func:`triemine.distributed.jobs.exact_scores_sharded`: the same chunks, the same
+    bits); by default :func:`forced_scores` in this process.
     """
     suffix = "_rev" if reverse else ""
     score = cands.col_or_nan("score" + suffix).copy()
@@ -126,10 +129,13 @@ def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts
         ins, outs = (tgt_texts, src_texts) if reverse else (src_texts, tgt_texts)
         in_idx, out_idx = (cands.tgt[todo], cands.src[todo]) if reverse else \
             (cands.src[todo], cands.tgt[todo])
-        score[todo], ntok[todo] = forced_scores(
-            model, in_idx, out_idx, ins, outs, work_dir=work_dir, name="scores" + suffix,
-            chunk=chunk, progress=progress, precision=precision,
-            desc="exact scores" + (" (reverse)" if reverse else ""))
+        name, desc = "scores" + suffix, "exact scores" + (" (reverse)" if reverse else "")
+        if scores is None:
+            score[todo], ntok[todo] = forced_scores(
+                model, in_idx, out_idx, ins, outs, work_dir=work_dir, name=name, chunk=chunk,
+                progress=progress, precision=precision, desc=desc)
+        else:
+            score[todo], ntok[todo] = scores(in_idx, out_idx, name, desc)
     return cands.with_columns(**{"score" + suffix: score, "n_tokens" + suffix: ntok})
 
 
