@@ -28,7 +28,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from triemine.corpus import read_corpus
+from triemine.corpus import open_corpus
 from triemine.decoding.batching import plan_blocks
 from triemine.decoding.matches import match_rows
 from triemine.decoding.runner import encode_sources, long_targets, mine_batches
@@ -80,10 +80,10 @@ class _Run:
 
 def read_mining_corpora(source_path, target_path):
     """``(source, target)`` corpora of a trie search; an empty one is an InputError."""
-    src = read_corpus(source_path)
+    src = open_corpus(source_path)
     if not src.non_empty:
         raise InputError("empty source file (no non-empty lines)", source_path)
-    tgt = read_corpus(target_path)
+    tgt = open_corpus(target_path)
     if not tgt.non_empty:
         raise InputError("empty target file (no non-empty lines)", target_path)
     return src, tgt

@@ -177,8 +177,8 @@ class ShardWorker:
 
     def corpus(self, path: str):
         if path not in self._corpora:
-            from triemine.corpus import read_corpus
-            self._corpora[path] = read_corpus(path)
+            from triemine.corpus import open_corpus
+            self._corpora[path] = open_corpus(path)  # offsets only: the lines are read on demand
         return self._corpora[path]
 
     def encoder(self, name: str, module: str = ""):

@@ -136,12 +136,12 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     the exact scores of the candidate pairs and the targets' priors; the output is
     byte-identical to the run without a pool.
     """
-    from triemine.corpus import read_corpus
+    from triemine.corpus import open_corpus
     from triemine.mining.combine import Combination, shipped
     from triemine.mining.features import derived
 
-    src = read_corpus(source_path)
-    tgt = read_corpus(target_path)
+    src = open_corpus(source_path)
+    tgt = open_corpus(target_path)
     for corp, path in ((src, source_path), (tgt, target_path)):
         if not corp.non_empty:
             raise InputError("no non-empty lines", path)

@@ -1,0 +1,178 @@
+"""The line-offset index of a corpus file: its lines read through ``mmap``, never the file whole.
+
+A corpus of 10^8 lines is 10-20 GB of text and more as Python strings; every process of a mining
+job (the driver and each worker) reads only the lines its stage needs, by their byte offsets.  The
+index is a cache file in ``$TRIEMINE_CACHE/lines/``, built once per corpus (one pass over the
+file, in chunks) and memory-mapped by every process after that.
+
+File layout (little-endian)::
+
+    b"TMLINES1"                     magic, 8 bytes
+    uint64                          header length h
+    h bytes                         JSON header: the corpus's stamp (real path, size, mtime, SHA-256
+                                    of its first and last MiB), the number of lines n, the format
+                                    and how many empty lines follow
+    (n + 1) x uint64                offset of every line's first byte, then the end of the data
+    n_empty x int64                 1-based numbers of the empty lines
+
+A line's bytes run from its offset to the next one, less its ``\\n`` and a ``\\r`` before it.
+An index whose file is shorter or longer than its header says, whose header does not parse, or
+whose stamp is not the corpus's (another file, or this one changed since) is never used: it is
+rebuilt, and a warning names the index file and the reason.  The parsing rules (formats, ids,
+empty lines, UTF-8) are :mod:`triemine.corpus`'s, which builds the index through
+:func:`build_index`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import struct
+import warnings
+from pathlib import Path
+from typing import Callable, Optional, Sequence, Tuple
+
+import numpy as np
+
+MAGIC = b"TMLINES1"
+VERSION = 1
+STAMP_BYTES = 1 << 20        # hashed at the head and the tail of the corpus
+SCAN_BYTES = 64 << 20        # newline scan window
+BOM = b"\xef\xbb\xbf"
+
+
+class StaleIndex(Exception):
+    """An index file that must not be used; the message says why."""
+
+
+def corpus_stamp(path) -> dict:
+    """What identifies a corpus file cheaply: real path, size, mtime and the SHA-256 of its first
+    and last MiB (a replaced or edited file changes at least one)."""
+    p = os.path.realpath(path)
+    st = os.stat(p)
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        h.update(f.read(STAMP_BYTES))
+        if st.st_size > STAMP_BYTES:
+            f.seek(max(STAMP_BYTES, st.st_size - STAMP_BYTES))
+            h.update(f.read())
+    return {"path": p, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ends_sha256": h.hexdigest()}
+
+
+def index_path(corpus_path, format: str, cache: Optional[Path] = None) -> Path:
+    """Where the index of ``corpus_path`` read as ``format`` lives."""
+    if cache is None:
+        from triemine.paths import cache_root
+        cache = cache_root() / "lines"
+    real = os.path.realpath(corpus_path)
+    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return Path(cache) / f"{Path(real).name}.{digest}.{format}.idx"
+
+
+def scan_offsets(buf, size: int) -> np.ndarray:
+    """``(n + 1,)`` uint64: the first byte of every line of ``buf[:size]`` (after a UTF-8 BOM),
+    then ``size``.  The final newline ends the last line; it does not start a new one."""
+    start = 3 if size >= 3 and buf[:3] == BOM else 0
+    parts = []
+    for a in range(start, size, SCAN_BYTES):
+        b = min(a + SCAN_BYTES, size)
+        parts.append(np.flatnonzero(np.frombuffer(buf[a:b], dtype=np.uint8) == 10) + (a + 1))
+    ends = np.concatenate(parts).astype(np.uint64) if parts else np.zeros(0, dtype=np.uint64)
+    if len(ends) and ends[-1] == size:  # the newline of the last line
+        ends = ends[:-1]
+    return np.concatenate([np.array([start], dtype=np.uint64), ends,
+                           np.array([size], dtype=np.uint64)]) if size > start else \
+        np.array([start], dtype=np.uint64)
+
+
+def line_bytes(buf, offsets: np.ndarray, i: int) -> bytes:
+    """Line ``i``'s bytes without its line end."""
+    b = bytes(buf[int(offsets[i]):int(offsets[i + 1])])
+    if b.endswith(b"\n"):
+        b = b[:-1]
+    return b[:-1] if b.endswith(b"\r") else b
+
+
+def write_index(path: Path, header: dict, offsets: np.ndarray, empty: Sequence[int]) -> None:
+    """Atomically: a reader sees the whole old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = json.dumps(dict(header, version=VERSION, n_lines=len(offsets) - 1,
+                           n_empty=len(empty))).encode("utf-8")
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(MAGIC + struct.pack("<Q", len(head)) + head)
+        f.write(np.ascontiguousarray(offsets, dtype="<u8").tobytes())
+        f.write(np.asarray(empty, dtype="<i8").tobytes())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_index(path: Path, stamp: dict) -> Tuple[dict, np.ndarray, np.ndarray]:
+    """``(header, offsets, empty lines)``, the arrays memory-mapped; :class:`StaleIndex` when the
+    file is not a whole index of the corpus ``stamp`` describes."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if f.read(8) != MAGIC:
+            raise StaleIndex("it is not a line index (bad magic)")
+        raw = f.read(8)
+        if len(raw) < 8:
+            raise StaleIndex(f"it is truncated ({size} bytes)")
+        (hlen,) = struct.unpack("<Q", raw)
+        try:
+            header = json.loads(f.read(hlen).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise StaleIndex(f"it is truncated or damaged ({size} bytes, header unreadable)") \
+                from None
+    if header.get("version") != VERSION:
+        raise StaleIndex(f"it has format version {header.get('version')}, not {VERSION}")
+    n, n_empty = int(header["n_lines"]), int(header["n_empty"])
+    body = 16 + hlen
+    want = body + 8 * (n + 1) + 8 * n_empty
+    if size != want:
+        raise StaleIndex(f"it is {'truncated' if size < want else 'longer than its header says'}"
+                         f" ({size} bytes, its header says {want})")
+    old = header.get("corpus", {})
+    for field in ("path", "size", "mtime_ns", "ends_sha256"):
+        if old.get(field) != stamp[field]:
+            raise StaleIndex(f"it was built for another corpus or an older version of this one "
+                             f"({field}: {old.get(field)!r}, the corpus has {stamp[field]!r})")
+    offsets = np.memmap(path, dtype="<u8", mode="r", offset=body, shape=(n + 1,))
+    empty = (np.memmap(path, dtype="<i8", mode="r", offset=body + 8 * (n + 1), shape=(n_empty,))
+             if n_empty else np.zeros(0, dtype=np.int64))
+    return header, offsets, empty
+
+
+def open_mmap(path):
+    """The corpus file memory-mapped read-only (an empty file: ``b""``)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def load_or_build(corpus_path, format: str, build: Callable[[object, np.ndarray], dict],
+                  cache: Optional[Path] = None):
+    """``(header, offsets, empty, mmap)`` of ``corpus_path``'s index, built with ``build(mmap,
+    offsets) -> header fields`` (which validates the lines and finds the empty ones) when there
+    is no usable one; an unusable one is named in a warning with its reason, then rebuilt."""
+    stamp = corpus_stamp(corpus_path)
+    path = index_path(corpus_path, format, cache)
+    buf = open_mmap(stamp["path"])
+    if path.exists():
+        try:
+            header, offsets, empty = read_index(path, stamp)
+            return header, offsets, empty, buf
+        except StaleIndex as exc:
+            warnings.warn(f"{path}: line index of {corpus_path} not used, {exc}; rebuilding it",
+                          stacklevel=2)
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            warnings.warn(f"{path}: line index of {corpus_path} unreadable ({exc}); rebuilding it",
+                          stacklevel=2)
+    offsets = scan_offsets(buf, stamp["size"])
+    fields = build(buf, offsets)
+    empty = np.asarray(fields.pop("empty_lines"), dtype=np.int64)
+    write_index(path, dict(fields, corpus=stamp), offsets, empty)
+    header, offsets, empty = read_index(path, stamp)
+    return header, offsets, empty, buf
