@@ -500,3 +500,82 @@ def test_default_job_on_workers_embeds_and_searches_in_shards_identically(tiny_m
                  "knn.use.bwd.shards", "scores.shards", "priors.shards"):
         assert json.loads((work / part / "manifest.json").read_text())["done"], part
     assert one.read_bytes() == two.read_bytes()
+
+
+def test_ivf_knn_sharded_is_the_same_on_any_pool_finds_the_neighbours_and_rebuilds_bad_index(
+        tmp_path):
+    """The approximate index: the same bits in this process and on 2 worker processes, recall@4
+    against the exact search on clustered data, similarities that are the found rows' exact inner
+    products, and an index file that is truncated or another database's is named and rebuilt."""
+    from triemine.distributed import make_pool
+    from triemine.distributed.jobs import knn_method, knn_sharded
+    from triemine.distributed.local import InlinePool
+    from triemine.embedding.knn import knn
+
+    rng = np.random.default_rng(11)
+    centres = rng.normal(size=(40, 32))
+    db = (centres[rng.integers(0, 40, 6000)] + 0.35 * rng.normal(size=(6000, 32))).astype(np.float32)
+    q = (db[rng.choice(6000, 700, replace=False)] + 0.2 * rng.normal(size=(700, 32))).astype(np.float32)
+    for a in (q, db):
+        a /= np.linalg.norm(a, axis=1, keepdims=True)
+    np.save(tmp_path / "q.npy", q)
+    np.save(tmp_path / "d.npy", db)
+    args = dict(name="t", rows=256, index="ivf", nprobe=8)
+    sim, idx = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "one",
+                           InlinePool(), **args)
+    assert sim.shape == (700, 4) and idx.min() >= 0
+    with make_pool(2) as pool:
+        sim2, idx2 = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "two",
+                                 pool, **args)
+    assert sim2.tobytes() == sim.tobytes() and idx2.tobytes() == idx.tobytes()
+    ref_sim, ref_idx = knn(q, db, 4)
+    recall = np.mean([len(set(a) & set(b)) / 4 for a, b in zip(idx.tolist(), ref_idx.tolist())])
+    assert recall >= 0.95
+    np.testing.assert_allclose(sim, np.einsum("qd,qkd->qk", q, db[idx]), atol=1e-5)
+    assert (sim <= ref_sim + 1e-6).all()  # never better than the exact k-th best
+    manifest = json.loads((tmp_path / "one" / "t.shards" / "manifest.json").read_text())
+    assert len(manifest["done"]) == 3  # 700 queries in shards of 256
+
+    index_file = tmp_path / "one" / "t.ivf" / "index.faiss"
+    index_file.write_bytes(index_file.read_bytes()[:-100])
+    with pytest.warns(UserWarning, match=r"index\.faiss.*truncated or replaced"):
+        again = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "one",
+                            InlinePool(), **args)
+    assert again[1].tobytes() == idx.tobytes()
+    np.save(tmp_path / "d2.npy", db[::-1].copy())  # another database, the same file size
+    (tmp_path / "one" / "t.ivf").rename(tmp_path / "old.ivf")
+    (tmp_path / "one" / "t.ivf").mkdir()
+    for f in ("index.faiss", "index.json"):
+        (tmp_path / "one" / "t.ivf" / f).write_bytes((tmp_path / "old.ivf" / f).read_bytes())
+    with pytest.warns(UserWarning, match="another database"):
+        rev = knn_sharded(tmp_path / "q.npy", tmp_path / "d2.npy", 4, tmp_path / "one",
+                          InlinePool(), **args)
+    assert (rev[1] == 5999 - idx).mean() > 0.95  # rows of the reversed database
+
+    assert knn_method(8624, 1_000_000) == "exact"  # the haystack: about 9 x 10^9 pairs
+    assert knn_method(1_000_000, 1_000_000) == "ivf"
+    assert knn_method(10**9, 1000) == "exact"  # a small database: nothing to cluster
+    with pytest.raises(ValueError):
+        knn_method(1, 1, "hnsw")
+
+
+def test_knn_index_ivf_on_the_cli_builds_an_index_and_finds_the_exact_candidates(
+        tiny_model_dir, corpora, tmp_path, monkeypatch):
+    """``--knn-index ivf`` runs the job on the IVF index (built in the work directory, searched
+    in shards); on 48 targets every list is probed, so the candidates are the exact search's.
+    With ``--config paper`` (the trie search alone) the option is refused."""
+    from triemine.tsv import read_mined
+
+    src, tgt = corpora
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+    base = ["--model", str(tiny_model_dir), "--source", str(src), "--target", str(tgt), "-q"]
+    exact, ivf = tmp_path / "exact.tsv", tmp_path / "ivf.tsv"
+    assert mine_main(base + ["-o", str(exact), "--knn-index", "exact"]) == 0
+    assert mine_main(base + ["-o", str(ivf), "--knn-index", "ivf"]) == 0
+    assert (tmp_path / "ivf.tsv.work" / "knn.use.fwd.ivf" / "index.faiss").is_file()
+    assert not (tmp_path / "exact.tsv.work" / "knn.use.fwd.ivf").exists()
+    a, b = read_mined(exact), read_mined(ivf)
+    assert list(zip(a.src_ids, a.tgt_ids)) == list(zip(b.src_ids, b.tgt_ids))
+    np.testing.assert_allclose(a.col("use_cos"), b.col("use_cos"), atol=1e-5)
+    with pytest.raises(SystemExit):
+        mine_main(base + ["-o", str(tmp_path / "m.tsv"), "--config", "paper", "--knn-index", "ivf"])

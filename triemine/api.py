@@ -60,6 +60,7 @@ class MineOptions:
     priors: bool = False
     encoder: Optional[str] = None
     min_margin: Optional[float] = None
+    knn_index: Optional[str] = None
     reverse_model: Optional[str] = None
     combination: Optional[str] = None
     batch_size: Optional[int] = None
@@ -126,6 +127,7 @@ class MineOptions:
         if paper:
             for flag, used in (("--reverse-model", self.reverse_model is not None),
                                ("--min-margin", self.min_margin is not None),
+                               ("--knn-index", self.knn_index is not None),
                                ("--combination", self.combination is not None)):
                 if used:
                     raise InputError(f"{flag} needs the mining job (not --config paper / "
@@ -153,6 +155,7 @@ class MineOptions:
         """The mining job's :class:`~triemine.mining.run.PipelineConfig` (not for ``paper``)."""
         return named_config(self.config if self.config != PAPER else "combined",
                             candidates=self.generators, encoder=self.encoder,
+                            knn_index=self.knn_index,
                             min_margin=self.min_margin, retrieval_min_margin=self.min_margin,
                             mode=self.mode, beam=self.search_beam,
                             prior_weight=self.prior_weight, trie_nbest=self.trie_nbest,

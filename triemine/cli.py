@@ -109,6 +109,9 @@ def _mine_parser() -> argparse.ArgumentParser:
                              "columns (the mining job always has them)")
     parser.add_argument("--encoder", default=None,
                         help=f"sentence encoder of the knn generator (default {defaults.encoder})")
+    parser.add_argument("--knn-index", choices=("auto", "exact", "ivf"), default=None,
+                        help="knn: exact search, an IVF index, or auto (default: IVF above "
+                             "2^34 query x database pairs and 65,536 rows, docs/scale.md)")
     parser.add_argument("--min-margin", type=_finite, default=None,
                         help="knn and retrieval: keep pairs with at least this ratio margin "
                              f"before exact scoring (default {defaults.min_margin})")
@@ -197,9 +200,8 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
             candidates = tuple(c.strip() for c in args.candidates.split(",") if c.strip())
         opts = MineOptions(
             config=args.config, candidates=candidates, mode=args.mode or "pre", beam=args.beam,
-            prior_weight=args.prior_weight, priors=args.priors,
-            encoder=args.encoder,
-            min_margin=args.min_margin, reverse_model=args.reverse_model,
+            prior_weight=args.prior_weight, priors=args.priors, encoder=args.encoder,
+            knn_index=args.knn_index, min_margin=args.min_margin, reverse_model=args.reverse_model,
             combination=args.combination, batch_size=args.batch_size,
             sort_window=args.sort_window, max_tokens=args.max_tokens, max_length=args.max_length,
             nbest=args.nbest, device=args.device, target_spm=args.target_spm, trie=args.trie,

@@ -173,18 +173,50 @@ def embed_sharded(encoder: str, corpus_path, n_lines: int, out_path: Path, pool,
 # database rows (one exact pass); corpora of this size or less are one shard, the very call the
 # single process made before kNN was sharded
 KNN_SHARD_ROWS = 131072
+# the exact search up to this many query x database pairs (about 90 s a direction with two
+# workers at the 9.4 x 10^7 pairs/s per process measured on 512-dim USE vectors, 2026-11-25);
+# above, an IVF index (triemine.embedding.ivf), when the database has at least IVF_MIN_ROWS rows
+KNN_EXACT_PAIRS = 2 ** 34
+IVF_MIN_ROWS = 65536
+# lists probed per query: recall@4 against the exact search measured by bench/haystack_bench.py
+IVF_NPROBE = 64
+
+
+def knn_method(n_queries: int, n_database: int, index: str = "auto") -> str:
+    """``exact`` or ``ivf`` for a search of ``n_queries`` against ``n_database`` rows."""
+    if index not in ("auto", "exact", "ivf"):
+        raise ValueError(f"kNN index must be auto, exact or ivf, not {index!r}")
+    if index != "auto":
+        return index
+    big = n_queries * n_database > KNN_EXACT_PAIRS and n_database >= IVF_MIN_ROWS
+    return "ivf" if big else "exact"
 
 
 def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
                 name: str, progress: bool = False, resume: bool = True,
-                rows: int = KNN_SHARD_ROWS):
-    """``(sim, idx)``, each (n_queries, k'): the exact top-k inner products of every row of
-    ``queries_path`` against ``database_path`` (``.npy`` files, memory-mapped), computed on a
-    grid of shards (up to ``rows`` queries against up to ``rows`` database rows each) and
-    merged per query: the k best of its shards' lists by similarity, ties to the lower row, as
-    one exact search ranks them.  The plan depends on the data alone, so any pool (or an
-    ``InlinePool``: in this process) gives the same bits; shards live in
-    ``work_dir/<name>.shards/``."""
+                rows: int = KNN_SHARD_ROWS, index: str = "auto", nprobe: int = IVF_NPROBE):
+    """``(sim, idx)``, each (n_queries, k'): the top-k inner products of every row of
+    ``queries_path`` against ``database_path`` (``.npy`` files, memory-mapped), in shards on
+    ``pool`` (an ``InlinePool``: in this process); shards live in ``work_dir/<name>.shards/``.
+
+    ``exact`` (:func:`knn_method` chooses by size): a grid of shards (up to ``rows`` queries
+    against up to ``rows`` database rows each) merged per query, the k best of its shards by
+    similarity, ties to the lower row, as one exhaustive search ranks them.  ``ivf``: the
+    database in an IVF index (``work_dir/<name>.ivf/``, built once: quantiser trained on a seeded
+    sample, rows assigned to lists by an exact grid search against the centroids), searched in
+    shards of ``rows`` queries probing ``nprobe`` lists each.  Either way the plan depends on the
+    data alone, so any number of workers gives the same bits."""
+    n_q = np.load(queries_path, mmap_mode="r").shape[0]
+    n_d = np.load(database_path, mmap_mode="r").shape[0]
+    if knn_method(n_q, n_d, index) == "ivf" and n_d:
+        return _ivf_sharded(queries_path, database_path, k, work_dir, pool, name=name,
+                            progress=progress, resume=resume, rows=rows, nprobe=nprobe)
+    return _exact_sharded(queries_path, database_path, k, work_dir, pool, name=name,
+                          progress=progress, resume=resume, rows=rows)
+
+
+def _exact_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
+                   name: str, progress: bool, resume: bool, rows: int, stale: str = "refuse"):
     n_q = np.load(queries_path, mmap_mode="r").shape[0]
     n_d = np.load(database_path, mmap_mode="r").shape[0]
     kk = min(int(k), n_d)
@@ -195,7 +227,7 @@ def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path,
     key = {"queries": file_sha256(queries_path), "database": file_sha256(database_path),
            "k": kk, "rows": rows}
     store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards, resume=resume,
-                       ext="npz", unit="cells")
+                       ext="npz", unit="cells", stale=stale)
 
     def make_task(s: Shard) -> KnnShardTask:
         q, d = grid[s.id]
@@ -216,3 +248,65 @@ def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path,
         sims.append(sim)
         idxs.append(idx)
     return np.concatenate(sims), np.concatenate(idxs)
+
+
+def ivf_index(database_path: Path, work_dir: Path, pool, *, name: str, progress: bool = False,
+              resume: bool = True, rows: int = KNN_SHARD_ROWS, seed: int = 0) -> Path:
+    """The IVF index file of ``database_path`` in ``work_dir/<name>.ivf/``: reused when whole
+    and built for this database; otherwise (none, truncated, another database's: a warning names
+    it) built again: centroids trained here, the rows' lists found on ``pool`` (an exact
+    1-NN grid search against the centroids), the index written once, atomically."""
+    import warnings
+
+    from triemine.embedding import ivf
+
+    db = np.load(database_path, mmap_mode="r")
+    nlist = ivf.n_lists(len(db))
+    directory = Path(work_dir) / f"{name}.ivf"
+    key = {"database": file_sha256(database_path), "nlist": nlist, "seed": seed,
+           "per_list": 64}
+    try:
+        return ivf.check_index(directory, key)
+    except ivf.StaleIndex as exc:
+        if (directory / ivf.INDEX).exists():
+            warnings.warn(f"{exc}; building it again", stacklevel=2)
+    directory.mkdir(parents=True, exist_ok=True)
+    centroids = directory / "centroids.npy"
+    tmp = directory / f"centroids.tmp{os.getpid()}.npy"
+    np.save(tmp, ivf.train_centroids(db, nlist, seed))
+    os.replace(tmp, centroids)
+    _, assign = _exact_sharded(database_path, centroids, 1, directory, pool, name="assign",
+                               progress=progress, resume=resume, rows=rows, stale="restart")
+    index = ivf.build_index(np.load(centroids), db, assign[:, 0])
+    path = ivf.write_index(index, directory, key)
+    del index
+    return path
+
+
+def _ivf_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
+                 name: str, progress: bool, resume: bool, rows: int, nprobe: int):
+    from triemine.embedding import ivf
+
+    index_path = ivf_index(database_path, work_dir, pool, name=name, progress=progress,
+                           resume=resume, rows=rows)
+    meta = (index_path.parent / ivf.META).read_text(encoding="utf-8")
+    n_q = np.load(queries_path, mmap_mode="r").shape[0]
+    n_d = np.load(database_path, mmap_mode="r").shape[0]
+    kk = min(int(k), n_d)
+    shards = plan_shards(range(0, n_q, rows), n_q, rows)
+    key = {"queries": file_sha256(queries_path), "index": meta, "k": kk, "rows": rows,
+           "nprobe": int(nprobe)}
+    # a rebuilt index (named in a warning) makes the old search shards stale: start over
+    store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards, resume=resume,
+                       ext="npz", unit="queries", stale="restart")
+
+    def make_task(s: Shard) -> KnnShardTask:
+        return KnnShardTask(s.id, os.path.abspath(queries_path), os.path.abspath(database_path),
+                            (s.start, s.end), (0, n_d), kk, index=os.path.abspath(index_path),
+                            nprobe=int(nprobe))
+    with progress_bar(n_q, sum(len(store.by_id[i]) for i in store.reused),
+                      f"kNN ({name}, IVF shards)", "query", progress) as bar:
+        execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
+    parts = [np.load(io.BytesIO(store.read(s.id))) for s in store.shards]
+    return (np.concatenate([p["sim"] for p in parts]).astype(np.float32),
+            np.concatenate([p["idx"] for p in parts]))

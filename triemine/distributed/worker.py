@@ -95,6 +95,8 @@ class KnnShardTask:
     rows: Tuple[int, int]    # query rows [a, b)
     base: Tuple[int, int]    # database rows [a, b)
     k: int
+    index: str = ""          # an IVF index file (triemine.embedding.ivf) searched instead
+    nprobe: int = 0
 
 
 def _faults() -> dict:
@@ -158,6 +160,7 @@ class ShardWorker:
         self._tries: Dict[str, object] = {}
         self._corpora: Dict[str, object] = {}
         self._encoders: Dict[str, object] = {}
+        self._indexes: Dict[str, object] = {}
 
     def pid(self) -> int:
         return os.getpid()
@@ -307,8 +310,29 @@ class ShardWorker:
         from triemine.embedding.knn import knn
 
         q = np.load(task.queries, mmap_mode="r")[task.rows[0]:task.rows[1]]
+        if task.index:
+            return self._ivf_search(task, q)
         d = np.load(task.database, mmap_mode="r")[task.base[0]:task.base[1]]
         sim, idx = knn(q, d, task.k)
         buf = io.BytesIO()
         np.savez(buf, sim=sim, idx=idx + task.base[0])
         return buf.getvalue(), {"queries": len(q), "database": len(d)}
+
+    def _ivf_search(self, task: KnnShardTask, q) -> Tuple[bytes, dict]:
+        """The index's ``k`` best for each query; a query whose probed lists held fewer than
+        ``k`` rows is searched again over every list."""
+        from triemine.embedding import ivf
+
+        if task.index not in self._indexes:  # memory-mapped: the pages are shared
+            self._indexes[task.index] = ivf.load_index(task.index, task.nprobe)
+        index = self._indexes[task.index]
+        index.nprobe = task.nprobe
+        sim, idx = ivf.search(index, q, task.k)
+        short = np.flatnonzero((idx < 0).any(axis=1))
+        if len(short):
+            index.nprobe = index.nlist
+            sim[short], idx[short] = ivf.search(index, np.asarray(q)[short], task.k)
+            index.nprobe = task.nprobe
+        buf = io.BytesIO()
+        np.savez(buf, sim=sim, idx=idx)
+        return buf.getvalue(), {"queries": len(q), "exhaustive": int(len(short))}

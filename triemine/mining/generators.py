@@ -159,9 +159,11 @@ class EncoderKnn(Generator):
                                progress=job.progress)
         with job.timed("knn"):
             fwd_sim, fwd_idx = knn_sharded(emb["src"], emb["tgt"], cfg.k, job.work, pool,
-                                           name=f"knn.{cfg.encoder}.fwd", progress=job.progress)
+                                           name=f"knn.{cfg.encoder}.fwd", progress=job.progress,
+                                           index=cfg.knn_index)
             bwd_sim, bwd_idx = knn_sharded(emb["tgt"], emb["src"], cfg.k, job.work, pool,
-                                           name=f"knn.{cfg.encoder}.bwd", progress=job.progress)
+                                           name=f"knn.{cfg.encoder}.bwd", progress=job.progress,
+                                           index=cfg.knn_index)
         space = embedding_space(xs, ys, cfg.encoder, cfg.k, origin=self.bit,
                                 neighbours=(fwd_idx, fwd_sim, bwd_idx, bwd_sim))
         return stage(job.work, self.name, lambda: space.candidates(

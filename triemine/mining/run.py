@@ -38,6 +38,7 @@ from triemine.mining.stages import cache_dir
 logger = logging.getLogger(__name__)
 
 GENERATORS = tuple(REGISTRY)
+KNN_INDEXES = ("auto", "exact", "ivf")
 # PipelineConfig fields that only the trie search reads (left out of a job's resume key without it)
 TRIE_KNOBS = ("mode", "beam", "prior_weight", "trie_nbest", "batch_size", "sort_window")
 
@@ -53,6 +54,9 @@ class PipelineConfig:
     per_source: int = 2
     per_target: int = 1
     min_margin: Optional[float] = 1.02
+    # the kNN search: exact, an IVF index, or auto (exact up to a size:
+    # triemine.distributed.jobs.knn_method)
+    knn_index: str = "auto"
     # trie search
     mode: str = "pre"
     beam: int = 5
@@ -76,9 +80,17 @@ class PipelineConfig:
         if bad or not self.candidates:
             raise InputError(f"unknown candidate generator(s) {', '.join(bad) or '(none)'} "
                              f"(choose from {', '.join(GENERATORS)})")
+        if self.knn_index not in KNN_INDEXES:
+            raise InputError(f"unknown kNN index {self.knn_index!r} (choose from "
+                             f"{', '.join(KNN_INDEXES)})")
 
     def key(self) -> dict:
-        return asdict(self)
+        """The settings as a resume key and the TSV's ``pipeline``; ``knn_index`` at its default
+        is left out, so the jobs and outputs from before it existed keep their keys."""
+        key = asdict(self)
+        if key["knn_index"] == "auto":
+            del key["knn_index"]
+        return key
 
 
 # The named configurations, measured and compared by bench/bucc_bench.py (README, "Results").
