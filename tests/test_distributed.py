@@ -121,6 +121,53 @@ def test_store_resumes_only_with_the_same_key_and_reports_failed_shards(tmp_path
     assert sorted(int(k) for k in fresh.done) == [0, 1, 3]
 
 
+def test_a_full_disk_while_writing_a_shard_names_the_file_keeps_the_rest_and_resumes(
+        tmp_path, monkeypatch):
+    """ENOSPC while a shard file is written: an OutputError naming that file, no partial file,
+    the shards before it recorded; once there is space again, a resumed run redoes only the
+    missing ones."""
+    import errno
+
+    from triemine.distributed import shards as shards_mod
+    from triemine.distributed.local import InlinePool
+    from triemine.errors import OutputError
+
+    plan = plan_shards(range(10), 10, 3)
+
+    class Task:
+        def __init__(self, shard):
+            self.shard = shard.id
+
+    class Echo(InlinePool):
+        def warm(self, task):
+            pass
+
+        def submit(self, shard_id, task):
+            self._done.append((shard_id, True, (f"{shard_id}\n".encode() * 1000, {})))
+
+    real_fsync, calls = os.fsync, []
+
+    def fsync(fd):  # the first write of shard 1's file finds no space
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        if "shard-000001" in name and not calls:
+            calls.append(name)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+    monkeypatch.setattr(shards_mod.os, "fsync", fsync)
+    store = ShardStore(tmp_path / "s", {"a": 1}, plan, ext="txt")
+    with pytest.raises(OutputError) as exc:
+        execute(store, Task, Echo())
+    assert str(tmp_path / "s" / "shard-000001.txt") in str(exc.value)
+    assert "No space left on device" in str(exc.value) and "--resume" in str(exc.value)
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["manifest.json",
+                                                                  "shard-000000.txt"]
+    monkeypatch.setattr(shards_mod.os, "fsync", real_fsync)
+    again = ShardStore(tmp_path / "s", {"a": 1}, plan, resume=True, ext="txt")
+    assert again.reused == [0]
+    assert execute(again, Task, Echo()) == [1, 2, 3]
+    assert [again.read(i) for i in range(4)] == [f"{i}\n".encode() * 1000 for i in range(4)]
+
+
 # -- worker processes -------------------------------------------------------------------------------
 
 def test_workers_give_the_single_process_bytes_even_when_a_worker_is_killed(

@@ -18,7 +18,7 @@ def _run(prog: str, body: Callable[[argparse.Namespace], int], parser: argparse.
     args = parser.parse_args(argv)
     try:
         return body(args) or 0
-    except (TrieMineError, FileNotFoundError) as exc:
+    except (TrieMineError, OSError) as exc:  # OSError: a full disk, a permission, a missing file
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -23,5 +23,17 @@ class InputError(TrieMineError):
         super().__init__(where + problem)
 
 
+class OutputError(TrieMineError):
+    """A file that could not be written (a full disk, a quota, no permission): names the file and
+    the system's reason; what was written before it is kept, so a rerun with ``--resume`` goes on
+    from there once the cause is fixed."""
+
+    def __init__(self, path, exc: Exception, what: str = "file"):
+        self.path = os.fspath(path)
+        reason = getattr(exc, "strerror", None) or str(exc)
+        super().__init__(f"{self.path}: cannot write the {what}: {reason} (the finished work is "
+                         "kept: fix this and rerun with --resume)")
+
+
 class TrieFormatError(InputError):
     """A trie file that is truncated, foreign, of another version or corrupted."""

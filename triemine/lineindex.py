@@ -35,6 +35,8 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
+from triemine.errors import OutputError
+
 MAGIC = b"TMLINES1"
 VERSION = 1
 STAMP_BYTES = 1 << 20        # hashed at the head and the tail of the corpus
@@ -100,13 +102,17 @@ def write_index(path: Path, header: dict, offsets: np.ndarray, empty: Sequence[i
     head = json.dumps(dict(header, version=VERSION, n_lines=len(offsets) - 1,
                            n_empty=len(empty))).encode("utf-8")
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(MAGIC + struct.pack("<Q", len(head)) + head)
-        f.write(np.ascontiguousarray(offsets, dtype="<u8").tobytes())
-        f.write(np.asarray(empty, dtype="<i8").tobytes())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(MAGIC + struct.pack("<Q", len(head)) + head)
+            f.write(np.ascontiguousarray(offsets, dtype="<u8").tobytes())
+            f.write(np.asarray(empty, dtype="<i8").tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(path, exc, "line index") from None
 
 
 def read_index(path: Path, stamp: dict) -> Tuple[dict, np.ndarray, np.ndarray]:

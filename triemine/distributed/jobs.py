@@ -18,6 +18,7 @@ import numpy as np
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards
 from triemine.distributed.worker import EmbedShardTask, KnnShardTask, ModelSpec, ScoreShardTask
+from triemine.errors import OutputError
 from triemine.mining.features import exact_scores, score_chunk
 from triemine.paths import file_sha256
 
@@ -152,21 +153,32 @@ def embed_sharded(encoder: str, corpus_path, n_lines: int, out_path: Path, pool,
     reused = sum(len(store.by_id[i]) for i in store.reused)
     with progress_bar(n_lines, reused, f"embed ({encoder}, shards)", "sent", progress) as bar:
         execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
-    tmp = Path(str(out_path) + f".tmp{os.getpid()}.npy")
-    out = None
-    for s in store.shards:
-        part = np.load(io.BytesIO(store.read(s.id)))
-        if out is None:
-            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32,
-                                            shape=(n_lines, part.shape[1]))
-        out[s.start:s.end] = part
-    if out is None:  # an empty corpus
-        np.save(tmp, np.zeros((0, getattr(ENCODERS[encoder], "dim", 0)), dtype=np.float32))
-    else:
-        out.flush()
-        del out
-    os.replace(tmp, out_path)
+    _merge_rows(store, n_lines, getattr(ENCODERS[encoder], "dim", 0), Path(out_path))
     return np.load(out_path, mmap_mode="r")
+
+
+def _merge_rows(store: ShardStore, n_rows: int, dim: int, out_path: Path) -> None:
+    """The shards' float32 rows, in order, as one ``.npy`` written atomically by plain writes (a
+    full disk is an :class:`~triemine.errors.OutputError` naming the file, not the SIGBUS of a
+    memory map that cannot get its page)."""
+    tmp = Path(str(out_path) + f".tmp{os.getpid()}.npy")
+    parts = (np.ascontiguousarray(np.load(io.BytesIO(store.read(s.id))), dtype=np.float32)
+             for s in store.shards)
+    try:
+        with open(tmp, "wb") as f:
+            first = next(parts, np.zeros((0, dim), dtype=np.float32))
+            np.lib.format.write_array_header_1_0(f, {
+                "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                "fortran_order": False,
+                "shape": (n_rows, first.shape[1] if first.ndim == 2 else dim)})
+            for part in (first, *parts):
+                f.write(part.tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out_path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(out_path, exc, "embeddings") from None
 
 
 # rows per kNN shard, each way: a task is up to this many queries against up to this many

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
-from triemine.errors import InputError, TrieMineError
+from triemine.errors import InputError, OutputError, TrieMineError
 
 MANIFEST = "manifest.json"
 
@@ -76,13 +76,19 @@ class ShardFailures(TrieMineError):
                          + "\n  ".join(lines))
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data: bytes, what: str = "shard file") -> None:
+    """``path`` whole or not at all; a failed write (a full disk) removes its partial file and
+    is an :class:`~triemine.errors.OutputError` naming ``path``."""
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(path, exc, what) from None
 
 
 class ShardStore:
@@ -135,7 +141,8 @@ class ShardStore:
 
     def _save(self) -> None:
         _atomic_write(self.dir / MANIFEST,
-                      json.dumps({"key": self.key, "done": self.done}, indent=1).encode("utf-8"))
+                      json.dumps({"key": self.key, "done": self.done}, indent=1).encode("utf-8"),
+                      "shard manifest")
 
     def path(self, shard_id: int) -> Path:
         return self.dir / f"shard-{shard_id:06d}.{self.ext}"

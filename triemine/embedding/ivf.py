@@ -24,6 +24,8 @@ from typing import Optional
 
 import numpy as np
 
+from triemine.errors import OutputError
+
 INDEX = "index.faiss"
 META = "index.json"
 
@@ -85,12 +87,16 @@ def write_index(index, directory: Path, key: dict) -> Path:
     path, meta = directory / INDEX, directory / META
     if meta.exists():
         meta.unlink()
-    tmp = directory / f"{INDEX}.tmp{os.getpid()}"
-    faiss.write_index(index, str(tmp))
-    os.replace(tmp, path)
-    tmp = directory / f"{META}.tmp{os.getpid()}"
-    tmp.write_text(json.dumps({"key": key, "bytes": path.stat().st_size}), encoding="utf-8")
-    os.replace(tmp, meta)
+    try:
+        tmp = directory / f"{INDEX}.tmp{os.getpid()}"
+        faiss.write_index(index, str(tmp))
+        os.replace(tmp, path)
+        tmp = directory / f"{META}.tmp{os.getpid()}"
+        tmp.write_text(json.dumps({"key": key, "bytes": path.stat().st_size}), encoding="utf-8")
+        os.replace(tmp, meta)
+    except (OSError, RuntimeError) as exc:  # faiss reports a failed write as a RuntimeError
+        tmp.unlink(missing_ok=True)
+        raise OutputError(tmp, exc, "kNN index") from None
     return path
 
 
