@@ -17,6 +17,10 @@ Four measurements (issue 9), each a count that must be 0 (or true):
    mining job (``--config mt-only``: translations, retrieval, exact scores, priors).
 4. **Concurrent runs**: two ``trie-mine`` processes start at once on the same target and the same
    (empty) trie cache: both must succeed, leave one cached trie, and write identical outputs.
+5. **Faults of the sharded default job** (issue 23, full mode only: about 6 min): a Ray worker
+   killed holding a shard, the driver killed between stages, a full disk while writing (a
+   1 MiB tmpfs, root only), line indexes and kNN indexes truncated or from another corpus, the
+   merged embeddings truncated (:func:`bench_faults`): ``faults_handled`` of ``faults_measured``.
 
 Half of the damaged trie files keep valid checksums (the payload is damaged and both checksums
 recomputed), so that the structural checks, not the CRC, must catch them.
@@ -195,7 +199,8 @@ def bench_text(work: Path, n: int, rng: random.Random) -> dict:
 # the trie search alone (--config paper) and the mining job (--config mt-only: translations,
 # retrieval, exact scores and priors, each stage resumable)
 CONFIG_ARGS = {"paper": ("--config", "paper", "--pre-expansion", "--beam", "4", "--batch-size", "4"),
-               "job": ("--config", "mt-only", "--batch-size", "4")}
+               "job": ("--config", "mt-only", "--batch-size", "4"),
+               "default": ()}
 
 
 def _mine_cmd(model_dir, src, tgt, out, extra=(), config="paper"):
@@ -291,6 +296,149 @@ def bench_concurrent(model_dir, work: Path, n_targets: int) -> dict:
             outs[0].read_bytes() == outs[1].read_bytes()}
 
 
+def _run_job(model_dir, src, tgt, out, cache, *extra, faults=None, timeout=600):
+    env = _env(cache)
+    if faults is not None:
+        env["TRIEMINE_TEST_FAULTS"] = json.dumps(faults)
+    return subprocess.run(_mine_cmd(model_dir, src, tgt, out, extra, config="default"), env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _clean(proc) -> bool:
+    """A run that failed the way a user should see it: exit 2, one error line, no traceback."""
+    return proc.returncode == 2 and "Traceback" not in proc.stderr and "error:" in proc.stderr
+
+
+def _done_entries(shard_dir: Path) -> dict:
+    """The manifest's finished shards (their ``finished`` times show whether they were redone)."""
+    m = shard_dir / "manifest.json"
+    return json.loads(m.read_text())["done"] if m.is_file() else {}
+
+
+def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
+    """The default job's faults (issue 23), each 1 when handled: the output equals the
+    uninterrupted run's, or the run stops with a clear error and resumes to that output.
+
+    * ``ray_worker_killed``: ``--ray local --workers 2``, a worker SIGKILLs itself holding its
+      first shard (``TRIEMINE_TEST_FAULTS``); Ray restarts it and the shard is redone.
+    * ``driver_killed_between_stages``: ``--workers 2``, the driver's process group SIGKILLed as
+      soon as the merged target embeddings appear; ``--resume`` reuses the embedding shards.
+    * ``full_disk``: the output directory on a 1 MiB tmpfs (root only): the run stops with an
+      error naming the file it could not write; grown to 64 MiB, ``--resume`` finishes it.
+    * ``line_index_truncated`` / ``line_index_foreign``: the target's line index cut short, or
+      replaced by the source's: a warning names it, it is rebuilt, the output is unchanged.
+    * ``ivf_index_truncated`` / ``ivf_index_foreign`` (``--knn-index ivf``): the same for the
+      kNN index in the job's work directory, with ``--resume``.
+    * ``embeddings_truncated``: the merged embeddings cut short: merged again from the shards.
+    """
+    import shutil
+
+    from triemine.decoding.testing import synthetic_pairs
+
+    pairs = synthetic_pairs(n_sources, seed=31, min_len=3)
+    src, tgt = work / "f.src", work / "f.tgt"
+    src.write_text("".join(a + "\n" for a, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(b + "\n" for _, b in pairs[::2]) +
+                   "".join(b + "\n" for _, b in synthetic_pairs(240, seed=32)), encoding="utf-8")
+    res: dict = {}
+
+    def job(name, *extra, cache=None, faults=None, out=None):
+        out = out or work / f"{name}.tsv"
+        return out, _run_job(model_dir, src, tgt, out, cache or work / f"cache-{name}", *extra,
+                             faults=faults)
+
+    ref, p = job("f-ref")
+    if p.returncode:
+        raise RuntimeError(f"reference run failed:\n{p.stderr[-2000:]}")
+    want = ref.read_bytes()
+
+    # a Ray worker killed holding a shard
+    fdir = work / "faults"
+    fdir.mkdir(exist_ok=True)
+    out, p = job("f-ray", "--ray", "local", "--workers", "2",
+                 faults={"dir": str(fdir), "kill": [0]})
+    res["ray_worker_killed"] = int(p.returncode == 0 and out.read_bytes() == want
+                                   and any(fdir.glob("*kill*")))
+
+    # the driver killed between stages (after the embeddings, before the exact scores)
+    out = work / "f-kill.tsv"
+    proc = subprocess.Popen(_mine_cmd(model_dir, src, tgt, out, ("--workers", "2"),
+                                      config="default"), env=_env(work / "cache-f-kill"),
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    merged = Path(str(out) + ".work") / "emb.use.tgt.npy"
+    while proc.poll() is None and not merged.exists():
+        time.sleep(0.01)
+    killed = proc.poll() is None
+    if killed:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    emb = Path(str(out) + ".work") / "emb.use.tgt.npy.shards"
+    before = _done_entries(emb)
+    _, p = job("f-kill", "--workers", "2", "--resume", out=out)
+    res["driver_killed_between_stages"] = int(killed and p.returncode == 0 and
+                                              out.read_bytes() == want and
+                                              _done_entries(emb) == before and bool(before))
+
+    # a full disk while writing a shard
+    if os.geteuid() == 0 and shutil.which("mount"):
+        fs = work / "small-fs"
+        fs.mkdir()
+        ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(fs)]).returncode == 0
+        if ok:
+            try:
+                out = fs / "full.tsv"
+                _, p1 = job("f-full", out=out)
+                res["full_disk_error"] = p1.stderr.strip().splitlines()[-1][:300] if p1.stderr else ""
+                subprocess.run(["mount", "-o", "remount,size=64m", str(fs)], check=True)
+                _, p2 = job("f-full", "--resume", out=out)
+                res["full_disk"] = int(_clean(p1) and "No space left on device" in p1.stderr and
+                                       str(fs) in p1.stderr and p2.returncode == 0 and
+                                       out.read_bytes() == want)
+            finally:
+                subprocess.run(["umount", str(fs)])
+        else:
+            res["full_disk"] = "not measured: mounting a tmpfs failed"
+    else:
+        res["full_disk"] = "not measured: mounting a tmpfs needs root"
+
+    # line indexes: truncated, then another corpus's
+    from triemine.lineindex import index_path
+    cache = work / "cache-f-ref"
+    idx_t, idx_s = (index_path(x, "auto", cache / "lines") for x in (tgt, src))
+    idx_t.write_bytes(idx_t.read_bytes()[:-7])
+    out, p = job("f-li1", cache=cache)
+    res["line_index_truncated"] = int(p.returncode == 0 and out.read_bytes() == want and
+                                      "truncated" in p.stderr and idx_t.name in p.stderr)
+    shutil.copy(idx_s, idx_t)
+    out, p = job("f-li2", cache=cache)
+    res["line_index_foreign"] = int(p.returncode == 0 and out.read_bytes() == want and
+                                    "another corpus" in p.stderr and idx_t.name in p.stderr)
+
+    # the kNN index: truncated, then another database's (the backward search's index)
+    ivf_ref, p = job("f-ivf", "--knn-index", "ivf")
+    want_ivf = ivf_ref.read_bytes() if p.returncode == 0 else None
+    fwd = Path(str(ivf_ref) + ".work") / "knn.use.fwd.ivf" / "index.faiss"
+    bwd = Path(str(ivf_ref) + ".work") / "knn.use.bwd.ivf" / "index.faiss"
+    fwd.write_bytes(fwd.read_bytes()[:-100])
+    _, p = job("f-ivf", "--knn-index", "ivf", "--resume", out=ivf_ref)
+    res["ivf_index_truncated"] = int(p.returncode == 0 and ivf_ref.read_bytes() == want_ivf and
+                                     "truncated or replaced" in p.stderr and str(fwd) in p.stderr)
+    for f in ("index.faiss", "index.json"):
+        shutil.copy(bwd.parent / f, fwd.parent / f)
+    _, p = job("f-ivf", "--knn-index", "ivf", "--resume", out=ivf_ref)
+    res["ivf_index_foreign"] = int(p.returncode == 0 and ivf_ref.read_bytes() == want_ivf and
+                                   "another database" in p.stderr and str(fwd) in p.stderr)
+
+    # the merged embeddings truncated
+    merged = Path(str(ref) + ".work") / "emb.use.tgt.npy"
+    merged.write_bytes(merged.read_bytes()[:-4096])
+    _, p = job("f-ref", "--resume", out=ref)
+    res["embeddings_truncated"] = int(p.returncode == 0 and ref.read_bytes() == want)
+    res["faults_handled"] = sum(v for v in res.values() if isinstance(v, int))
+    res["faults_measured"] = sum(1 for v in res.values() if isinstance(v, int)) - 1
+    return res
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer files and kills (about 1 min)")
@@ -321,7 +469,9 @@ def main(argv=None) -> int:
                          ("job_kill", lambda: bench_kill(model_dir, work, kills, rng,
                                                          100 if args.quick else 400, "job")),
                          ("concurrent", lambda: bench_concurrent(model_dir, work,
-                                                                 500 if args.quick else 5000))):
+                                                                 500 if args.quick else 5000)),
+                         ("faults", lambda: bench_faults(model_dir, work)
+                          if not args.quick else {"faults": "not run in --quick (about 6 min)"})):
             t = time.perf_counter()
             res = fn()
             res[f"{name}_s"] = round(time.perf_counter() - t, 2)
@@ -334,7 +484,8 @@ def main(argv=None) -> int:
                     report["job_rows_lost"] == 0 and report["job_rows_duplicated"] == 0 and
                     report["job_identical"] and
                     report["concurrent_exit_codes"] == [0, 0] and
-                    report["concurrent_cached_tries"] == 1 and report["concurrent_identical"])
+                    report["concurrent_cached_tries"] == 1 and report["concurrent_identical"] and
+                    report.get("faults_handled") == report.get("faults_measured"))
     print(json.dumps(report, ensure_ascii=False))
     return 0
 
