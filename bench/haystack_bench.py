@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -149,13 +150,52 @@ def knn_recall(work_tsv: Path, k: int = 4, n: int = 256, seed: int = 0) -> float
     return round(hits / (k * len(rows)), 4)
 
 
+def ivf_check(work_tsv: Path, k: int = 4, nprobe: Optional[int] = None) -> dict:
+    """The approximate index on this run's embeddings: an IVF index over the targets built and
+    searched for every source as ``--knn-index ivf`` would (in this process), its recall@k
+    against the job's exact forward lists, and the seconds of each step."""
+    from triemine.distributed.jobs import IVF_NPROBE, ivf_index, knn_sharded
+    from triemine.distributed.local import InlinePool
+    from triemine.embedding.ivf import n_lists
+
+    work = Path(str(work_tsv) + ".work")
+    src, tgt = work / "emb.use.src.npy", work / "emb.use.tgt.npy"
+    check = work / "ivf-check"
+    t0 = time.perf_counter()
+    ivf_index(tgt, check, InlinePool(), name="fwd")
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _, idx = knn_sharded(src, tgt, k, check, InlinePool(), name="fwd", index="ivf",
+                         nprobe=nprobe or IVF_NPROBE)
+    search_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _, exact = knn_sharded(src, tgt, k, work, InlinePool(), name="knn.use.fwd", index="exact")
+    reuse_s = time.perf_counter() - t0
+    hits = sum(len(set(a) & set(b)) for a, b in zip(idx.tolist(), exact.tolist()))
+    return {"database": int(np.load(tgt, mmap_mode="r").shape[0]), "queries": len(idx),
+            "nlist": n_lists(int(np.load(tgt, mmap_mode="r").shape[0])),
+            "nprobe": nprobe or IVF_NPROBE, f"recall_at_{k}": round(hits / max(1, exact.size), 4),
+            "build_s": round(build_s, 1), "search_s": round(search_s, 1),
+            "exact_lists_read_s": round(reuse_s, 1), "threads": 1}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="200 sources, 50,000 targets")
     ap.add_argument("--targets", type=int, default=None, help="targets in all (1,000,000)")
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
+    ap.add_argument("--ivf-from", default=None, metavar="TSV",
+                    help="only the IVF check on an earlier run's output (its .work directory)")
+    ap.add_argument("--nprobe", type=int, default=None, help="IVF lists probed (the job's)")
+    ap.add_argument("--runs", default="single,workers2",
+                    help="which runs: single (one process), workers2 (--workers 2) or both; with "
+                         "one run the speed-ups and the identity check are not measured")
     args = ap.parse_args(argv)
+    if args.ivf_from:
+        print(json.dumps({"bench": "haystack_bench", "ivf": ivf_check(Path(args.ivf_from),
+                                                                       nprobe=args.nprobe)}))
+        return 0
     model = shared_model_dir(args.model, "haystack_bench")
     n_targets = args.targets or (50_000 if args.quick else 1_000_000)
     work = Path(args.work or tempfile.mkdtemp(prefix="haystack_bench."))
@@ -163,24 +203,37 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     gold = build_set(work, n_targets, *((100, 100) if args.quick else (0, 0)))
     build_s = time.perf_counter() - t0
+    wanted = [r for r in args.runs.split(",") if r]
+    if not wanted or set(wanted) - {"single", "workers2"}:
+        ap.error(f"--runs: single, workers2 or both, not {args.runs!r}")
     runs = {name: mine(model, gold, work / f"{name}.tsv", workers)
-            for name, workers in (("single", 0), ("workers2", 2))}
-    single, two = runs["single"], runs["workers2"]
-    same = (work / "single.tsv").read_bytes() == (work / "workers2.tsv").read_bytes()
-    speedup = {st: round(single["stage_s"][st] / two["stage_s"][st], 3)
-               for st in single["stage_s"] if two["stage_s"].get(st)}
+            for name, workers in (("single", 0), ("workers2", 2)) if name in wanted}
+    first = next(iter(runs))
+    one = runs[first]
+    both = len(runs) == 2
+    not_measured = "not measured (--runs " + args.runs + ")"
+    if both:
+        single, two = runs["single"], runs["workers2"]
+        same = (work / "single.tsv").read_bytes() == (work / "workers2.tsv").read_bytes()
+        speedup = {st: round(single["stage_s"][st] / two["stage_s"][st], 3)
+                   for st in single["stage_s"] if two["stage_s"].get(st)}
     result = {"bench": "haystack_bench", "quick": bool(args.quick), "machine": machine(),
-              "threads_per_process": 1, "date": time.strftime("%Y-%m-%d"),
-              "sources": single["sources"], "targets": single["targets"],
-              **evaluate(work / "single.tsv", gold),
-              "wall_s": single["wall_s"], "wall_s_2_workers": two["wall_s"],
-              "stage_s": single["stage_s"], "stage_s_2_workers": two["stage_s"],
+              "threads_per_process": 1, "date": time.strftime("%Y-%m-%d"), "runs": list(runs),
+              "sources": one["sources"], "targets": one["targets"],
+              **evaluate(work / f"{first}.tsv", gold),
+              "wall_s": runs["single"]["wall_s"] if "single" in runs else not_measured,
+              "wall_s_2_workers": runs["workers2"]["wall_s"] if "workers2" in runs else not_measured,
+              "stage_s": runs["single"]["stage_s"] if "single" in runs else not_measured,
+              "stage_s_2_workers": runs["workers2"]["stage_s"] if "workers2" in runs else not_measured,
               "stage_speedup_2_workers": dict(speedup, trie="not run (the default job has no "
-                                              "trie stage; bench/scale_bench.py measures it)"),
+                                              "trie stage; bench/scale_bench.py measures it)")
+              if both else not_measured,
               "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
-              "candidates": single["candidates"], "scored_pairs": single["candidates"],
-              "knn_recall_vs_exact": knn_recall(work / "single.tsv"),
-              "identical_to_single_process": same, "build_set_s": round(build_s, 1)}
+              "candidates": one["candidates"], "scored_pairs": one["candidates"],
+              "knn_recall_vs_exact": knn_recall(work / f"{first}.tsv"),
+              "ivf": ivf_check(work / f"{first}.tsv", nprobe=args.nprobe),
+              "identical_to_single_process": same if both else not_measured,
+              "build_set_s": round(build_s, 1)}
     print(json.dumps(result))
     return 0
 
