@@ -139,6 +139,17 @@ def test_offsets_not_text_are_held(tmp_path):
     assert c.non_empty[:3] == [0, 1, 2] and c.empty_lines == []
 
 
+def test_a_file_changed_under_its_index_is_an_error_not_wrong_lines(tmp_path):
+    p = tmp_path / "c.tsv"
+    p.write_text("s1\tab\ns2\tcd\n", encoding="utf-8")
+    c = open_corpus(p, cache=tmp_path / "cache")
+    with open(p, "r+b") as f:  # same size, same file, other line ends
+        f.write(b"s1\ta\nbs2\tcd\n")
+    with pytest.raises(InputError, match="changed while it was read") as exc:
+        c.texts[0]
+    assert exc.value.path == str(p) and exc.value.line == 1
+
+
 def test_missing_file_and_directory(tmp_path):
     with pytest.raises(InputError, match="not found"):
         open_corpus(tmp_path / "nope.txt", cache=tmp_path / "cache")

@@ -132,23 +132,26 @@ class _Lines(Sequence[str]):
     """A read-only view of a corpus's ids or texts through its line index: ``len``, ``[i]``,
     ``[a:b]`` (a list) and iteration decode only the lines asked for."""
 
-    def __init__(self, buf, offsets: np.ndarray, format: str, field: str):
+    def __init__(self, buf, offsets: np.ndarray, format: str, field: str, path: str = ""):
         self._buf, self._off, self._fmt, self._field = buf, offsets, format, field
+        self._path = path
 
     def __len__(self) -> int:
         return len(self._off) - 1
 
     def _range(self, a: int, b: int) -> List[str]:
-        from triemine.lineindex import line_bytes
-
         if b <= a:
             return []
         block = bytes(self._buf[int(self._off[a]):int(self._off[b])])
-        lines = block.decode("utf-8").split("\n")
+        try:
+            lines = block.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            lines = []
         if lines and lines[-1] == "" and block.endswith(b"\n"):
             lines.pop()
-        if len(lines) != b - a:  # not reached for an index of this file; checked all the same
-            lines = [line_bytes(self._buf, self._off, i).decode("utf-8") for i in range(a, b)]
+        if len(lines) != b - a:  # the index was built from what the file held then
+            raise InputError(f"the file changed while it was read (lines {a + 1}-{b} are not "
+                             "where its line index says): rerun the job", self._path, a + 1)
         lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
         return self._fields(lines, a)
 
@@ -245,7 +248,7 @@ def _duplicates(buf, offsets, hashes: np.ndarray, path: str) -> None:
         return
     shared = np.zeros(len(h), dtype=bool)
     shared[same] = shared[same + 1] = True
-    view = _Lines(buf, offsets, "tsv", "ids")
+    view = _Lines(buf, offsets, "tsv", "ids", path)
     seen: dict = {}
     for i in np.sort(order[shared]).tolist():
         head = view[i]
@@ -270,8 +273,8 @@ def open_corpus(path: os.PathLike | str, format: str = "auto", cache=None) -> Co
         raise InputError("corpus file is a directory, not a file", p)
     header, offsets, empty, buf = load_or_build(p, format, _validate(p, format), cache)
     fmt = header["format"]
-    return Corpus(p, fmt, _Lines(buf, offsets, fmt, "ids"), _Lines(buf, offsets, fmt, "texts"),
-                  empty.tolist())
+    return Corpus(p, fmt, _Lines(buf, offsets, fmt, "ids", p),
+                  _Lines(buf, offsets, fmt, "texts", p), empty.tolist())
 
 
 def sentences(path: os.PathLike | str, limit: Optional[int] = None, what: str = "sentences"

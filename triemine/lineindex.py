@@ -88,14 +88,6 @@ def scan_offsets(buf, size: int) -> np.ndarray:
         np.array([start], dtype=np.uint64)
 
 
-def line_bytes(buf, offsets: np.ndarray, i: int) -> bytes:
-    """Line ``i``'s bytes without its line end."""
-    b = bytes(buf[int(offsets[i]):int(offsets[i + 1])])
-    if b.endswith(b"\n"):
-        b = b[:-1]
-    return b[:-1] if b.endswith(b"\r") else b
-
-
 def write_index(path: Path, header: dict, offsets: np.ndarray, empty: Sequence[int]) -> None:
     """Atomically: a reader sees the whole old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
