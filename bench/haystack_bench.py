@@ -115,7 +115,9 @@ def mine(model: Path, gold: Path, out: Path, workers: int) -> dict:
         sys.exit(f"haystack_bench: {' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
     summary = next(json.loads(line) for line in reversed(proc.stderr.splitlines())
                    if line.startswith("{") and '"stage_s"' in line)
-    return dict(summary, wall_s=round(wall, 1))
+    # the largest resident size of any child so far (this run's, as the runs go one by one)
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return dict(summary, wall_s=round(wall, 1), peak_rss_mb=round(rss, 1))
 
 
 def evaluate(tsv: Path, gold: Path) -> dict:
@@ -189,8 +191,10 @@ def main(argv=None) -> int:
                     help="only the IVF check on an earlier run's output (its .work directory)")
     ap.add_argument("--nprobe", type=int, default=None, help="IVF lists probed (the job's)")
     ap.add_argument("--runs", default="single,workers2",
-                    help="which runs: single (one process), workers2 (--workers 2) or both; with "
-                         "one run the speed-ups and the identity check are not measured")
+                    help="which runs: single (one process), workers2 (--workers 2) or both; a run "
+                         "not asked for whose TSV and summary an earlier invocation left in --work "
+                         "is compared with (listed in runs_from_an_earlier_invocation); with one "
+                         "run the speed-ups and the identity check are not measured")
     args = ap.parse_args(argv)
     if args.ivf_from:
         print(json.dumps({"bench": "haystack_bench", "ivf": ivf_check(Path(args.ivf_from),
@@ -206,8 +210,15 @@ def main(argv=None) -> int:
     wanted = [r for r in args.runs.split(",") if r]
     if not wanted or set(wanted) - {"single", "workers2"}:
         ap.error(f"--runs: single, workers2 or both, not {args.runs!r}")
-    runs = {name: mine(model, gold, work / f"{name}.tsv", workers)
-            for name, workers in (("single", 0), ("workers2", 2)) if name in wanted}
+    runs, reused = {}, []
+    for name, workers in (("single", 0), ("workers2", 2)):
+        saved = work / f"{name}.summary.json"
+        if name in wanted:
+            runs[name] = mine(model, gold, work / f"{name}.tsv", workers)
+            saved.write_text(json.dumps(runs[name]), encoding="utf-8")
+        elif saved.is_file() and (work / f"{name}.tsv").is_file():  # an earlier invocation's
+            runs[name] = json.loads(saved.read_text(encoding="utf-8"))
+            reused.append(name)
     first = next(iter(runs))
     one = runs[first]
     both = len(runs) == 2
@@ -219,6 +230,7 @@ def main(argv=None) -> int:
                    for st in single["stage_s"] if two["stage_s"].get(st)}
     result = {"bench": "haystack_bench", "quick": bool(args.quick), "machine": machine(),
               "threads_per_process": 1, "date": time.strftime("%Y-%m-%d"), "runs": list(runs),
+              "runs_from_an_earlier_invocation": reused,
               "sources": one["sources"], "targets": one["targets"],
               **evaluate(work / f"{first}.tsv", gold),
               "wall_s": runs["single"]["wall_s"] if "single" in runs else not_measured,
@@ -228,7 +240,7 @@ def main(argv=None) -> int:
               "stage_speedup_2_workers": dict(speedup, trie="not run (the default job has no "
                                               "trie stage; bench/scale_bench.py measures it)")
               if both else not_measured,
-              "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
+              "peak_rss_mb": max(r.get("peak_rss_mb", 0) for r in runs.values()),
               "candidates": one["candidates"], "scored_pairs": one["candidates"],
               "knn_recall_vs_exact": knn_recall(work / f"{first}.tsv"),
               "ivf": ivf_check(work / f"{first}.tsv", nprobe=args.nprobe),
