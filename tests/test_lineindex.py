@@ -47,7 +47,7 @@ def _same(path, fmt, cache):
     return got
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # same patch each input
 @given(lines=st.lists(LINE, max_size=12), final_newline=st.booleans(), bom=st.booleans(),
        fmt=st.sampled_from(["auto", "plain", "tsv"]))

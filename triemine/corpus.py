@@ -210,10 +210,14 @@ def _validate(path: str, format: str):
                 if format == "auto" and non_blank and not _looks_tsv(lines):
                     looks_tsv = False
                     continue
-                ids, _, empty = _parse_lines(lines, "tsv", path, a + 1)
+                try:
+                    ids, _, empty = _parse_lines(lines, "tsv", path, a + 1)
+                except InputError as exc:  # a duplicate id before this line is reported first
+                    ok = _parse_lines(lines[:exc.line - a - 1], "tsv", path, a + 1)[0]
+                    _duplicates(buf, offsets, np.concatenate(hashes + [_hashes(ok)]), path)
+                    raise
                 view["tsv"] += empty
-                hashes.append(np.fromiter((hash(x) for x in ids), dtype=np.int64,
-                                          count=len(ids)))
+                hashes.append(_hashes(ids))
                 any_line = any_line or non_blank
         fmt = format if format != "auto" else ("tsv" if looks_tsv and any_line else "plain")
         if fmt == "tsv":
@@ -221,6 +225,10 @@ def _validate(path: str, format: str):
                         path)
         return {"format": fmt, "empty_lines": view[fmt]}
     return build
+
+
+def _hashes(ids: List[str]) -> np.ndarray:
+    return np.fromiter((hash(x) for x in ids), dtype=np.int64, count=len(ids))
 
 
 def _split_lines_at(block: bytes, path: str, first: int) -> List[str]:

@@ -35,7 +35,7 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.errors import OutputError
+from triemine.outfile import atomic_write
 
 MAGIC = b"TMLINES1"
 VERSION = 1
@@ -93,18 +93,9 @@ def write_index(path: Path, header: dict, offsets: np.ndarray, empty: Sequence[i
     path.parent.mkdir(parents=True, exist_ok=True)
     head = json.dumps(dict(header, version=VERSION, n_lines=len(offsets) - 1,
                            n_empty=len(empty))).encode("utf-8")
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(MAGIC + struct.pack("<Q", len(head)) + head)
-            f.write(np.ascontiguousarray(offsets, dtype="<u8").tobytes())
-            f.write(np.asarray(empty, dtype="<i8").tobytes())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise OutputError(path, exc, "line index") from None
+    atomic_write(path, [MAGIC + struct.pack("<Q", len(head)) + head,
+                        np.ascontiguousarray(offsets, dtype="<u8").tobytes(),
+                        np.asarray(empty, dtype="<i8").tobytes()], "line index")
 
 
 def read_index(path: Path, stamp: dict) -> Tuple[dict, np.ndarray, np.ndarray]:

@@ -31,6 +31,7 @@ import numpy as np
 
 from triemine.errors import InputError
 from triemine.textfile import decode_utf8, read_bytes, read_json
+from triemine.outfile import atomic_write
 
 REQUIRED_COLUMNS = ("src_id", "tgt_id", "score", "ce_word", "ce_token", "src", "tgt")
 TEXT_COLUMNS = ("src_id", "tgt_id", "src", "tgt")
@@ -106,9 +107,7 @@ class Mined:
 # -- sidecars ------------------------------------------------------------------------------------
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, text.encode("utf-8"), "output")
 
 
 def read_meta(tsv_path) -> Dict[str, object]:

@@ -18,7 +18,7 @@ import numpy as np
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards
 from triemine.distributed.worker import EmbedShardTask, KnnShardTask, ModelSpec, ScoreShardTask
-from triemine.errors import OutputError
+from triemine.outfile import atomic_write, npy_bytes
 from triemine.mining.features import exact_scores, score_chunk
 from triemine.paths import file_sha256
 
@@ -161,24 +161,15 @@ def _merge_rows(store: ShardStore, n_rows: int, dim: int, out_path: Path) -> Non
     """The shards' float32 rows, in order, as one ``.npy`` written atomically by plain writes (a
     full disk is an :class:`~triemine.errors.OutputError` naming the file, not the SIGBUS of a
     memory map that cannot get its page)."""
-    tmp = Path(str(out_path) + f".tmp{os.getpid()}.npy")
     parts = (np.ascontiguousarray(np.load(io.BytesIO(store.read(s.id))), dtype=np.float32)
              for s in store.shards)
-    try:
-        with open(tmp, "wb") as f:
-            first = next(parts, np.zeros((0, dim), dtype=np.float32))
-            np.lib.format.write_array_header_1_0(f, {
-                "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
-                "fortran_order": False,
-                "shape": (n_rows, first.shape[1] if first.ndim == 2 else dim)})
-            for part in (first, *parts):
-                f.write(part.tobytes())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, out_path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise OutputError(out_path, exc, "embeddings") from None
+    first = next(parts, np.zeros((0, dim), dtype=np.float32))
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {
+        "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
+        "shape": (n_rows, first.shape[1] if first.ndim == 2 else dim)})
+    atomic_write(out_path, (b.tobytes() if isinstance(b, np.ndarray) else b
+                            for b in (header.getvalue(), first, *parts)), "embeddings")
 
 
 # rows per kNN shard, each way: a task is up to this many queries against up to this many
@@ -284,9 +275,7 @@ def ivf_index(database_path: Path, work_dir: Path, pool, *, name: str, progress:
             warnings.warn(f"{exc}; building it again", stacklevel=2)
     directory.mkdir(parents=True, exist_ok=True)
     centroids = directory / "centroids.npy"
-    tmp = directory / f"centroids.tmp{os.getpid()}.npy"
-    np.save(tmp, ivf.train_centroids(db, nlist, seed))
-    os.replace(tmp, centroids)
+    atomic_write(centroids, npy_bytes(ivf.train_centroids(db, nlist, seed)), "kNN centroids")
     _, assign = _exact_sharded(database_path, centroids, 1, directory, pool, name="assign",
                                progress=progress, resume=resume, rows=rows, stale="restart")
     index = ivf.build_index(np.load(centroids), db, assign[:, 0])

@@ -15,7 +15,6 @@ a manifest entry (driver killed between the two writes) is simply redone.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections import defaultdict
@@ -23,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
-from triemine.errors import InputError, OutputError, TrieMineError
+from triemine.errors import InputError, TrieMineError
+from triemine.outfile import atomic_write
 
 MANIFEST = "manifest.json"
 
@@ -76,21 +76,6 @@ class ShardFailures(TrieMineError):
                          + "\n  ".join(lines))
 
 
-def _atomic_write(path: Path, data: bytes, what: str = "shard file") -> None:
-    """``path`` whole or not at all; a failed write (a full disk) removes its partial file and
-    is an :class:`~triemine.errors.OutputError` naming ``path``."""
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise OutputError(path, exc, what) from None
-
-
 class ShardStore:
     """The shard directory of one job: which shards are done, their files, the merge.
 
@@ -140,9 +125,9 @@ class ShardStore:
                 and path.stat().st_size == entry.get("bytes"))
 
     def _save(self) -> None:
-        _atomic_write(self.dir / MANIFEST,
-                      json.dumps({"key": self.key, "done": self.done}, indent=1).encode("utf-8"),
-                      "shard manifest")
+        atomic_write(self.dir / MANIFEST,
+                     json.dumps({"key": self.key, "done": self.done}, indent=1).encode("utf-8"),
+                     "shard manifest")
 
     def path(self, shard_id: int) -> Path:
         return self.dir / f"shard-{shard_id:06d}.{self.ext}"
@@ -155,7 +140,7 @@ class ShardStore:
 
     def record(self, shard: Shard, payload: bytes, info: Optional[dict] = None) -> None:
         """Write the shard's output atomically, then name it in the manifest."""
-        _atomic_write(self.path(shard.id), payload)
+        atomic_write(self.path(shard.id), payload, "shard file")
         self.done[str(shard.id)] = {"start": shard.start, "end": shard.end,
                                     "bytes": len(payload), "finished": time.time(),
                                     **(info or {})}
@@ -173,19 +158,9 @@ class ShardStore:
         missing = [s.id for s in self.shards if not self.is_done(s.id)]
         if missing:
             raise RuntimeError(f"cannot merge: shard(s) {missing} not done")
-        out_path = Path(out_path)
-        tmp = out_path.with_name(f"{out_path.name}.tmp{os.getpid()}")
-        size = len(head)
-        with open(tmp, "wb") as f:
-            f.write(head)
-            for s in self.shards:
-                with open(self.path(s.id), "rb") as part:
-                    shutil.copyfileobj(part, f)
-                size += self.done[str(s.id)]["bytes"]
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, out_path)
-        return size
+        atomic_write(Path(out_path), (head, *(self.path(s.id).read_bytes() for s in self.shards)),
+                     "merged output")
+        return len(head) + sum(self.done[str(s.id)]["bytes"] for s in self.shards)
 
 
 def execute(store: ShardStore, make_task: Callable[[Shard], object], pool,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import logging
-import os
 import unicodedata
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
@@ -26,6 +25,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet
+from triemine.outfile import atomic_write, npy_bytes
 
 # pairs per forced-decoding chunk (the cache, progress and shard unit: a scoring shard of
 # triemine.distributed.jobs is whole chunks, so both runs compute the same bits): SCORE_CHUNK,
@@ -65,9 +65,7 @@ def _chunked(work_dir: Optional[Path], name: str, n: int, chunk: int, compute):
         else:
             part = np.asarray(compute(start, end), dtype=np.float64)
             if path is not None:
-                tmp = path.with_name(path.name + f".tmp{os.getpid()}.npy")
-                np.save(tmp, part)
-                os.replace(tmp, path)
+                atomic_write(path, npy_bytes(part), "score chunk")
         parts.append(part)
     return np.concatenate(parts) if parts else np.zeros(0)
 
@@ -192,9 +190,7 @@ def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None,
         else:
             table[need] = scores(need)
         if path is not None:
-            tmp = path.with_name(path.name + f".tmp{os.getpid()}.npy")
-            np.save(tmp, table)
-            os.replace(tmp, path)
+            atomic_write(path, npy_bytes(table), "priors cache")
     return table[lines]
 
 

@@ -34,6 +34,7 @@ from triemine.filtering.selection import PAPER
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.generators import REGISTRY, Job, origin_counts
 from triemine.mining.stages import cache_dir
+from triemine.outfile import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -181,9 +182,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         if not resume or old != settings:
             shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
-    tmp = work / f"settings.json.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(settings), encoding="utf-8")
-    os.replace(tmp, settings_file)
+    atomic_write(settings_file, json.dumps(settings).encode("utf-8"), "job settings")
 
     job = Job(model, src, tgt, source_path, target_path, cfg, work, device=device,
               progress=progress, pool=pool, shard_sources=shard_sources,

@@ -3,23 +3,24 @@ sets as ``.npz``, each written atomically once complete, so a resumed job
 reuses them) and the caches shared between jobs (``$TRIEMINE_CACHE/<name>``)."""
 from __future__ import annotations
 
+import io
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet
+from triemine.outfile import atomic_write
 from triemine.paths import cache_root
 
 logger = logging.getLogger(__name__)
 
 
 def save_candidates(path: Path, cands: CandidateSet) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
-    np.savez(tmp, src=cands.src, tgt=cands.tgt, origin=cands.origin,
+    buf = io.BytesIO()
+    np.savez(buf, src=cands.src, tgt=cands.tgt, origin=cands.origin,
              **{f"col_{k}": v for k, v in cands.columns.items()})
-    os.replace(tmp, path)
+    atomic_write(path, buf.getvalue(), "candidates")
 
 
 def load_candidates(path: Path) -> CandidateSet:

@@ -13,12 +13,12 @@ File: ``<trie file>.prior.<model fingerprint>.npy`` (float32, one value per node
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
-
 
 import numpy as np
 import torch
+
+from triemine.outfile import atomic_write, npy_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +56,6 @@ def get_node_priors(model, trie, progress: bool = False) -> np.ndarray:
             return arr
         logger.warning("ignoring %s: it does not fit the trie (shape %s)", path, arr.shape)
     prior = compute_node_priors(model, trie, progress)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npy")
-    np.save(tmp, prior)
-    os.replace(tmp, path)
+    atomic_write(path, npy_bytes(prior), "node priors")
     logger.info("node priors written to %s", path)
     return np.load(path, mmap_mode="r")
