@@ -128,7 +128,7 @@ def test_a_full_disk_while_writing_a_shard_names_the_file_keeps_the_rest_and_res
     missing ones."""
     import errno
 
-    from triemine.distributed import shards as shards_mod
+    from triemine import outfile
     from triemine.distributed.local import InlinePool
     from triemine.errors import OutputError
 
@@ -153,7 +153,7 @@ def test_a_full_disk_while_writing_a_shard_names_the_file_keeps_the_rest_and_res
             calls.append(name)
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_fsync(fd)
-    monkeypatch.setattr(shards_mod.os, "fsync", fsync)
+    monkeypatch.setattr(outfile.os, "fsync", fsync)
     store = ShardStore(tmp_path / "s", {"a": 1}, plan, ext="txt")
     with pytest.raises(OutputError) as exc:
         execute(store, Task, Echo())
@@ -161,7 +161,7 @@ def test_a_full_disk_while_writing_a_shard_names_the_file_keeps_the_rest_and_res
     assert "No space left on device" in str(exc.value) and "--resume" in str(exc.value)
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["manifest.json",
                                                                   "shard-000000.txt"]
-    monkeypatch.setattr(shards_mod.os, "fsync", real_fsync)
+    monkeypatch.setattr(outfile.os, "fsync", real_fsync)
     again = ShardStore(tmp_path / "s", {"a": 1}, plan, resume=True, ext="txt")
     assert again.reused == [0]
     assert execute(again, Task, Echo()) == [1, 2, 3]
