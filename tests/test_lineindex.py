@@ -77,6 +77,15 @@ def test_errors_name_the_same_line_across_chunks(tmp_path, monkeypatch):
             open_corpus(p, "tsv", cache=tmp_path / "cache")
         assert exc.value.line == bad["r"] + 1 and problem in exc.value.problem
         assert exc.value.path == str(p)
+    p = tmp_path / "late-utf8.tsv"  # bad UTF-8 late in the file wins over an early bad line
+    p.write_bytes(b"s1\tx\nno tab\n" + b"".join(b"s%d\ty\n" % i for i in range(2, 20)) +
+                  b"s20\tbad \xff\n")
+    with pytest.raises(InputError) as exc:
+        open_corpus(p, "tsv", cache=tmp_path / "cache")
+    assert exc.value.line == 21 and "invalid UTF-8" in exc.value.problem
+    with pytest.raises(InputError) as want:
+        read_corpus(p, "tsv")
+    assert str(want.value) == str(exc.value)
     p = tmp_path / "utf8.txt"
     p.write_bytes(b"".join(b"line %d\n" % i for i in range(10)) + b"bad \xff byte\n")
     with pytest.raises(InputError) as exc:

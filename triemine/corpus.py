@@ -212,7 +212,10 @@ def _validate(path: str, format: str):
                     continue
                 try:
                     ids, _, empty = _parse_lines(lines, "tsv", path, a + 1)
-                except InputError as exc:  # a duplicate id before this line is reported first
+                except InputError as exc:  # read_corpus's order: bad UTF-8 anywhere first,
+                    for c in range(b, n, CHUNK_LINES):  # then a duplicate id before this line
+                        e = min(c + CHUNK_LINES, n)
+                        _split_lines_at(bytes(buf[int(offsets[c]):int(offsets[e])]), path, c + 1)
                     ok = _parse_lines(lines[:exc.line - a - 1], "tsv", path, a + 1)[0]
                     _duplicates(buf, offsets, np.concatenate(hashes + [_hashes(ok)]), path)
                     raise
