@@ -599,6 +599,10 @@ def test_ivf_knn_sharded_is_the_same_on_any_pool_finds_the_neighbours_and_rebuil
                           InlinePool(), **args)
     assert (rev[1] == 5999 - idx).mean() > 0.95  # rows of the reversed database
 
+    from triemine.distributed.jobs import ivf_nprobe
+    from triemine.embedding.ivf import n_lists
+    assert ivf_nprobe(1_000_000) == 500 and n_lists(1_000_000) == 4000  # an eighth
+    assert ivf_nprobe(48) == n_lists(48) == 27  # a small index: every list
     assert knn_method(8624, 1_000_000) == "exact"  # the haystack: about 9 x 10^9 pairs
     assert knn_method(1_000_000, 1_000_000) == "ivf"
     assert knn_method(10**9, 1000) == "exact"  # a small database: nothing to cluster
