@@ -109,16 +109,44 @@ def test_store_resumes_only_with_the_same_key_and_reports_failed_shards(tmp_path
         def warm(self, task):
             pass
 
-        def submit(self, shard_id, task):
+        def next_result(self):
+            shard_id, _ = self._queue.popleft()
             if shard_id == 2:
-                self._done.append((shard_id, False, "RuntimeError: boom"))
-            else:
-                self._done.append((shard_id, True, (f"{shard_id}\n".encode(), {})))
+                return shard_id, False, "RuntimeError: boom"
+            return shard_id, True, (f"{shard_id}\n".encode(), {})
     with pytest.raises(ShardFailures) as exc:
         execute(fresh, Task, Failing(max_attempts=3))
     assert exc.value.failures == {2: "RuntimeError: boom"}
     assert "shard 2 (items 6-9) failed 3 time(s): RuntimeError: boom" in str(exc.value)
     assert sorted(int(k) for k in fresh.done) == [0, 1, 3]
+
+
+def test_in_process_shards_are_recorded_one_by_one(tmp_path):
+    """Without workers each shard is computed when the driver asks for its result, so every
+    earlier shard is on disk and in the manifest before the next one runs (one payload in
+    memory; a killed run keeps them)."""
+    from triemine.distributed.local import InlinePool
+
+    plan = plan_shards(range(12), 12, 3)
+    store = ShardStore(tmp_path / "s", {"a": 1}, plan, ext="txt")
+    seen = []
+
+    class Worker:
+        def warm(self, task):
+            pass
+
+        def run(self, task):
+            seen.append((task.shard, sorted(int(k) for k in store.done)))
+            return f"{task.shard}\n".encode(), {}
+
+    class Task:
+        def __init__(self, shard):
+            self.shard = shard.id
+
+    pool = InlinePool()
+    pool._worker = Worker()
+    assert execute(store, Task, pool) == [0, 1, 2, 3]
+    assert seen == [(0, []), (1, [0]), (2, [0, 1]), (3, [0, 1, 2])]
 
 
 def test_a_full_disk_while_writing_a_shard_names_the_file_keeps_the_rest_and_resumes(
@@ -142,8 +170,9 @@ def test_a_full_disk_while_writing_a_shard_names_the_file_keeps_the_rest_and_res
         def warm(self, task):
             pass
 
-        def submit(self, shard_id, task):
-            self._done.append((shard_id, True, (f"{shard_id}\n".encode() * 1000, {})))
+        def next_result(self):
+            shard_id, _ = self._queue.popleft()
+            return shard_id, True, (f"{shard_id}\n".encode() * 1000, {})
 
     real_fsync, calls = os.fsync, []
 

@@ -65,12 +65,16 @@ def _child_main(conn, threads: Optional[int], parent: int) -> None:
 
 
 class InlinePool:
-    """Runs each task in the calling process (no parallelism; same code path as the workers)."""
+    """Runs each task in the calling process (no parallelism; same code path as the workers).
+
+    A task runs when its result is asked for (:meth:`next_result`), not when it is submitted, so
+    the driver records each shard before the next one runs: one shard's payload in memory at a
+    time, and a killed run keeps every shard finished before it."""
 
     def __init__(self, max_attempts: int = 3):
         self.max_attempts = max_attempts
         self._worker = None
-        self._done: Deque[Tuple[int, bool, object]] = collections.deque()
+        self._queue: Deque[Tuple[int, object]] = collections.deque()
 
     def __enter__(self):
         return self
@@ -82,17 +86,18 @@ class InlinePool:
         return 1
 
     def submit(self, shard_id: int, task) -> None:
+        self._queue.append((shard_id, task))
+
+    def next_result(self):
         from triemine.distributed.worker import ShardWorker
 
+        shard_id, task = self._queue.popleft()
         if self._worker is None:
             self._worker = ShardWorker()
         try:
-            self._done.append((shard_id, True, self._worker.run(task)))
+            return shard_id, True, self._worker.run(task)
         except Exception as exc:  # noqa: BLE001
-            self._done.append((shard_id, False, _describe(exc)))
-
-    def next_result(self):
-        return self._done.popleft()
+            return shard_id, False, _describe(exc)
 
     def warm(self, task) -> None:
         from triemine.distributed.worker import ShardWorker
