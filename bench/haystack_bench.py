@@ -181,6 +181,69 @@ def ivf_check(work_tsv: Path, k: int = 4, nprobe: Optional[int] = None) -> dict:
             "exact_lists_read_s": round(reuse_s, 1), "threads": 1}
 
 
+def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4) -> dict:
+    """Each sharded stage of the full mode at its full shard size, in this process and on 2
+    worker processes (one pool held across the stages, as the job holds it): ``shards`` shards
+    of each (embedding: 8,192 target lines each; kNN: the sources against 131,072-row cells of
+    the million targets' embeddings; exact scores and priors: chunks of 2,000 of the run's
+    candidates and candidate targets), the seconds of each and whether the bytes agree."""
+    from triemine.decoding.model_dir import load_model_dir
+    from triemine.distributed import make_pool
+    from triemine.distributed.jobs import (EMBED_SHARD_LINES, KNN_SHARD_ROWS, embed_sharded,
+                                           forced_scores_sharded, knn_sharded)
+    from triemine.distributed.local import InlinePool
+    from triemine.tsv import read_mined
+
+    work = Path(str(work_tsv) + ".work")
+    base = work_tsv.parent / "zh-en.haystack"
+    src_path, tgt_path = Path(f"{base}.zh"), Path(f"{base}.en")
+    rows = read_mined(work_tsv)
+    src_ids = [ln.split("\t", 1)[0] for ln in src_path.read_text(encoding="utf-8").splitlines()]
+    tgt_ids = {}
+    with open(tgt_path, encoding="utf-8") as f:
+        for i, ln in enumerate(f):
+            tgt_ids[ln.split("\t", 1)[0]] = i
+    s_of = {x: i for i, x in enumerate(src_ids)}
+    n = 2000 * shards
+    s_idx = np.array([s_of[x] for x in rows.src_ids[:n]], dtype=np.int64)
+    t_idx = np.array([tgt_ids[x] for x in rows.tgt_ids[:n]], dtype=np.int64)
+    priors_t = np.unique(np.array([tgt_ids[x] for x in rows.tgt_ids], dtype=np.int64))[:n]
+    # the kNN: the sources against the first `shards` cells of the targets
+    db = work / "speedups.db.npy"
+    if not db.is_file():
+        np.save(db, np.load(work / "emb.use.tgt.npy", mmap_mode="r")[:KNN_SHARD_ROWS * shards])
+    model = load_model_dir(model_dir)
+    out: dict = {"seconds_1": {}, "seconds_2": {}, "identical": {}}
+    results = {}
+    for label, pool in (("1", InlinePool()), ("2", make_pool(2))):
+        d = work / f"speedups.{label}"
+        d.mkdir(exist_ok=True)
+        steps = {
+            "embed": lambda: embed_sharded("use", tgt_path, EMBED_SHARD_LINES * shards,
+                                           d / "emb.npy", pool, resume=False),
+            "knn": lambda: knn_sharded(work / "emb.use.src.npy", db, 4, d, pool, name="knn",
+                                       resume=False, index="exact"),
+            "scoring": lambda: forced_scores_sharded(model, s_idx, t_idx, src_path, tgt_path, d,
+                                                     pool, name="scores", chunk=2000,
+                                                     resume=False)[:2],
+            "priors": lambda: forced_scores_sharded(model, np.full(len(priors_t), -1), priors_t,
+                                                    src_path, tgt_path, d, pool, name="priors",
+                                                    chunk=2000, resume=False)[:2]}
+        with pool:
+            for stage, fn in steps.items():
+                t0 = time.perf_counter()
+                res = fn()
+                out[f"seconds_{label}"][stage] = round(time.perf_counter() - t0, 1)
+                res = res if isinstance(res, tuple) else (res,)
+                results[(label, stage)] = b"".join(np.ascontiguousarray(r).tobytes() for r in res)
+    for stage in out["seconds_1"]:
+        out["identical"][stage] = results[("1", stage)] == results[("2", stage)]
+    out["stage_speedup_2_workers"] = {st: round(out["seconds_1"][st] / out["seconds_2"][st], 3)
+                                      for st in out["seconds_1"]}
+    out.update(shards_per_stage=shards, threads_per_process=1)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="200 sources, 50,000 targets")
@@ -190,12 +253,21 @@ def main(argv=None) -> int:
     ap.add_argument("--ivf-from", default=None, metavar="TSV",
                     help="only the IVF check on an earlier run's output (its .work directory)")
     ap.add_argument("--nprobe", type=int, default=None, help="IVF lists probed (the job's)")
+    ap.add_argument("--stage-speedups", default=None, metavar="TSV",
+                    help="only each stage at full shard size, one process against 2 workers, on "
+                         "an earlier full-mode run's output (4 shards a stage)")
     ap.add_argument("--runs", default="single,workers2",
                     help="which runs: single (one process), workers2 (--workers 2) or both; a run "
                          "not asked for whose TSV and summary an earlier invocation left in --work "
                          "is compared with (listed in runs_from_an_earlier_invocation); with one "
                          "run the speed-ups and the identity check are not measured")
     args = ap.parse_args(argv)
+    if args.stage_speedups:
+        res = stage_speedups(Path(args.stage_speedups), shared_model_dir(args.model,
+                                                                        "haystack_bench"))
+        print(json.dumps({"bench": "haystack_bench", "mode": "stage speed-ups at full shard size",
+                          "machine": machine(), "date": time.strftime("%Y-%m-%d"), **res}))
+        return 0
     if args.ivf_from:
         print(json.dumps({"bench": "haystack_bench", "ivf": ivf_check(Path(args.ivf_from),
                                                                        nprobe=args.nprobe)}))
