@@ -17,7 +17,7 @@ Four measurements (issue 9), each a count that must be 0 (or true):
    mining job (``--config mt-only``: translations, retrieval, exact scores, priors).
 4. **Concurrent runs**: two ``trie-mine`` processes start at once on the same target and the same
    (empty) trie cache: both must succeed, leave one cached trie, and write identical outputs.
-5. **Faults of the sharded default job** (issue 23, full mode only: about 6 min): a Ray worker
+5. **Faults of the sharded default job** (issue 23, full mode only: about 80 s): a Ray worker
    killed holding a shard, the driver killed between stages, a full disk while writing (a
    1 MiB tmpfs, root only), line indexes and kNN indexes truncated or from another corpus, the
    merged embeddings truncated (:func:`bench_faults`): ``faults_handled`` of ``faults_measured``.
@@ -474,7 +474,7 @@ def main(argv=None) -> int:
                          ("concurrent", lambda: bench_concurrent(model_dir, work,
                                                                  500 if args.quick else 5000)),
                          ("faults", lambda: bench_faults(model_dir, work)
-                          if not args.quick else {"faults": "not run in --quick (about 6 min)"})):
+                          if not args.quick else {"faults": "not run in --quick (about 80 s)"})):
             if args.only and name not in args.only.split(","):
                 report[name] = "not run (--only)"
                 continue
