@@ -156,19 +156,20 @@ def ivf_check(work_tsv: Path, k: int = 4, nprobe: Optional[int] = None) -> dict:
     """The approximate index on this run's embeddings: an IVF index over the targets built and
     searched for every source as ``--knn-index ivf`` would (in this process), its recall@k
     against the job's exact forward lists, and the seconds of each step."""
-    from triemine.distributed.jobs import IVF_NPROBE, ivf_index, knn_sharded
+    from triemine.distributed.jobs import ivf_index, ivf_nprobe, knn_sharded
     from triemine.distributed.local import InlinePool
     from triemine.embedding.ivf import n_lists
 
     work = Path(str(work_tsv) + ".work")
     src, tgt = work / "emb.use.src.npy", work / "emb.use.tgt.npy"
     check = work / "ivf-check"
+    nprobe = nprobe or ivf_nprobe(int(np.load(tgt, mmap_mode="r").shape[0]))
     t0 = time.perf_counter()
     ivf_index(tgt, check, InlinePool(), name="fwd")
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     _, idx = knn_sharded(src, tgt, k, check, InlinePool(), name="fwd", index="ivf",
-                         nprobe=nprobe or IVF_NPROBE)
+                         nprobe=nprobe)
     search_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     _, exact = knn_sharded(src, tgt, k, work, InlinePool(), name="knn.use.fwd", index="exact")
@@ -176,7 +177,7 @@ def ivf_check(work_tsv: Path, k: int = 4, nprobe: Optional[int] = None) -> dict:
     hits = sum(len(set(a) & set(b)) for a, b in zip(idx.tolist(), exact.tolist()))
     return {"database": int(np.load(tgt, mmap_mode="r").shape[0]), "queries": len(idx),
             "nlist": n_lists(int(np.load(tgt, mmap_mode="r").shape[0])),
-            "nprobe": nprobe or IVF_NPROBE, f"recall_at_{k}": round(hits / max(1, exact.size), 4),
+            "nprobe": nprobe, f"recall_at_{k}": round(hits / max(1, exact.size), 4),
             "build_s": round(build_s, 1), "search_s": round(search_s, 1),
             "exact_lists_read_s": round(reuse_s, 1), "threads": 1}
 
