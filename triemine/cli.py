@@ -73,7 +73,7 @@ def _mine_parser() -> argparse.ArgumentParser:
     """trie-mine's arguments (:class:`triemine.api.MineOptions` has one field per option)."""
     from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, PAPER_BEAM
     from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
-    from triemine.mining.run import CONFIG_NAMES, CONFIGS, GENERATORS
+    from triemine.mining.run import CONFIG_NAMES, CONFIGS, GENERATORS, KNN_INDEXES
 
     defaults = CONFIGS["combined"]
     parser = argparse.ArgumentParser(
@@ -109,7 +109,7 @@ def _mine_parser() -> argparse.ArgumentParser:
                              "columns (the mining job always has them)")
     parser.add_argument("--encoder", default=None,
                         help=f"sentence encoder of the knn generator (default {defaults.encoder})")
-    parser.add_argument("--knn-index", choices=("auto", "exact", "ivf"), default=None,
+    parser.add_argument("--knn-index", choices=KNN_INDEXES, default=None,
                         help="knn: exact search, an IVF index, or auto (default: IVF above "
                              "2^34 query x database pairs and 65,536 rows, docs/scale.md)")
     parser.add_argument("--min-margin", type=_finite, default=None,

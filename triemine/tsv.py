@@ -30,8 +30,8 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.textfile import decode_utf8, read_bytes, read_json
 from triemine.outfile import atomic_write
+from triemine.textfile import decode_utf8, read_bytes, read_json
 
 REQUIRED_COLUMNS = ("src_id", "tgt_id", "score", "ce_word", "ce_token", "src", "tgt")
 TEXT_COLUMNS = ("src_id", "tgt_id", "src", "tgt")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import os
 from pathlib import Path
 from typing import Optional, Sequence
@@ -18,8 +19,9 @@ import numpy as np
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards
 from triemine.distributed.worker import EmbedShardTask, KnnShardTask, ModelSpec, ScoreShardTask
-from triemine.outfile import atomic_write, npy_bytes
+from triemine.embedding.knn import KNN_INDEXES
 from triemine.mining.features import exact_scores, score_chunk
+from triemine.outfile import atomic_write, npy_bytes
 from triemine.paths import file_sha256
 
 SHARDS_SUFFIX = ".shards"
@@ -168,8 +170,8 @@ def _merge_rows(store: ShardStore, n_rows: int, dim: int, out_path: Path) -> Non
     np.lib.format.write_array_header_1_0(header, {
         "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
         "shape": (n_rows, first.shape[1] if first.ndim == 2 else dim)})
-    atomic_write(out_path, (b.tobytes() if isinstance(b, np.ndarray) else b
-                            for b in (header.getvalue(), first, *parts)), "embeddings")
+    atomic_write(out_path, itertools.chain([header.getvalue(), first.tobytes()],
+                                           (part.tobytes() for part in parts)), "embeddings")
 
 
 # rows per kNN shard, each way: a task is up to this many queries against up to this many
@@ -181,12 +183,12 @@ KNN_SHARD_ROWS = 131072
 # above, an IVF index (triemine.embedding.ivf), when the database has at least IVF_MIN_ROWS rows
 KNN_EXACT_PAIRS = 2 ** 34
 IVF_MIN_ROWS = 65536
-# lists probed per query; None: an eighth of the lists, at least 64 (ivf_nprobe).  Measured on the haystack
-# (8,624 Chinese sources against 1,000,000 English targets, 4,000 lists, bench/haystack_bench.py
-# --ivf-from): recall@4 against the exact search 0.856 probing 64 lists, 0.949 probing 256,
-# 0.975 probing 512; the gold target in the top 4 for 98.4 %, 99.2 % and 99.2 % of the gold
-# sources (99.2 % exact).  Cross-lingual queries sit away from the English rows' centroids, so
-# they need many probes.
+# lists probed per query; None: an eighth of the lists, at least 64 (ivf_nprobe).  Measured on
+# the haystack (8,624 Chinese sources against 1,000,000 English targets, 4,000 lists,
+# bench/haystack_bench.py --ivf-from): recall@4 against the exact search 0.856 probing 64
+# lists, 0.949 probing 256, 0.975 probing 512; the gold target in the top 4 for 98.4 %, 99.2 %
+# and 99.2 % of the gold sources (99.2 % exact).  Cross-lingual queries sit away from the
+# English rows' centroids, so they need many probes.
 IVF_NPROBE = None
 IVF_PROBE_FRACTION = 8
 
@@ -202,8 +204,8 @@ def ivf_nprobe(n_database: int) -> int:
 
 def knn_method(n_queries: int, n_database: int, index: str = "auto") -> str:
     """``exact`` or ``ivf`` for a search of ``n_queries`` against ``n_database`` rows."""
-    if index not in ("auto", "exact", "ivf"):
-        raise ValueError(f"kNN index must be auto, exact or ivf, not {index!r}")
+    if index not in KNN_INDEXES:
+        raise ValueError(f"kNN index must be one of {', '.join(KNN_INDEXES)}, not {index!r}")
     if index != "auto":
         return index
     big = n_queries * n_database > KNN_EXACT_PAIRS and n_database >= IVF_MIN_ROWS
@@ -223,8 +225,8 @@ def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path,
     similarity, ties to the lower row, as one exhaustive search ranks them.  ``ivf``: the
     database in an IVF index (``work_dir/<name>.ivf/``, built once: quantiser trained on a seeded
     sample, rows assigned to lists by an exact grid search against the centroids), searched in
-    shards of ``rows`` queries probing ``nprobe`` lists each (None: :func:`ivf_nprobe`).  Either way the plan depends on the
-    data alone, so any number of workers gives the same bits."""
+    shards of ``rows`` queries probing ``nprobe`` lists each (None: :func:`ivf_nprobe`).  Either
+    way the plan depends on the data alone, so any number of workers gives the same bits."""
     n_q = np.load(queries_path, mmap_mode="r").shape[0]
     n_d = np.load(database_path, mmap_mode="r").shape[0]
     if knn_method(n_q, n_d, index) == "ivf" and n_d:

@@ -14,6 +14,7 @@ a manifest entry (driver killed between the two writes) is simply redone.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import time
@@ -158,8 +159,8 @@ class ShardStore:
         missing = [s.id for s in self.shards if not self.is_done(s.id)]
         if missing:
             raise RuntimeError(f"cannot merge: shard(s) {missing} not done")
-        atomic_write(Path(out_path), (head, *(self.path(s.id).read_bytes() for s in self.shards)),
-                     "merged output")
+        atomic_write(Path(out_path), itertools.chain(
+            [head], (self.path(s.id).read_bytes() for s in self.shards)), "merged output")
         return len(head) + sum(self.done[str(s.id)]["bytes"] for s in self.shards)
 
 

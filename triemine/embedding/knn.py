@@ -19,6 +19,9 @@ from typing import Optional
 
 import numpy as np
 
+# the kNN searches a job may ask for (triemine.distributed.jobs.knn_method: auto picks by size)
+KNN_INDEXES = ("auto", "exact", "ivf")
+
 
 def _as_f32(a: np.ndarray, name: str) -> np.ndarray:
     a = np.ascontiguousarray(a, dtype=np.float32)

@@ -72,8 +72,8 @@ def _chunked(work_dir: Optional[Path], name: str, n: int, chunk: int, compute):
 
 def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Sequence[str],
                   tgt_texts: Sequence[str], *, work_dir: Optional[Path] = None,
-                  name: str = "scores", chunk: Optional[int] = None, progress: bool = False, desc: str = "exact scores",
-                  precision: str = "fp32") -> Tuple[np.ndarray, np.ndarray]:
+                  name: str = "scores", chunk: Optional[int] = None, progress: bool = False,
+                  desc: str = "exact scores", precision: str = "fp32") -> Tuple[np.ndarray, np.ndarray]:
     """``(score, n_tokens)``: log P(y|x) of every pair ``(src_texts[src_idx[i]],
     tgt_texts[tgt_idx[i]])`` by teacher forcing (EOS included), and the target's token count.
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from triemine.decoding import lengths
 from triemine.decoding.batching import SORT_WINDOW
+from triemine.embedding.knn import KNN_INDEXES
 from triemine.errors import InputError
 from triemine.filtering.selection import PAPER
 from triemine.mining.candidates import CandidateSet
@@ -39,7 +40,6 @@ from triemine.outfile import atomic_write
 logger = logging.getLogger(__name__)
 
 GENERATORS = tuple(REGISTRY)
-KNN_INDEXES = ("auto", "exact", "ivf")
 # PipelineConfig fields that only the trie search reads (left out of a job's resume key without it)
 TRIE_KNOBS = ("mode", "beam", "prior_weight", "trie_nbest", "batch_size", "sort_window")
 
