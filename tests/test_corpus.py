@@ -42,24 +42,50 @@ def test_auto_falls_back_to_plain(tmp_path):
     assert c.format == "plain" and c.texts == ["x\ty"] and c.ids == ["1"]
 
 
-@pytest.mark.parametrize("data,line,problem", [
-    (b"a\tone\nb\ttwo\nno tab\n", 3, "no tab"),
-    (b"a\tone\na\ttwo\n", 2, "duplicate id 'a' (first on line 1)"),
-    (b"a\tone\nb c\ttwo\n", 2, "bad id"),
+@pytest.mark.parametrize("data,fmt,line,problem", [
+    (b"a\tone\nb\ttwo\nno tab\nc\tthree\n", "tsv", 3, "no tab"),
+    (b"a\tone\nb\ttwo\nno tab\nc\tthree\n", "auto", 3, "no tab"),  # one stray line: still TSV
+    (b"a\tone\na\ttwo\nb\tthree\n", "auto", 2, "duplicate id 'a' (first on line 1)"),
+    (b"a\tone\nb c\ttwo\nd\tfour\n", "tsv", 2, "bad id 'b c'"),
+    (b"a\tone\nb\tbad \xff\xfe here\nc\tthree\n", "auto", 2, "invalid UTF-8 at byte 6"),
+    (b"ok\nbad \xff\xfe here\nstill ok\n", "auto", 2, "invalid UTF-8 at byte 4"),
 ])
-def test_tsv_errors_name_file_and_line(tmp_path, data, line, problem):
+def test_a_bad_line_is_skipped_in_place_and_counted(tmp_path, data, fmt, line, problem):
     p = write(tmp_path, "e.tsv", data)
+    c = read_corpus(p, format=fmt)
+    n = data.count(b"\n")
+    assert len(c) == n and c.texts[line - 1] == "" and line in c.empty_lines
+    assert list(c.skipped_lines) == [line] and c.problems[0][0] == line
+    assert problem in c.problems[0][1]
+    good = [i for i in range(n) if i != line - 1]
+    assert c.non_empty == good and all(c.texts[i] for i in good)
+    if c.format == "tsv":
+        assert c.ids[line - 1] == "" and all(c.ids[i] for i in good)
+    assert c.skipped_report().startswith(f"{p}: skipped 1 bad line (")
+    assert f"line {line}: {problem}" in c.skipped_report()
+
+
+def test_a_corpus_with_more_bad_lines_than_good_is_refused(tmp_path):
+    p = write(tmp_path, "plain.txt", b"one sentence\nanother one\nx\ty\n")
     with pytest.raises(InputError) as info:
         read_corpus(p, format="tsv")
-    assert info.value.line == line and problem in info.value.problem
-    assert str(info.value).startswith(f"{p}:{line}: ")
-
-
-def test_invalid_utf8_names_the_line(tmp_path):
-    p = write(tmp_path, "f.txt", b"ok\nstill ok\nbad \xff\xfe here\n")
+    assert info.value.line == 1 and "no tab" in info.value.problem
+    assert "2 of 3 non-blank lines are bad, so this is not a TSV corpus" in info.value.problem
+    p = write(tmp_path, "latin1.txt", "café\nthé\nok\n".encode("latin-1"))
     with pytest.raises(InputError) as info:
         read_corpus(p)
-    assert info.value.line == 3 and "invalid UTF-8 at byte 4" in info.value.problem
+    assert info.value.line == 1 and "not a UTF-8 corpus" in info.value.problem
+    assert str(info.value).startswith(f"{p}:1: invalid UTF-8")
+    c = read_corpus(write(tmp_path, "half.tsv", b"a\tone\nno tab\n"), format="tsv")
+    assert list(c.skipped_lines) == [2]  # as many bad as good: skipped, not refused
+
+
+def test_many_bad_lines_report_the_first_ones(tmp_path):
+    rows = [f"s{i}\tsentence {i}" if i % 3 else f"no tab {i}" for i in range(60)]
+    c = read_corpus(write(tmp_path, "m.tsv", ("\n".join(rows) + "\n").encode()))
+    assert c.format == "tsv" and list(c.skipped_lines) == list(range(1, 61, 3))
+    assert [i for i, _ in c.problems] == list(range(1, 31, 3))  # the first ten
+    assert "skipped 20 bad lines" in c.skipped_report() and c.skipped_report().endswith("; ...")
 
 
 def test_missing_file_and_bad_format(tmp_path):

@@ -266,6 +266,42 @@ def test_overlong_lines_give_the_same_output_with_workers(tiny_model_dir, long_c
     assert one.read_bytes() == three.read_bytes()
 
 
+def test_bad_lines_are_skipped_counted_and_named_not_the_end_of_the_run(
+        tiny_model_dir, tmp_path, capsys, caplog, monkeypatch):
+    """A line that is not UTF-8 in the sources and a TSV line without a tab among the targets:
+    each is skipped in place, counted (summary and .meta.json, ``skipped_bad``) and named in a
+    warning; every other pair is mined, the same with two workers."""
+    from triemine.mining.combine import Combination
+
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+    pairs = PAIRS[:12]
+    src, tgt = tmp_path / "src.tsv", tmp_path / "tgt.tsv"
+    src_lines = [f"s{i}\t{s}".encode() for i, (s, _) in enumerate(pairs)]
+    src_lines[5] = b"s5\t" + pairs[5][0].encode()[:3] + b"\xff"
+    src.write_bytes(b"\n".join(src_lines) + b"\n")
+    tgt_lines = [f"t{i}\t{t}" for i, (_, t) in enumerate(pairs)]
+    tgt_lines[7] = "a stray line without a tab"
+    tgt.write_text("\n".join(tgt_lines) + "\n", encoding="utf-8")
+    comb = tmp_path / "comb.json"
+    Combination("test", ["cipher_margin", "ce_token"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0],
+                "test").save(comb)
+    one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
+    assert mine_main(_job(tiny_model_dir, src, tgt, str(comb), "-o", str(one))) == 0, \
+        capsys.readouterr().err
+    summary = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert summary["skipped_bad"] == {"source": 1, "target": 1}
+    assert f"{src}: skipped 1 bad line" in caplog.text and "line 6: invalid UTF-8" in caplog.text
+    assert f"{tgt}: skipped 1 bad line" in caplog.text and "line 8: no tab" in caplog.text
+    m = read_mined(one)
+    assert m.meta["skipped_bad"] == {"source": 1, "target": 1}
+    assert "s5" not in m.src_ids and "" not in m.tgt_ids and "" not in m.src_ids
+    assert {f"s{i}" for i in range(12) if i != 5} <= set(m.src_ids)  # nothing else lost
+    assert {f"t{i}" for i in range(12) if i != 7} <= set(m.tgt_ids)
+    assert mine_main(_job(tiny_model_dir, src, tgt, str(comb), "-o", str(two),
+                          "--workers", "2")) == 0, capsys.readouterr().err
+    assert one.read_bytes() == two.read_bytes()
+
+
 @pytest.mark.shared_model
 def test_a_2403_token_line_in_the_default_configuration_is_skipped(tmp_path, capsys, monkeypatch):
     """The report of issue 20: the default job ended in a traceback on a web-corpus line longer

@@ -14,8 +14,10 @@ from triemine.corpus import open_corpus, read_corpus
 from triemine.errors import InputError
 
 # lines built from pieces that exercise every rule: tabs, ids with spaces, blank and
-# whitespace-only lines, \r line ends, non-ASCII text, duplicate ids
-PIECES = st.sampled_from(["a", "b", "x1", "x 2", "\t", " ", "\r", "中文", "é", "", "\t\t", "id"])
+# whitespace-only lines, \r line ends, non-ASCII text, duplicate ids, bytes that are not UTF-8
+# ("#", written as 0xff)
+PIECES = st.sampled_from(["a", "b", "x1", "x 2", "\t", " ", "\r", "中文", "é", "", "\t\t", "id",
+                          "#"])
 TEXT = st.lists(PIECES, max_size=5).map("".join)
 # TSV-looking lines (an id, a tab, a text) most of the time, so that whole files are valid TSV
 TSV_LINE = st.tuples(st.sampled_from(["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "x y"]),
@@ -36,6 +38,7 @@ def _same(path, fmt, cache):
     assert list(got.ids) == want.ids
     assert list(got.texts) == want.texts
     assert got.empty_lines == want.empty_lines
+    assert list(got.skipped_lines) == want.skipped_lines and got.problems == want.problems
     assert len(got) == len(want)
     n = len(want)
     for i in range(n):
@@ -59,38 +62,32 @@ def test_open_corpus_reads_what_read_corpus_reads(tmp_path_factory, monkeypatch,
     d = tmp_path_factory.mktemp("li")
     text = "\n".join(lines) + ("\n" if final_newline and lines else "")
     path = d / "c.txt"
-    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8").replace(b"#", b"\xff"))
     _same(path, fmt, d / "cache")
     _same(path, fmt, d / "cache")  # the second time from the index file
 
 
-def test_errors_name_the_same_line_across_chunks(tmp_path, monkeypatch):
+def test_bad_lines_are_skipped_at_the_same_lines_across_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr(corpus_mod, "CHUNK_LINES", 4)
-    rows = [f"s{i}\tsentence {i}" for i in range(20)]
-    for bad, problem in ((dict(r=13, v="s2\tagain"), "duplicate id 's2' (first on line 3)"),
-                         (dict(r=9, v="no tab here"), "no tab")):
-        data = list(rows)
-        data[bad["r"]] = bad["v"]
-        p = tmp_path / f"bad{bad['r']}.tsv"
-        p.write_text("\n".join(data) + "\n", encoding="utf-8")
-        with pytest.raises(InputError) as exc:
-            open_corpus(p, "tsv", cache=tmp_path / "cache")
-        assert exc.value.line == bad["r"] + 1 and problem in exc.value.problem
-        assert exc.value.path == str(p)
-    p = tmp_path / "late-utf8.tsv"  # bad UTF-8 late in the file wins over an early bad line
-    p.write_bytes(b"s1\tx\nno tab\n" + b"".join(b"s%d\ty\n" % i for i in range(2, 20)) +
-                  b"s20\tbad \xff\n")
-    with pytest.raises(InputError) as exc:
-        open_corpus(p, "tsv", cache=tmp_path / "cache")
-    assert exc.value.line == 21 and "invalid UTF-8" in exc.value.problem
-    with pytest.raises(InputError) as want:
-        read_corpus(p, "tsv")
-    assert str(want.value) == str(exc.value)
-    p = tmp_path / "utf8.txt"
-    p.write_bytes(b"".join(b"line %d\n" % i for i in range(10)) + b"bad \xff byte\n")
+    rows = [f"s{i}\tsentence {i}".encode() for i in range(20)]
+    rows[13] = b"s2\tagain"        # a duplicate of line 3, in another chunk
+    rows[9] = b"no tab here"
+    rows[17] = b"s17\tbad \xff byte"
+    p = tmp_path / "bad.tsv"
+    p.write_bytes(b"\n".join(rows) + b"\n")
+    for fmt in ("tsv", "auto"):
+        got = _same(p, fmt, tmp_path / "cache")
+        assert list(got.skipped_lines) == [10, 14, 18]
+        assert [(i, why.split(" (")[0]) for i, why in got.problems] == [
+            (10, "no tab: TSV lines must be id<TAB>sentence"), (14, "duplicate id 's2'"),
+            (18, "invalid UTF-8 at byte 8 of the line")]
+        assert got.texts[13] == got.ids[13] == "" and got.texts[2] == "sentence 2"
+        assert got.texts[16:19] == ["sentence 16", "", "sentence 18"]
+    p = tmp_path / "latin1.txt"  # mostly not UTF-8: refused at its first bad line
+    p.write_bytes(b"".join(b"line %d \xe9\n" % i for i in range(10)) + b"fine\n")
     with pytest.raises(InputError) as exc:
         open_corpus(p, cache=tmp_path / "cache")
-    assert exc.value.line == 11 and "invalid UTF-8" in exc.value.problem
+    assert exc.value.line == 1 and "not a UTF-8 corpus" in exc.value.problem
 
 
 def test_index_is_reused_then_rebuilt_when_truncated_foreign_or_stale(tmp_path):

@@ -338,10 +338,16 @@ def test_empty_source_and_unreadable_line(tiny_model_dir, corpora, tmp_path, cap
             "-o", str(tmp_path / "o.tsv"), "-q"]
     rc, err = _err(capsys, base + ["--source", str(empty)])
     assert rc == 2 and "empty.txt: empty source file" in err
-    bad = tmp_path / "bad.txt"
+    bad = tmp_path / "bad.txt"  # one bad line: skipped in place and counted, the rest mined
     bad.write_bytes("saa sab\nsac\n".encode() + b"sad \xff\xfe sae\n")
     rc, err = _err(capsys, base + ["--source", str(bad)])
-    assert rc == 2 and "bad.txt:3:" in err and "UTF-8" in err
+    assert rc == 0 and json.loads(err.strip().splitlines()[-1])["skipped_bad"] == {
+        "source": 1, "target": 0}
+    assert {r[0] for r in read_rows(tmp_path / "o.tsv")} <= {"1", "2"}
+    assert read_mined(tmp_path / "o.tsv").meta["skipped_bad"] == {"source": 1, "target": 0}
+    bad.write_bytes(b"saa sab\nsac \xff\nsad \xff\xfe sae\n")  # mostly bad: refused
+    rc, err = _err(capsys, base + ["--source", str(bad)])
+    assert rc == 2 and "bad.txt:2: invalid UTF-8" in err and "not a UTF-8 corpus" in err
 
 
 def test_over_long_source_is_skipped_with_warning(tiny_model, corpora, tmp_path):

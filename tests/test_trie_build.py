@@ -116,8 +116,11 @@ def test_piece_missing_from_dictionary(tiny, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("setup,where,problem", [
-    (lambda d, t: (t / "c.tsv").write_text("a\tHello.\na\tWorld.\n"), "c.tsv:2", "duplicate id"),
-    (lambda d, t: (t / "c.tsv").write_bytes(b"Hello.\nbad \xff\n"), "c.tsv:2", "invalid UTF-8"),
+    # more bad lines than good: refused at the first (one bad line is skipped: the next test)
+    (lambda d, t: (t / "c.tsv").write_text("a\tHello.\na\tWorld.\na\tAgain.\n"), "c.tsv:2",
+     "duplicate id"),
+    (lambda d, t: (t / "c.tsv").write_bytes(b"Hello.\nbad \xff\nbad \xfe\n"), "c.tsv:2",
+     "invalid UTF-8"),
     (lambda d, t: (t / "dict.txt").write_text("\u2581the 5\nbroken-line\n"), "dict.txt:2",
      "bad dictionary line"),
     (lambda d, t: (t / "sp.model").write_text("not a model"), "sp.model", "not a sentencepiece"),
@@ -133,6 +136,17 @@ def test_bad_inputs_are_reported_with_file_and_line(tiny, tmp_path, capsys, setu
     err = capsys.readouterr().err
     assert rc == 2 and f"{tmp_path / where}" in err and problem in err
     assert "Traceback" not in err
+
+
+def test_a_bad_line_is_skipped_reported_and_not_inserted(tiny, tmp_path, capsys):
+    d, lines, _, _ = tiny
+    (tmp_path / "c.tsv").write_bytes(b"a\tHello.\nb\tbad \xff byte\nc\tWorld.\n")
+    rc = trie_build_main(["--spm", str(d / "sp.model"), "--dict", str(d / "dict.txt"),
+                          str(tmp_path / "c.tsv"), "-o", str(tmp_path / "o.trie")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "bad lines skipped" in out and "line 2: invalid UTF-8 at byte 6" in out
+    trie = Trie.load(tmp_path / "o.trie")
+    assert sorted(int(x) for _, lids in trie for x in lids) == [0, 2]  # line ids 0 and 2 only
 
 
 def test_dictionary_too_large_for_uint16(tiny, tmp_path):

@@ -4,7 +4,11 @@ Every line keeps its 0-based position ``i``: that is the "line id" tries store, 
 ``corpus.ids[i]`` maps it back to the corpus id (the TSV id column, or the 1-based line number as
 a string for plain text). Empty lines (nothing but whitespace in the sentence; in TSV also a
 blank line, whose id is ``""``) stay in place with text ``""`` and are listed in ``empty_lines``
-(1-based line numbers); nothing is dropped or renumbered.
+(1-based line numbers); nothing is dropped or renumbered.  A bad line (not UTF-8; in TSV, no
+tab, an id with spaces or an id an earlier line has) is skipped the same way, kept in place as
+an empty line, and counted in ``skipped_lines`` with the first ones' problems in ``problems``:
+one bad line in 10^8 never ends a job.  A file with more bad lines than good ones is refused
+(:class:`InputError` at its first bad line): it is in another format or encoding.
 
 :func:`read_corpus` reads a file whole (small corpora, gold files, tests); :func:`open_corpus`
 gives the same :class:`Corpus` with ``ids`` and ``texts`` read through the file's line-offset index
@@ -14,16 +18,24 @@ errors.
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.textfile import decode_utf8, read_bytes
+from triemine.lineindex import BOM
+from triemine.textfile import read_bytes
 
 FORMATS = ("auto", "plain", "tsv")
+logger = logging.getLogger(__name__)
+
+
+# the skipped lines a warning names, with their problems; a corpus whose bad lines outnumber
+# its good ones is refused: it is in another format or encoding, not a corpus with a few bad lines
+SHOWN = 10
 
 
 @dataclass
@@ -32,7 +44,9 @@ class Corpus:
     format: str
     ids: Sequence[str]       # a list, or a view of the file (open_corpus)
     texts: Sequence[str]
-    empty_lines: List[int] = field(default_factory=list)
+    empty_lines: List[int] = field(default_factory=list)    # blank or skipped, 1-based
+    skipped_lines: Sequence[int] = field(default_factory=list)  # bad lines, 1-based
+    problems: List[Tuple[int, str]] = field(default_factory=list)  # the first SHOWN skipped
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -48,63 +62,96 @@ class Corpus:
         keep[np.asarray(self.empty_lines, dtype=np.int64) - 1] = False
         return np.flatnonzero(keep).tolist()
 
+    def skipped_report(self) -> str:
+        """One line for a warning: how many lines were skipped, the first ones and why; ``""``
+        when none were."""
+        n = len(self.skipped_lines)
+        if not n:
+            return ""
+        shown = "; ".join(f"line {i}: {why}" for i, why in self.problems)
+        return (f"{self.path}: skipped {n} bad line{'s' if n > 1 else ''} (kept in place as "
+                f"empty lines, never mined): {shown}{'; ...' if n > len(self.problems) else ''}")
 
-def _split_lines(data: bytes, path: str) -> List[str]:
-    lines = decode_utf8(data, path).split("\n")
+
+def _decode_lines(data: bytes, first: int = 1) -> Tuple[List[str], Dict[int, str]]:
+    """The lines of ``data`` (numbered from ``first``; a leading BOM dropped) and the problem of
+    each line that is not UTF-8 (its text ``""``)."""
+    if first == 1 and data.startswith(BOM):
+        data = data[len(BOM):]
+    bad: Dict[int, str] = {}
+    try:
+        lines = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        lines = []
+        for i, raw in enumerate(data.split(b"\n"), first):
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                lines.append("\n")  # no line holds a newline: the mark of a bad one
+                bad[i] = f"invalid UTF-8 at byte {exc.start} of the line ({exc.reason})"
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line, it does not start a new one
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    if bad:
+        lines = ["" if ln == "\n" else ln for ln in lines]
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines], bad
 
 
-def _looks_tsv(lines: List[str]) -> bool:
-    seen = False
+def _tsv_votes(lines: Sequence[str]) -> Tuple[int, int]:
+    """``(lines that look id<TAB>sentence, non-blank lines)``: ``auto`` reads a corpus as TSV
+    when more than half of its non-blank lines look so."""
+    looks = non_blank = 0
     for ln in lines:
         if not ln.strip():
             continue
+        non_blank += 1
         head, tab, _ = ln.partition("\t")
-        if not tab or not head or any(c.isspace() for c in head):
-            return False
-        seen = True
-    return seen
+        looks += bool(tab and head and not any(c.isspace() for c in head))
+    return looks, non_blank
 
 
-def _parse_lines(lines: Sequence[str], format: str, path: str, first: int = 1, seen=None):
-    """``(ids, texts, empty)`` of ``lines`` (line numbers from ``first``) read as ``format``;
-    ``seen`` (id -> line, a dict or None) catches duplicate TSV ids."""
+def _parse_lines(lines: Sequence[str], format: str, first: int = 1, seen=None,
+                 bad: Optional[Dict[int, str]] = None):
+    """``(ids, texts, empty, skipped)`` of ``lines`` (line numbers from ``first``) read as
+    ``format``: ``skipped`` lists ``(line, problem)`` of the bad lines (not UTF-8, ``bad``; in TSV
+    no tab, a bad id, or an id an earlier line has, when ``seen``, id -> line, is given), which
+    stay in place as empty lines (id ``""`` in TSV)."""
     ids: List[str] = []
     texts: List[str] = []
     empty: List[int] = []
-    if format == "plain":
-        for i, ln in enumerate(lines, first):
-            ids.append(str(i))
-            if ln.strip():
-                texts.append(ln)
-            else:
-                texts.append("")
-                empty.append(i)
-        return ids, texts, empty
+    skipped: List[Tuple[int, str]] = []
+    bad = bad or {}
     for i, ln in enumerate(lines, first):
-        if not ln.strip():  # a blank line: kept in place as an empty line without id
-            ids.append("")
-            texts.append("")
-            empty.append(i)
-            continue
-        head, tab, text = ln.partition("\t")
-        if not tab:
-            raise InputError("no tab: TSV lines must be id<TAB>sentence", path, i)
-        if not head.strip() or any(c.isspace() for c in head):
-            raise InputError(f"bad id {head!r} (empty or containing spaces)", path, i)
-        if seen is not None:
-            if head in seen:
-                raise InputError(f"duplicate id {head!r} (first on line {seen[head]})", path, i)
-            seen[head] = i
+        problem = bad.get(i)
+        head, text = str(i), ln
+        if format == "tsv" and problem is None and ln.strip():
+            head, tab, text = ln.partition("\t")
+            if not tab:
+                problem = "no tab: TSV lines must be id<TAB>sentence"
+            elif not head.strip() or any(c.isspace() for c in head):
+                problem = f"bad id {head!r} (empty or containing spaces)"
+            elif seen is not None and head in seen:
+                problem = f"duplicate id {head!r} (first on line {seen[head]})"
+            elif seen is not None:
+                seen[head] = i
+        elif format == "tsv":
+            head = ""  # a blank line: kept in place as an empty line without id
+        if problem is not None:
+            skipped.append((i, problem))
+            head, text = ("" if format == "tsv" else head), ""
         ids.append(head)
-        if text.strip():
-            texts.append(text)
-        else:
-            texts.append("")
+        texts.append(text if text.strip() else "")
+        if not text.strip():
             empty.append(i)
-    return ids, texts, empty
+    return ids, texts, empty, skipped
+
+
+def _refuse_mostly_bad(path: str, format: str, skipped: Sequence[Tuple[int, str]], n_skipped: int,
+                       n_good: int) -> None:
+    if n_skipped > n_good:
+        line, problem = skipped[0]
+        raise InputError(f"{problem}; {n_skipped} of {n_skipped + n_good} non-blank lines are bad, "
+                         f"so this is not a {'UTF-8' if format == 'plain' else format.upper()} "
+                         "corpus (check --format and the encoding)", path, line)
 
 
 def _check_format(format: str) -> None:
@@ -113,15 +160,20 @@ def _check_format(format: str) -> None:
 
 
 def read_corpus(path: os.PathLike | str, format: str = "auto") -> Corpus:
-    """Read ``path`` as ``plain`` or ``tsv`` (``auto``: TSV when every non-empty line has a tab
-    and a first field without spaces). Errors name the file and the 1-based line."""
+    """Read ``path`` as ``plain`` or ``tsv`` (``auto``: TSV when more than half of the non-blank
+    lines have a tab and a first field without spaces).  A bad line (not UTF-8; in TSV without a
+    tab, with a bad or repeated id) is skipped: kept in place as an empty line, listed in
+    ``skipped_lines`` and ``problems``; a corpus with more bad lines than good ones is an
+    :class:`InputError` naming the file and the first bad line."""
     _check_format(format)
     p = os.fspath(path)
-    lines = _split_lines(read_bytes(p, "corpus file"), p)
+    lines, bad = _decode_lines(read_bytes(p, "corpus file"))
     if format == "auto":
-        format = "tsv" if _looks_tsv(lines) else "plain"
-    ids, texts, empty = _parse_lines(lines, format, p, 1, {})
-    return Corpus(p, format, ids, texts, empty)
+        looks, non_blank = _tsv_votes(lines)
+        format = "tsv" if 2 * looks > non_blank else "plain"
+    ids, texts, empty, skipped = _parse_lines(lines, format, 1, {}, bad)
+    _refuse_mostly_bad(p, format, skipped, len(skipped), len(texts) - len(empty))
+    return Corpus(p, format, ids, texts, empty, [i for i, _ in skipped], skipped[:SHOWN])
 
 
 # lines per chunk of the index's validating pass
@@ -132,9 +184,11 @@ class _Lines(Sequence[str]):
     """A read-only view of a corpus's ids or texts through its line index: ``len``, ``[i]``,
     ``[a:b]`` (a list) and iteration decode only the lines asked for."""
 
-    def __init__(self, buf, offsets: np.ndarray, format: str, field: str, path: str = ""):
+    def __init__(self, buf, offsets: np.ndarray, format: str, field: str, path: str = "",
+                 skipped: Optional[np.ndarray] = None):
         self._buf, self._off, self._fmt, self._field = buf, offsets, format, field
         self._path = path
+        self._skipped = np.zeros(0, dtype=np.int64) if skipped is None else skipped  # sorted
 
     def __len__(self) -> int:
         return len(self._off) - 1
@@ -143,17 +197,19 @@ class _Lines(Sequence[str]):
         if b <= a:
             return []
         block = bytes(self._buf[int(self._off[a]):int(self._off[b])])
-        try:
-            lines = block.decode("utf-8").split("\n")
-        except UnicodeDecodeError:
-            lines = []
+        lines = block.decode("utf-8", errors="replace").split("\n")  # bad lines are skipped
         if lines and lines[-1] == "" and block.endswith(b"\n"):
             lines.pop()
         if len(lines) != b - a:  # the index was built from what the file held then
             raise InputError(f"the file changed while it was read (lines {a + 1}-{b} are not "
                              "where its line index says): rerun the job", self._path, a + 1)
         lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
-        return self._fields(lines, a)
+        out = self._fields(lines, a)
+        if self._field == "texts" or self._fmt == "tsv":
+            lo, hi = np.searchsorted(self._skipped, [a + 1, b + 1])
+            for line in self._skipped[lo:hi].tolist():
+                out[line - a - 1] = ""
+        return out
 
     def _fields(self, lines: List[str], a: int) -> List[str]:
         if self._fmt == "plain":
@@ -189,90 +245,77 @@ class _Lines(Sequence[str]):
 
 
 def _validate(path: str, format: str):
-    """The index builder of :func:`open_corpus`: one pass over the lines in chunks, the rules
-    of :func:`_parse_lines` (so the same errors at the same lines as :func:`read_corpus`), the
-    format ``auto`` decides, and the empty lines.  Duplicate TSV ids are found from 64-bit hashes
-    sorted once, then confirmed on the text: memory of 8 bytes a line, not a set of ids."""
+    """The index builder of :func:`open_corpus`: one pass over the lines in chunks, with the rules
+    of :func:`_parse_lines` (so the same format, empty and skipped lines, problems and errors as
+    :func:`read_corpus`).  Repeated TSV ids are found from 64-bit hashes sorted once, then
+    confirmed on the text: memory of 8 bytes a line, not a set of ids."""
 
     def build(buf, offsets) -> dict:
         n = len(offsets) - 1
-        view = {"plain": [], "tsv": []}
-        looks_tsv, any_line = True, False
-        hashes = []
+        formats = ("plain", "tsv") if format == "auto" else (format,)
+        views = {f: {"empty": [], "skipped": [], "problems": [], "ids": []} for f in formats}
+        looks = non_blank = 0
         for a in range(0, n, CHUNK_LINES):
             b = min(a + CHUNK_LINES, n)
-            block = bytes(buf[int(offsets[a]):int(offsets[b])])
-            lines = _split_lines_at(block, path, a + 1)
-            if format in ("auto", "plain"):
-                view["plain"] += _parse_lines(lines, "plain", path, a + 1)[2]
-            if format == "tsv" or (format == "auto" and looks_tsv):
-                non_blank = any(ln.strip() for ln in lines)  # _looks_tsv's rule, chunk by chunk
-                if format == "auto" and non_blank and not _looks_tsv(lines):
-                    looks_tsv = False
-                    continue
-                try:
-                    ids, _, empty = _parse_lines(lines, "tsv", path, a + 1)
-                except InputError as exc:  # read_corpus's order: bad UTF-8 anywhere first,
-                    for c in range(b, n, CHUNK_LINES):  # then a duplicate id before this line
-                        e = min(c + CHUNK_LINES, n)
-                        _split_lines_at(bytes(buf[int(offsets[c]):int(offsets[e])]), path, c + 1)
-                    ok = _parse_lines(lines[:exc.line - a - 1], "tsv", path, a + 1)[0]
-                    _duplicates(buf, offsets, np.concatenate(hashes + [_hashes(ok)]), path)
-                    raise
-                view["tsv"] += empty
-                hashes.append(_hashes(ids))
-                any_line = any_line or non_blank
-        fmt = format if format != "auto" else ("tsv" if looks_tsv and any_line else "plain")
-        if fmt == "tsv":
-            _duplicates(buf, offsets, np.concatenate(hashes) if hashes else np.zeros(0, np.int64),
-                        path)
-        return {"format": fmt, "empty_lines": view[fmt]}
+            lines, bad = _decode_lines(bytes(buf[int(offsets[a]):int(offsets[b])]), a + 1)
+            if format == "auto":
+                votes = _tsv_votes(lines)
+                looks, non_blank = looks + votes[0], non_blank + votes[1]
+            for f, view in views.items():
+                ids, _, empty, skipped = _parse_lines(lines, f, a + 1, None, bad)
+                view["empty"] += empty
+                view["skipped"] += [i for i, _ in skipped]
+                view["problems"] = (view["problems"] + skipped)[:SHOWN]
+                if f == "tsv":
+                    view["ids"].append(_hashes(ids, a))
+        fmt = format if format != "auto" else ("tsv" if 2 * looks > non_blank else "plain")
+        view = views[fmt]
+        empty, skipped, problems = view["empty"], view["skipped"], view["problems"]
+        if fmt == "tsv" and view["ids"]:
+            dups = _duplicates(buf, offsets, view["ids"], path)
+            if dups:
+                lines = [i for i, _ in dups]
+                empty = sorted(set(empty).union(lines))
+                skipped = sorted(skipped + lines)
+                problems = sorted(problems + dups[:SHOWN])[:SHOWN]
+        _refuse_mostly_bad(path, fmt, problems, len(skipped), n - len(empty))
+        return {"format": fmt, "empty_lines": empty, "skipped_lines": skipped,
+                "problems": problems}
     return build
 
 
-def _hashes(ids: List[str]) -> np.ndarray:
-    return np.fromiter((hash(x) for x in ids), dtype=np.int64, count=len(ids))
+def _hashes(ids: List[str], a: int) -> np.ndarray:
+    """``(2, m)`` int64: the hashes and the 0-based lines of the ids that are not ``""``."""
+    keep = [(hash(x), i) for i, x in enumerate(ids, a) if x]
+    return np.array(keep, dtype=np.int64).reshape(-1, 2).T
 
 
-def _split_lines_at(block: bytes, path: str, first: int) -> List[str]:
-    try:
-        text = block.decode("utf-8")
-    except UnicodeDecodeError:
-        try:
-            decode_utf8(block, path)
-        except InputError as exc:  # the same message, the line counted from the file's start
-            raise InputError(exc.problem, path, exc.line + first - 1) from None
-        raise
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
-
-
-def _duplicates(buf, offsets, hashes: np.ndarray, path: str) -> None:
-    """The first line whose TSV id an earlier line has, as :func:`read_corpus` reports it: only
-    the lines whose hash another line shares are read again, in file order."""
-    order = np.argsort(hashes, kind="stable")
-    h = hashes[order]
+def _duplicates(buf, offsets, hashes: List[np.ndarray], path: str) -> List[Tuple[int, str]]:
+    """``(line, problem)`` of every line whose TSV id an earlier line has, as :func:`read_corpus`
+    finds them: only the lines whose hash another line shares are read again, in file order."""
+    h, where = np.concatenate(hashes, axis=1)
+    order = np.argsort(h, kind="stable")
+    h = h[order]
     same = np.flatnonzero(h[1:] == h[:-1])
     if not len(same):
-        return
+        return []
     shared = np.zeros(len(h), dtype=bool)
     shared[same] = shared[same + 1] = True
     view = _Lines(buf, offsets, "tsv", "ids", path)
     seen: dict = {}
-    for i in np.sort(order[shared]).tolist():
+    dups = []
+    for i in np.sort(where[order[shared]]).tolist():
         head = view[i]
-        if not head:  # blank lines have no id
-            continue
         if head in seen:
-            raise InputError(f"duplicate id {head!r} (first on line {seen[head]})", path, i + 1)
-        seen[head] = i + 1
+            dups.append((i + 1, f"duplicate id {head!r} (first on line {seen[head]})"))
+        else:
+            seen[head] = i + 1
+    return dups
 
 
 def open_corpus(path: os.PathLike | str, format: str = "auto", cache=None) -> Corpus:
-    """``path`` as :func:`read_corpus` reads it (same ids, texts, empty lines and errors), its
-    ids and texts read on demand through the line-offset index in ``$TRIEMINE_CACHE/lines/``
+    """``path`` as :func:`read_corpus` reads it (same ids, texts, empty and skipped lines and
+    errors), its ids and texts read on demand through the line-offset index in ``$TRIEMINE_CACHE/lines/``
     (built on first use, rebuilt with a warning when stale: :mod:`triemine.lineindex`)."""
     from triemine.lineindex import load_or_build
 
@@ -282,10 +325,31 @@ def open_corpus(path: os.PathLike | str, format: str = "auto", cache=None) -> Co
         raise InputError("corpus file not found", p)
     if os.path.isdir(p):
         raise InputError("corpus file is a directory, not a file", p)
-    header, offsets, empty, buf = load_or_build(p, format, _validate(p, format), cache)
+    header, offsets, empty, skipped, buf = load_or_build(p, format, _validate(p, format), cache)
     fmt = header["format"]
-    return Corpus(p, fmt, _Lines(buf, offsets, fmt, "ids", p),
-                  _Lines(buf, offsets, fmt, "texts", p), empty.tolist())
+    return Corpus(p, fmt, _Lines(buf, offsets, fmt, "ids", p, skipped),
+                  _Lines(buf, offsets, fmt, "texts", p, skipped), empty.tolist(), skipped,
+                  [tuple(x) for x in header["problems"]])
+
+
+def open_pair(source_path, target_path) -> Tuple[Corpus, Corpus]:
+    """The source and target corpora of a job (:func:`open_corpus`): one without a non-empty
+    line is an :class:`InputError`; each corpus's skipped lines are warned about once, here
+    (:func:`skipped_counts` for the summary)."""
+    out = []
+    for path, side in ((source_path, "source"), (target_path, "target")):
+        corp = open_corpus(path)
+        if len(corp.empty_lines) == len(corp):
+            raise InputError(f"empty {side} file (no non-empty lines)", path)
+        if len(corp.skipped_lines):
+            logger.warning("%s", corp.skipped_report())
+        out.append(corp)
+    return out[0], out[1]
+
+
+def skipped_counts(src: Corpus, tgt: Corpus) -> Dict[str, int]:
+    """What a summary and a ``.meta.json`` record of the bad lines skipped (``skipped_bad``)."""
+    return {"source": len(src.skipped_lines), "target": len(tgt.skipped_lines)}
 
 
 def sentences(path: os.PathLike | str, limit: Optional[int] = None, what: str = "sentences"

@@ -13,7 +13,8 @@ File layout (little-endian)::
                                     of its first and last MiB), the number of lines n, the format
                                     and how many empty lines follow
     (n + 1) x uint64                offset of every line's first byte, then the end of the data
-    n_empty x int64                 1-based numbers of the empty lines
+    n_empty x int64                 1-based numbers of the empty lines (blank or skipped)
+    n_skipped x int64               1-based numbers of the skipped (bad) lines, a subset of those
 
 A line's bytes run from its offset to the next one, less its ``\\n`` and a ``\\r`` before it.
 An index whose file is shorter or longer than its header says, whose header does not parse, or
@@ -38,7 +39,7 @@ import numpy as np
 from triemine.outfile import atomic_write
 
 MAGIC = b"TMLINES1"
-VERSION = 1
+VERSION = 2                  # 2: the skipped lines
 STAMP_BYTES = 1 << 20        # hashed at the head and the tail of the corpus
 SCAN_BYTES = 64 << 20        # newline scan window
 BOM = b"\xef\xbb\xbf"
@@ -88,19 +89,26 @@ def scan_offsets(buf, size: int) -> np.ndarray:
         np.array([start], dtype=np.uint64)
 
 
-def write_index(path: Path, header: dict, offsets: np.ndarray, empty: Sequence[int]) -> None:
+def write_index(path: Path, header: dict, offsets: np.ndarray, empty: Sequence[int],
+                skipped: Sequence[int] = ()) -> None:
     """Atomically: a reader sees the whole old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     head = json.dumps(dict(header, version=VERSION, n_lines=len(offsets) - 1,
-                           n_empty=len(empty))).encode("utf-8")
+                           n_empty=len(empty), n_skipped=len(skipped))).encode("utf-8")
     atomic_write(path, [MAGIC + struct.pack("<Q", len(head)) + head,
                         np.ascontiguousarray(offsets, dtype="<u8").tobytes(),
-                        np.asarray(empty, dtype="<i8").tobytes()], "line index")
+                        np.asarray(empty, dtype="<i8").tobytes(),
+                        np.asarray(skipped, dtype="<i8").tobytes()], "line index")
 
 
-def read_index(path: Path, stamp: dict) -> Tuple[dict, np.ndarray, np.ndarray]:
-    """``(header, offsets, empty lines)``, the arrays memory-mapped; :class:`StaleIndex` when the
-    file is not a whole index of the corpus ``stamp`` describes."""
+def _lines_array(path: Path, offset: int, n: int) -> np.ndarray:
+    return (np.memmap(path, dtype="<i8", mode="r", offset=offset, shape=(n,)) if n
+            else np.zeros(0, dtype=np.int64))
+
+
+def read_index(path: Path, stamp: dict) -> Tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
+    """``(header, offsets, empty lines, skipped lines)``, the arrays memory-mapped;
+    :class:`StaleIndex` when the file is not a whole index of the corpus ``stamp`` describes."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         if f.read(8) != MAGIC:
@@ -116,9 +124,9 @@ def read_index(path: Path, stamp: dict) -> Tuple[dict, np.ndarray, np.ndarray]:
                 from None
     if header.get("version") != VERSION:
         raise StaleIndex(f"it has format version {header.get('version')}, not {VERSION}")
-    n, n_empty = int(header["n_lines"]), int(header["n_empty"])
+    n, n_empty, n_skipped = (int(header[k]) for k in ("n_lines", "n_empty", "n_skipped"))
     body = 16 + hlen
-    want = body + 8 * (n + 1) + 8 * n_empty
+    want = body + 8 * (n + 1) + 8 * n_empty + 8 * n_skipped
     if size != want:
         raise StaleIndex(f"it is {'truncated' if size < want else 'longer than its header says'}"
                          f" ({size} bytes, its header says {want})")
@@ -128,9 +136,9 @@ def read_index(path: Path, stamp: dict) -> Tuple[dict, np.ndarray, np.ndarray]:
             raise StaleIndex(f"it was built for another corpus or an older version of this one "
                              f"({field}: {old.get(field)!r}, the corpus has {stamp[field]!r})")
     offsets = np.memmap(path, dtype="<u8", mode="r", offset=body, shape=(n + 1,))
-    empty = (np.memmap(path, dtype="<i8", mode="r", offset=body + 8 * (n + 1), shape=(n_empty,))
-             if n_empty else np.zeros(0, dtype=np.int64))
-    return header, offsets, empty
+    empty = _lines_array(path, body + 8 * (n + 1), n_empty)
+    skipped = _lines_array(path, body + 8 * (n + 1 + n_empty), n_skipped)
+    return header, offsets, empty, skipped
 
 
 def open_mmap(path):
@@ -143,16 +151,16 @@ def open_mmap(path):
 
 def load_or_build(corpus_path, format: str, build: Callable[[object, np.ndarray], dict],
                   cache: Optional[Path] = None):
-    """``(header, offsets, empty, mmap)`` of ``corpus_path``'s index, built with ``build(mmap,
-    offsets) -> header fields`` (which validates the lines and finds the empty ones) when there
-    is no usable one; an unusable one is named in a warning with its reason, then rebuilt."""
+    """``(header, offsets, empty, skipped, mmap)`` of ``corpus_path``'s index, built with
+    ``build(mmap, offsets) -> header fields`` (which validates the lines and finds the empty and
+    the skipped ones) when there is no usable one; an unusable one is named in a warning with its
+    reason, then rebuilt."""
     stamp = corpus_stamp(corpus_path)
     path = index_path(corpus_path, format, cache)
     buf = open_mmap(stamp["path"])
     if path.exists():
         try:
-            header, offsets, empty = read_index(path, stamp)
-            return header, offsets, empty, buf
+            return (*read_index(path, stamp), buf)
         except StaleIndex as exc:
             warnings.warn(f"{path}: line index of {corpus_path} not used, {exc}; rebuilding it",
                           stacklevel=2)
@@ -162,6 +170,6 @@ def load_or_build(corpus_path, format: str, build: Callable[[object, np.ndarray]
     offsets = scan_offsets(buf, stamp["size"])
     fields = build(buf, offsets)
     empty = np.asarray(fields.pop("empty_lines"), dtype=np.int64)
-    write_index(path, dict(fields, corpus=stamp), offsets, empty)
-    header, offsets, empty = read_index(path, stamp)
-    return header, offsets, empty, buf
+    skipped = np.asarray(fields.pop("skipped_lines"), dtype=np.int64)
+    write_index(path, dict(fields, corpus=stamp), offsets, empty, skipped)
+    return (*read_index(path, stamp), buf)

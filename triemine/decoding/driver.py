@@ -28,7 +28,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from triemine.corpus import open_corpus
+from triemine.corpus import open_pair, skipped_counts
 from triemine.decoding.batching import plan_blocks
 from triemine.decoding.matches import match_rows
 from triemine.decoding.runner import encode_sources, long_targets, mine_batches
@@ -51,6 +51,7 @@ class MineSummary:
     rows: int
     sources_with_matches: int
     skipped_long: dict  # {"source": n, "target": m}: lines too long for the model, skipped
+    skipped_bad: dict   # {"source": n, "target": m}: bad lines (triemine.corpus), skipped
     resumed_from: int
     trie_path: Optional[str]
     shards: Optional[dict] = None  # with a pool: shard counts, directory, workers' CPU seconds
@@ -73,20 +74,10 @@ class _Run:
     encoded: list
     skip_tgt: np.ndarray
     skipped_long: dict
+    skipped_bad: dict
     key: dict                       # SearchSettings.resume_key
     header: str
     search: SearchSettings          # the caller's, with this job's blocks (for_job)
-
-
-def read_mining_corpora(source_path, target_path):
-    """``(source, target)`` corpora of a trie search; an empty one is an InputError."""
-    src = open_corpus(source_path)
-    if not src.non_empty:
-        raise InputError("empty source file (no non-empty lines)", source_path)
-    tgt = open_corpus(target_path)
-    if not tgt.non_empty:
-        raise InputError("empty target file (no non-empty lines)", target_path)
-    return src, tgt
 
 
 def mine_to_tsv(model, source_path, target_path, out_path, *,
@@ -118,7 +109,7 @@ def mine_to_tsv(model, source_path, target_path, out_path, *,
 
 def _prepare(model, source_path, target_path, search: SearchSettings, trie, sharded: bool,
              progress: bool) -> _Run:
-    src, tgt = read_mining_corpora(source_path, target_path)
+    src, tgt = open_pair(source_path, target_path)
     if search.target_shards > 1:
         if trie is not None:
             raise InputError("--target-shards builds one trie per target range: it cannot use "
@@ -140,7 +131,7 @@ def _prepare(model, source_path, target_path, search: SearchSettings, trie, shar
     search = search.for_job(sum(1 for e in encoded if e is not None))
     skip_tgt = long_targets(model, tgt.texts, search.max_length)
     return _Run(src, tgt, tries, node_prior, encoded, skip_tgt,
-                {"source": len(skipped), "target": int(skip_tgt.sum())},
+                {"source": len(skipped), "target": int(skip_tgt.sum())}, skipped_counts(src, tgt),
                 search.resume_key(model, source_path, target_path, len(src)),
                 "\t".join(search.columns), search)
 
@@ -179,6 +170,7 @@ def _in_process(model, run: _Run, search: SearchSettings, out_path: Path, *, dev
                 break
     return MineSummary(sources=len(src), decoded=decoded, rows=rows,
                        sources_with_matches=with_matches, skipped_long=run.skipped_long,
+                       skipped_bad=run.skipped_bad,
                        resumed_from=start, trie_path=getattr(trie, "path", None))
 
 
@@ -218,7 +210,8 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
     return MineSummary(sources=n, decoded=sum(len(store.by_id[i]) for i in computed),
                        rows=total(entries, "rows"),
                        sources_with_matches=total(entries, "with_matches"),
-                       skipped_long=run.skipped_long, resumed_from=reused,
+                       skipped_long=run.skipped_long, skipped_bad=run.skipped_bad,
+                       resumed_from=reused,
                        trie_path=";".join(t.path for t, _ in run.tries),
                        shards=shard_stats(store, computed))
 
@@ -233,4 +226,4 @@ def _meta(model, run: _Run, search: SearchSettings) -> dict:
             "beam": search.beam, "nbest": search.nbest, "trie_nbest": search.trie_nbest,
             "prior_weight": search.prior_weight,
             "target_spm": os.path.abspath(spm) if spm is not None else None,
-            "skipped_long": run.skipped_long}
+            "skipped_long": run.skipped_long, "skipped_bad": run.skipped_bad}

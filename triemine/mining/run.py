@@ -149,15 +149,11 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     the exact scores of the candidate pairs and the targets' priors; the output is
     byte-identical to the run without a pool.
     """
-    from triemine.corpus import open_corpus
+    from triemine.corpus import open_pair, skipped_counts
     from triemine.mining.combine import Combination, shipped
     from triemine.mining.features import derived
 
-    src = open_corpus(source_path)
-    tgt = open_corpus(target_path)
-    for corp, path in ((src, source_path), (tgt, target_path)):
-        if not corp.non_empty:
-            raise InputError("no non-empty lines", path)
+    src, tgt = open_pair(source_path, target_path)
     comb = (Combination.load(cfg.combination) if os.path.isfile(cfg.combination)
             else shipped(cfg.combination))
     _check_features(comb, cfg, reverse_model is not None)
@@ -197,9 +193,11 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
         "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
         "mode": "+".join(cfg.candidates), "beam": cfg.beam if "trie" in cfg.candidates else "-",
-        "pipeline": cfg.key(), "combination": asdict(comb), "skipped_long": skipped})
+        "pipeline": cfg.key(), "combination": asdict(comb), "skipped_long": skipped,
+        "skipped_bad": skipped_counts(src, tgt)})
     return {"sources": len(src), "targets": len(tgt), "candidates": len(cands),
             "by_generator": origin_counts(cands.origin), "skipped_long": skipped,
+            "skipped_bad": skipped_counts(src, tgt),
             "stage_s": job.seconds, "output": str(out_path)}
 
 

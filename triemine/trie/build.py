@@ -10,7 +10,7 @@ import hashlib
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -43,6 +43,8 @@ class BuildStats:
     build_s: float
     nbest: int = 1
     extra: dict = field(default_factory=dict)
+    skipped_lines: List[int] = field(default_factory=list)  # bad lines (in empty_lines too)
+    problems: List[Tuple[int, str]] = field(default_factory=list)  # the first skipped, and why
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -57,6 +59,8 @@ class BuildStats:
             ("corpus", f"{self.corpus} ({self.format}, {self.lines} lines)"),
             ("sentences inserted", self.sentences),
             ("empty lines", lines_list(self.empty_lines)),
+            ("bad lines skipped", f"{len(self.skipped_lines)}" + "".join(
+                f"; line {i}: {why}" for i, why in self.problems)),
             ("lines with no piece", lines_list(self.unsegmentable_lines)),
             ("unique lines", self.unique_lines),
             ("lines with <unk>", self.unk_lines),
@@ -225,7 +229,8 @@ def build_trie_from_corpus(corpus: Union[str, os.PathLike, Corpus], spm_model, d
         unk_lines=int(has_unk.sum()), sequences=len(trie), nodes=int(trie.n_nodes),
         terminals=int(trie.n_terminals), bytes=trie.nbytes,
         bytes_per_node=trie.node_nbytes / trie.n_nodes, depth=trie.depth, segment_s=seg_s,
-        build_s=build_s, nbest=nbest)
+        build_s=build_s, nbest=nbest, skipped_lines=list(corp.skipped_lines),
+        problems=list(corp.problems))
     return trie, stats
 
 
