@@ -182,6 +182,41 @@ def ivf_check(work_tsv: Path, k: int = 4, nprobe: Optional[int] = None) -> dict:
             "exact_lists_read_s": round(reuse_s, 1), "threads": 1}
 
 
+def hnsw_check(work_tsv: Path, k: int = 4, ef_search: Optional[int] = None,
+               graph_rows: Optional[int] = None, workers: int = 2) -> dict:
+    """The graph index on this run's embeddings: HNSW graphs over the targets built and walked
+    for every source as ``--knn-index hnsw --workers N`` would, their recall@k against the job's
+    exact forward lists, wall seconds of each step and the workers' CPU seconds (from the
+    manifests)."""
+    from triemine.distributed import make_pool
+    from triemine.distributed.jobs import knn_sharded
+    from triemine.distributed.local import InlinePool
+    from triemine.embedding import hnsw
+
+    work = Path(str(work_tsv) + ".work")
+    src, tgt = work / "emb.use.src.npy", work / "emb.use.tgt.npy"
+    check = work / "hnsw-check"
+    ef_search = ef_search or hnsw.EF_SEARCH
+    graph_rows = graph_rows or hnsw.GRAPH_ROWS
+    t0 = time.perf_counter()
+    with (make_pool(workers) if workers > 1 else InlinePool()) as pool:
+        _, idx = knn_sharded(src, tgt, k, check, pool, name="fwd", index="hnsw",
+                             graph_rows=graph_rows, ef_search=ef_search)
+    wall = time.perf_counter() - t0
+    _, exact = knn_sharded(src, tgt, k, work, InlinePool(), name="knn.use.fwd", index="exact")
+    hits = sum(len(set(a) & set(b)) for a, b in zip(idx.tolist(), exact.tolist()))
+
+    def cpu(part: str) -> float:
+        done = json.loads((check / part / "manifest.json").read_text(encoding="utf-8"))["done"]
+        return round(sum(e.get("cpu_s", 0.0) for e in done.values()), 1)
+    n_d = int(np.load(tgt, mmap_mode="r").shape[0])
+    return {"database": n_d, "queries": len(idx), "graphs": -(-n_d // graph_rows),
+            "graph_rows": graph_rows, "M": hnsw.M, "ef_construction": hnsw.EF_CONSTRUCTION,
+            "ef_search": ef_search, f"recall_at_{k}": round(hits / max(1, exact.size), 4),
+            "wall_s": round(wall, 1), "build_cpu_s": cpu("fwd.hnsw"),
+            "search_cpu_s": cpu("fwd.shards"), "workers": workers, "threads_per_process": 1}
+
+
 def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4) -> dict:
     """Each sharded stage of the full mode at its full shard size, in this process and on 2
     worker processes (one pool held across the stages, as the job holds it): ``shards`` shards
@@ -254,6 +289,10 @@ def main(argv=None) -> int:
     ap.add_argument("--ivf-from", default=None, metavar="TSV",
                     help="only the IVF check on an earlier run's output (its .work directory)")
     ap.add_argument("--nprobe", type=int, default=None, help="IVF lists probed (the job's)")
+    ap.add_argument("--hnsw-from", default=None, metavar="TSV",
+                    help="only the HNSW check on an earlier run's output (2 workers)")
+    ap.add_argument("--ef-search", type=int, default=None, help="HNSW efSearch (the job's)")
+    ap.add_argument("--graph-rows", type=int, default=None, help="HNSW rows a graph (the job's)")
     ap.add_argument("--stage-speedups", default=None, metavar="TSV",
                     help="only each stage at full shard size, one process against 2 workers, on "
                          "an earlier full-mode run's output (4 shards a stage)")
@@ -268,6 +307,12 @@ def main(argv=None) -> int:
                                                                         "haystack_bench"))
         print(json.dumps({"bench": "haystack_bench", "mode": "stage speed-ups at full shard size",
                           "machine": machine(), "date": time.strftime("%Y-%m-%d"), **res}))
+        return 0
+    if args.hnsw_from:
+        res = hnsw_check(Path(args.hnsw_from), ef_search=args.ef_search,
+                         graph_rows=args.graph_rows)
+        print(json.dumps({"bench": "haystack_bench", "machine": machine(),
+                          "date": time.strftime("%Y-%m-%d"), "hnsw": res}))
         return 0
     if args.ivf_from:
         print(json.dumps({"bench": "haystack_bench", "ivf": ivf_check(Path(args.ivf_from),
@@ -317,6 +362,9 @@ def main(argv=None) -> int:
               "candidates": one["candidates"], "scored_pairs": one["candidates"],
               "knn_recall_vs_exact": knn_recall(work / f"{first}.tsv"),
               "ivf": ivf_check(work / f"{first}.tsv", nprobe=args.nprobe),
+              "hnsw": "not run in --quick" if args.quick else
+              hnsw_check(work / f"{first}.tsv", ef_search=args.ef_search,
+                         graph_rows=args.graph_rows),
               "identical_to_single_process": same if both else not_measured,
               "build_set_s": round(build_s, 1)}
     print(json.dumps(result))

@@ -636,7 +636,7 @@ def test_ivf_knn_sharded_is_the_same_on_any_pool_finds_the_neighbours_and_rebuil
     assert knn_method(1_000_000, 1_000_000) == "ivf"
     assert knn_method(10**9, 1000) == "exact"  # a small database: nothing to cluster
     with pytest.raises(ValueError):
-        knn_method(1, 1, "hnsw")
+        knn_method(1, 1, "annoy")
 
 
 def test_knn_index_ivf_on_the_cli_builds_an_index_and_finds_the_exact_candidates(
@@ -659,3 +659,79 @@ def test_knn_index_ivf_on_the_cli_builds_an_index_and_finds_the_exact_candidates
     np.testing.assert_allclose(a.col("use_cos"), b.col("use_cos"), atol=1e-5)
     with pytest.raises(SystemExit):
         mine_main(base + ["-o", str(tmp_path / "m.tsv"), "--config", "paper", "--knn-index", "ivf"])
+
+
+def test_hnsw_knn_sharded_builds_graphs_on_the_pool_gives_the_same_bits_and_rebuilds_bad_graph(
+        tmp_path):
+    """The graph index: 6,000 rows in 3 graphs of 2,048 built on the pool (one thread each),
+    700 queries in 3 shards x 3 graphs; the same bits in this process and on 2 worker processes,
+    recall@4 against the exact search, exact similarities of the rows found; a graph file that is
+    truncated is built again (alone), a worker's leftover temporary file is removed."""
+    from triemine.distributed import make_pool
+    from triemine.distributed.jobs import knn_method, knn_sharded
+    from triemine.distributed.local import InlinePool
+    from triemine.embedding.knn import knn
+
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(40, 32))
+    db = (centres[rng.integers(0, 40, 6000)] + 0.35 * rng.normal(size=(6000, 32))).astype(np.float32)
+    q = (db[rng.choice(6000, 700, replace=False)] + 0.2 * rng.normal(size=(700, 32))).astype(np.float32)
+    for a in (q, db):
+        a /= np.linalg.norm(a, axis=1, keepdims=True)
+    np.save(tmp_path / "q.npy", q)
+    np.save(tmp_path / "d.npy", db)
+    args = dict(name="t", rows=256, index="hnsw", graph_rows=2048, ef_search=64)
+    sim, idx = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "one",
+                           InlinePool(), **args)
+    assert sim.shape == (700, 4) and idx.min() >= 0 and idx.max() < 6000
+    with make_pool(2) as pool:
+        sim2, idx2 = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "two",
+                                 pool, **args)
+    assert sim2.tobytes() == sim.tobytes() and idx2.tobytes() == idx.tobytes()
+    graphs = tmp_path / "one" / "t.hnsw"
+    files = sorted(p.name for p in graphs.iterdir())
+    assert files == ["manifest.json"] + [f"shard-{i:06d}.faiss" for i in range(3)]
+    for g in range(3):  # the graph files themselves: one thread, the same bytes
+        assert (graphs / f"shard-{g:06d}.faiss").read_bytes() == \
+            (tmp_path / "two" / "t.hnsw" / f"shard-{g:06d}.faiss").read_bytes()
+    ref_sim, ref_idx = knn(q, db, 4)
+    recall = np.mean([len(set(a) & set(b)) / 4 for a, b in zip(idx.tolist(), ref_idx.tolist())])
+    assert recall >= 0.98
+    np.testing.assert_allclose(sim, np.einsum("qd,qkd->qk", q, db[idx]), atol=1e-5)
+    assert (sim <= ref_sim + 1e-6).all()
+    cells = json.loads((tmp_path / "one" / "t.shards" / "manifest.json").read_text())
+    assert len(cells["done"]) == 9  # and every query found 4 rows walking each graph:
+    assert sum(e["exhaustive"] for e in cells["done"].values()) == 0  # no exhaustive fallback
+
+    g1 = graphs / "shard-000001.faiss"
+    g1.write_bytes(g1.read_bytes()[:-100])
+    (graphs / "shard-000002.faiss.tmp999").write_bytes(b"a killed worker's partial graph")
+    before = {g: (graphs / f"shard-{g:06d}.faiss").stat().st_mtime_ns for g in (0, 2)}
+    again = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "one",
+                        InlinePool(), **args)
+    assert again[0].tobytes() == sim.tobytes() and again[1].tobytes() == idx.tobytes()
+    assert g1.stat().st_size == (tmp_path / "two" / "t.hnsw" / g1.name).stat().st_size
+    assert {g: (graphs / f"shard-{g:06d}.faiss").stat().st_mtime_ns for g in (0, 2)} == before
+    assert not list(graphs.glob("*.tmp*"))
+    assert knn_method(10, 10, "hnsw") == "hnsw"
+
+
+def test_knn_index_hnsw_on_the_cli_finds_the_exact_candidates(tiny_model_dir, corpora,
+                                                               tmp_path, monkeypatch):
+    """``--knn-index hnsw``: a graph of the 48 targets (and one of the 48 sources) in the work
+    directory; on so few rows the walk finds the exact neighbours, so the candidates are the
+    exact search's, and two workers give the same bytes."""
+    from triemine.tsv import read_mined
+
+    src, tgt = corpora
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+    base = ["--model", str(tiny_model_dir), "--source", str(src), "--target", str(tgt), "-q"]
+    exact, one, two = tmp_path / "exact.tsv", tmp_path / "one.tsv", tmp_path / "two.tsv"
+    assert mine_main(base + ["-o", str(exact), "--knn-index", "exact"]) == 0
+    assert mine_main(base + ["-o", str(one), "--knn-index", "hnsw"]) == 0
+    assert mine_main(base + ["-o", str(two), "--knn-index", "hnsw", "--workers", "2"]) == 0
+    assert (tmp_path / "one.tsv.work" / "knn.use.fwd.hnsw" / "shard-000000.faiss").is_file()
+    assert one.read_bytes() == two.read_bytes()
+    a, b = read_mined(exact), read_mined(one)
+    assert list(zip(a.src_ids, a.tgt_ids)) == list(zip(b.src_ids, b.tgt_ids))
+    np.testing.assert_allclose(a.col("use_cos"), b.col("use_cos"), atol=1e-5)

@@ -110,8 +110,8 @@ def _mine_parser() -> argparse.ArgumentParser:
     parser.add_argument("--encoder", default=None,
                         help=f"sentence encoder of the knn generator (default {defaults.encoder})")
     parser.add_argument("--knn-index", choices=KNN_INDEXES, default=None,
-                        help="knn: exact search, an IVF index, or auto (default: IVF above "
-                             "2^34 query x database pairs and 65,536 rows, docs/scale.md)")
+                        help="knn: exact search, IVF index, HNSW graphs; default auto: "
+                             "exact up to 2^34 query x database pairs (docs/scale.md)")
     parser.add_argument("--min-margin", type=_finite, default=None,
                         help="knn and retrieval: keep pairs with at least this ratio margin "
                              f"before exact scoring (default {defaults.min_margin})")

@@ -18,7 +18,8 @@ import numpy as np
 
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards
-from triemine.distributed.worker import EmbedShardTask, KnnShardTask, ModelSpec, ScoreShardTask
+from triemine.distributed.worker import (EmbedShardTask, GraphShardTask, KnnShardTask, ModelSpec,
+                                         ScoreShardTask)
 from triemine.embedding.knn import KNN_INDEXES
 from triemine.mining.features import exact_scores, score_chunk
 from triemine.outfile import atomic_write, npy_bytes
@@ -203,7 +204,8 @@ def ivf_nprobe(n_database: int) -> int:
 
 
 def knn_method(n_queries: int, n_database: int, index: str = "auto") -> str:
-    """``exact`` or ``ivf`` for a search of ``n_queries`` against ``n_database`` rows."""
+    """``exact``, ``ivf`` or ``hnsw`` for a search of ``n_queries`` against ``n_database``
+    rows."""
     if index not in KNN_INDEXES:
         raise ValueError(f"kNN index must be one of {', '.join(KNN_INDEXES)}, not {index!r}")
     if index != "auto":
@@ -215,7 +217,8 @@ def knn_method(n_queries: int, n_database: int, index: str = "auto") -> str:
 def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
                 name: str, progress: bool = False, resume: bool = True,
                 rows: int = KNN_SHARD_ROWS, index: str = "auto",
-                nprobe: Optional[int] = IVF_NPROBE):
+                nprobe: Optional[int] = IVF_NPROBE, graph_rows: Optional[int] = None,
+                ef_search: Optional[int] = None):
     """``(sim, idx)``, each (n_queries, k'): the top-k inner products of every row of
     ``queries_path`` against ``database_path`` (``.npy`` files, memory-mapped), in shards on
     ``pool`` (an ``InlinePool``: in this process); shards live in ``work_dir/<name>.shards/``.
@@ -225,42 +228,65 @@ def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path,
     similarity, ties to the lower row, as one exhaustive search ranks them.  ``ivf``: the
     database in an IVF index (``work_dir/<name>.ivf/``, built once: quantiser trained on a seeded
     sample, rows assigned to lists by an exact grid search against the centroids), searched in
-    shards of ``rows`` queries probing ``nprobe`` lists each (None: :func:`ivf_nprobe`).  Either
-    way the plan depends on the data alone, so any number of workers gives the same bits."""
+    shards of ``rows`` queries probing ``nprobe`` lists each (None: :func:`ivf_nprobe`).
+    ``hnsw``: HNSW graphs of ``graph_rows`` database rows each (None:
+    :data:`triemine.embedding.hnsw.GRAPH_ROWS`), built on the pool one thread a graph, walked by
+    a grid of ``rows`` queries x one graph with ``ef_search`` candidates
+    (:func:`_hnsw_sharded`).  Every way the plan depends on the data alone, so any number of
+    workers gives the same bits."""
     n_q = np.load(queries_path, mmap_mode="r").shape[0]
     n_d = np.load(database_path, mmap_mode="r").shape[0]
-    if knn_method(n_q, n_d, index) == "ivf" and n_d:
+    method = knn_method(n_q, n_d, index) if n_d else "exact"
+    if method == "ivf":
         return _ivf_sharded(queries_path, database_path, k, work_dir, pool, name=name,
                             progress=progress, resume=resume, rows=rows, nprobe=nprobe)
-    return _exact_sharded(queries_path, database_path, k, work_dir, pool, name=name,
-                          progress=progress, resume=resume, rows=rows)
+    if method == "hnsw":
+        return _hnsw_sharded(queries_path, database_path, k, work_dir, pool, name=name,
+                             progress=progress, resume=resume, rows=rows, graph_rows=graph_rows,
+                             ef_search=ef_search)
+    return _grid_sharded(queries_path, database_path, k, work_dir, pool, name=name,
+                         progress=progress, resume=resume, rows=rows)
 
 
-def _exact_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
-                   name: str, progress: bool, resume: bool, rows: int, stale: str = "refuse"):
+def _grid_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
+                  name: str, progress: bool, resume: bool, rows: int, stale: str = "refuse",
+                  graphs: Optional[ShardStore] = None, ef_search: int = 0):
+    """The search as a grid of cells, ``rows`` queries against a range of database rows each
+    (``rows`` of them, or with ``graphs`` one graph's rows, walked through its graph), merged
+    per query.  The cells of one graph are planned together, so a worker walking them keeps
+    that graph loaded."""
     n_q = np.load(queries_path, mmap_mode="r").shape[0]
     n_d = np.load(database_path, mmap_mode="r").shape[0]
     kk = min(int(k), n_d)
     q_ranges = [(a, min(a + rows, n_q)) for a in range(0, n_q, rows)] or [(0, 0)]
-    d_ranges = [(a, min(a + rows, n_d)) for a in range(0, n_d, rows)] or [(0, 0)]
-    grid = [(q, d) for q in q_ranges for d in d_ranges]
+    d_ranges = ([(a, min(a + rows, n_d)) for a in range(0, n_d, rows)] or [(0, 0)]
+                if graphs is None else [(g.start, g.end) for g in graphs.shards])
+    cell = ({(qi, di): qi * len(d_ranges) + di for qi in range(len(q_ranges))
+             for di in range(len(d_ranges))} if graphs is None else
+            {(qi, di): di * len(q_ranges) + qi for qi in range(len(q_ranges))
+             for di in range(len(d_ranges))})
+    grid = {c: (q_ranges[qi], d_ranges[di], di) for (qi, di), c in cell.items()}
     shards = [Shard(i, i, i + 1) for i in range(len(grid))]  # one grid cell each
     key = {"queries": file_sha256(queries_path), "database": file_sha256(database_path),
            "k": kk, "rows": rows}
-    store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards, resume=resume,
-                       ext="npz", unit="cells", stale=stale)
+    if graphs is not None:  # new graphs (a rebuilt shard) make the old cells stale
+        key.update(graphs=graphs.key, graph_bytes=[e["bytes"] for e in graphs.entries()],
+                   ef_search=int(ef_search))
 
     def make_task(s: Shard) -> KnnShardTask:
-        q, d = grid[s.id]
+        q, d, di = grid[s.id]
         return KnnShardTask(s.id, os.path.abspath(queries_path), os.path.abspath(database_path),
-                            q, d, kk)
+                            q, d, kk, graph="" if graphs is None else
+                            os.path.abspath(graphs.path(graphs.shards[di].id)),
+                            ef_search=int(ef_search))
+    store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards, resume=resume,
+                       ext="npz", unit="cells", stale=stale)
     with progress_bar(len(shards), len(store.reused), f"kNN ({name}, shards)", "shard",
                       progress) as bar:
         execute(store, make_task, pool, lambda s, _info: bar.update(1))
     sims, idxs = [], []
     for qi in range(len(q_ranges)):
-        parts = [np.load(io.BytesIO(store.read(qi * len(d_ranges) + di)))
-                 for di in range(len(d_ranges))]
+        parts = [np.load(io.BytesIO(store.read(cell[qi, di]))) for di in range(len(d_ranges))]
         sim = np.concatenate([p["sim"] for p in parts], axis=1)
         idx = np.concatenate([p["idx"] for p in parts], axis=1)
         if len(parts) > 1:  # by similarity, then the lower row
@@ -294,7 +320,7 @@ def ivf_index(database_path: Path, work_dir: Path, pool, *, name: str, progress:
     directory.mkdir(parents=True, exist_ok=True)
     centroids = directory / "centroids.npy"
     atomic_write(centroids, npy_bytes(ivf.train_centroids(db, nlist, seed)), "kNN centroids")
-    _, assign = _exact_sharded(database_path, centroids, 1, directory, pool, name="assign",
+    _, assign = _grid_sharded(database_path, centroids, 1, directory, pool, name="assign",
                                progress=progress, resume=resume, rows=rows, stale="restart")
     index = ivf.build_index(np.load(centroids), db, assign[:, 0])
     path = ivf.write_index(index, directory, key)
@@ -330,3 +356,33 @@ def _ivf_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path
     parts = [np.load(io.BytesIO(store.read(s.id))) for s in store.shards]
     return (np.concatenate([p["sim"] for p in parts]).astype(np.float32),
             np.concatenate([p["idx"] for p in parts]))
+
+
+def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
+                  name: str, progress: bool, resume: bool, rows: int,
+                  graph_rows: Optional[int] = None, ef_search: Optional[int] = None):
+    """HNSW graphs of ``graph_rows`` database rows each (``work_dir/<name>.hnsw/``, built on
+    ``pool``, one thread a graph: the same graph with any workers), then the grid search walking
+    them (:mod:`triemine.embedding.hnsw`).  A graph file that is truncated or not the one the
+    manifest names is built again."""
+    import faiss
+
+    from triemine.embedding import hnsw
+
+    n_d = np.load(database_path, mmap_mode="r").shape[0]
+    graph_rows = graph_rows or hnsw.GRAPH_ROWS
+    plan = [Shard(i, a, min(a + graph_rows, n_d)) for i, a in enumerate(range(0, n_d, graph_rows))]
+    key = {"database": file_sha256(database_path), "m": hnsw.M,
+           "ef_construction": hnsw.EF_CONSTRUCTION, "faiss": faiss.__version__}
+    graphs = ShardStore(Path(work_dir) / f"{name}.hnsw", key, plan, resume=resume, ext="faiss",
+                        unit="rows", stale="restart")
+
+    def make_task(s: Shard) -> GraphShardTask:
+        return GraphShardTask(s.id, os.path.abspath(database_path), (s.start, s.end),
+                              str(graphs.path(s.id).resolve()), hnsw.M, hnsw.EF_CONSTRUCTION)
+    with progress_bar(n_d, sum(len(graphs.by_id[i]) for i in graphs.reused),
+                      f"kNN ({name}, HNSW graphs)", "row", progress) as bar:
+        execute(graphs, make_task, pool, lambda s, _info: bar.update(len(s)))
+    return _grid_sharded(queries_path, database_path, k, work_dir, pool, name=name,
+                         progress=progress, resume=resume, rows=rows, stale="restart",
+                         graphs=graphs, ef_search=ef_search or hnsw.EF_SEARCH)

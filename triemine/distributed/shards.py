@@ -8,6 +8,10 @@ A shard directory holds::
     manifest.json        {"key": {settings, shard ranges}, "done": {id: {...}}}, atomic
     shard-000007.<ext>   the output of shard 7, written atomically before the manifest names it
 
+A shard whose output is too large to send through the pool (a graph index of GBs) is written by
+its worker to a temporary file beside its shard file and returned as a :class:`FilePayload`; the
+driver renames it into place, then names it in the manifest, so the rule holds for it too.
+
 The manifest is written by the driver alone, after the shard's file is complete on disk, so a
 killed worker or a killed driver can never leave a shard recorded but incomplete; a file without
 a manifest entry (driver killed between the two writes) is simply redone.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shutil
 import time
 from collections import defaultdict
@@ -27,6 +32,15 @@ from triemine.errors import InputError, TrieMineError
 from triemine.outfile import atomic_write
 
 MANIFEST = "manifest.json"
+TMP = ".tmp"  # a worker's FilePayload: <shard file>.tmp<pid>
+
+
+@dataclass(frozen=True)
+class FilePayload:
+    """A shard's output that its worker wrote itself, whole, at ``path`` (``<shard file>.tmp<pid>``
+    on a filesystem the driver shares): the driver renames it into the shard file."""
+
+    path: str
 
 
 @dataclass(frozen=True)
@@ -117,6 +131,8 @@ class ShardStore:
             else:
                 shutil.rmtree(self.dir)
         self.dir.mkdir(parents=True, exist_ok=True)
+        for tmp in self.dir.glob(f"shard-*{TMP}*"):  # a killed worker's or driver's leftovers
+            tmp.unlink(missing_ok=True)
         self.reused = sorted(int(k) for k in self.done)
         self._save()
 
@@ -139,12 +155,17 @@ class ShardStore:
     def pending(self) -> List[Shard]:
         return [s for s in self.shards if not self.is_done(s.id)]
 
-    def record(self, shard: Shard, payload: bytes, info: Optional[dict] = None) -> None:
-        """Write the shard's output atomically, then name it in the manifest."""
-        atomic_write(self.path(shard.id), payload, "shard file")
+    def record(self, shard: Shard, payload, info: Optional[dict] = None) -> None:
+        """Write the shard's output (bytes, or a :class:`FilePayload` to rename) atomically, then
+        name it in the manifest."""
+        if isinstance(payload, FilePayload):
+            os.replace(payload.path, self.path(shard.id))
+            size = self.path(shard.id).stat().st_size
+        else:
+            atomic_write(self.path(shard.id), payload, "shard file")
+            size = len(payload)
         self.done[str(shard.id)] = {"start": shard.start, "end": shard.end,
-                                    "bytes": len(payload), "finished": time.time(),
-                                    **(info or {})}
+                                    "bytes": size, "finished": time.time(), **(info or {})}
         self._save()
 
     def read(self, shard_id: int) -> bytes:

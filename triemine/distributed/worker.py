@@ -16,6 +16,9 @@ number of tasks.  A task returns ``(payload bytes, info)``; the driver writes th
 * :class:`KnnShardTask`: exact top-k inner products of a range of query rows against a range
   of database rows (both ``.npy`` files, memory-mapped); payload: ``.npz`` bytes of ``sim``
   (float32) and ``idx`` (int64, global rows).
+  With ``graph``, the rows' HNSW graph is walked instead.
+* :class:`GraphShardTask`: the HNSW graph of a range of database rows, built in one thread;
+  payload: a :class:`~triemine.distributed.shards.FilePayload`, the graph file the worker wrote.
 * :class:`ScoreShardTask`: forced-decoding scores of a range of pairs aligned to the chunks of
   :func:`triemine.mining.features.forced_scores` (exact scores or the targets' priors);
   payload: ``.npy`` bytes of a ``(2, n)`` float64 array (``score``, ``n_tokens``).
@@ -97,6 +100,18 @@ class KnnShardTask:
     k: int
     index: str = ""          # an IVF index file (triemine.embedding.ivf) searched instead
     nprobe: int = 0
+    graph: str = ""          # the HNSW graph of the base rows (triemine.embedding.hnsw) instead
+    ef_search: int = 0
+
+
+@dataclass(frozen=True)
+class GraphShardTask:
+    shard: int
+    database: str            # .npy of L2-normalised float32 rows
+    base: Tuple[int, int]    # the graph's rows [a, b)
+    out: str                 # the shard file: the worker writes <out>.tmp<pid>, the driver renames
+    m: int
+    ef_construction: int
 
 
 def _faults() -> dict:
@@ -202,7 +217,7 @@ class ShardWorker:
             self.encoder(task.encoder, task.module)
             self.corpus(task.corpus)
             return os.getpid()
-        if isinstance(task, KnnShardTask):
+        if isinstance(task, (KnnShardTask, GraphShardTask)):
             return os.getpid()
         model = self.model(task.model)
         self.corpus(task.source)
@@ -225,6 +240,8 @@ class ShardWorker:
             payload, info = self._embed(task)
         elif isinstance(task, KnnShardTask):
             payload, info = self._knn(task)
+        elif isinstance(task, GraphShardTask):
+            payload, info = self._graph(task)
         else:
             raise TypeError(f"unknown task {type(task).__name__}")
         _after(task.shard, faults)
@@ -312,6 +329,8 @@ class ShardWorker:
         q = np.load(task.queries, mmap_mode="r")[task.rows[0]:task.rows[1]]
         if task.index:
             return self._ivf_search(task, q)
+        if task.graph:
+            return self._graph_search(task, q)
         d = np.load(task.database, mmap_mode="r")[task.base[0]:task.base[1]]
         sim, idx = knn(q, d, task.k)
         buf = io.BytesIO()
@@ -335,4 +354,37 @@ class ShardWorker:
             index.nprobe = task.nprobe
         buf = io.BytesIO()
         np.savez(buf, sim=sim, idx=idx)
+        return buf.getvalue(), {"queries": len(q), "exhaustive": int(len(short))}
+
+    def _graph(self, task: GraphShardTask) -> Tuple[object, dict]:
+        from triemine.distributed.shards import TMP, FilePayload
+        from triemine.embedding import hnsw
+
+        rows = np.load(task.database, mmap_mode="r")[task.base[0]:task.base[1]]
+        tmp = f"{task.out}{TMP}{os.getpid()}"
+        try:
+            size = hnsw.build_graph(rows, tmp, task.m, task.ef_construction)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return FilePayload(tmp), {"rows": len(rows), "graph_bytes": size}
+
+    def _graph_search(self, task: KnnShardTask, q) -> Tuple[bytes, dict]:
+        """The graph's ``k`` best for each query (global rows); a query for which the walk found
+        fewer than ``k`` rows is searched exactly over the graph's rows."""
+        from triemine.embedding import hnsw
+        from triemine.embedding.knn import knn
+
+        if task.graph not in self._indexes:  # one graph at a time: the links of 10^6 rows are
+            self._indexes = {task.graph: hnsw.load_graph(task.graph, task.ef_search)}  # ~0.3 GB
+        index = self._indexes[task.graph]
+        index.hnsw.efSearch = task.ef_search
+        sim, idx = hnsw.search(index, q, task.k)
+        short = np.flatnonzero((idx < 0).any(axis=1))
+        if len(short):
+            d = np.load(task.database, mmap_mode="r")[task.base[0]:task.base[1]]
+            sim[short], idx[short] = knn(np.asarray(q)[short], d, task.k)
+        buf = io.BytesIO()
+        np.savez(buf, sim=sim, idx=idx + task.base[0])
         return buf.getvalue(), {"queries": len(q), "exhaustive": int(len(short))}

@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 
 # the kNN searches a job may ask for (triemine.distributed.jobs.knn_method: auto picks by size)
-KNN_INDEXES = ("auto", "exact", "ivf")
+KNN_INDEXES = ("auto", "exact", "ivf", "hnsw")
 
 
 def _as_f32(a: np.ndarray, name: str) -> np.ndarray:
