@@ -196,8 +196,9 @@ def hnsw_check(work_tsv: Path, k: int = 4, ef_search: Optional[int] = None,
     work = Path(str(work_tsv) + ".work")
     src, tgt = work / "emb.use.src.npy", work / "emb.use.tgt.npy"
     check = work / "hnsw-check"
-    ef_search = ef_search or hnsw.EF_SEARCH
-    graph_rows = graph_rows or hnsw.GRAPH_ROWS
+    n_d = int(np.load(tgt, mmap_mode="r").shape[0])
+    planned_rows, planned_ef = hnsw.graph_plan(n_d)
+    graph_rows, ef_search = graph_rows or planned_rows, ef_search or planned_ef
     t0 = time.perf_counter()
     with (make_pool(workers) if workers > 1 else InlinePool()) as pool:
         _, idx = knn_sharded(src, tgt, k, check, pool, name="fwd", index="hnsw",
@@ -209,7 +210,6 @@ def hnsw_check(work_tsv: Path, k: int = 4, ef_search: Optional[int] = None,
     def cpu(part: str) -> float:
         done = json.loads((check / part / "manifest.json").read_text(encoding="utf-8"))["done"]
         return round(sum(e.get("cpu_s", 0.0) for e in done.values()), 1)
-    n_d = int(np.load(tgt, mmap_mode="r").shape[0])
     return {"database": n_d, "queries": len(idx), "graphs": -(-n_d // graph_rows),
             "graph_rows": graph_rows, "M": hnsw.M, "ef_construction": hnsw.EF_CONSTRUCTION,
             "ef_search": ef_search, f"recall_at_{k}": round(hits / max(1, exact.size), 4),

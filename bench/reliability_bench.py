@@ -329,6 +329,9 @@ def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
       replaced by the source's: a warning names it, it is rebuilt, the output is unchanged.
     * ``ivf_index_truncated`` / ``ivf_index_foreign`` (``--knn-index ivf``): the same for the
       kNN index in the job's work directory, with ``--resume``.
+    * ``hnsw_graph_truncated`` / ``hnsw_graphs_foreign`` (``--knn-index hnsw``): a graph file
+      cut short, or the forward search's graphs replaced by the backward search's: a warning
+      names the file, the graphs are built again, the output is unchanged.
     * ``embeddings_truncated``: the merged embeddings cut short: merged again from the shards.
     """
     import shutil
@@ -428,6 +431,23 @@ def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
     _, p = job("f-ivf", "--knn-index", "ivf", "--resume", out=ivf_ref)
     res["ivf_index_foreign"] = int(p.returncode == 0 and ivf_ref.read_bytes() == want_ivf and
                                    "another database" in p.stderr and str(fwd) in p.stderr)
+
+    # an HNSW graph truncated, then another database's graphs (the backward search's)
+    hnsw_ref, p = job("f-hnsw", "--knn-index", "hnsw")
+    want_hnsw = hnsw_ref.read_bytes() if p.returncode == 0 else None
+    fwd = Path(str(hnsw_ref) + ".work") / "knn.use.fwd.hnsw"
+    bwd = Path(str(hnsw_ref) + ".work") / "knn.use.bwd.hnsw"
+    graph = fwd / "shard-000000.faiss"
+    graph.write_bytes(graph.read_bytes()[:-100])
+    _, p = job("f-hnsw", "--knn-index", "hnsw", "--resume", out=hnsw_ref)
+    res["hnsw_graph_truncated"] = int(p.returncode == 0 and hnsw_ref.read_bytes() == want_hnsw
+                                      and "truncated" in p.stderr and str(graph) in p.stderr)
+    shutil.rmtree(fwd)
+    shutil.copytree(bwd, fwd)
+    _, p = job("f-hnsw", "--knn-index", "hnsw", "--resume", out=hnsw_ref)
+    res["hnsw_graphs_foreign"] = int(p.returncode == 0 and hnsw_ref.read_bytes() == want_hnsw
+                                     and "another database" in p.stderr
+                                     and str(fwd / "manifest.json") in p.stderr)
 
     # the merged embeddings truncated
     merged = Path(str(ref) + ".work") / "emb.use.tgt.npy"

@@ -633,7 +633,7 @@ def test_ivf_knn_sharded_is_the_same_on_any_pool_finds_the_neighbours_and_rebuil
     assert ivf_nprobe(1_000_000) == 500 and n_lists(1_000_000) == 4000  # an eighth
     assert ivf_nprobe(48) == n_lists(48) == 27  # a small index: every list
     assert knn_method(8624, 1_000_000) == "exact"  # the haystack: about 9 x 10^9 pairs
-    assert knn_method(1_000_000, 1_000_000) == "ivf"
+    assert knn_method(1_000_000, 1_000_000) == "hnsw"
     assert knn_method(10**9, 1000) == "exact"  # a small database: nothing to cluster
     with pytest.raises(ValueError):
         knn_method(1, 1, "annoy")
@@ -707,13 +707,22 @@ def test_hnsw_knn_sharded_builds_graphs_on_the_pool_gives_the_same_bits_and_rebu
     g1.write_bytes(g1.read_bytes()[:-100])
     (graphs / "shard-000002.faiss.tmp999").write_bytes(b"a killed worker's partial graph")
     before = {g: (graphs / f"shard-{g:06d}.faiss").stat().st_mtime_ns for g in (0, 2)}
-    again = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "one",
-                        InlinePool(), **args)
+    with pytest.warns(UserWarning, match=r"shard-000001\.faiss: shard file missing, truncated"):
+        again = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "one",
+                            InlinePool(), **args)
     assert again[0].tobytes() == sim.tobytes() and again[1].tobytes() == idx.tobytes()
     assert g1.stat().st_size == (tmp_path / "two" / "t.hnsw" / g1.name).stat().st_size
     assert {g: (graphs / f"shard-{g:06d}.faiss").stat().st_mtime_ns for g in (0, 2)} == before
     assert not list(graphs.glob("*.tmp*"))
+    np.save(tmp_path / "d2.npy", db[::-1].copy())  # another database: its graphs are rebuilt
+    with pytest.warns(UserWarning, match=r"t\.hnsw/manifest\.json: HNSW graphs built for another"):
+        rev = knn_sharded(tmp_path / "q.npy", tmp_path / "d2.npy", 4, tmp_path / "one",
+                          InlinePool(), **args)
+    assert (rev[1] == 5999 - idx).mean() > 0.95
     assert knn_method(10, 10, "hnsw") == "hnsw"
+    from triemine.embedding.hnsw import graph_plan  # measured at 10^6, grown with the database
+    assert graph_plan(1_000_000) == (262144, 512) and graph_plan(6000) == (262144, 512)
+    assert graph_plan(10**7) == (1_250_000, 1118) and graph_plan(10**8) == (4_194_304, 2048)
 
 
 def test_knn_index_hnsw_on_the_cli_finds_the_exact_candidates(tiny_model_dir, corpora,

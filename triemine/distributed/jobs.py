@@ -10,14 +10,16 @@ from __future__ import annotations
 import hashlib
 import io
 import itertools
+import json
 import os
+import warnings
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
 from triemine.decoding.fingerprint import model_fingerprint
-from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards
+from triemine.distributed.shards import MANIFEST, Shard, ShardStore, execute, plan_shards
 from triemine.distributed.worker import (EmbedShardTask, GraphShardTask, KnnShardTask, ModelSpec,
                                          ScoreShardTask)
 from triemine.embedding.knn import KNN_INDEXES
@@ -181,9 +183,12 @@ def _merge_rows(store: ShardStore, n_rows: int, dim: int, out_path: Path) -> Non
 KNN_SHARD_ROWS = 131072
 # the exact search up to this many query x database pairs (about 90 s a direction with two
 # workers at the 9.4 x 10^7 pairs/s per process measured on 512-dim USE vectors, 2026-11-25);
-# above, an IVF index (triemine.embedding.ivf), when the database has at least IVF_MIN_ROWS rows
+# above, HNSW graphs (triemine.embedding.hnsw), when the database has at least INDEX_MIN_ROWS
+# rows: on the haystack's million rows they found the exact top 4 with recall 0.995 where IVF
+# reached 0.975, but their build and walk took 6x the exact search's CPU seconds there (8,624
+# queries: too few to pay for a build; docs/scale.md)
 KNN_EXACT_PAIRS = 2 ** 34
-IVF_MIN_ROWS = 65536
+INDEX_MIN_ROWS = 65536
 # lists probed per query; None: an eighth of the lists, at least 64 (ivf_nprobe).  Measured on
 # the haystack (8,624 Chinese sources against 1,000,000 English targets, 4,000 lists,
 # bench/haystack_bench.py --ivf-from): recall@4 against the exact search 0.856 probing 64
@@ -210,8 +215,8 @@ def knn_method(n_queries: int, n_database: int, index: str = "auto") -> str:
         raise ValueError(f"kNN index must be one of {', '.join(KNN_INDEXES)}, not {index!r}")
     if index != "auto":
         return index
-    big = n_queries * n_database > KNN_EXACT_PAIRS and n_database >= IVF_MIN_ROWS
-    return "ivf" if big else "exact"
+    big = n_queries * n_database > KNN_EXACT_PAIRS and n_database >= INDEX_MIN_ROWS
+    return "hnsw" if big else "exact"
 
 
 def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
@@ -229,11 +234,10 @@ def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path,
     database in an IVF index (``work_dir/<name>.ivf/``, built once: quantiser trained on a seeded
     sample, rows assigned to lists by an exact grid search against the centroids), searched in
     shards of ``rows`` queries probing ``nprobe`` lists each (None: :func:`ivf_nprobe`).
-    ``hnsw``: HNSW graphs of ``graph_rows`` database rows each (None:
-    :data:`triemine.embedding.hnsw.GRAPH_ROWS`), built on the pool one thread a graph, walked by
-    a grid of ``rows`` queries x one graph with ``ef_search`` candidates
-    (:func:`_hnsw_sharded`).  Every way the plan depends on the data alone, so any number of
-    workers gives the same bits."""
+    ``hnsw``: HNSW graphs of ``graph_rows`` database rows each, built on the pool one thread a
+    graph, walked by a grid of ``rows`` queries x one graph with ``ef_search`` candidates
+    (None: :func:`triemine.embedding.hnsw.graph_plan`'s; :func:`_hnsw_sharded`).  Every way the
+    plan depends on the data alone, so any number of workers gives the same bits."""
     n_q = np.load(queries_path, mmap_mode="r").shape[0]
     n_d = np.load(database_path, mmap_mode="r").shape[0]
     method = knn_method(n_q, n_d, index) if n_d else "exact"
@@ -370,12 +374,22 @@ def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
     from triemine.embedding import hnsw
 
     n_d = np.load(database_path, mmap_mode="r").shape[0]
-    graph_rows = graph_rows or hnsw.GRAPH_ROWS
+    planned_rows, planned_ef = hnsw.graph_plan(n_d)
+    graph_rows, ef_search = graph_rows or planned_rows, ef_search or planned_ef
     plan = [Shard(i, a, min(a + graph_rows, n_d)) for i, a in enumerate(range(0, n_d, graph_rows))]
     key = {"database": file_sha256(database_path), "m": hnsw.M,
            "ef_construction": hnsw.EF_CONSTRUCTION, "faiss": faiss.__version__}
-    graphs = ShardStore(Path(work_dir) / f"{name}.hnsw", key, plan, resume=resume, ext="faiss",
-                        unit="rows", stale="restart")
+    directory = Path(work_dir) / f"{name}.hnsw"
+    try:  # graphs of another database (or built otherwise) are named, then built again
+        old = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))["key"]["settings"]
+    except (OSError, ValueError, KeyError, TypeError):
+        old = None
+    if resume and old is not None and old != json.loads(json.dumps(key)):
+        warnings.warn(f"{directory / MANIFEST}: HNSW graphs built for another database or "
+                      f"other settings ({old}; this job: {key}); building them again",
+                      stacklevel=2)
+    graphs = ShardStore(directory, key, plan, resume=resume, ext="faiss", unit="rows",
+                        stale="restart")
 
     def make_task(s: Shard) -> GraphShardTask:
         return GraphShardTask(s.id, os.path.abspath(database_path), (s.start, s.end),
@@ -385,4 +399,4 @@ def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
         execute(graphs, make_task, pool, lambda s, _info: bar.update(len(s)))
     return _grid_sharded(queries_path, database_path, k, work_dir, pool, name=name,
                          progress=progress, resume=resume, rows=rows, stale="restart",
-                         graphs=graphs, ef_search=ef_search or hnsw.EF_SEARCH)
+                         graphs=graphs, ef_search=ef_search)

@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import time
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +129,10 @@ class ShardStore:
             if resume and old is not None:
                 self.done = {k: v for k, v in old.get("done", {}).items()
                              if self._complete(int(k), v)}
+                for k in sorted(set(old.get("done", {})) - set(self.done), key=int):
+                    warnings.warn(f"{self.path(int(k))}: shard file missing, truncated or "
+                                  "replaced since it was recorded; computing it again",
+                                  stacklevel=2)
             else:
                 shutil.rmtree(self.dir)
         self.dir.mkdir(parents=True, exist_ok=True)

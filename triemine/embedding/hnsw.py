@@ -1,19 +1,19 @@
 """A graph index for the kNN of corpora too large for the exact search: faiss ``IndexHNSWFlat``
 over ranges of database rows ("graphs"), each built in one thread and searched by every query.
 
-Why HNSW: on the haystack's million English rows it finds the exact top 4 of 8,624 Chinese
-queries with recall 0.991 where IVF, probing an eighth of its lists, reached 0.975
-(``scripts/knn_index_study.py``; cross-lingual queries lie away from the English rows'
+Why HNSW: on the haystack's million English rows its graphs find the exact top 4 of 8,624
+Chinese queries with recall 0.995 (``bench/haystack_bench.py --hnsw-from``) where IVF, probing
+an eighth of its lists, reached 0.975 (cross-lingual queries lie away from the English rows'
 centroids, and a graph walk does not depend on them).  The rows stay float32, so the
 similarities it returns are the exact inner products of the rows it finds (the margin is
 computed from them).
 
-Why graphs of a fixed number of rows, each built by one thread: faiss builds one graph with
-several threads in an unspecified order (a different graph every run), but with one thread the
-graph depends on the rows alone.  A graph per ``GRAPH_ROWS`` rows (a plan that depends on the
-data, never on the workers) lets the workers build the graphs side by side and still gives the
-same bits with any number of workers.  The price: every query walks every graph, so the search
-costs grow with the number of graphs; graphs as large as a worker's memory allows are best.
+Why several graphs, each built by one thread: faiss builds one graph with several threads in
+an unspecified order (a different graph every run), but with one thread the graph depends on the
+rows alone.  Graphs over consecutive row ranges (:func:`graph_plan`: a plan that depends on the
+data, never on the workers) let the workers build them side by side and still give the same bits
+with any number of workers.  The price: every query walks every graph, so the search cost grows
+with the number of graphs; the plan keeps them few and as large as a worker's memory allows.
 
 A graph file is written by the worker that built it (a multi-GB payload is not sent through
 the pool) to a temporary name, then renamed into its shard file and named in the manifest by
@@ -29,14 +29,28 @@ from typing import Optional
 import numpy as np
 
 # links per node and the build's candidate list (faiss's M and efConstruction), as measured by
-# scripts/knn_index_study.py; the search's candidate list (efSearch), measured by
-# bench/haystack_bench.py --index-from (README)
+# scripts/knn_index_study.py
 M = 32
 EF_CONSTRUCTION = 64
+# rows per graph (graph_plan): an eighth of the database (8 graphs built side by side), at
+# least MIN_GRAPH_ROWS and at most MAX_GRAPH_ROWS (what a building worker holds: 2^18 rows of
+# 512 float32 dimensions are a 0.6 GB graph built by one thread in about 2 min, measured; 2^22
+# a 9.7 GB one, about 40 min, extrapolated)
+MIN_GRAPH_ROWS = 1 << 18
+MAX_GRAPH_ROWS = 1 << 22
+MAX_PARALLEL_GRAPHS = 8
+# the search's candidates (efSearch) for a graph of MIN_GRAPH_ROWS, scaled by the square root
+# of the graph's rows.  Measured on the haystack (8,624 Chinese queries, 1,000,000 English rows,
+# bench/haystack_bench.py --hnsw-from, README): 4 graphs of 2^18 rows at efSearch 512, recall@4
+# 0.995 against the exact search; one graph of 10^6 rows (scripts/knn_index_study.py) needed
+# efSearch 1024, the rule's value, for 0.991 (512 gave 0.982)
 EF_SEARCH = 512
-# rows per graph: 2^20 rows of 512 float32 dimensions are a 2.3 GB graph file, built in about
-# 10 min by one thread of this project's 2-core box
-GRAPH_ROWS = 1 << 20
+
+
+def graph_plan(n_database: int) -> tuple:
+    """``(rows per graph, efSearch)`` for a database of ``n_database`` rows."""
+    rows = min(MAX_GRAPH_ROWS, max(MIN_GRAPH_ROWS, -(-n_database // MAX_PARALLEL_GRAPHS)))
+    return rows, int(round(EF_SEARCH * (rows / MIN_GRAPH_ROWS) ** 0.5))
 
 
 def build_graph(rows: np.ndarray, path: str, m: int = M,
