@@ -245,6 +245,30 @@ def test_overlong_lines_are_skipped_and_counted_not_the_end_of_the_run(
     assert skipped["source"] > 1 and skipped["target"] > 1
 
 
+def test_token_lengths_are_counted_chunk_by_chunk_with_the_same_result(tmp_path):
+    """The overlong-line rule tokenises a corpus a chunk at a time (a million lines' pieces were
+    760 MB of the driver's memory): the same lengths as one call, never more than a chunk's
+    lines in one call, through a corpus file's view too."""
+    from triemine.corpus import open_corpus
+    from triemine.decoding.lengths import token_lengths
+
+    class Words:  # a tokenizer that records its calls
+        calls: list = []
+
+        def encode(self, texts):
+            self.calls.append(len(texts))
+            return [t.split() for t in texts]
+    texts = [("w " * (i % 7)).strip() for i in range(50)]  # every seventh line empty
+    path = tmp_path / "c.txt"
+    path.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    want = [len(t.split()) + 1 if t else 0 for t in texts]
+    assert token_lengths(Words(), texts, chunk=10**6).tolist() == want
+    Words.calls.clear()
+    assert token_lengths(Words(), open_corpus(path, cache=tmp_path / "lines").texts,
+                         chunk=8).tolist() == want
+    assert max(Words.calls) <= 8 and sum(Words.calls) == sum(1 for t in texts if t)
+
+
 def test_overlong_lines_give_the_same_output_with_workers(tiny_model_dir, long_corpora, tmp_path,
                                                           capsys, monkeypatch):
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
