@@ -578,6 +578,19 @@ def test_default_job_on_workers_embeds_and_searches_in_shards_identically(tiny_m
     assert one.read_bytes() == two.read_bytes()
 
 
+def _clustered(tmp_path, seed: int):
+    """700 queries near 6,000 L2-normalised rows in 40 clusters, saved as q.npy and d.npy."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(40, 32))
+    db = (centres[rng.integers(0, 40, 6000)] + 0.35 * rng.normal(size=(6000, 32))).astype(np.float32)
+    q = (db[rng.choice(6000, 700, replace=False)] + 0.2 * rng.normal(size=(700, 32))).astype(np.float32)
+    for a in (q, db):
+        a /= np.linalg.norm(a, axis=1, keepdims=True)
+    np.save(tmp_path / "q.npy", q)
+    np.save(tmp_path / "d.npy", db)
+    return q, db
+
+
 def test_ivf_knn_sharded_is_the_same_on_any_pool_finds_the_neighbours_and_rebuilds_bad_index(
         tmp_path):
     """The approximate index: the same bits in this process and on 2 worker processes, recall@4
@@ -588,14 +601,7 @@ def test_ivf_knn_sharded_is_the_same_on_any_pool_finds_the_neighbours_and_rebuil
     from triemine.distributed.local import InlinePool
     from triemine.embedding.knn import knn
 
-    rng = np.random.default_rng(11)
-    centres = rng.normal(size=(40, 32))
-    db = (centres[rng.integers(0, 40, 6000)] + 0.35 * rng.normal(size=(6000, 32))).astype(np.float32)
-    q = (db[rng.choice(6000, 700, replace=False)] + 0.2 * rng.normal(size=(700, 32))).astype(np.float32)
-    for a in (q, db):
-        a /= np.linalg.norm(a, axis=1, keepdims=True)
-    np.save(tmp_path / "q.npy", q)
-    np.save(tmp_path / "d.npy", db)
+    q, db = _clustered(tmp_path, seed=11)
     args = dict(name="t", rows=256, index="ivf", nprobe=8)
     sim, idx = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "one",
                            InlinePool(), **args)
@@ -672,14 +678,7 @@ def test_hnsw_knn_sharded_builds_graphs_on_the_pool_gives_the_same_bits_and_rebu
     from triemine.distributed.local import InlinePool
     from triemine.embedding.knn import knn
 
-    rng = np.random.default_rng(5)
-    centres = rng.normal(size=(40, 32))
-    db = (centres[rng.integers(0, 40, 6000)] + 0.35 * rng.normal(size=(6000, 32))).astype(np.float32)
-    q = (db[rng.choice(6000, 700, replace=False)] + 0.2 * rng.normal(size=(700, 32))).astype(np.float32)
-    for a in (q, db):
-        a /= np.linalg.norm(a, axis=1, keepdims=True)
-    np.save(tmp_path / "q.npy", q)
-    np.save(tmp_path / "d.npy", db)
+    q, db = _clustered(tmp_path, seed=5)
     args = dict(name="t", rows=256, index="hnsw", graph_rows=2048, ef_search=64)
     sim, idx = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "one",
                            InlinePool(), **args)
