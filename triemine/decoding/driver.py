@@ -31,7 +31,7 @@ import numpy as np
 from triemine.corpus import open_pair, skipped_counts
 from triemine.decoding.batching import plan_blocks
 from triemine.decoding.matches import match_rows
-from triemine.decoding.runner import encode_sources, long_targets, mine_batches
+from triemine.decoding.runner import long_targets, mine_batches, source_lengths
 from triemine.decoding.settings import SearchSettings
 from triemine.decoding.trie_cache import check_trie_fits, get_trie, target_shard_tries
 from triemine.distributed import make_pool
@@ -71,7 +71,7 @@ class _Run:
     tgt: object
     tries: List[Tuple[object, int]]  # (trie, first target line) per target shard
     node_prior: Optional[np.ndarray]
-    encoded: list
+    lengths: np.ndarray             # tokens of each source (0: empty or skipped as too long)
     skip_tgt: np.ndarray
     skipped_long: dict
     skipped_bad: dict
@@ -127,10 +127,10 @@ def _prepare(model, source_path, target_path, search: SearchSettings, trie, shar
     if search.priors:  # computed once here, stored beside each trie; workers only read them
         priors = [get_node_priors(model, t, progress=progress) for t, _ in tries]
         node_prior = priors[0] if len(priors) == 1 else None  # the in-process search's
-    encoded, skipped = encode_sources(model, src.texts, source_path, search.max_length)
-    search = search.for_job(sum(1 for e in encoded if e is not None))
+    lengths, skipped = source_lengths(model, src.texts, source_path, search.max_length)
+    search = search.for_job(int(np.count_nonzero(lengths)))
     skip_tgt = long_targets(model, tgt.texts, search.max_length)
-    return _Run(src, tgt, tries, node_prior, encoded, skip_tgt,
+    return _Run(src, tgt, tries, node_prior, lengths, skip_tgt,
                 {"source": len(skipped), "target": int(skip_tgt.sum())}, skipped_counts(src, tgt),
                 search.resume_key(model, source_path, target_path, len(src)),
                 "\t".join(search.columns), search)
@@ -155,7 +155,7 @@ def _in_process(model, run: _Run, search: SearchSettings, out_path: Path, *, dev
         rows = decoded = with_matches = blocks = 0
         for s, e, results in mine_batches(model, src.texts, trie, search, device=device,
                                           debug=debug, start=start, progress=progress,
-                                          encoded=run.encoded, node_prior=run.node_prior):
+                                          lengths=run.lengths, node_prior=run.node_prior):
             flat = [m for ms in results for m in ms]
             text = match_rows(flat, search.columns, src.ids, src.texts, tgt.ids, tgt.texts,
                               run.skip_tgt)
@@ -183,7 +183,7 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
     target shards every source is searched in each trie and its matches merged by score (the
     ``beam`` best; :func:`triemine.distributed.worker.merge_matches`)."""
     n = len(run.src)
-    plan = plan_blocks([0 if e is None else len(e) for e in run.encoded],
+    plan = plan_blocks(run.lengths.tolist(),
                        search.sources_per_batch, search.max_tokens, search.sort_window,
                        search.sources_per_block)
     shards = plan_shards([s for s, _ in plan], n, search.shard_size(n))

@@ -1,4 +1,4 @@
-"""The trie search over sources in memory: encode them, decode them block by block.
+"""The trie search over sources: count their tokens, then encode and decode them block by block.
 
 ::
 
@@ -23,25 +23,29 @@ import numpy as np
 import torch
 
 from triemine.decoding.batching import block_batches, plan_blocks
-from triemine.decoding.lengths import LengthLimits, too_long
+from triemine.decoding.lengths import LENGTH_CHUNK, LengthLimits, too_long
 from triemine.decoding.matches import Match, to_matches
 from triemine.decoding.settings import SearchSettings
 
 
-def encode_sources(model, texts: Sequence[str], path=None, max_length: Optional[int] = None
-                   ) -> Tuple[List[Optional[torch.Tensor]], List[int]]:
-    """Encode non-empty texts; ``None`` for empty ones and for those too long for the encoder or
-    ``max_length`` (:mod:`triemine.decoding.lengths`: skipped, with a warning naming their
-    lines).  Returns the encodings and the 1-based line numbers skipped as too long."""
+def source_lengths(model, texts: Sequence[str], path=None, max_length: Optional[int] = None
+                   ) -> Tuple[np.ndarray, List[int]]:
+    """Tokens of every source as the model encodes it (EOS included), ``0`` for an empty line
+    and for one too long for the encoder or ``max_length`` (:mod:`triemine.decoding.lengths`:
+    skipped, with a warning naming their lines).  Only the lengths are kept (8 bytes a line;
+    each batch is encoded again when it is decoded), read ``LENGTH_CHUNK`` lines at a time.
+    Returns the lengths and the 1-based line numbers skipped as too long."""
     limit = LengthLimits.of(model, max_length).source
-    out: List[Optional[torch.Tensor]] = []
+    out = np.zeros(len(texts), dtype=np.int64)
     skipped: List[int] = []
-    for i, text in enumerate(texts):
-        ids = model.encode_source(text) if text.strip() else None
-        if ids is not None and len(ids) > limit:
-            ids = None
-            skipped.append(i + 1)
-        out.append(ids)
+    for a in range(0, len(texts), LENGTH_CHUNK):
+        for i, text in enumerate(texts[a:a + LENGTH_CHUNK], a):
+            if text.strip():
+                n = len(model.encode_source(text))
+                if n > limit:
+                    skipped.append(i + 1)
+                else:
+                    out[i] = n
     if skipped:
         shown = ", ".join(map(str, skipped[:20])) + (" ..." if len(skipped) > 20 else "")
         where = f"{path}: " if path else ""
@@ -76,14 +80,14 @@ def build_generator(model, trie, search: SearchSettings = SearchSettings(), *,
 def mine_batches(model, sources: Sequence[str], trie,
                  search: SearchSettings = SearchSettings(), *, device: str = "cpu",
                  debug: bool = False, start: int = 0, progress: bool = False, source_path=None,
-                 encoded=None, node_prior=None) -> Iterator[Tuple[int, int, List[List[Match]]]]:
+                 lengths=None, node_prior=None) -> Iterator[Tuple[int, int, List[List[Match]]]]:
     """Yield ``(start, end, matches)`` per block (:func:`~triemine.decoding.batching.plan_blocks`);
     ``matches[i]`` belongs to source ``start + i``.  Within a block, sources are decoded in
     length-sorted batches (:func:`~triemine.decoding.batching.block_batches`).
 
     ``start`` must be a block boundary of the same plan (as recorded by
-    :func:`triemine.decoding.driver.mine_to_tsv`).  ``encoded``: the sources already encoded
-    (:func:`encode_sources`); ``node_prior``: the trie's node priors
+    :func:`triemine.decoding.driver.mine_to_tsv`).  ``lengths``: the sources' lengths already
+    counted (:func:`source_lengths`); ``node_prior``: the trie's node priors
     (:func:`triemine.scoring.prior.get_node_priors`), needed with ``search.prior_weight``.
     """
     from fairseq.data import data_utils
@@ -93,9 +97,9 @@ def mine_batches(model, sources: Sequence[str], trie,
     gen = build_generator(model, trie, search, debug=debug, node_prior=node_prior)
     if device != "cpu":
         gen.to(device)
-    if encoded is None:
-        encoded, _ = encode_sources(model, sources, source_path, search.max_length)
-    lengths = [0 if e is None else len(e) for e in encoded]
+    if lengths is None:
+        lengths, _ = source_lengths(model, sources, source_path, search.max_length)
+    lengths = np.asarray(lengths).tolist()  # a Python list for plan_blocks and block_batches
     plan = plan_blocks(lengths, batch_size, search.max_tokens, search.sort_window,
                        search.sources_per_block)
     if start and start not in {s for s, _ in plan} and start != len(sources):
@@ -109,7 +113,7 @@ def mine_batches(model, sources: Sequence[str], trie,
                 continue
             results: List[List[Match]] = [[] for _ in range(e - s)]
             for idx in block_batches(lengths, s, e, batch_size, max_tokens):
-                toks = [encoded[i] for i in idx]
+                toks = [model.encode_source(sources[i]) for i in idx]
                 sample = {"net_input": {
                     "src_tokens": data_utils.collate_tokens(toks, pad, left_pad=True).to(device),
                     "src_lengths": torch.tensor([len(t) for t in toks], device=device)}}

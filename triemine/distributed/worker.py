@@ -176,6 +176,7 @@ class ShardWorker:
         self._corpora: Dict[str, object] = {}
         self._encoders: Dict[str, object] = {}
         self._indexes: Dict[str, object] = {}
+        self._long_targets: Dict[tuple, np.ndarray] = {}
 
     def pid(self) -> int:
         return os.getpid()
@@ -253,7 +254,7 @@ class ShardWorker:
 
     def _trie_search(self, task: TrieShardTask) -> Tuple[bytes, dict]:
         from triemine.decoding.matches import match_rows
-        from triemine.decoding.runner import encode_sources, long_targets, mine_batches
+        from triemine.decoding.runner import long_targets, mine_batches, source_lengths
 
         model = self.model(task.model)
         src, tgt = self.corpus(task.source), self.corpus(task.target)
@@ -262,8 +263,13 @@ class ShardWorker:
         texts = src.texts[a:b]
         with warnings.catch_warnings():  # the driver already warned about skipped sources
             warnings.simplefilter("ignore")
-            encoded, _ = encode_sources(model, texts, max_length=search.max_length)
-        skip_tgt = long_targets(model, tgt.texts, search.max_length) if search.max_length else None
+            lengths, _ = source_lengths(model, texts, max_length=search.max_length)
+        skip_tgt = None
+        if search.max_length:  # the whole target corpus tokenised once per worker, not per shard
+            key = (task.target, search.max_length)
+            if key not in self._long_targets:
+                self._long_targets[key] = long_targets(model, tgt.texts, search.max_length)
+            skip_tgt = self._long_targets[key]
         # several tries: every match of each, merged below before the nbest cut
         per_trie_search = replace(search, nbest=None) if len(task.tries) > 1 else search
         per_trie = []
@@ -276,7 +282,7 @@ class ShardWorker:
             results: List[List] = []
             for _, _, batch in mine_batches(model, texts, trie, per_trie_search,
                                             device=task.model.device, debug=task.debug,
-                                            encoded=encoded, node_prior=node_prior):
+                                            lengths=lengths, node_prior=node_prior):
                 if offset:
                     batch = [[replace(m, tgt_line_ids=tuple(i + offset for i in m.tgt_line_ids))
                               for m in ms] for ms in batch]
