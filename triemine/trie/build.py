@@ -229,7 +229,7 @@ def build_trie_from_corpus(corpus: Union[str, os.PathLike, Corpus], spm_model, d
         unk_lines=int(has_unk.sum()), sequences=len(trie), nodes=int(trie.n_nodes),
         terminals=int(trie.n_terminals), bytes=trie.nbytes,
         bytes_per_node=trie.node_nbytes / trie.n_nodes, depth=trie.depth, segment_s=seg_s,
-        build_s=build_s, nbest=nbest, skipped_lines=list(corp.skipped_lines),
+        build_s=build_s, nbest=nbest, skipped_lines=[int(i) for i in corp.skipped_lines],
         problems=list(corp.problems))
     return trie, stats
 
