@@ -5,6 +5,7 @@ shard that always fails is reported by id; target shards merge the matches of se
 Tiny synthetic model (tests/conftest.py).  Ray runs as one local cluster per module (2 CPUs, on
 127.0.0.1, no dashboard, usage statistics off); nothing reaches another machine.
 """
+import hashlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import time
 import numpy as np
 import pytest
 
+from triemine import paths
 from triemine.cli import mine_main
 from triemine.decoding.testing import synthetic_pairs
 from triemine.distributed import Shard, ShardFailures, ShardStore, execute, plan_shards
@@ -519,6 +521,12 @@ def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeyp
     again = embed_sharded("use", corpus, len(texts), tmp_path / "e.npy", InlinePool(), lines=256)
     assert isinstance(again, np.memmap) and np.asarray(again).tobytes() == ref.tobytes()
     assert sorted(_computed(d)) == [0, 1, 2]  # reused, nothing computed
+    # the merge recorded the digest of what it wrote: the kNN's keys do not read the file back
+    real = paths.file_sha256
+    monkeypatch.setattr(paths, "file_sha256", lambda path: pytest.fail(f"{path} read whole"))
+    assert paths.content_sha256(tmp_path / "e.npy") == hashlib.sha256(
+        (tmp_path / "e.npy").read_bytes()).hexdigest()
+    monkeypatch.setattr(paths, "file_sha256", real)
     data = (tmp_path / "e.npy").read_bytes()
     (tmp_path / "e.npy").write_bytes(data[: len(data) // 2])  # truncated: merged again
     fixed = embed_sharded("use", corpus, len(texts), tmp_path / "e.npy", InlinePool(), lines=256)

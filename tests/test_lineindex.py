@@ -161,3 +161,37 @@ def test_missing_file_and_directory(tmp_path):
         open_corpus(tmp_path / "nope.txt", cache=tmp_path / "cache")
     with pytest.raises(InputError, match="directory"):
         open_corpus(tmp_path, cache=tmp_path / "cache")
+
+
+def test_content_digest_is_read_once_per_version_of_a_file(tmp_path, monkeypatch):
+    """Cache and resume keys hash whole files (corpora, embeddings: hundreds of GB at 10^8 a
+    side); the digest is kept with the file's stamp and the file is read whole again only when
+    the stamp changes (another size, mtime or first or last MiB)."""
+    import hashlib
+    import json
+
+    from triemine import paths
+
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+    p = tmp_path / "big.bin"
+    data = bytearray(np.random.default_rng(0).integers(0, 256, 3 << 20, dtype=np.uint8).tobytes())
+    p.write_bytes(bytes(data))
+    want = hashlib.sha256(bytes(data)).hexdigest()
+    assert paths.content_sha256(p) == want == paths.file_sha256(p)
+    reads = []
+    real = paths.file_sha256
+    monkeypatch.setattr(paths, "file_sha256", lambda path: reads.append(path) or real(path))
+    assert paths.content_sha256(p) == want and reads == []  # from the digest file
+
+    data[(3 << 20) // 2] ^= 0xFF  # the middle changed (same size), the file is newer: read again
+    p.write_bytes(bytes(data))
+    os.utime(p, ns=(p.stat().st_atime_ns, p.stat().st_mtime_ns + 10**9))
+    assert paths.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest() != want
+    assert len(reads) == 1
+
+    saved = paths._digest_path(os.path.realpath(p))
+    saved.write_text("{not json", encoding="utf-8")  # a damaged digest file: ignored, rewritten
+    assert paths.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest() and len(reads) == 2
+    assert json.loads(saved.read_text(encoding="utf-8"))["stamp"] == paths.file_stamp(p)
+    with pytest.raises(FileNotFoundError):
+        paths.content_sha256(tmp_path / "missing.bin")

@@ -37,10 +37,10 @@ from typing import Callable, Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.outfile import atomic_write
+from triemine.paths import cache_root, file_stamp
 
 MAGIC = b"TMLINES1"
 VERSION = 2                  # 2: the skipped lines
-STAMP_BYTES = 1 << 20        # hashed at the head and the tail of the corpus
 SCAN_BYTES = 64 << 20        # newline scan window
 BOM = b"\xef\xbb\xbf"
 
@@ -49,24 +49,9 @@ class StaleIndex(Exception):
     """An index file that must not be used; the message says why."""
 
 
-def corpus_stamp(path) -> dict:
-    """What identifies a corpus file cheaply: real path, size, mtime and the SHA-256 of its first
-    and last MiB (a replaced or edited file changes at least one)."""
-    p = os.path.realpath(path)
-    st = os.stat(p)
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        h.update(f.read(STAMP_BYTES))
-        if st.st_size > STAMP_BYTES:
-            f.seek(max(STAMP_BYTES, st.st_size - STAMP_BYTES))
-            h.update(f.read())
-    return {"path": p, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ends_sha256": h.hexdigest()}
-
-
 def index_path(corpus_path, format: str, cache: Optional[Path] = None) -> Path:
     """Where the index of ``corpus_path`` read as ``format`` lives."""
     if cache is None:
-        from triemine.paths import cache_root
         cache = cache_root() / "lines"
     real = os.path.realpath(corpus_path)
     digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
@@ -155,7 +140,7 @@ def load_or_build(corpus_path, format: str, build: Callable[[object, np.ndarray]
     ``build(mmap, offsets) -> header fields`` (which validates the lines and finds the empty and
     the skipped ones) when there is no usable one; an unusable one is named in a warning with its
     reason, then rebuilt."""
-    stamp = corpus_stamp(corpus_path)
+    stamp = file_stamp(corpus_path)
     path = index_path(corpus_path, format, cache)
     buf = open_mmap(stamp["path"])
     if path.exists():

@@ -53,12 +53,72 @@ def cache_root() -> Path:
 
 
 def file_sha256(path: os.PathLike | str) -> str:
-    """Hex SHA-256 of a file's content, read in 1 MiB chunks (cache keys, provenance)."""
+    """Hex SHA-256 of a file's content, read in 1 MiB chunks (provenance; cache and resume keys
+    use :func:`content_sha256`, which reads an unchanged file once)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+STAMP_BYTES = 1 << 20  # hashed at the head and the tail of a file by file_stamp
+
+
+def file_stamp(path: os.PathLike | str) -> dict:
+    """What identifies a file cheaply: real path, size, mtime and the SHA-256 of its first and
+    last MiB (a replaced or edited file changes at least one; a file of 2 MiB or less is hashed
+    whole)."""
+    p = os.path.realpath(path)
+    st = os.stat(p)
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        h.update(f.read(STAMP_BYTES))
+        if st.st_size > STAMP_BYTES:
+            f.seek(max(STAMP_BYTES, st.st_size - STAMP_BYTES))
+            h.update(f.read())
+    return {"path": p, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ends_sha256": h.hexdigest()}
+
+
+def _digest_path(real: str) -> Path:
+    name = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return cache_root() / "digests" / f"{Path(real).name}.{name}.json"
+
+
+def content_sha256(path: os.PathLike | str) -> str:
+    """:func:`file_sha256` of ``path``, read whole only once per version of the file: the digest
+    is kept in ``$TRIEMINE_CACHE/digests/`` with the file's :func:`file_stamp` and read from
+    there while the stamp holds (what cache and resume keys use: at 10^8 sentences a side the
+    corpora and their embeddings are hundreds of GB, and every stage and every ``--resume``
+    asks for their keys).  A digest file that does not parse or whose stamp is not the file's
+    is ignored and written again."""
+    import json
+
+    stamp = file_stamp(path)
+    where = _digest_path(stamp["path"])
+    try:
+        saved = json.loads(where.read_text(encoding="utf-8"))
+        if saved.get("stamp") == stamp and isinstance(saved.get("sha256"), str):
+            return saved["sha256"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    digest = file_sha256(stamp["path"])
+    remember_sha256(path, digest, stamp)
+    return digest
+
+
+def remember_sha256(path: os.PathLike | str, digest: str, stamp: dict | None = None) -> None:
+    """Record ``digest`` as the content SHA-256 of ``path`` as it is now (a writer that hashed
+    the bytes it wrote calls this, so that :func:`content_sha256` never reads the file back)."""
+    import json
+
+    from triemine.outfile import atomic_write
+
+    stamp = stamp or file_stamp(path)
+    where = _digest_path(stamp["path"])
+    where.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(where, json.dumps({"stamp": stamp, "sha256": digest}).encode("utf-8"),
+                 "file digest")
 
 
 # Well-known shared resources (relative to shared_root()).

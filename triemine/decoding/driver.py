@@ -39,7 +39,7 @@ from triemine.distributed.jobs import SHARDS_SUFFIX, model_spec, progress_bar, s
 from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards, total
 from triemine.distributed.worker import TrieShardTask
 from triemine.errors import InputError
-from triemine.paths import file_sha256
+from triemine.paths import content_sha256
 from triemine.scoring.prior import get_node_priors
 from triemine.tsv import prepare_resume, write_meta, write_progress
 
@@ -189,7 +189,7 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
     shards = plan_shards([s for s, _ in plan], n, search.shard_size(n))
     key = dict(run.key, target_shards=search.target_shards,
                tries=[[os.path.basename(t.path), off] for t, off in run.tries],
-               source_sha256=file_sha256(source_path), shard_sources=search.shard_size(n))
+               source_sha256=content_sha256(source_path), shard_sources=search.shard_size(n))
     store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
                        ext="tsv", unit="sources")
     write_meta(out_path, _meta(model, run, search))

@@ -23,7 +23,7 @@ from typing import Any, List, Optional
 
 from triemine.errors import InputError
 from triemine.models.checkpoint import load_ensemble
-from triemine.paths import file_sha256
+from triemine.paths import content_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +34,10 @@ def weights_digest(path) -> str:
     """The first :data:`WEIGHTS_DIGEST_CHARS` hex characters of the sha256 of
     ``path/checkpoint.pt`` (``path`` a model directory), ``"no-checkpoint"`` if there is none:
     what identifies a model's weights in cache keys and resume settings. Reads the whole file
-    each call; :attr:`ModelDir.weights_digest` computes it once per loaded model."""
+    once per version of it (:func:`~triemine.paths.content_sha256`);
+    :attr:`ModelDir.weights_digest` asks once per loaded model."""
     ckpt = Path(path) / "checkpoint.pt"
-    return file_sha256(ckpt)[:WEIGHTS_DIGEST_CHARS] if ckpt.is_file() else "no-checkpoint"
+    return content_sha256(ckpt)[:WEIGHTS_DIGEST_CHARS] if ckpt.is_file() else "no-checkpoint"
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import List, Tuple
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.paths import cache_root, file_sha256
+from triemine.paths import cache_root, content_sha256
 from triemine.textfile import read_bytes
 from triemine.trie import FORMAT_VERSION, Trie
 from triemine.trie.build import build_trie_from_corpus, dictionary_fingerprint
@@ -27,8 +27,8 @@ def trie_cache_key(model, target_path, nbest: int = 1) -> str:
     if model.target_spm_path is None:
         raise InputError("the model directory has no target.spm: pass --target-spm", model.path)
     h = hashlib.sha256()
-    for part in (file_sha256(target_path), dictionary_fingerprint(model.tgt_dict),
-                 file_sha256(model.target_spm_path), str(nbest), str(FORMAT_VERSION)):
+    for part in (content_sha256(target_path), dictionary_fingerprint(model.tgt_dict),
+                 content_sha256(model.target_spm_path), str(nbest), str(FORMAT_VERSION)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:40]
@@ -93,7 +93,7 @@ def target_shard_tries(model, target_path, k: int, trie_nbest: int = 1,
     ranges = target_ranges(len(lines), k)
     where = cache_root() / "target-shards"
     where.mkdir(parents=True, exist_ok=True)
-    digest = file_sha256(target_path)[:24]
+    digest = content_sha256(target_path)[:24]
     out = []
     for i, (a, b) in enumerate(ranges):
         part = where / f"{digest}.{i + 1}-of-{len(ranges)}.txt"

@@ -25,7 +25,7 @@ from triemine.distributed.worker import (EmbedShardTask, GraphShardTask, KnnShar
 from triemine.embedding.knn import KNN_INDEXES
 from triemine.mining.features import exact_scores, score_chunk
 from triemine.outfile import atomic_write, npy_bytes
-from triemine.paths import file_sha256
+from triemine.paths import content_sha256, remember_sha256
 
 SHARDS_SUFFIX = ".shards"
 
@@ -74,8 +74,8 @@ def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, sourc
     shards = plan_shards(range(0, n, chunk), n, chunk)
     h = hashlib.sha256(src_idx.tobytes())
     h.update(tgt_idx.tobytes())
-    key = {"model": model_fingerprint(model), "source": file_sha256(source_path),
-           "target": file_sha256(target_path), "pairs": h.hexdigest(), "reverse": reverse,
+    key = {"model": model_fingerprint(model), "source": content_sha256(source_path),
+           "target": content_sha256(target_path), "pairs": h.hexdigest(), "reverse": reverse,
            "chunk": chunk, "precision": precision}
     store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards,
                        resume=resume, ext="npy", unit="pairs", stale=stale)
@@ -136,7 +136,7 @@ def embed_sharded(encoder: str, corpus_path, n_lines: int, out_path: Path, pool,
         raise ValueError("embedding shards must be whole batches of 256 lines")
     if encoder not in ENCODERS:
         get_encoder(encoder)  # the registry's own error, before any shard is planned
-    key = {"encoder": encoder, "corpus": file_sha256(corpus_path), "lines": int(n_lines),
+    key = {"encoder": encoder, "corpus": content_sha256(corpus_path), "lines": int(n_lines),
            "batch": 256}
     shards = plan_shards(range(0, n_lines, lines), n_lines, lines)
     store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
@@ -173,8 +173,16 @@ def _merge_rows(store: ShardStore, n_rows: int, dim: int, out_path: Path) -> Non
     np.lib.format.write_array_header_1_0(header, {
         "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
         "shape": (n_rows, first.shape[1] if first.ndim == 2 else dim)})
-    atomic_write(out_path, itertools.chain([header.getvalue(), first.tobytes()],
-                                           (part.tobytes() for part in parts)), "embeddings")
+    digest = hashlib.sha256()
+
+    def hashed(chunks):  # the kNN's keys name the file by content: hash it as it is written
+        for chunk in chunks:
+            digest.update(chunk)
+            yield chunk
+    atomic_write(out_path, hashed(itertools.chain([header.getvalue(), first.tobytes()],
+                                                  (part.tobytes() for part in parts))),
+                 "embeddings")
+    remember_sha256(out_path, digest.hexdigest())
 
 
 # rows per kNN shard, each way: a task is up to this many queries against up to this many
@@ -271,7 +279,7 @@ def _grid_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
              for di in range(len(d_ranges))})
     grid = {c: (q_ranges[qi], d_ranges[di], di) for (qi, di), c in cell.items()}
     shards = [Shard(i, i, i + 1) for i in range(len(grid))]  # one grid cell each
-    key = {"queries": file_sha256(queries_path), "database": file_sha256(database_path),
+    key = {"queries": content_sha256(queries_path), "database": content_sha256(database_path),
            "k": kk, "rows": rows}
     if graphs is not None:  # new graphs (a rebuilt shard) make the old cells stale
         key.update(graphs=graphs.key, graph_bytes=[e["bytes"] for e in graphs.entries()],
@@ -314,7 +322,7 @@ def ivf_index(database_path: Path, work_dir: Path, pool, *, name: str, progress:
     db = np.load(database_path, mmap_mode="r")
     nlist = ivf.n_lists(len(db))
     directory = Path(work_dir) / f"{name}.ivf"
-    key = {"database": file_sha256(database_path), "nlist": nlist, "seed": seed,
+    key = {"database": content_sha256(database_path), "nlist": nlist, "seed": seed,
            "per_list": 64}
     try:
         return ivf.check_index(directory, key)
@@ -344,7 +352,7 @@ def _ivf_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path
     kk = min(int(k), n_d)
     nprobe = nprobe or ivf_nprobe(n_d)
     shards = plan_shards(range(0, n_q, rows), n_q, rows)
-    key = {"queries": file_sha256(queries_path), "index": meta, "k": kk, "rows": rows,
+    key = {"queries": content_sha256(queries_path), "index": meta, "k": kk, "rows": rows,
            "nprobe": int(nprobe)}
     # a rebuilt index (named in a warning) makes the old search shards stale: start over
     store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards, resume=resume,
@@ -377,7 +385,7 @@ def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
     planned_rows, planned_ef = hnsw.graph_plan(n_d)
     graph_rows, ef_search = graph_rows or planned_rows, ef_search or planned_ef
     plan = [Shard(i, a, min(a + graph_rows, n_d)) for i, a in enumerate(range(0, n_d, graph_rows))]
-    key = {"database": file_sha256(database_path), "m": hnsw.M,
+    key = {"database": content_sha256(database_path), "m": hnsw.M,
            "ef_construction": hnsw.EF_CONSTRUCTION, "faiss": faiss.__version__}
     directory = Path(work_dir) / f"{name}.hnsw"
     try:  # graphs of another database (or built otherwise) are named, then built again

@@ -124,14 +124,14 @@ def _work(out_path: Path) -> Path:
 
 def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
     from triemine.decoding.fingerprint import model_fingerprint
-    from triemine.paths import file_sha256
+    from triemine.paths import content_sha256
 
     config = cfg.key()
     if "trie" not in cfg.candidates:  # knobs of a stage this job does not run
         for knob in TRIE_KNOBS:
             config.pop(knob)
-    return json.loads(json.dumps({"model": model_fingerprint(model), "source": file_sha256(source),
-                                  "target": file_sha256(target), "config": config}))
+    return json.loads(json.dumps({"model": model_fingerprint(model), "source": content_sha256(source),
+                                  "target": content_sha256(target), "config": config}))
 
 
 def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig,
