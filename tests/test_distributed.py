@@ -565,6 +565,22 @@ def test_knn_grid_shards_merge_to_the_exhaustive_search(tmp_path):
     one_sim, one_idx = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path / "one",
                                    InlinePool(), name="t")  # one cell: the exhaustive call
     assert one_sim.tobytes() == ref_sim.tobytes() and one_idx.tobytes() == ref_idx.tobytes()
+    # the merged lists are a file the driver maps, not memory it holds; a resumed run whose cells
+    # are all reused maps the same file, one with a cell computed again merges a new one
+    assert isinstance(sim, np.memmap) and isinstance(idx, np.memmap)
+    (lists,) = tmp_path.glob("t.lists.*.npy")
+    stamp = lists.stat().st_mtime_ns
+    again = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path, InlinePool(),
+                        name="t", rows=10)
+    assert [a.tobytes() for a in again] == [sim.tobytes(), idx.tobytes()]
+    assert list(tmp_path.glob("t.lists.*.npy")) == [lists] and lists.stat().st_mtime_ns == stamp
+    (tmp_path / "t.shards" / "shard-000007.npz").unlink()
+    with pytest.warns(UserWarning, match="shard-000007.npz: shard file missing"):
+        redone = knn_sharded(tmp_path / "q.npy", tmp_path / "d.npy", 4, tmp_path, InlinePool(),
+                             name="t", rows=10)
+    assert [a.tobytes() for a in redone] == [sim.tobytes(), idx.tobytes()]
+    (merged,) = tmp_path.glob("t.lists.*.npy")
+    assert merged != lists  # merged again, the old file removed
 
 
 def test_default_job_on_workers_embeds_and_searches_in_shards_identically(tiny_model_dir,

@@ -47,3 +47,64 @@ def test_unknown_encoder_is_a_clear_error():
     assert {"use", "e5"} <= set(ENCODERS)
     with pytest.raises(TrieMineError, match="unknown sentence encoder 'usee'.*choose from"):
         get_encoder("usee")
+
+
+def _margin_candidates_whole(nb, per_source, per_target, min_margin):
+    """The reference: every list at once, the union deduplicated (forward first), then the cut
+    (margin_candidates as it was before it read the lists in blocks)."""
+    n_src, k = nb.fwd_idx.shape
+    n_tgt, kb = nb.bwd_idx.shape
+    s1 = np.repeat(np.arange(n_src), k)
+    m1 = nb.margin(s1, nb.fwd_idx.reshape(-1), nb.fwd_sim.reshape(-1)).reshape(n_src, k)
+    o1 = np.argsort(-m1, axis=1, kind="stable")[:, :per_source]
+    r1 = np.arange(n_src)[:, None]
+    t2 = np.repeat(np.arange(n_tgt), kb)
+    m2 = nb.margin(nb.bwd_idx.reshape(-1), t2, nb.bwd_sim.reshape(-1)).reshape(n_tgt, kb)
+    o2 = np.argsort(-m2, axis=1, kind="stable")[:, :per_target]
+    r2 = np.arange(n_tgt)[:, None]
+    s = np.concatenate([np.broadcast_to(r1, o1.shape).reshape(-1), nb.bwd_idx[r2, o2].reshape(-1)])
+    t = np.concatenate([nb.fwd_idx[r1, o1].reshape(-1), np.broadcast_to(r2, o2.shape).reshape(-1)])
+    m = np.concatenate([m1[r1, o1].reshape(-1), m2[r2, o2].reshape(-1)])
+    _, first = np.unique(s * n_tgt + t, return_index=True)
+    s, t, m = s[first], t[first], m[first]
+    keep = m >= min_margin if min_margin is not None else np.ones(len(m), dtype=bool)
+    return s[keep], t[keep], m[keep]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_margin_candidates_in_blocks_are_the_whole_lists_candidates(seed):
+    """Reading the neighbour lists a block at a time (the driver's memory at 10^8 sentences)
+    gives the very pairs and margins of the whole lists, for any block size; a pair both
+    directions propose keeps the forward search's margin, even where the two cosines differ in
+    their last bits, and the cut applies to that margin."""
+    from triemine.embedding.knn import margin_candidates, margin_neighbours
+
+    rng = np.random.default_rng(seed)
+    n_src, n_tgt, k = int(rng.integers(1, 40)), int(rng.integers(1, 60)), 4
+    x = rng.normal(size=(n_src, 8)).astype(np.float32)
+    y = rng.normal(size=(n_tgt, 8)).astype(np.float32)
+    y[: n_tgt // 3] = y[n_tgt // 3: 2 * (n_tgt // 3)]  # duplicate rows: ties in the lists
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    nb = margin_neighbours(x, y, k)
+    nb.bwd_sim = nb.bwd_sim + np.float32(1e-6) * rng.integers(1, 3, nb.bwd_sim.shape)  # last bits
+    margins = nb.margin(np.arange(n_src).repeat(nb.fwd_idx.shape[1]), nb.fwd_idx.reshape(-1),
+                        nb.fwd_sim.reshape(-1))
+    # a cut between the two margins of a pair both directions propose: only the forward one counts
+    t0 = int(nb.fwd_idx[0, 0])
+    both = np.flatnonzero(nb.bwd_idx[t0] == 0)
+    split = []
+    if len(both):
+        m_f = nb.margin(np.array([0]), np.array([t0]), nb.fwd_sim[0, :1])[0]
+        m_b = nb.margin(np.array([0]), np.array([t0]), nb.bwd_sim[t0, both[:1]])[0]
+        assert m_b > m_f
+        split = [(m_f + m_b) / 2]
+    for per_source, per_target in ((2, 1), (1, 1), (4, 0), (0, 3), (9, 9)):
+        for min_margin in [None, float(np.median(margins)), 1e9] + split:
+            want = _margin_candidates_whole(nb, per_source, per_target, min_margin)
+            for block in (1, 3, 7, 1 << 20):
+                got = margin_candidates(nb, per_source, per_target, min_margin, block=block)
+                for a, b in zip(got, want):
+                    assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+            assert len(want[0]) or min_margin is not None or not (per_source or per_target)
+    assert len(_margin_candidates_whole(nb, 2, 1, None)[0]) >= n_src  # the test is not empty

@@ -93,40 +93,64 @@ def cosine_of_pairs(src_emb: np.ndarray, tgt_emb: np.ndarray, src: np.ndarray,
     return out
 
 
-def margin_candidates(nb: MarginNeighbours, per_source: int = 1, per_target: int = 1):
+MARGIN_BLOCK = 1 << 20  # neighbour-list rows a block of margin_candidates (about 100 MB of temporaries at k = 4)
+
+
+def _best_by_margin(nb: MarginNeighbours, rows: np.ndarray, forward: bool, per: int):
+    """``(best, margin)``, each (len(rows), per'): the ``per`` entries of the neighbour lists of
+    ``rows`` (sources when ``forward``, else targets) with the highest margin, best first (ties
+    to the earlier entry); the entries are target rows when ``forward``, else source rows."""
+    idx = np.asarray(nb.fwd_idx[rows] if forward else nb.bwd_idx[rows])
+    sim = np.asarray(nb.fwd_sim[rows] if forward else nb.bwd_sim[rows])
+    mine = np.repeat(rows, idx.shape[1])
+    m = (nb.margin(mine, idx.reshape(-1), sim.reshape(-1)) if forward else
+         nb.margin(idx.reshape(-1), mine, sim.reshape(-1))).reshape(idx.shape)
+    order = np.argsort(-m, axis=1, kind="stable")[:, :per]
+    return np.take_along_axis(idx, order, axis=1), np.take_along_axis(m, order, axis=1)
+
+
+def margin_candidates(nb: MarginNeighbours, per_source: int = 1, per_target: int = 1,
+                      min_margin: Optional[float] = None, block: int = MARGIN_BLOCK):
     """Candidate pairs from the neighbour lists: each source's ``per_source`` best targets and
     each target's ``per_target`` best sources by margin (LASER's "max" strategy with
-    ``per_source = per_target = 1``: the union of the forward and backward best).
+    ``per_source = per_target = 1``: the union of the forward and backward best), those with a
+    margin of at least ``min_margin`` when it is given.
+
+    A pair both directions propose is one pair with the forward list's margin (the two
+    searches may differ in the last bits of its cosine).  The lists are read ``block`` rows at a
+    time and cut as they are read, so the temporaries stay at about ``block`` x k entries
+    whatever the corpora's size (the lists themselves may be memory-mapped); the result does
+    not depend on ``block``.
 
     Returns ``(src, tgt, margin)``: unique pairs, sorted by (src, tgt).
     """
-    n_src, k = nb.fwd_idx.shape
-    n_tgt = nb.bwd_idx.shape[0]
-    parts_s, parts_t, parts_m = [], [], []
-    if per_source > 0 and k:
-        s = np.repeat(np.arange(n_src), k)
-        t = nb.fwd_idx.reshape(-1)
-        m = nb.margin(s, t, nb.fwd_sim.reshape(-1)).reshape(n_src, k)
-        order = np.argsort(-m, axis=1, kind="stable")[:, :per_source]
-        rows = np.arange(n_src)[:, None]
-        parts_s.append(np.broadcast_to(rows, order.shape).reshape(-1))
-        parts_t.append(nb.fwd_idx[rows, order].reshape(-1))
-        parts_m.append(m[rows, order].reshape(-1))
-    kb = nb.bwd_idx.shape[1]
-    if per_target > 0 and kb:
-        t = np.repeat(np.arange(n_tgt), kb)
-        s = nb.bwd_idx.reshape(-1)
-        m = nb.margin(s, t, nb.bwd_sim.reshape(-1)).reshape(n_tgt, kb)
-        order = np.argsort(-m, axis=1, kind="stable")[:, :per_target]
-        rows = np.arange(n_tgt)[:, None]
-        parts_t.append(np.broadcast_to(rows, order.shape).reshape(-1))
-        parts_s.append(nb.bwd_idx[rows, order].reshape(-1))
-        parts_m.append(m[rows, order].reshape(-1))
-    if not parts_s:
+    n_src, n_tgt = nb.fwd_idx.shape[0], nb.bwd_idx.shape[0]
+    width = max(n_tgt, 1)
+    keys, margins = [], []
+
+    def keep(key, m):
+        if min_margin is not None:
+            ok = m >= min_margin
+            key, m = key[ok], m[ok]
+        keys.append(key)
+        margins.append(m)
+    per_source = min(per_source, nb.fwd_idx.shape[1]) if n_src else 0
+    per_target = min(per_target, nb.bwd_idx.shape[1]) if n_tgt else 0
+    for a in range(0, n_src if per_source > 0 else 0, block):
+        rows = np.arange(a, min(a + block, n_src), dtype=np.int64)
+        best, m = _best_by_margin(nb, rows, True, per_source)
+        keep((rows[:, None] * width + best).reshape(-1), m.reshape(-1))
+    for a in range(0, n_tgt if per_target > 0 else 0, block):
+        rows = np.arange(a, min(a + block, n_tgt), dtype=np.int64)
+        best, m = _best_by_margin(nb, rows, False, per_target)
+        s, t, m = best.reshape(-1), np.repeat(rows, best.shape[1]), m.reshape(-1)
+        if per_source > 0:  # proposed forward too: the forward copy stands
+            fwd_best, _ = _best_by_margin(nb, s, True, per_source)
+            fresh = ~(fwd_best == t[:, None]).any(axis=1)
+            s, t, m = s[fresh], t[fresh], m[fresh]
+        keep(s * width + t, m)
+    if not keys:
         return (np.zeros(0, dtype=np.int64),) * 2 + (np.zeros(0),)
-    s = np.concatenate(parts_s).astype(np.int64)
-    t = np.concatenate(parts_t).astype(np.int64)
-    m = np.concatenate(parts_m)
-    key = s * max(n_tgt, 1) + t
-    _, first = np.unique(key, return_index=True)
-    return s[first], t[first], m[first]
+    key, m = np.concatenate(keys), np.concatenate(margins)
+    key, first = np.unique(key, return_index=True)  # a list naming a row twice: its first
+    return key // width, key % width, m[first]

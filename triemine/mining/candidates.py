@@ -131,10 +131,7 @@ class MarginSpace:
         margin >= ``min_margin`` (a cheap first cut before exact MT scoring)."""
         from triemine.embedding.knn import margin_candidates
 
-        s, t, m = margin_candidates(self.nb, per_source, per_target)
-        if min_margin is not None:
-            keep = m >= min_margin
-            s, t = s[keep], t[keep]
+        s, t, _ = margin_candidates(self.nb, per_source, per_target, min_margin)
         return CandidateSet(s, t, np.full(len(s), self.origin, dtype=np.uint8),
                             self.features(s, t))
 
