@@ -222,8 +222,14 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4) -> dict:
     worker processes (one pool held across the stages, as the job holds it): ``shards`` shards
     of each (embedding: 8,192 target lines each; kNN: the sources against 131,072-row cells of
     the million targets' embeddings; exact scores and priors: chunks of 2,000 of the run's
-    candidates and candidate targets), the seconds of each and whether the bytes agree."""
+    candidates and candidate targets; the trie search, which the default job does not run but
+    ``--config paper`` and the ``trie`` generator do: the first 256 sources a shard against the
+    trie of the million targets, beam 5, built before the clock starts), the seconds of each
+    and whether the bytes agree."""
+    from triemine.decoding.driver import mine_to_tsv
     from triemine.decoding.model_dir import load_model_dir
+    from triemine.decoding.settings import SearchSettings
+    from triemine.decoding.trie_cache import get_trie
     from triemine.distributed import make_pool
     from triemine.distributed.jobs import (EMBED_SHARD_LINES, KNN_SHARD_ROWS, embed_sharded,
                                            forced_scores_sharded, knn_sharded)
@@ -249,6 +255,15 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4) -> dict:
     if not db.is_file():
         np.save(db, np.load(work / "emb.use.tgt.npy", mmap_mode="r")[:KNN_SHARD_ROWS * shards])
     model = load_model_dir(model_dir)
+    trie_src = work / "speedups.trie.zh"  # 256 sources a shard: the default shard size
+    trie_src.write_text("".join(ln + "\n" for ln in src_path.read_text(
+        encoding="utf-8").splitlines()[:256 * shards]), encoding="utf-8")
+    trie = get_trie(model, tgt_path)  # the million targets' trie, built once and cached
+    search = SearchSettings(mode="pre", beam=5, shard_sources=256)
+
+    def trie_search(tsv: Path, pool) -> np.ndarray:  # the TSV's bytes, to compare
+        mine_to_tsv(model, trie_src, tgt_path, tsv, trie=trie, search=search, pool=pool)
+        return np.frombuffer(tsv.read_bytes(), dtype=np.uint8)
     out: dict = {"seconds_1": {}, "seconds_2": {}, "identical": {}}
     results = {}
     for label, pool in (("1", InlinePool()), ("2", make_pool(2))):
@@ -264,7 +279,8 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4) -> dict:
                                                      resume=False)[:2],
             "priors": lambda: forced_scores_sharded(model, np.full(len(priors_t), -1), priors_t,
                                                     src_path, tgt_path, d, pool, name="priors",
-                                                    chunk=2000, resume=False)[:2]}
+                                                    chunk=2000, resume=False)[:2],
+            "trie": lambda: trie_search(d / "trie.tsv", None if label == "1" else pool)}
         with pool:
             for stage, fn in steps.items():
                 t0 = time.perf_counter()
