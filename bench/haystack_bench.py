@@ -225,9 +225,9 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4) -> dict:
     candidates and candidate targets; the trie search, which the default job does not run but
     ``--config paper`` and the ``trie`` generator do: the first 256 sources a shard against the
     trie of the million targets, beam 5, built before the clock starts), the seconds of each
-    and whether the bytes agree.  The pool is started and the encoder loaded before the clock
-    starts (``start_s_1``, ``start_s_2``: a job pays it once, not per stage; until 2026-11-25
-    10:40 it counted in the embedding)."""
+    and whether the bytes agree.  The pool is started (workers spawned, modules imported) before
+    the clock starts (``start_s_1``, ``start_s_2``: a job pays it once, not per stage; until
+    2026-11-25 10:30 it counted in the embedding)."""
     from triemine.decoding.driver import mine_to_tsv
     from triemine.decoding.model_dir import load_model_dir
     from triemine.decoding.settings import SearchSettings
@@ -285,7 +285,8 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4) -> dict:
                                                     src_path, tgt_path, d, pool, name="priors",
                                                     chunk=2000, resume=False)[:2],
             "trie": lambda: trie_search(d / "trie.tsv", None if label == "1" else pool)}
-        with pool:  # started and the encoder loaded before the clock: the job pays this once
+        with pool:  # the workers spawned and their modules imported before the clock (a job
+            # pays it once; USE reads its weights at its first sentences, in the embedding)
             t0 = time.perf_counter()
             pool.warm(EmbedShardTask(0, "use", os.path.abspath(tgt_path), 0, 0,
                                      ENCODERS["use"].__module__))
