@@ -25,7 +25,6 @@ empty lines, UTF-8) are :mod:`triemine.corpus`'s, which builds the index through
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import mmap
 import os
@@ -37,7 +36,7 @@ from typing import Callable, Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.outfile import atomic_write
-from triemine.paths import cache_root, file_stamp
+from triemine.paths import cache_name, cache_root, file_stamp
 
 MAGIC = b"TMLINES1"
 VERSION = 2                  # 2: the skipped lines
@@ -53,9 +52,7 @@ def index_path(corpus_path, format: str, cache: Optional[Path] = None) -> Path:
     """Where the index of ``corpus_path`` read as ``format`` lives."""
     if cache is None:
         cache = cache_root() / "lines"
-    real = os.path.realpath(corpus_path)
-    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return Path(cache) / f"{Path(real).name}.{digest}.{format}.idx"
+    return Path(cache) / cache_name(corpus_path, f"{format}.idx")
 
 
 def scan_offsets(buf, size: int) -> np.ndarray:

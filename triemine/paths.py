@@ -8,9 +8,12 @@
 """
 from __future__ import annotations
 
-import os
 import hashlib
+import json
+import os
 from pathlib import Path
+
+from triemine.outfile import atomic_write
 
 _PKG_DIR = Path(__file__).resolve().parent
 
@@ -80,9 +83,17 @@ def file_stamp(path: os.PathLike | str) -> dict:
     return {"path": p, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ends_sha256": h.hexdigest()}
 
 
+def cache_name(path: os.PathLike | str, suffix: str) -> str:
+    """The name of a cache file about the file at ``path`` (line indexes, digests): its real
+    path's base name, a digest of the whole real path (two files of one name stay apart), then
+    ``suffix``."""
+    real = os.path.realpath(path)
+    tag = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return f"{Path(real).name}.{tag}.{suffix}"
+
+
 def _digest_path(real: str) -> Path:
-    name = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return cache_root() / "digests" / f"{Path(real).name}.{name}.json"
+    return cache_root() / "digests" / cache_name(real, "json")
 
 
 def content_sha256(path: os.PathLike | str) -> str:
@@ -92,8 +103,6 @@ def content_sha256(path: os.PathLike | str) -> str:
     corpora and their embeddings are hundreds of GB, and every stage and every ``--resume``
     asks for their keys).  A digest file that does not parse or whose stamp is not the file's
     is ignored and written again."""
-    import json
-
     stamp = file_stamp(path)
     where = _digest_path(stamp["path"])
     try:
@@ -110,10 +119,6 @@ def content_sha256(path: os.PathLike | str) -> str:
 def remember_sha256(path: os.PathLike | str, digest: str, stamp: dict | None = None) -> None:
     """Record ``digest`` as the content SHA-256 of ``path`` as it is now (a writer that hashed
     the bytes it wrote calls this, so that :func:`content_sha256` never reads the file back)."""
-    import json
-
-    from triemine.outfile import atomic_write
-
     stamp = stamp or file_stamp(path)
     where = _digest_path(stamp["path"])
     where.parent.mkdir(parents=True, exist_ok=True)
