@@ -128,27 +128,28 @@ def margin_candidates(nb: MarginNeighbours, per_source: int = 1, per_target: int
     width = max(n_tgt, 1)
     keys, margins = [], []
 
-    def keep(key, m):
-        if min_margin is not None:
-            ok = m >= min_margin
-            key, m = key[ok], m[ok]
-        keys.append(key)
-        margins.append(m)
+    def cut(m, *cols):  # the pairs at or over min_margin
+        ok = m >= min_margin if min_margin is not None else slice(None)
+        return (m[ok],) + tuple(c[ok] for c in cols)
     per_source = min(per_source, nb.fwd_idx.shape[1]) if n_src else 0
     per_target = min(per_target, nb.bwd_idx.shape[1]) if n_tgt else 0
     for a in range(0, n_src if per_source > 0 else 0, block):
         rows = np.arange(a, min(a + block, n_src), dtype=np.int64)
         best, m = _best_by_margin(nb, rows, True, per_source)
-        keep((rows[:, None] * width + best).reshape(-1), m.reshape(-1))
+        m, key = cut(m.reshape(-1), (rows[:, None] * width + best).reshape(-1))
+        keys.append(key)
+        margins.append(m)
     for a in range(0, n_tgt if per_target > 0 else 0, block):
         rows = np.arange(a, min(a + block, n_tgt), dtype=np.int64)
         best, m = _best_by_margin(nb, rows, False, per_target)
-        s, t, m = best.reshape(-1), np.repeat(rows, best.shape[1]), m.reshape(-1)
-        if per_source > 0:  # proposed forward too: the forward copy stands
+        # cut first: only the pairs kept need the test below
+        m, s, t = cut(m.reshape(-1), best.reshape(-1), np.repeat(rows, best.shape[1]))
+        if per_source > 0:  # proposed forward too: the forward copy (and its margin) stands
             fwd_best, _ = _best_by_margin(nb, s, True, per_source)
             fresh = ~(fwd_best == t[:, None]).any(axis=1)
             s, t, m = s[fresh], t[fresh], m[fresh]
-        keep(s * width + t, m)
+        keys.append(s * width + t)
+        margins.append(m)
     if not keys:
         return (np.zeros(0, dtype=np.int64),) * 2 + (np.zeros(0),)
     key, m = np.concatenate(keys), np.concatenate(margins)
