@@ -61,6 +61,34 @@ def test_sources_split_across_decoder_batches_are_encoded_once(tiny_model, monke
     assert small == pytest.approx(big, abs=1e-4)
 
 
+def test_output_chunks_are_normalised_in_place_as_a_fresh_log_softmax(tiny_model):
+    """The output projection is normalised in place in the scorer's kept buffer: the bits of the
+    plain ``gather - logsumexp`` over fresh logits of the same rows (whose product can differ
+    in the last bits with the number of rows), equal to a log-softmax; any number of chunks
+    (the last one partial) gives the same scores."""
+    srcs = [tiny_model.encode_source(s) for s, _ in PAIRS[:5]]
+    tgts = [tiny_model.encode_target(t) for _, t in PAIRS[:5]]
+    si, ti = np.repeat(np.arange(5), 5), np.tile(np.arange(5), 5)
+    one = ForcedScorer(tiny_model, chunk=100000)
+    totals, per_tok = one.score_pairs(srcs, tgts, si, ti, per_token=True)
+    for chunk in (1, 3, 7):
+        got, got_tok = ForcedScorer(tiny_model, chunk=chunk).score_pairs(srcs, tgts, si, ti,
+                                                                         per_token=True)
+        assert got == pytest.approx(totals, abs=1e-4)
+        assert all(a == pytest.approx(b, abs=1e-5) for a, b in zip(got_tok, per_tok))
+    feats = torch.randn(9, tiny_model.model.decoder.output_projection.in_features)
+    gold = torch.randint(0, len(tiny_model.tgt_dict), (9,))
+    sc = ForcedScorer(tiny_model, chunk=16)
+    with torch.no_grad():
+        logits = tiny_model.model.decoder.output_layer(feats)
+        plain = logits.gather(1, gold[:, None]).squeeze(1) - torch.logsumexp(logits, -1)
+        got = sc._gold_logprobs(feats, gold)
+        again = sc._gold_logprobs(feats[:4], gold[:4])  # the buffer reused, fewer rows
+    assert torch.equal(got, plain) and torch.equal(again, plain[:4])
+    assert got.tolist() == pytest.approx(torch.log_softmax(logits, -1)[range(9), gold].tolist(),
+                                         abs=1e-5)
+
+
 def test_int8_output_precision_approximates_fp32(tiny_model):
     """The int8 output projection is an approximation: close to fp32 (a loose bound that holds on
     any CPU), never used unless asked, and an unknown precision is refused."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -23,7 +24,8 @@ from triemine.outfile import atomic_write, npy_bytes
 logger = logging.getLogger(__name__)
 
 
-def compute_node_priors(model, trie, progress: bool = False, max_tokens: int = 4096) -> np.ndarray:
+def compute_node_priors(model, trie, progress: bool = False,
+                        max_tokens: Optional[int] = None) -> np.ndarray:
     """``float32[n_nodes]``: cumulative log P(tokens from the root to the node | empty source)."""
     from triemine.scoring.forced import ForcedScorer
 
