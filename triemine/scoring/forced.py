@@ -8,20 +8,16 @@ projection (the largest matrix of an MT model) is applied in chunks of positions
 the scorer keeps, and only the gold token's logit and the log-sum-exp are kept, so memory stays
 at ``chunk x vocabulary``.
 
-Batches are small on the CPU (``CPU_MAX_TOKENS``): a layer's activations then stay in the cores'
-caches, and no chunk allocates a fresh ``chunk x vocabulary`` tensor, whose page faults cost more
-than its matrix product on the measuring box.  Together, on 240 BUCC candidate pairs (OPUS-MT
-zh-en, AMD EPYC, idle, 2026-11-25): 13.3 -> 18.8 pairs a second with one thread (1.42x),
-22.8 -> 34.4 with two (1.51x); the matrix products are then 91 % of the time, at about
-54 GFLOP/s a core.  Other batch sizes give other sums' orders: scores differ in the last bits
-(at most 6e-5 nats a sentence there), the same for any number of workers.
-
-The **prior** of a target is its probability under the same decoder given an empty source (the
-source is only EOS).  It is what the decoder's language model alone expects; the pointwise mutual
-information ``log P(y|x) - log P(y|empty)`` removes it from the score (see
-``pmi`` per target token in :func:`triemine.mining.features.derived`).
-
-Scores are natural logs and include EOS, like the search's ``score`` column.
+Batches are small on the CPU (``CPU_MAX_TOKENS``), and no chunk allocates a fresh ``chunk x
+vocabulary`` tensor: a fresh one of 266 MB cost more in page faults than its matrix product on
+the measuring box.  Measured on 600-900 of the BUCC sample's candidate pairs after 300 of
+warm-up (OPUS-MT zh-en, AMD EPYC, idle, 2026-11-25): one thread 16.3 pairs a second before,
+19.1 now (18.1-18.5 with the kept buffer and 4,096-token batches), two threads 28.2 before,
+33.0 now (34.4); the matrix products are then about 90 % of the time.  Whole jobs: the BUCC
+sample's exact scores 30.6 -> 37.3 pairs a second and its priors 41 -> 47 a second on two
+threads, the quick haystack's 16.8 -> 21.2 pairs a second on one.
+Other batch sizes give other sums' orders: scores differ in the last bits (at most 6e-5 nats
+a sentence there), the same for any number of workers.
 """
 from __future__ import annotations
 
@@ -66,8 +62,9 @@ def _int8_projection(decoder, device: str):
         return QLinear.from_float(float_proj)
 
 
-# target tokens per decoder batch: on the CPU small batches (measured above: 512 and 256 tied, 1,024
-# 4 % and 4,096 29 % slower with one thread); elsewhere the earlier 4,096 (no GPU measured)
+# target tokens per decoder batch: on the CPU 512 (measured above: 3-5 % faster than 4,096 with one
+# thread, the workers' setting, 4 % slower with two, and 110-220 MB less resident); elsewhere the
+# earlier 4,096 (no GPU measured)
 CPU_MAX_TOKENS = 512
 MAX_TOKENS = 4096
 
