@@ -146,7 +146,9 @@ def _combination(tmp_path, features=("cipher_margin", "ce_token"), weights=(1.0,
     return str(path)
 
 
-def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, corpora, tmp_path):
+def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, corpora, tmp_path,
+                                                                  monkeypatch):
+    from triemine.mining import run
     from triemine.mining.run import PipelineConfig, mine_pipeline
 
     src, tgt, pairs, targets = corpora
@@ -177,6 +179,18 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
     # every translation present in the targets is among the candidates
     found = set(zip(s_idx.tolist(), t_idx.tolist()))
     assert all((i, 24 + i) in found for i in range(12))
+    # the TSV is written a block of candidates at a time: the same bytes however they are cut
+    whole = out.read_bytes()
+    import triemine.tsv as tsv
+
+    monkeypatch.setattr(run, "TSV_BLOCK", 3)
+    formatted = []
+    real_format = tsv.format_rows
+    monkeypatch.setattr(tsv, "format_rows", lambda cols, cells, number: (
+        formatted.append(len(cells["src_id"])), real_format(cols, cells, number))[1])
+    mine_pipeline(tiny_model, src, tgt, out, cfg, resume=True)  # every stage reused
+    assert out.read_bytes() == whole
+    assert formatted == [3] * (len(m) // 3) + ([len(m) % 3] if len(m) % 3 else [])
 
 
 def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_model, corpora, tmp_path):

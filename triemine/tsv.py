@@ -208,8 +208,22 @@ def write_rows(path, columns: Sequence[str], cells: Mapping[str, Sequence],
                number: Callable[[float], str] = format_number) -> None:
     """A whole mining TSV, atomically: the header naming ``columns``, then :func:`format_rows`;
     with ``meta``, the ``.meta.json`` sidecar after it."""
+    write_row_blocks(path, columns, [cells], meta, number)
+
+
+def write_row_blocks(path, columns: Sequence[str], blocks: Iterable[Mapping[str, Sequence]],
+                     meta: Optional[Dict[str, object]] = None,
+                     number: Callable[[float], str] = format_number) -> None:
+    """:func:`write_rows` of the rows of ``blocks`` (each a ``cells`` mapping of the next rows),
+    formatted and written one block at a time, so that the writer holds one block's text rather
+    than the whole file's (tens of GB at 10^8 rows); the same bytes however the rows are cut."""
     path = Path(os.fspath(path))
-    _atomic_write_text(path, "\t".join(columns) + "\n" + format_rows(columns, cells, number))
+
+    def chunks():
+        yield ("\t".join(columns) + "\n").encode("utf-8")
+        for cells in blocks:
+            yield format_rows(columns, cells, number).encode("utf-8")
+    atomic_write(path, chunks(), "output")
     if meta:
         write_meta(path, meta)
 

@@ -40,6 +40,9 @@ from triemine.outfile import atomic_write
 logger = logging.getLogger(__name__)
 
 GENERATORS = tuple(REGISTRY)
+# candidates per block of the TSV writer (write_candidates_tsv): the driver holds one block's
+# texts and formatted rows (tens of MB), not every candidate's (hundreds of GB at 10^8 sources)
+TSV_BLOCK = 65536
 # PipelineConfig fields that only the trie search reads (left out of a job's resume key without it)
 TRIE_KNOBS = ("mode", "beam", "prior_weight", "trie_nbest", "batch_size", "sort_window")
 
@@ -304,13 +307,22 @@ def _check_features(comb, cfg: PipelineConfig, reverse: bool) -> None:
                          "(choose another --combination or --config)")
 
 
-def write_candidates_tsv(out_path: Path, cands: CandidateSet, src, tgt, meta: dict) -> None:
-    """The mining TSV of a candidate set (one row per pair), written atomically."""
-    from triemine.tsv import column_order, write_rows
+def write_candidates_tsv(out_path: Path, cands: CandidateSet, src, tgt, meta: dict,
+                         block: Optional[int] = None) -> None:
+    """The mining TSV of a candidate set (one row per pair), written atomically, ``block``
+    candidates at a time: their ids and texts are read from the corpora (memory-mapped) block by
+    block (default ``TSV_BLOCK``), so the driver never holds the text of every candidate."""
+    from triemine.tsv import column_order, write_row_blocks
 
-    s, t = cands.src.tolist(), cands.tgt.tolist()
-    cells = dict(cands.columns, origin=cands.origin.astype(np.float64),
-                 src_id=[src.ids[i] for i in s], tgt_id=[tgt.ids[i] for i in t],
-                 src=[src.texts[i] for i in s], tgt=[tgt.texts[i] for i in t])
-    columns = column_order(c for c in cells if c not in ("n_tokens", "n_tokens_rev"))
-    write_rows(out_path, columns, cells, meta=meta)
+    block = block or TSV_BLOCK
+    columns = column_order(c for c in list(cands.columns) + ["origin"]
+                           if c not in ("n_tokens", "n_tokens_rev"))
+
+    def blocks():
+        for a in range(0, len(cands), block):
+            s, t = cands.src[a:a + block].tolist(), cands.tgt[a:a + block].tolist()
+            yield dict({c: v[a:a + block] for c, v in cands.columns.items()},
+                       origin=cands.origin[a:a + block].astype(np.float64),
+                       src_id=[src.ids[i] for i in s], tgt_id=[tgt.ids[i] for i in t],
+                       src=[src.texts[i] for i in s], tgt=[tgt.texts[i] for i in t])
+    write_row_blocks(out_path, columns, blocks(), meta=meta)
