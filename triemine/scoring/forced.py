@@ -18,6 +18,13 @@ sample's exact scores 30.6 -> 37.3 pairs a second and its priors 41 -> 47 a seco
 threads, the quick haystack's 16.8 -> 21.2 pairs a second on one.
 Other batch sizes give other sums' orders: scores differ in the last bits (at most 6e-5 nats
 a sentence there), the same for any number of workers.
+
+The **prior** of a target is its probability under the same decoder given an empty source (the
+source is only EOS).  It is what the decoder's language model alone expects; the pointwise mutual
+information ``log P(y|x) - log P(y|empty)`` removes it from the score (see
+``pmi`` per target token in :func:`triemine.mining.features.derived`).
+
+Scores are natural logs and include EOS, like the search's ``score`` column.
 """
 from __future__ import annotations
 
