@@ -89,6 +89,23 @@ def test_output_chunks_are_normalised_in_place_as_a_fresh_log_softmax(tiny_model
                                          abs=1e-5)
 
 
+def test_scorer_inputs_go_where_the_model_is(tiny_model):
+    """Without a device the scorer uses the device of the model's weights (a worker loads the
+    model on --device; the exact scores never said where), with the large batches off the CPU;
+    the meta device stands in for a GPU, which this machine lacks."""
+    import copy
+
+    from triemine.scoring.forced import CPU_MAX_TOKENS, MAX_TOKENS
+
+    on_cpu = ForcedScorer(tiny_model)
+    assert (on_cpu.device, on_cpu.max_tokens) == ("cpu", CPU_MAX_TOKENS)
+    elsewhere = copy.copy(tiny_model)
+    elsewhere.models = [copy.deepcopy(tiny_model.model).to("meta")]
+    sc = ForcedScorer(elsewhere)
+    assert (sc.device, sc.max_tokens) == ("meta", MAX_TOKENS)
+    assert ForcedScorer(elsewhere, device="cpu", max_tokens=64).max_tokens == 64
+
+
 def test_int8_output_precision_approximates_fp32(tiny_model):
     """The int8 output projection is an approximation: close to fp32 (a loose bound that holds on
     any CPU), never used unless asked, and an unknown precision is refused."""

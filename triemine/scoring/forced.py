@@ -83,6 +83,7 @@ class ForcedScorer:
         model: a :class:`triemine.decoding.model_dir.ModelDir`.
         max_tokens: target tokens per batch (the decoder's activations scale with it); default
             ``CPU_MAX_TOKENS`` on the CPU, ``MAX_TOKENS`` elsewhere.
+        device: where the inputs go; default: the device of the model's weights.
         chunk: positions per output-projection chunk (memory: one ``chunk x vocabulary`` float
             buffer, kept).
         precision: ``"fp32"`` (exact) or ``"int8-output"``: the output projection (about 60% of
@@ -93,10 +94,12 @@ class ForcedScorer:
     PRECISIONS = ("fp32", "int8-output")
 
     def __init__(self, model, max_tokens: Optional[int] = None, chunk: int = 256,
-                 device: str = "cpu", precision: str = "fp32"):
+                 device: Optional[str] = None, precision: str = "fp32"):
         self.model = model
         self.net = model.model
         self.net.eval()
+        if device is None:  # where the model's weights are (a worker loads it on --device)
+            device = str(next(self.net.parameters()).device)
         self.src_pad = model.src_dict.pad()
         self.tgt_pad = model.tgt_dict.pad()
         self.eos = model.tgt_dict.eos()
