@@ -89,6 +89,24 @@ def test_output_chunks_are_normalised_in_place_as_a_fresh_log_softmax(tiny_model
                                          abs=1e-5)
 
 
+def test_an_output_layer_that_does_more_than_its_projection_is_called(tiny_model, monkeypatch):
+    """The kept buffer takes the projection's product only where the decoder's output layer is
+    that product: a layer that adds to it is called as it is, and its scores follow it."""
+    srcs = [tiny_model.encode_source(s) for s, _ in PAIRS[:3]]
+    tgts = [tiny_model.encode_target(t) for _, t in PAIRS[:3]]
+    si, ti = np.arange(3), np.arange(3)
+    plain = ForcedScorer(tiny_model)
+    plain.score_pairs(srcs, tgts, si, ti)
+    assert plain._proj is tiny_model.model.decoder.output_projection
+    dec = tiny_model.model.decoder
+    monkeypatch.setattr(dec, "output_layer", lambda x: dec.output_projection(x) * 0.0)
+    flat = ForcedScorer(tiny_model)  # every token equally likely: log(1 / vocabulary) each
+    got = flat.score_pairs(srcs, tgts, si, ti)
+    assert flat._proj is None
+    want = [-len(t) * np.log(len(tiny_model.tgt_dict)) for t in tgts]
+    assert got == pytest.approx(want, abs=1e-4)
+
+
 def test_scorer_inputs_go_where_the_model_is(tiny_model):
     """Without a device the scorer uses the device of the model's weights (a worker loads the
     model on --device; the exact scores never said where), with the large batches off the CPU;

@@ -113,11 +113,24 @@ class ForcedScorer:
         self.output_layer = self.net.decoder.output_layer
         if precision == "int8-output":
             self.output_layer = _int8_projection(self.net.decoder, device)
-        proj = getattr(self.net.decoder, "output_projection", None)
-        # the fp32 projection straight into the kept buffer (the same product as the layer's)
-        self._proj = proj if precision == "fp32" and isinstance(proj, torch.nn.Linear) and \
-            getattr(self.net.decoder, "adaptive_softmax", None) is None else None
+        self._proj: Optional[torch.nn.Linear] = None  # _plain_projection, at the first chunk
+        self._proj_checked = precision != "fp32"
         self._logits: Optional[torch.Tensor] = None
+
+    @torch.no_grad()
+    def _plain_projection(self) -> Optional[torch.nn.Linear]:
+        """The decoder's ``output_projection`` when its ``output_layer`` is that one product
+        (checked on two probe rows), so the logits can go straight into the kept buffer; else
+        None, and the layer itself is called (a decoder whose output layer does more)."""
+        proj = getattr(self.net.decoder, "output_projection", None)
+        if not isinstance(proj, torch.nn.Linear) or \
+                getattr(self.net.decoder, "adaptive_softmax", None) is not None:
+            return None
+        probe = torch.linspace(-1, 1, 2 * proj.in_features, device=proj.weight.device)
+        probe = probe.reshape(2, proj.in_features)
+        same = torch.allclose(self.output_layer(probe).float(), proj(probe).float(),
+                              rtol=1e-5, atol=1e-5)
+        return proj if same else None
 
     @torch.no_grad()
     def _encode(self, sources: Sequence[torch.Tensor]) -> List[torch.Tensor]:
@@ -172,6 +185,8 @@ class ForcedScorer:
         bit, without a fresh ``chunk x vocabulary`` tensor per step.
         """
         n = feats.size(0)
+        if not self._proj_checked:
+            self._proj, self._proj_checked = self._plain_projection(), True
         if self._proj is not None:
             w, b = self._proj.weight, self._proj.bias
             if self._logits is None or self._logits.device != feats.device:
