@@ -63,9 +63,9 @@ def test_sources_split_across_decoder_batches_are_encoded_once(tiny_model, monke
 
 def test_output_chunks_are_normalised_in_place_as_a_fresh_log_softmax(tiny_model):
     """The output projection is normalised in place in the scorer's kept buffer: the bits of the
-    plain ``gather - logsumexp`` over fresh logits of the same rows (whose product can differ
-    in the last bits with the number of rows), equal to a log-softmax; any number of chunks
-    (the last one partial) gives the same scores."""
+    plain ``gather - logsumexp`` over fresh logits of the same rows (numpy's product on the
+    CPU, whose bits are the same for fewer rows), equal to the decoder's own log-softmax up to
+    the last bits; any number of chunks (the last one partial) gives the same scores."""
     srcs = [tiny_model.encode_source(s) for s, _ in PAIRS[:5]]
     tgts = [tiny_model.encode_target(t) for _, t in PAIRS[:5]]
     si, ti = np.repeat(np.arange(5), 5), np.tile(np.arange(5), 5)
@@ -79,14 +79,17 @@ def test_output_chunks_are_normalised_in_place_as_a_fresh_log_softmax(tiny_model
     feats = torch.randn(9, tiny_model.model.decoder.output_projection.in_features)
     gold = torch.randint(0, len(tiny_model.tgt_dict), (9,))
     sc = ForcedScorer(tiny_model, chunk=16)
+    proj = tiny_model.model.decoder.output_projection
     with torch.no_grad():
-        logits = tiny_model.model.decoder.output_layer(feats)
+        logits = torch.from_numpy(feats.numpy() @ proj.weight.numpy().T)
+        if proj.bias is not None:
+            logits += proj.bias
         plain = logits.gather(1, gold[:, None]).squeeze(1) - torch.logsumexp(logits, -1)
         got = sc._gold_logprobs(feats, gold)
         again = sc._gold_logprobs(feats[:4], gold[:4])  # the buffer reused, fewer rows
+        own = torch.log_softmax(tiny_model.model.decoder.output_layer(feats), -1)[range(9), gold]
     assert torch.equal(got, plain) and torch.equal(again, plain[:4])
-    assert got.tolist() == pytest.approx(torch.log_softmax(logits, -1)[range(9), gold].tolist(),
-                                         abs=1e-5)
+    assert got.tolist() == pytest.approx(own.tolist(), abs=1e-5)
 
 
 def test_an_output_layer_that_does_more_than_its_projection_is_called(tiny_model, monkeypatch):
@@ -218,3 +221,23 @@ def test_prior_correction_is_refused_where_it_has_no_meaning(tiny_model, small):
     with pytest.raises(ValueError, match="nodes"):
         TrieConstrainedBeamSearch(tiny_model.tgt_dict, trie, "pre",
                                   node_prior=np.zeros(3, dtype=np.float32))
+
+
+def test_the_output_projection_uses_torchs_threads_in_numpys_blas(tiny_model):
+    """numpy's BLAS computes the output projection with torch's number of threads, whatever it
+    read from the environment when it was loaded, and gets its setting back afterwards."""
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return {m["num_threads"] for m in threadpool_info() if m["user_api"] == "blas"}
+
+    sc = ForcedScorer(tiny_model)
+    before, torch_threads = blas_threads(), torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            with sc._blas_threads():
+                assert blas_threads() == {n}
+    finally:
+        torch.set_num_threads(torch_threads)
+    assert blas_threads() == before
