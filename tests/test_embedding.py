@@ -108,3 +108,43 @@ def test_margin_candidates_in_blocks_are_the_whole_lists_candidates(seed):
                     assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
             assert len(want[0]) or min_margin is not None or not (per_source or per_target)
     assert len(_margin_candidates_whole(nb, 2, 1, None)[0]) >= n_src  # the test is not empty
+
+
+def test_faiss_blas_threshold_counts_queries_or_query_values_by_version():
+    """faiss compares its BLAS threshold with the number of queries up to 1.13 and with queries x
+    dimensions from 1.14: either way a block of BLAS_FROM_QUERIES queries is the first to go to
+    the matrix products."""
+    from triemine.embedding.knn import BLAS_FROM_QUERIES, blas_threshold
+
+    assert blas_threshold(512, "1.13.2") == BLAS_FROM_QUERIES
+    assert blas_threshold(512, "1.15.1") == BLAS_FROM_QUERIES * 512
+    assert blas_threshold(384, "2.0.0") == BLAS_FROM_QUERIES * 384
+
+
+def test_exact_knn_of_a_small_block_is_exact_and_independent_of_earlier_faiss_settings():
+    """A block of 20 queries (which faiss 1.14+ would search one by one) gets the brute-force
+    neighbours, and the same bits whatever faiss's process-wide threshold was before the call
+    (another search of another size in the same worker must not change a result)."""
+    import faiss
+
+    from triemine.embedding.knn import knn
+
+    rng = np.random.default_rng(3)
+    db = rng.standard_normal((3000, 512)).astype(np.float32)
+    q = rng.standard_normal((20, 512)).astype(np.float32)
+    db /= np.linalg.norm(db, axis=1, keepdims=True)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    sims, idx = knn(q, db, 4)
+    brute = np.argsort(-(q.astype(np.float64) @ db.T.astype(np.float64)), axis=1)[:, :4]
+    assert np.array_equal(idx, brute)
+    saved = faiss.cvar.distance_compute_blas_threshold
+    try:
+        faiss.cvar.distance_compute_blas_threshold = 10 ** 9  # one by one, had nothing reset it
+        one_by_one = faiss.IndexFlatIP(512)
+        one_by_one.add(db)
+        seq_sims, _ = one_by_one.search(q, 4)
+        assert not np.array_equal(seq_sims, sims)  # the two paths differ in the last bits
+        again = knn(q, db, 4)
+    finally:
+        faiss.cvar.distance_compute_blas_threshold = saved
+    assert np.array_equal(again[0], sims) and np.array_equal(again[1], idx)

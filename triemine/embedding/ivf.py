@@ -24,6 +24,7 @@ from typing import Optional
 
 import numpy as np
 
+from triemine.embedding.knn import set_faiss
 from triemine.errors import OutputError
 
 INDEX = "index.faiss"
@@ -51,6 +52,7 @@ def train_centroids(database: np.ndarray, nlist: int, seed: int = 0, per_list: i
     rows = np.sort(np.random.default_rng(seed).choice(n, take, replace=False)) if take < n \
         else np.arange(n)
     sample = np.ascontiguousarray(database[rows], dtype=np.float32)
+    set_faiss(sample.shape[1])
     km = faiss.Kmeans(sample.shape[1], nlist, niter=niter, seed=seed, spherical=True,
                       max_points_per_centroid=per_list, verbose=False)
     km.train(sample)
@@ -134,10 +136,7 @@ def load_index(path, nprobe: int, mmap: bool = True):
 def search(index, queries: np.ndarray, k: int, threads: Optional[int] = None):
     """``(sims, idx)`` of the ``k`` best rows for every query (``-1`` / ``-inf``-like padding
     where fewer were found), most similar first."""
-    import faiss
-
-    if threads:
-        faiss.omp_set_num_threads(int(threads))
     q = np.ascontiguousarray(queries, dtype=np.float32)
+    set_faiss(q.shape[1], threads)
     sims, idx = index.search(q, int(k))
     return sims, idx.astype(np.int64)
