@@ -123,6 +123,59 @@ def test_store_resumes_only_with_the_same_key_and_reports_failed_shards(tmp_path
     assert sorted(int(k) for k in fresh.done) == [0, 1, 3]
 
 
+def test_execute_all_queues_every_stores_shards_together_and_raises_a_runs_failures_last(
+        tmp_path):
+    """Several stores at once: every pending shard of every store is submitted before the first
+    result is asked for (a store of one shard does not hold the other workers idle); each store
+    records its own shards under its own ids; a shard that fails every attempt is raised after
+    the other stores' shards are recorded, naming that store's shard."""
+    from triemine.distributed import execute_all
+    from triemine.distributed.local import InlinePool
+
+    a = ShardStore(tmp_path / "a", {"a": 1}, plan_shards(range(4), 4, 1), ext="txt")
+    b = ShardStore(tmp_path / "b", {"b": 1}, plan_shards(range(1), 1, 1), ext="txt")
+    c = ShardStore(tmp_path / "c", {"c": 1}, plan_shards(range(2), 2, 1), ext="txt")
+    events = []
+
+    class Task:
+        def __init__(self, store, shard):
+            self.name, self.shard = store, shard.id
+
+    class Recording(InlinePool):
+        def warm(self, task):
+            pass
+
+        def submit(self, shard_id, task):
+            events.append(("submit", task.name, task.shard))
+            super().submit(shard_id, task)
+
+        def next_result(self):
+            shard_id, task = self._queue.popleft()
+            events.append(("result", task.name, task.shard))
+            if (task.name, task.shard) == ("c", 1):
+                return shard_id, False, "RuntimeError: boom"
+            return shard_id, True, (f"{task.name}{task.shard}\n".encode(), {})
+    done = []
+    runs = [(a, lambda s: Task("a", s), None), (b, lambda s: Task("b", s),
+                                                lambda s, _i: done.append(s.id)),
+            (c, lambda s: Task("c", s), None)]
+    with pytest.raises(ShardFailures) as exc:
+        execute_all(runs, Recording(max_attempts=2))
+    first_result = next(i for i, e in enumerate(events) if e[0] == "result")
+    assert events[:first_result] == [("submit", "a", 0), ("submit", "a", 1), ("submit", "a", 2),
+                                     ("submit", "a", 3), ("submit", "b", 0), ("submit", "c", 0),
+                                     ("submit", "c", 1)]
+    assert exc.value.failures == {1: "RuntimeError: boom"} and "items 1-2" in str(exc.value)
+    assert [a.read(i) for i in range(4)] == [f"a{i}\n".encode() for i in range(4)]
+    assert b.read(0) == b"b0\n" and done == [0] and sorted(c.done) == ["0"]
+    again = ShardStore(tmp_path / "c", {"c": 1}, plan_shards(range(2), 2, 1), resume=True,
+                       ext="txt")
+    events.clear()
+    assert execute_all([(a, lambda s: Task("a", s), None), (again, lambda s: Task("x", s),
+                                                            None)], Recording()) == [[], [1]]
+    assert again.read(1) == b"x1\n" and events == [("submit", "x", 1), ("result", "x", 1)]
+
+
 def test_in_process_shards_are_recorded_one_by_one(tmp_path):
     """Without workers each shard is computed when the driver asks for its result, so every
     earlier shard is on disk and in the manifest before the next one runs (one payload in
@@ -533,12 +586,42 @@ def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeyp
     assert np.asarray(fixed).tobytes() == ref.tobytes() and sorted(_computed(d)) == [0, 1, 2]
     with pytest.raises(ValueError, match="whole batches"):
         embed_sharded("use", corpus, len(texts), tmp_path / "f.npy", InlinePool(), lines=100)
+    # two corpora at once (a job's sources and targets): every shard of both submitted before
+    # the first result, the same files and bits as one call each; a finished one is reused
+    from triemine.distributed.jobs import embed_corpora
+
+    small = tmp_path / "s.txt"
+    small.write_text("a short one\nanother\n", encoding="utf-8")
+    events = []
+
+    class Recording(InlinePool):
+        def submit(self, shard_id, task):
+            events.append(("submit", os.path.basename(task.corpus), task.start))
+            super().submit(shard_id, task)
+
+        def next_result(self):
+            events.append(("result",))
+            return super().next_result()
+    (tmp_path / "e.npy").unlink()
+    both = embed_corpora("use", [(corpus, len(texts), tmp_path / "e.npy"),
+                                 (small, 2, tmp_path / "s.npy")], Recording(), lines=256,
+                         resume=False)
+    assert events[:events.index(("result",))] == [("submit", "c.txt", 0), ("submit", "c.txt", 256),
+                                                  ("submit", "c.txt", 512), ("submit", "s.txt", 0)]
+    assert np.asarray(both[0]).tobytes() == ref.tobytes()
+    assert np.asarray(both[1]).tobytes() == get_encoder("use").encode(["a short one",
+                                                                       "another"]).tobytes()
+    events.clear()
+    again = embed_corpora("use", [(corpus, len(texts), tmp_path / "e.npy"),
+                                  (small, 2, tmp_path / "s.npy")], Recording(), lines=256)
+    assert events == [] and [np.asarray(a).tobytes() for a in again] == \
+        [np.asarray(a).tobytes() for a in both]
 
 
 def test_knn_grid_shards_merge_to_the_exhaustive_search(tmp_path):
     """A grid of query x database shards merged per query ranks exactly as one exhaustive
     search: the same neighbours and similarities (ties to the lower row)."""
-    from triemine.distributed.jobs import knn_sharded
+    from triemine.distributed.knn_jobs import knn_sharded
     from triemine.distributed.local import InlinePool
     from triemine.embedding.knn import knn
 
@@ -583,6 +666,39 @@ def test_knn_grid_shards_merge_to_the_exhaustive_search(tmp_path):
     assert merged != lists  # merged again, the old file removed
 
 
+def test_knn_searches_queue_both_directions_together_with_the_bits_of_one_call_each(tmp_path):
+    """A job's two directions: every cell of both submitted before the first result (each
+    direction of a small job is one cell, and one after the other a worker idles through each),
+    and the same neighbour lists, bit for bit, as one knn_sharded call each."""
+    from triemine.distributed.knn_jobs import knn_searches, knn_sharded
+    from triemine.distributed.local import InlinePool
+
+    rng = np.random.default_rng(8)
+    for name, rows in (("x", 30), ("y", 50)):
+        a = rng.normal(size=(rows, 16)).astype(np.float32)
+        np.save(tmp_path / f"{name}.npy", a / np.linalg.norm(a, axis=1, keepdims=True))
+    x, y = tmp_path / "x.npy", tmp_path / "y.npy"
+    events = []
+
+    class Recording(InlinePool):
+        def submit(self, shard_id, task):
+            events.append(("submit", os.path.basename(task.queries), task.rows))
+            super().submit(shard_id, task)
+
+        def next_result(self):
+            events.append(("result",))
+            return super().next_result()
+    both = knn_searches([(x, y, "fwd"), (y, x, "bwd")], 4, tmp_path / "both", Recording(),
+                        rows=20)
+    first = events.index(("result",))
+    assert sorted(events[:first]) == sorted(
+        [("submit", "x.npy", r) for r in ((0, 20), (20, 30)) for _ in range(3)]
+        + [("submit", "y.npy", r) for r in ((0, 20), (20, 40), (40, 50)) for _ in range(2)])
+    for (sim, idx), (q, d, name) in zip(both, [(x, y, "fwd"), (y, x, "bwd")]):
+        one = knn_sharded(q, d, 4, tmp_path / "one", InlinePool(), name=name, rows=20)
+        assert sim.tobytes() == one[0].tobytes() and idx.tobytes() == one[1].tobytes()
+
+
 def test_default_job_on_workers_embeds_and_searches_in_shards_identically(tiny_model_dir,
                                                                          corpora, tmp_path,
                                                                          monkeypatch):
@@ -621,7 +737,7 @@ def test_ivf_knn_sharded_is_the_same_on_any_pool_finds_the_neighbours_and_rebuil
     against the exact search on clustered data, similarities that are the found rows' exact inner
     products, and an index file that is truncated or another database's is named and rebuilt."""
     from triemine.distributed import make_pool
-    from triemine.distributed.jobs import knn_method, knn_sharded
+    from triemine.distributed.knn_jobs import knn_method, knn_sharded
     from triemine.distributed.local import InlinePool
     from triemine.embedding.knn import knn
 
@@ -658,7 +774,7 @@ def test_ivf_knn_sharded_is_the_same_on_any_pool_finds_the_neighbours_and_rebuil
                           InlinePool(), **args)
     assert (rev[1] == 5999 - idx).mean() > 0.95  # rows of the reversed database
 
-    from triemine.distributed.jobs import ivf_nprobe
+    from triemine.distributed.knn_jobs import ivf_nprobe
     from triemine.embedding.ivf import n_lists
     assert ivf_nprobe(1_000_000) == 500 and n_lists(1_000_000) == 4000  # an eighth
     assert ivf_nprobe(48) == n_lists(48) == 27  # a small index: every list
@@ -698,7 +814,7 @@ def test_hnsw_knn_sharded_builds_graphs_on_the_pool_gives_the_same_bits_and_rebu
     recall@4 against the exact search, exact similarities of the rows found; a graph file that is
     truncated is built again (alone), a worker's leftover temporary file is removed."""
     from triemine.distributed import make_pool
-    from triemine.distributed.jobs import knn_method, knn_sharded
+    from triemine.distributed.knn_jobs import knn_method, knn_sharded
     from triemine.distributed.local import InlinePool
     from triemine.embedding.knn import knn
 

@@ -28,13 +28,16 @@ Engines (a *pool* runs :class:`triemine.distributed.worker.ShardWorker` tasks):
 
 What is sharded: the trie search (:func:`triemine.decoding.driver.mine_to_tsv` given a pool,
 also with ``--target-shards K``), sentence embeddings and their exact kNN
-(:func:`triemine.distributed.jobs.embed_sharded`, :func:`~triemine.distributed.jobs.knn_sharded`),
+(:func:`triemine.distributed.jobs.embed_corpora`, :func:`~triemine.distributed.knn_jobs.knn_searches`:
+both corpora's shards, and both directions' cells, queued together),
 the exact scoring of candidate pairs and the targets' priors
 (:func:`triemine.distributed.jobs.forced_scores_sharded`).  See ``docs/scale.md``.
 """
-from triemine.distributed.shards import Shard, ShardFailures, ShardStore, execute, plan_shards
+from triemine.distributed.shards import (Shard, ShardFailures, ShardStore, execute, execute_all,
+                                         plan_shards)
 
-__all__ = ["Shard", "ShardFailures", "ShardStore", "execute", "plan_shards", "make_pool"]
+__all__ = ["Shard", "ShardFailures", "ShardStore", "execute", "execute_all", "plan_shards",
+           "make_pool"]
 
 
 def make_pool(workers: int | None = 0, ray: str | None = None, device: str = "cpu",

@@ -198,38 +198,53 @@ def execute(store: ShardStore, make_task: Callable[[Shard], object], pool,
     until it has failed ``pool.max_attempts`` times; the other shards go on, and at the end the
     shards that never succeeded are raised as :class:`ShardFailures`.  Returns the ids computed.
     """
-    todo = store.pending()
-    if not todo:
-        return []
+    return execute_all([(store, make_task, on_done)], pool)[0]
+
+
+def execute_all(runs: Sequence[tuple], pool) -> List[List[int]]:
+    """:func:`execute` for several shard stores at once: ``runs`` of ``(store, make_task,
+    on_done)``, all their pending shards queued on ``pool`` together (in run order), so the
+    workers share them (a job's two searches or two corpora of a few shards each: one
+    after the other, a lone shard leaves a worker idle).  Each store records its own shards as
+    they finish; a run's shards that failed every attempt are raised, as :class:`ShardFailures`,
+    after every run's other shards are recorded.  Returns the ids computed, per run."""
+    n = len(runs)
+    queued: Dict[int, tuple] = {}  # pool id (shard id x runs + run: one run, the shard id) -> ...
+    for r, (store, make_task, _on_done) in enumerate(runs):
+        queued.update({s.id * n + r: (r, s, make_task(s)) for s in store.pending()})
+    computed: List[List[int]] = [[] for _ in runs]
+    if not queued:
+        return computed
     attempts: Dict[int, int] = defaultdict(int)
     failures: Dict[int, str] = {}
-    computed: List[int] = []
-    tasks = {s.id: make_task(s) for s in todo}
     with pool:
         if hasattr(pool, "warm"):  # load the model everywhere at once, before the first shard
-            pool.warm(tasks[todo[0].id])
-        for s in todo:
-            pool.submit(s.id, tasks[s.id])
-        inflight = len(todo)
+            pool.warm(next(iter(queued.values()))[2])
+        for pid, (_r, _s, task) in queued.items():
+            pool.submit(pid, task)
+        inflight = len(queued)
         while inflight:
-            shard_id, ok, value = pool.next_result()
+            pid, ok, value = pool.next_result()
             inflight -= 1
-            shard = store.by_id[shard_id]
+            r, shard, task = queued[pid]
+            store, _make, on_done = runs[r]
             if ok:
                 payload, info = value
-                store.record(shard, payload, dict(info, attempts=attempts[shard_id] + 1))
-                computed.append(shard_id)
+                store.record(shard, payload, dict(info, attempts=attempts[pid] + 1))
+                computed[r].append(shard.id)
                 if on_done is not None:
                     on_done(shard, info)
                 continue
-            attempts[shard_id] += pool.attempts_used(value)
-            if attempts[shard_id] < pool.max_attempts:
-                pool.submit(shard_id, tasks[shard_id])
+            attempts[pid] += pool.attempts_used(value)
+            if attempts[pid] < pool.max_attempts:
+                pool.submit(pid, task)
                 inflight += 1
             else:
-                failures[shard_id] = str(value)
-    if failures:
-        raise ShardFailures(failures, store.by_id, pool.max_attempts, store.unit)
+                failures[pid] = str(value)
+    for r, (store, _make, _on_done) in enumerate(runs):
+        mine = {queued[pid][1].id: why for pid, why in failures.items() if queued[pid][0] == r}
+        if mine:
+            raise ShardFailures(mine, store.by_id, pool.max_attempts, store.unit)
     return computed
 
 

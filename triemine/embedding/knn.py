@@ -19,7 +19,7 @@ from typing import Optional
 
 import numpy as np
 
-# the kNN searches a job may ask for (triemine.distributed.jobs.knn_method: auto picks by size)
+# the kNN searches a job may ask for (triemine.distributed.knn_jobs.knn_method: auto picks by size)
 KNN_INDEXES = ("auto", "exact", "ivf", "hnsw")
 
 

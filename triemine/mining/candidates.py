@@ -163,7 +163,7 @@ def embedding_space(src_emb: np.ndarray, tgt_emb: np.ndarray, name: str, k: int 
     """A sentence encoder's space (L2-normalised float32 rows, memory-mapped or not);
     ``origin``: the bit its candidates carry (:mod:`triemine.mining.generators`);
     ``neighbours``: both directions' kNN when already computed
-    (:func:`triemine.distributed.jobs.knn_sharded`)."""
+    (:func:`triemine.distributed.knn_jobs.knn_sharded`)."""
     return MarginSpace(name, np.asarray(src_emb, dtype=np.float32),
                        np.asarray(tgt_emb, dtype=np.float32), k, origin, neighbours)
 

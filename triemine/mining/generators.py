@@ -146,24 +146,22 @@ class EncoderKnn(Generator):
     def run(self, job: Job):
         """Both corpora embedded in line shards and searched in kNN shards on the job's pool
         (none: in this process, the same shards), so any worker count gives the same bits."""
-        from triemine.distributed.jobs import embed_sharded, knn_sharded
+        from triemine.distributed.jobs import embed_corpora
+        from triemine.distributed.knn_jobs import knn_searches
         from triemine.distributed.local import InlinePool
 
         cfg = job.cfg
         pool = job.pool if job.pool is not None else InlinePool()
         emb = {side: job.work / f"emb.{cfg.encoder}.{side}.npy" for side in ("src", "tgt")}
-        with job.timed("embed"):
-            xs = embed_sharded(cfg.encoder, job.source_path, len(job.src), emb["src"], pool,
-                               progress=job.progress)
-            ys = embed_sharded(cfg.encoder, job.target_path, len(job.tgt), emb["tgt"], pool,
-                               progress=job.progress)
-        with job.timed("knn"):
-            fwd_sim, fwd_idx = knn_sharded(emb["src"], emb["tgt"], cfg.k, job.work, pool,
-                                           name=f"knn.{cfg.encoder}.fwd", progress=job.progress,
-                                           index=cfg.knn_index)
-            bwd_sim, bwd_idx = knn_sharded(emb["tgt"], emb["src"], cfg.k, job.work, pool,
-                                           name=f"knn.{cfg.encoder}.bwd", progress=job.progress,
-                                           index=cfg.knn_index)
+        with job.timed("embed"):  # both corpora's shards on the pool at once
+            xs, ys = embed_corpora(cfg.encoder, [(job.source_path, len(job.src), emb["src"]),
+                                                 (job.target_path, len(job.tgt), emb["tgt"])],
+                                   pool, progress=job.progress)
+        with job.timed("knn"):  # both directions' cells at once
+            (fwd_sim, fwd_idx), (bwd_sim, bwd_idx) = knn_searches(
+                [(emb["src"], emb["tgt"], f"knn.{cfg.encoder}.fwd"),
+                 (emb["tgt"], emb["src"], f"knn.{cfg.encoder}.bwd")], cfg.k, job.work, pool,
+                progress=job.progress, index=cfg.knn_index)
         space = embedding_space(xs, ys, cfg.encoder, cfg.k, origin=self.bit,
                                 neighbours=(fwd_idx, fwd_sim, bwd_idx, bwd_sim))
         return stage(job.work, self.name, lambda: space.candidates(

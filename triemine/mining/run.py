@@ -59,7 +59,7 @@ class PipelineConfig:
     per_target: int = 1
     min_margin: Optional[float] = 1.02
     # the kNN search: exact, an IVF index, or auto (exact up to a size:
-    # triemine.distributed.jobs.knn_method)
+    # triemine.distributed.knn_jobs.knn_method)
     knn_index: str = "auto"
     # trie search
     mode: str = "pre"

@@ -1,0 +1,349 @@
+"""The sharded kNN searches: exact grids of cells merged per query, an IVF index, HNSW graphs.
+
+Every plan depends on the data alone (the queries, the database, ``rows``), never on the number
+of workers, so any pool gives the same bits; cells and graphs go through the one shard mechanism
+of :mod:`triemine.distributed.shards` (manifest, atomic files, resume).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from triemine.distributed.jobs import SHARDS_SUFFIX, progress_bar
+from triemine.distributed.shards import (MANIFEST, Shard, ShardStore, execute, execute_all,
+                                         plan_shards)
+from triemine.distributed.worker import GraphShardTask, KnnShardTask
+from triemine.embedding.knn import KNN_INDEXES
+from triemine.outfile import atomic_write, npy_bytes
+from triemine.paths import content_sha256
+
+
+# rows per kNN shard, each way: a task is up to this many queries against up to this many
+# database rows (one exact pass); corpora of this size or less are one shard, the very call the
+# single process made before kNN was sharded
+KNN_SHARD_ROWS = 131072
+# the exact search up to this many query x database pairs (about 90 s a direction with two
+# workers at the 9.4 x 10^7 pairs/s per process measured on 512-dim USE vectors, 2026-11-25);
+# above, HNSW graphs (triemine.embedding.hnsw), when the database has at least INDEX_MIN_ROWS
+# rows: on the haystack's million rows they found the exact top 4 with recall 0.995 where IVF
+# reached 0.975, but their build and walk took 6x the exact search's CPU seconds there (8,624
+# queries: too few to pay for a build; docs/scale.md)
+KNN_EXACT_PAIRS = 2 ** 34
+INDEX_MIN_ROWS = 65536
+# lists probed per query; None: an eighth of the lists, at least 64 (ivf_nprobe).  Measured on
+# the haystack (8,624 Chinese sources against 1,000,000 English targets, 4,000 lists,
+# bench/haystack_bench.py --ivf-from): recall@4 against the exact search 0.856 probing 64
+# lists, 0.949 probing 256, 0.975 probing 512; the gold target in the top 4 for 98.4 %, 99.2 %
+# and 99.2 % of the gold sources (99.2 % exact).  Cross-lingual queries sit away from the
+# English rows' centroids, so they need many probes.
+IVF_NPROBE = None
+IVF_PROBE_FRACTION = 8
+
+
+def ivf_nprobe(n_database: int) -> int:
+    """The default lists probed per query: an eighth of the index's lists, at least 64 (all of
+    them in an index of 64 lists or fewer)."""
+    from triemine.embedding.ivf import n_lists
+
+    nlist = n_lists(n_database)
+    return min(nlist, max(64, nlist // IVF_PROBE_FRACTION))
+
+
+def knn_method(n_queries: int, n_database: int, index: str = "auto") -> str:
+    """``exact``, ``ivf`` or ``hnsw`` for a search of ``n_queries`` against ``n_database``
+    rows."""
+    if index not in KNN_INDEXES:
+        raise ValueError(f"kNN index must be one of {', '.join(KNN_INDEXES)}, not {index!r}")
+    if index != "auto":
+        return index
+    big = n_queries * n_database > KNN_EXACT_PAIRS and n_database >= INDEX_MIN_ROWS
+    return "hnsw" if big else "exact"
+
+
+def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
+                name: str, progress: bool = False, resume: bool = True,
+                rows: int = KNN_SHARD_ROWS, index: str = "auto",
+                nprobe: Optional[int] = IVF_NPROBE, graph_rows: Optional[int] = None,
+                ef_search: Optional[int] = None):
+    """``(sim, idx)``, each (n_queries, k'): the top-k inner products of every row of
+    ``queries_path`` against ``database_path`` (``.npy`` files, memory-mapped), in shards on
+    ``pool`` (an ``InlinePool``: in this process); shards live in ``work_dir/<name>.shards/``.
+
+    ``exact`` (:func:`knn_method` chooses by size): a grid of shards (up to ``rows`` queries
+    against up to ``rows`` database rows each) merged per query, the k best of its shards by
+    similarity, ties to the lower row, as one exhaustive search ranks them.  ``ivf``: the
+    database in an IVF index (``work_dir/<name>.ivf/``, built once: quantiser trained on a seeded
+    sample, rows assigned to lists by an exact grid search against the centroids), searched in
+    shards of ``rows`` queries probing ``nprobe`` lists each (None: :func:`ivf_nprobe`).
+    ``hnsw``: HNSW graphs of ``graph_rows`` database rows each, built on the pool one thread a
+    graph, walked by a grid of ``rows`` queries x one graph with ``ef_search`` candidates
+    (None: :func:`triemine.embedding.hnsw.graph_plan`'s; :func:`_hnsw_sharded`).  Every way the
+    plan depends on the data alone, so any number of workers gives the same bits."""
+    n_q = np.load(queries_path, mmap_mode="r").shape[0]
+    n_d = np.load(database_path, mmap_mode="r").shape[0]
+    method = knn_method(n_q, n_d, index) if n_d else "exact"
+    if method == "ivf":
+        return _ivf_sharded(queries_path, database_path, k, work_dir, pool, name=name,
+                            progress=progress, resume=resume, rows=rows, nprobe=nprobe)
+    if method == "hnsw":
+        return _hnsw_sharded(queries_path, database_path, k, work_dir, pool, name=name,
+                             progress=progress, resume=resume, rows=rows, graph_rows=graph_rows,
+                             ef_search=ef_search)
+    return _grid_sharded(queries_path, database_path, k, work_dir, pool, name=name,
+                         progress=progress, resume=resume, rows=rows)
+
+
+def knn_searches(searches: Sequence[tuple], k: int, work_dir: Path, pool, *,
+                 progress: bool = False, resume: bool = True, rows: int = KNN_SHARD_ROWS,
+                 index: str = "auto", nprobe: Optional[int] = IVF_NPROBE,
+                 graph_rows: Optional[int] = None,
+                 ef_search: Optional[int] = None) -> List[tuple]:
+    """:func:`knn_sharded` of every ``(queries_path, database_path, name)`` of ``searches``
+    (a job's two directions), ``(sim, idx)`` of each.  The exact ones' cells are queued on
+    ``pool`` together (each direction of a small job is a single cell: one after the other,
+    a worker idles through each); an index search (IVF, HNSW) runs on its own, after them.
+    The same files and bits as one call each."""
+    out: List[Optional[tuple]] = [None] * len(searches)
+    exact = []
+    for i, (queries_path, database_path, name) in enumerate(searches):
+        n_q = np.load(queries_path, mmap_mode="r").shape[0]
+        n_d = np.load(database_path, mmap_mode="r").shape[0]
+        if (knn_method(n_q, n_d, index) if n_d else "exact") == "exact":
+            exact.append(i)
+    plans = [_grid_plan(searches[i][0], searches[i][1], k, work_dir, name=searches[i][2],
+                        resume=resume, rows=rows) for i in exact]
+    for i, res in zip(exact, _grid_searches(plans, pool, progress)):
+        out[i] = res
+    for i, (queries_path, database_path, name) in enumerate(searches):
+        if out[i] is None:
+            out[i] = knn_sharded(queries_path, database_path, k, work_dir, pool, name=name,
+                                 progress=progress, resume=resume, rows=rows, index=index,
+                                 nprobe=nprobe, graph_rows=graph_rows, ef_search=ef_search)
+    return out
+
+
+def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, *, name: str,
+               resume: bool, rows: int, stale: str = "refuse",
+               graphs: Optional[ShardStore] = None, ef_search: int = 0) -> tuple:
+    """The search as a grid of cells, ``rows`` queries against a range of database rows each
+    (``rows`` of them, or with ``graphs`` one graph's rows, walked through its graph), merged
+    per query.  The cells of one graph are planned together, so a worker walking them keeps
+    that graph loaded.  Returns ``(store, make_task, finish)``: the cells' store and tasks, and
+    ``finish()``, the merged ``(sim, idx)`` once every cell is done."""
+    n_q = np.load(queries_path, mmap_mode="r").shape[0]
+    n_d = np.load(database_path, mmap_mode="r").shape[0]
+    kk = min(int(k), n_d)
+    q_ranges = [(a, min(a + rows, n_q)) for a in range(0, n_q, rows)] or [(0, 0)]
+    d_ranges = ([(a, min(a + rows, n_d)) for a in range(0, n_d, rows)] or [(0, 0)]
+                if graphs is None else [(g.start, g.end) for g in graphs.shards])
+    cell = ({(qi, di): qi * len(d_ranges) + di for qi in range(len(q_ranges))
+             for di in range(len(d_ranges))} if graphs is None else
+            {(qi, di): di * len(q_ranges) + qi for qi in range(len(q_ranges))
+             for di in range(len(d_ranges))})
+    grid = {c: (q_ranges[qi], d_ranges[di], di) for (qi, di), c in cell.items()}
+    shards = [Shard(i, i, i + 1) for i in range(len(grid))]  # one grid cell each
+    key = {"queries": content_sha256(queries_path), "database": content_sha256(database_path),
+           "k": kk, "rows": rows}
+    if graphs is not None:  # new graphs (a rebuilt shard) make the old cells stale
+        key.update(graphs=graphs.key, graph_bytes=[e["bytes"] for e in graphs.entries()],
+                   ef_search=int(ef_search))
+
+    def make_task(s: Shard) -> KnnShardTask:
+        q, d, di = grid[s.id]
+        return KnnShardTask(s.id, os.path.abspath(queries_path), os.path.abspath(database_path),
+                            q, d, kk, graph="" if graphs is None else
+                            os.path.abspath(graphs.path(graphs.shards[di].id)),
+                            ef_search=int(ef_search))
+    store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards, resume=resume,
+                       ext="npz", unit="cells", stale=stale)
+
+    def merged(qi: int):
+        parts = [np.load(io.BytesIO(store.read(cell[qi, di]))) for di in range(len(d_ranges))]
+        sim = np.concatenate([p["sim"] for p in parts], axis=1)
+        idx = np.concatenate([p["idx"] for p in parts], axis=1)
+        if len(parts) > 1:  # by similarity, then the lower row
+            order = np.lexsort((idx, -sim), axis=1)[:, :kk]
+            sim, idx = np.take_along_axis(sim, order, axis=1), np.take_along_axis(idx, order, 1)
+        return sim, idx
+
+    def finish():
+        return _merged_lists(store, Path(work_dir), name, n_q, kk,
+                             (merged(qi) for qi in range(len(q_ranges))))
+    return store, make_task, finish
+
+
+def _grid_searches(plans: Sequence[tuple], pool, progress: bool) -> List[tuple]:
+    """The ``(store, make_task, finish)`` of :func:`_grid_plan` run together on ``pool``, each
+    merged; ``(sim, idx)`` of each."""
+    with contextlib.ExitStack() as bars:
+        runs = []
+        for store, make_task, _finish in plans:
+            bar = bars.enter_context(progress_bar(len(store.shards), len(store.reused),
+                                                  f"kNN ({store.dir.name}, shards)", "shard",
+                                                  progress))
+            runs.append((store, make_task, lambda s, _info, bar=bar: bar.update(1)))
+        execute_all(runs, pool)
+    return [finish() for _store, _make, finish in plans]
+
+
+def _grid_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
+                  name: str, progress: bool, resume: bool, rows: int, stale: str = "refuse",
+                  graphs: Optional[ShardStore] = None, ef_search: int = 0):
+    """:func:`_grid_plan`'s search, run and merged: ``(sim, idx)``."""
+    return _grid_searches([_grid_plan(queries_path, database_path, k, work_dir, name=name,
+                                      resume=resume, rows=rows, stale=stale, graphs=graphs,
+                                      ef_search=ef_search)], pool, progress)[0]
+
+
+def _merged_lists(store: ShardStore, work_dir: Path, name: str, n_rows: int, k: int,
+                  blocks) -> tuple:
+    """``(sim, idx)`` of a search's ``n_rows`` queries, from ``blocks`` (each ``(sim, idx)`` of
+    the next queries, merged from ``store``'s shards), written to ``work_dir/<name>.lists.<tag>.npy``
+    as one ``.npy`` of records (k float32 similarities, k int64 rows: 12 k bytes a query) and
+    returned memory-mapped, so the driver does not hold the lists of 10^8 sentences (4.8 GB a
+    side at k = 4) in its memory.  ``tag`` digests the store's key and shard entries, so a
+    resumed run whose shards are all reused reads the file it merged before (``blocks`` is not
+    read) and any other run merges again."""
+    if n_rows == 0 or k == 0:  # nothing to map
+        return np.zeros((n_rows, k), dtype=np.float32), np.zeros((n_rows, k), dtype=np.int64)
+    tag = hashlib.sha256(json.dumps({"key": store.key, "done": store.entries()},
+                                    sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    path = work_dir / f"{name}.lists.{tag}.npy"
+    dtype = np.dtype([("sim", "<f4", (k,)), ("idx", "<i8", (k,))])
+    if path.is_file():
+        try:
+            lists = np.load(path, mmap_mode="r")
+            if lists.shape == (n_rows,) and lists.dtype == dtype:
+                return lists["sim"], lists["idx"]
+        except (OSError, ValueError):
+            pass
+    for old in work_dir.glob(f"{name}.lists.*.npy"):  # an earlier run's
+        old.unlink(missing_ok=True)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {
+        "descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+        "shape": (n_rows,)})
+
+    def records():
+        yield header.getvalue()
+        for sim, idx in blocks:
+            rec = np.empty(len(sim), dtype=dtype)
+            rec["sim"], rec["idx"] = sim, idx
+            yield rec.tobytes()
+    atomic_write(path, records(), "neighbour lists")
+    lists = np.load(path, mmap_mode="r")
+    if lists.shape != (n_rows,):
+        raise RuntimeError(f"{path}: {lists.shape[0]} rows of neighbour lists, not {n_rows}")
+    return lists["sim"], lists["idx"]
+
+
+def ivf_index(database_path: Path, work_dir: Path, pool, *, name: str, progress: bool = False,
+              resume: bool = True, rows: int = KNN_SHARD_ROWS, seed: int = 0) -> Path:
+    """The IVF index file of ``database_path`` in ``work_dir/<name>.ivf/``: reused when whole
+    and built for this database; otherwise (none, truncated, another database's: a warning names
+    it) built again: centroids trained here, the rows' lists found on ``pool`` (an exact
+    1-NN grid search against the centroids), the index written once, atomically."""
+    import warnings
+
+    from triemine.embedding import ivf
+
+    db = np.load(database_path, mmap_mode="r")
+    nlist = ivf.n_lists(len(db))
+    directory = Path(work_dir) / f"{name}.ivf"
+    key = {"database": content_sha256(database_path), "nlist": nlist, "seed": seed,
+           "per_list": 64}
+    try:
+        return ivf.check_index(directory, key)
+    except ivf.StaleIndex as exc:
+        if (directory / ivf.INDEX).exists():
+            warnings.warn(f"{exc}; building it again", stacklevel=2)
+    directory.mkdir(parents=True, exist_ok=True)
+    centroids = directory / "centroids.npy"
+    atomic_write(centroids, npy_bytes(ivf.train_centroids(db, nlist, seed)), "kNN centroids")
+    _, assign = _grid_sharded(database_path, centroids, 1, directory, pool, name="assign",
+                               progress=progress, resume=resume, rows=rows, stale="restart")
+    index = ivf.build_index(np.load(centroids), db, assign[:, 0])
+    path = ivf.write_index(index, directory, key)
+    del index
+    return path
+
+
+def _ivf_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
+                 name: str, progress: bool, resume: bool, rows: int, nprobe: Optional[int]):
+    from triemine.embedding import ivf
+
+    index_path = ivf_index(database_path, work_dir, pool, name=name, progress=progress,
+                           resume=resume, rows=rows)
+    meta = (index_path.parent / ivf.META).read_text(encoding="utf-8")
+    n_q = np.load(queries_path, mmap_mode="r").shape[0]
+    n_d = np.load(database_path, mmap_mode="r").shape[0]
+    kk = min(int(k), n_d)
+    nprobe = nprobe or ivf_nprobe(n_d)
+    shards = plan_shards(range(0, n_q, rows), n_q, rows)
+    key = {"queries": content_sha256(queries_path), "index": meta, "k": kk, "rows": rows,
+           "nprobe": int(nprobe)}
+    # a rebuilt index (named in a warning) makes the old search shards stale: start over
+    store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards, resume=resume,
+                       ext="npz", unit="queries", stale="restart")
+
+    def make_task(s: Shard) -> KnnShardTask:
+        return KnnShardTask(s.id, os.path.abspath(queries_path), os.path.abspath(database_path),
+                            (s.start, s.end), (0, n_d), kk, index=os.path.abspath(index_path),
+                            nprobe=int(nprobe))
+    with progress_bar(n_q, sum(len(store.by_id[i]) for i in store.reused),
+                      f"kNN ({name}, IVF shards)", "query", progress) as bar:
+        execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
+
+    def parts():
+        for s in store.shards:
+            p = np.load(io.BytesIO(store.read(s.id)))
+            yield p["sim"].astype(np.float32), p["idx"]
+    return _merged_lists(store, Path(work_dir), name, n_q, kk, parts())
+
+
+def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
+                  name: str, progress: bool, resume: bool, rows: int,
+                  graph_rows: Optional[int] = None, ef_search: Optional[int] = None):
+    """HNSW graphs of ``graph_rows`` database rows each (``work_dir/<name>.hnsw/``, built on
+    ``pool``, one thread a graph: the same graph with any workers), then the grid search walking
+    them (:mod:`triemine.embedding.hnsw`).  A graph file that is truncated or not the one the
+    manifest names is built again."""
+    import faiss
+
+    from triemine.embedding import hnsw
+
+    n_d = np.load(database_path, mmap_mode="r").shape[0]
+    planned_rows, planned_ef = hnsw.graph_plan(n_d)
+    graph_rows, ef_search = graph_rows or planned_rows, ef_search or planned_ef
+    plan = [Shard(i, a, min(a + graph_rows, n_d)) for i, a in enumerate(range(0, n_d, graph_rows))]
+    key = {"database": content_sha256(database_path), "m": hnsw.M,
+           "ef_construction": hnsw.EF_CONSTRUCTION, "faiss": faiss.__version__}
+    directory = Path(work_dir) / f"{name}.hnsw"
+    try:  # graphs of another database (or built otherwise) are named, then built again
+        old = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))["key"]["settings"]
+    except (OSError, ValueError, KeyError, TypeError):
+        old = None
+    if resume and old is not None and old != json.loads(json.dumps(key)):
+        warnings.warn(f"{directory / MANIFEST}: HNSW graphs built for another database or "
+                      f"other settings ({old}; this job: {key}); building them again",
+                      stacklevel=2)
+    graphs = ShardStore(directory, key, plan, resume=resume, ext="faiss", unit="rows",
+                        stale="restart")
+
+    def make_task(s: Shard) -> GraphShardTask:
+        return GraphShardTask(s.id, os.path.abspath(database_path), (s.start, s.end),
+                              str(graphs.path(s.id).resolve()), hnsw.M, hnsw.EF_CONSTRUCTION)
+    with progress_bar(n_d, sum(len(graphs.by_id[i]) for i in graphs.reused),
+                      f"kNN ({name}, HNSW graphs)", "row", progress) as bar:
+        execute(graphs, make_task, pool, lambda s, _info: bar.update(len(s)))
+    return _grid_sharded(queries_path, database_path, k, work_dir, pool, name=name,
+                         progress=progress, resume=resume, rows=rows, stale="restart",
+                         graphs=graphs, ef_search=ef_search)
