@@ -152,8 +152,8 @@ def test_execute_all_queues_every_stores_shards_together_and_raises_a_runs_failu
         def next_result(self):
             shard_id, task = self._queue.popleft()
             events.append(("result", task.name, task.shard))
-            if (task.name, task.shard) == ("c", 1):
-                return shard_id, False, "RuntimeError: boom"
+            if (task.name, task.shard) in (("c", 1), ("a", 3)):
+                return shard_id, False, f"RuntimeError: boom {task.name}"
             return shard_id, True, (f"{task.name}{task.shard}\n".encode(), {})
     done = []
     runs = [(a, lambda s: Task("a", s), None), (b, lambda s: Task("b", s),
@@ -165,15 +165,26 @@ def test_execute_all_queues_every_stores_shards_together_and_raises_a_runs_failu
     assert events[:first_result] == [("submit", "a", 0), ("submit", "a", 1), ("submit", "a", 2),
                                      ("submit", "a", 3), ("submit", "b", 0), ("submit", "c", 0),
                                      ("submit", "c", 1)]
-    assert exc.value.failures == {1: "RuntimeError: boom"} and "items 1-2" in str(exc.value)
-    assert [a.read(i) for i in range(4)] == [f"a{i}\n".encode() for i in range(4)]
+    assert exc.value.failures == {3: "RuntimeError: boom a"}  # the first failing store's
+    assert str(exc.value).startswith("2 shard(s) failed")  # both stores' failures named
+    assert "a: shard 3 (items 3-4) failed 2 time(s): RuntimeError: boom a" in str(exc.value)
+    assert "c: shard 1 (items 1-2) failed 2 time(s): RuntimeError: boom c" in str(exc.value)
+    assert [a.read(i) for i in range(3)] == [f"a{i}\n".encode() for i in range(3)]
     assert b.read(0) == b"b0\n" and done == [0] and sorted(c.done) == ["0"]
-    again = ShardStore(tmp_path / "c", {"c": 1}, plan_shards(range(2), 2, 1), resume=True,
-                       ext="txt")
+    again_a = ShardStore(tmp_path / "a", {"a": 1}, plan_shards(range(4), 4, 1), resume=True,
+                         ext="txt")
+    again_c = ShardStore(tmp_path / "c", {"c": 1}, plan_shards(range(2), 2, 1), resume=True,
+                         ext="txt")
     events.clear()
-    assert execute_all([(a, lambda s: Task("a", s), None), (again, lambda s: Task("x", s),
-                                                            None)], Recording()) == [[], [1]]
-    assert again.read(1) == b"x1\n" and events == [("submit", "x", 1), ("result", "x", 1)]
+    assert execute_all([(again_a, lambda s: Task("x", s), None), (again_c, lambda s: Task("y", s),
+                                                                  None)], Recording()) == [[3], [1]]
+    assert again_c.read(1) == b"y1\n" and again_a.read(3) == b"x3\n"
+    assert events == [("submit", "x", 3), ("submit", "y", 1), ("result", "x", 3),
+                      ("result", "y", 1)]
+    with pytest.raises(ShardFailures) as one:  # one store failing: named as before, alone
+        execute_all([(ShardStore(tmp_path / "d", {"d": 1}, plan_shards(range(4), 4, 1),
+                                 ext="txt"), lambda s: Task("a", s), None)], Recording())
+    assert str(one.value).startswith("1 shard(s) failed") and "\n  shard 3 (items" in str(one.value)
 
 
 def test_in_process_shards_are_recorded_one_by_one(tmp_path):

@@ -64,8 +64,8 @@ def test_sources_split_across_decoder_batches_are_encoded_once(tiny_model, monke
 def test_output_chunks_are_normalised_in_place_as_a_fresh_log_softmax(tiny_model):
     """The output projection is normalised in place in the scorer's kept buffer: the bits of the
     plain ``gather - logsumexp`` over fresh logits of the same rows (numpy's product on the
-    CPU, whose bits are the same for fewer rows), equal to the decoder's own log-softmax up to
-    the last bits; any number of chunks (the last one partial) gives the same scores."""
+    CPU, whose bits are the same for fewer rows, a row alone included), equal to the decoder's
+    own log-softmax up to the last bits; any number of chunks (the last one partial) gives the same scores."""
     srcs = [tiny_model.encode_source(s) for s, _ in PAIRS[:5]]
     tgts = [tiny_model.encode_target(t) for _, t in PAIRS[:5]]
     si, ti = np.repeat(np.arange(5), 5), np.tile(np.arange(5), 5)
@@ -87,8 +87,10 @@ def test_output_chunks_are_normalised_in_place_as_a_fresh_log_softmax(tiny_model
         plain = logits.gather(1, gold[:, None]).squeeze(1) - torch.logsumexp(logits, -1)
         got = sc._gold_logprobs(feats, gold)
         again = sc._gold_logprobs(feats[:4], gold[:4])  # the buffer reused, fewer rows
+        alone = [sc._gold_logprobs(feats[r:r + 1], gold[r:r + 1]) for r in range(9)]  # one row
         own = torch.log_softmax(tiny_model.model.decoder.output_layer(feats), -1)[range(9), gold]
     assert torch.equal(got, plain) and torch.equal(again, plain[:4])
+    assert torch.equal(torch.cat(alone), plain)
     assert got.tolist() == pytest.approx(own.tolist(), abs=1e-5)
 
 
@@ -241,3 +243,33 @@ def test_the_output_projection_uses_torchs_threads_in_numpys_blas(tiny_model):
     finally:
         torch.set_num_threads(torch_threads)
     assert blas_threads() == before
+
+
+def test_a_new_arithmetic_is_never_mixed_with_cached_or_resumed_bits(tiny_model, tmp_path,
+                                                                     monkeypatch):
+    """The priors' cache and the mining job's resume key name the scores' arithmetic
+    (ARITHMETIC) and, with kNN candidates, faiss's: a warm cache of another arithmetic is not
+    read, and a job's key changes with it."""
+    from triemine.mining import run
+    from triemine.mining.features import target_priors
+    from triemine.scoring import forced
+
+    texts = ["a b", "c d", "e f"]
+    calls = []
+
+    def scores(need):
+        calls.append(need.tolist())
+        return -np.arange(1.0, len(need) + 1)
+    first = target_priors(tiny_model, texts, np.array([0, 2]), cache_dir=tmp_path, scores=scores)
+    again = target_priors(tiny_model, texts, np.array([0, 2]), cache_dir=tmp_path, scores=scores)
+    assert calls == [[0, 2]] and first.tolist() == again.tolist() == [-1.0, -2.0]
+    src, tgt = tmp_path / "s.txt", tmp_path / "t.txt"
+    src.write_text("x\n", encoding="utf-8")
+    tgt.write_text("y\n", encoding="utf-8")
+    cfg = run.PipelineConfig()
+    key = run._settings_digest(tiny_model, src, tgt, cfg)
+    assert key["arithmetic"]["scores"] == forced.ARITHMETIC and "faiss" in key["arithmetic"]["knn"]
+    monkeypatch.setattr(forced, "ARITHMETIC", forced.ARITHMETIC + 1)
+    target_priors(tiny_model, texts, np.array([0, 2]), cache_dir=tmp_path, scores=scores)
+    assert calls == [[0, 2], [0, 2]]  # computed again, not read from the older arithmetic's
+    assert run._settings_digest(tiny_model, src, tgt, cfg) != key

@@ -167,8 +167,8 @@ def embed_corpora(encoder: str, corpora: Sequence[tuple], pool, *, progress: boo
             def make_task(s: Shard, corpus=corpus) -> EmbedShardTask:
                 return EmbedShardTask(s.id, encoder, corpus, s.start, s.end, module)
             reused = sum(len(store.by_id[j]) for j in store.reused)
-            bar = bars.enter_context(progress_bar(n_lines, reused, f"embed ({encoder}, shards)",
-                                                  "sent", progress))
+            bar = bars.enter_context(progress_bar(n_lines, reused, f"embed ({encoder}, "
+                                                  f"{Path(corpus_path).name})", "sent", progress))
             runs.append((store, make_task, lambda s, _info, bar=bar: bar.update(len(s))))
             todo.append(i)
         execute_all(runs, pool)

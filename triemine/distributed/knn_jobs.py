@@ -186,9 +186,9 @@ def _grid_searches(plans: Sequence[tuple], pool, progress: bool) -> List[tuple]:
     with contextlib.ExitStack() as bars:
         runs = []
         for store, make_task, _finish in plans:
+            name = store.dir.name[:-len(SHARDS_SUFFIX)]
             bar = bars.enter_context(progress_bar(len(store.shards), len(store.reused),
-                                                  f"kNN ({store.dir.name}, shards)", "shard",
-                                                  progress))
+                                                  f"kNN ({name}, shards)", "shard", progress))
             runs.append((store, make_task, lambda s, _info, bar=bar: bar.update(1)))
         execute_all(runs, pool)
     return [finish() for _store, _make, finish in plans]

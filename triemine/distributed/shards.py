@@ -83,11 +83,15 @@ class ShardFailures(TrieMineError):
     ``--resume`` redoes only these)."""
 
     def __init__(self, failures: Dict[int, str], shards: Dict[int, Shard], attempts: int,
-                 unit: str = "items"):
+                 unit: str = "items", where: str = "", more: Sequence["ShardFailures"] = ()):
+        """``failures`` of one store's ``shards`` (``where``: the store, named when several
+        failed together); ``more``: the other stores' failures of the same run, in the message
+        and the count (``failures`` stays this store's)."""
         self.failures = dict(failures)
-        lines = [f"{shards[i].describe(unit)} failed {attempts} time(s): {failures[i]}"
-                 for i in sorted(failures)]
-        super().__init__(f"{len(failures)} shard(s) failed; the others are recorded in the "
+        self.lines = [f"{where}{shards[i].describe(unit)} failed {attempts} time(s): "
+                      f"{failures[i]}" for i in sorted(failures)]
+        lines = self.lines + [line for m in more for line in m.lines]
+        super().__init__(f"{len(lines)} shard(s) failed; the others are recorded in the "
                          "manifest (rerun with --resume to redo only the failed ones):\n  "
                          + "\n  ".join(lines))
 
@@ -241,10 +245,19 @@ def execute_all(runs: Sequence[tuple], pool) -> List[List[int]]:
                 inflight += 1
             else:
                 failures[pid] = str(value)
+    failed = []
     for r, (store, _make, _on_done) in enumerate(runs):
         mine = {queued[pid][1].id: why for pid, why in failures.items() if queued[pid][0] == r}
         if mine:
-            raise ShardFailures(mine, store.by_id, pool.max_attempts, store.unit)
+            failed.append((store, mine))
+    if failed:
+        several = len(failed) > 1
+        each = [ShardFailures(mine, store.by_id, pool.max_attempts, store.unit,
+                              where=f"{store.dir.name}: " if several else "")
+                for store, mine in failed]
+        raise ShardFailures(each[0].failures, failed[0][0].by_id, pool.max_attempts,
+                            failed[0][0].unit, where=f"{failed[0][0].dir.name}: " if several
+                            else "", more=each[1:])
     return computed
 
 

@@ -57,6 +57,15 @@ def set_faiss(dim: int, threads: Optional[int] = None) -> None:
     faiss.cvar.distance_compute_blas_threshold = blas_threshold(dim, faiss.__version__)
 
 
+def search_arithmetic() -> str:
+    """What the exact search's bits depend on besides the vectors and the plan (faiss's version,
+    the BLAS rule): part of the mining job's resume key, so a resumed job never mixes cells of
+    another."""
+    import faiss
+
+    return f"faiss {faiss.__version__}, BLAS from {BLAS_FROM_QUERIES} queries"
+
+
 def knn(queries: np.ndarray, database: np.ndarray, k: int, threads: Optional[int] = None):
     """``(sims, idx)``, each (n_queries, k'): the k' = min(k, len(database)) most similar rows of
     ``database`` for every query, most similar first (exact inner-product search)."""

@@ -163,12 +163,14 @@ def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None,
     mining job passes the sharded :func:`triemine.distributed.jobs.forced_scores_sharded` when
     it runs on a pool: the same chunks, the same bits).
     """
+    from triemine.scoring.forced import ARITHMETIC
+
     lines = np.asarray(lines, dtype=np.int64)
     table = np.full(len(tgt_texts), np.nan)
     path = None
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        what = "" if precision == "fp32" else f"prior/{precision}"
+        what = f"prior/{precision}/arithmetic {ARITHMETIC}"  # no bits of older code
         path = cache_dir / f"{corpus_key(model, tgt_texts, what)}.npy"
         if path.is_file():
             cached = np.load(path)

@@ -126,15 +126,23 @@ def _work(out_path: Path) -> Path:
 
 
 def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
+    """The job's resume key: the model, the corpora, the settings and the arithmetic of its
+    scores and of its kNN search (other code or another faiss gives other last bits)."""
     from triemine.decoding.fingerprint import model_fingerprint
+    from triemine.embedding.knn import search_arithmetic
     from triemine.paths import content_sha256
+    from triemine.scoring.forced import ARITHMETIC
 
     config = cfg.key()
     if "trie" not in cfg.candidates:  # knobs of a stage this job does not run
         for knob in TRIE_KNOBS:
             config.pop(knob)
+    arithmetic = {"scores": ARITHMETIC}
+    if "knn" in cfg.candidates:
+        arithmetic["knn"] = search_arithmetic()
     return json.loads(json.dumps({"model": model_fingerprint(model), "source": content_sha256(source),
-                                  "target": content_sha256(target), "config": config}))
+                                  "target": content_sha256(target), "config": config,
+                                  "arithmetic": arithmetic}))
 
 
 def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig,

@@ -80,13 +80,24 @@ def _cpu_product(feats: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor]
 
     Measured for OPUS-MT's output projection (``256 x 512 @ 512 x 65,001``, one thread, AMD
     EPYC with AVX-512, 2026-11-25): torch's ``addmm`` 59 GFLOP/s, numpy 93; the whole scorer
-    1.19x on one thread and 1.09x on two.  Each row's bits are the same for any number of rows
-    and threads (torch's differed with the threads in the last bit)."""
-    res = out.numpy()
-    np.matmul(feats.detach().contiguous().numpy(), w.detach().numpy().T, out=res)
+    1.19x on one thread and 1.09x on two.  A single row is computed as two (``out`` has room):
+    numpy hands one row to a matrix-vector product, which sums in another order, so a row's
+    bits would depend on whether it was alone in its chunk.  Measured here, each row's bits are
+    the same for any number of rows and of threads (torch's differed with the threads)."""
+    x = feats.detach()
+    if x.size(0) == 1:
+        x = x.expand(2, -1)
+    res = out[:x.size(0)].numpy()
+    np.matmul(x.contiguous().numpy(), w.detach().numpy().T, out=res)
     if b is not None:
         res += b.detach().numpy()
 
+
+# the version of the fp32 scores' arithmetic on the CPU: a change that moves their bits (batch
+# sizes, which library computes a product) bumps it, and the keys of what keeps scores across
+# runs (the mining job's work directory, the priors' cache) name it, so a resumed job or a warm
+# cache never mixes old bits with new.  2: the output projection through numpy's BLAS.
+ARITHMETIC = 2
 
 # target tokens per decoder batch: on the CPU 512 (measured above: 3-5 % faster than 4,096 with one
 # thread, the workers' setting, 4 % slower with two, and 110-220 MB less resident); elsewhere the
@@ -220,10 +231,10 @@ class ForcedScorer:
         if self._proj is not None:
             w, b = self._proj.weight, self._proj.bias
             if self._logits is None or self._logits.device != feats.device:
-                self._logits = torch.empty(self.chunk, w.size(0), device=feats.device)
+                self._logits = torch.empty(max(2, self.chunk), w.size(0), device=feats.device)
             logits = self._logits[:n]
             if logits.device.type == "cpu" and w.dtype == feats.dtype == torch.float32:
-                _cpu_product(feats, w, b, logits)
+                _cpu_product(feats, w, b, self._logits)
             elif b is None:
                 torch.mm(feats, w.t(), out=logits)
             else:
