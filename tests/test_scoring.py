@@ -247,9 +247,9 @@ def test_the_output_projection_uses_torchs_threads_in_numpys_blas(tiny_model):
 
 def test_a_new_arithmetic_is_never_mixed_with_cached_or_resumed_bits(tiny_model, tmp_path,
                                                                      monkeypatch):
-    """The priors' cache and the mining job's resume key name the scores' arithmetic
-    (ARITHMETIC) and, with kNN candidates, faiss's: a warm cache of another arithmetic is not
-    read, and a job's key changes with it."""
+    """The priors' cache, the trie's node priors and the mining job's resume key name the scores'
+    arithmetic (ARITHMETIC) and, with kNN candidates, faiss's: a warm cache of another arithmetic
+    is not read, and a job's key changes with it."""
     from triemine.mining import run
     from triemine.mining.features import target_priors
     from triemine.scoring import forced
@@ -269,7 +269,9 @@ def test_a_new_arithmetic_is_never_mixed_with_cached_or_resumed_bits(tiny_model,
     cfg = run.PipelineConfig()
     key = run._settings_digest(tiny_model, src, tgt, cfg)
     assert key["arithmetic"]["scores"] == forced.ARITHMETIC and "faiss" in key["arithmetic"]["knn"]
+    node_priors = prior_path(tmp_path / "t.trie", tiny_model)
     monkeypatch.setattr(forced, "ARITHMETIC", forced.ARITHMETIC + 1)
+    assert prior_path(tmp_path / "t.trie", tiny_model) != node_priors  # the trie's node priors
     target_priors(tiny_model, texts, np.array([0, 2]), cache_dir=tmp_path, scores=scores)
     assert calls == [[0, 2], [0, 2]]  # computed again, not read from the older arithmetic's
     assert run._settings_digest(tiny_model, src, tgt, cfg) != key

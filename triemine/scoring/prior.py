@@ -8,7 +8,9 @@ hypotheses by ``log P(y|x) - lambda * log P(y|empty)`` (prior-corrected pre-expa
 match gets its sentence prior (the prior of its terminal node) for free, which is what the
 pointwise mutual information needs.
 
-File: ``<trie file>.prior.<model fingerprint>.npy`` (float32, one value per node, root 0).
+File: ``<trie file>.prior.<model fingerprint>.a<arithmetic>.npy`` (float32, one value per node,
+root 0; the arithmetic is :data:`triemine.scoring.forced.ARITHMETIC`, so a newer scorer's bits
+are never mixed with a cached older pass's).
 """
 from __future__ import annotations
 
@@ -42,8 +44,10 @@ def compute_node_priors(model, trie, progress: bool = False,
 
 def prior_path(trie_path, model) -> Path:
     """Where the node priors of the trie at ``trie_path`` under ``model``'s weights are kept."""
+    from triemine.scoring.forced import ARITHMETIC
+
     tag = model.weights_digest if getattr(model, "path", None) is not None else "unknown"
-    return Path(f"{trie_path}.prior.{tag}.npy")
+    return Path(f"{trie_path}.prior.{tag}.a{ARITHMETIC}.npy")
 
 
 def get_node_priors(model, trie, progress: bool = False) -> np.ndarray:
