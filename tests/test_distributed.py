@@ -21,6 +21,7 @@ from triemine import paths
 from triemine.cli import mine_main
 from triemine.decoding.testing import synthetic_pairs
 from triemine.distributed import Shard, ShardFailures, ShardStore, execute, plan_shards
+from triemine.distributed.local import InlinePool
 from triemine.distributed.worker import FAULTS_ENV
 from triemine.errors import InputError
 
@@ -561,6 +562,23 @@ def test_ray_reports_a_shard_that_always_fails_by_id(ray_cluster, tiny_model_dir
 
 # -- the embedding stage: sentence embeddings and kNN in shards ---------------------------------
 
+class _RecordingPool(InlinePool):
+    """Runs in this process and logs ``("submit", *what(task))`` and ``("result",)`` in
+    ``events``: whether shards were queued together shows in the order."""
+
+    def __init__(self, events, what):
+        super().__init__()
+        self.events, self.what = events, what
+
+    def submit(self, shard_id, task):
+        self.events.append(("submit", *self.what(task)))
+        super().submit(shard_id, task)
+
+    def next_result(self):
+        self.events.append(("result",))
+        return super().next_result()
+
+
 def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeypatch):
     """Line shards of whole encoder batches give the very rows of one encode() call; a run that
     stopped after some shards redoes only the others; the merged file is reused when complete."""
@@ -605,14 +623,8 @@ def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeyp
     small.write_text("a short one\nanother\n", encoding="utf-8")
     events = []
 
-    class Recording(InlinePool):
-        def submit(self, shard_id, task):
-            events.append(("submit", os.path.basename(task.corpus), task.start))
-            super().submit(shard_id, task)
-
-        def next_result(self):
-            events.append(("result",))
-            return super().next_result()
+    def Recording():
+        return _RecordingPool(events, lambda t: (os.path.basename(t.corpus), t.start))
     (tmp_path / "e.npy").unlink()
     both = embed_corpora("use", [(corpus, len(texts), tmp_path / "e.npy"),
                                  (small, 2, tmp_path / "s.npy")], Recording(), lines=256,
@@ -691,14 +703,8 @@ def test_knn_searches_queue_both_directions_together_with_the_bits_of_one_call_e
     x, y = tmp_path / "x.npy", tmp_path / "y.npy"
     events = []
 
-    class Recording(InlinePool):
-        def submit(self, shard_id, task):
-            events.append(("submit", os.path.basename(task.queries), task.rows))
-            super().submit(shard_id, task)
-
-        def next_result(self):
-            events.append(("result",))
-            return super().next_result()
+    def Recording():
+        return _RecordingPool(events, lambda t: (os.path.basename(t.queries), t.rows))
     both = knn_searches([(x, y, "fwd"), (y, x, "bwd")], 4, tmp_path / "both", Recording(),
                         rows=20)
     first = events.index(("result",))
