@@ -17,7 +17,7 @@ then ``--workers 2``; per stage (``stage_s``: embed, knn, scoring, priors) the r
 for 256 sources.  ``peak_rss_mb``: the largest resident size of any process of the runs.
 
 ``--quick``: 100 gold-bearing sources and 100 others against 50,000 targets (both runs and the
-evaluation: 4 min 35-39 s on an idle 2-core box, 2026-11-25, after the output projection went
+evaluation: 4 min 33-39 s on an idle 2-core box, 2026-11-25, after the output projection went
 through numpy's BLAS; 5 min 03-12 s before it, and 150 + 150 sources took 7).  Last line: one
 JSON object.
 """
