@@ -245,19 +245,17 @@ def execute_all(runs: Sequence[tuple], pool) -> List[List[int]]:
                 inflight += 1
             else:
                 failures[pid] = str(value)
-    failed = []
-    for r, (store, _make, _on_done) in enumerate(runs):
-        mine = {queued[pid][1].id: why for pid, why in failures.items() if queued[pid][0] == r}
-        if mine:
-            failed.append((store, mine))
-    if failed:
-        several = len(failed) > 1
-        each = [ShardFailures(mine, store.by_id, pool.max_attempts, store.unit,
-                              where=f"{store.dir.name}: " if several else "")
-                for store, mine in failed]
-        raise ShardFailures(each[0].failures, failed[0][0].by_id, pool.max_attempts,
-                            failed[0][0].unit, where=f"{failed[0][0].dir.name}: " if several
-                            else "", more=each[1:])
+    failed = [(store, {queued[pid][1].id: why for pid, why in failures.items()
+                       if queued[pid][0] == r})
+              for r, (store, _make, _on_done) in enumerate(runs)]
+    failed = [(store, mine) for store, mine in failed if mine]
+    if failed:  # one error; the stores are named when several failed
+
+        def error(store, mine, more=()):
+            return ShardFailures(mine, store.by_id, pool.max_attempts, store.unit,
+                                 where=f"{store.dir.name}: " if len(failed) > 1 else "",
+                                 more=more)
+        raise error(*failed[0], more=[error(*f) for f in failed[1:]])
     return computed
 
 
