@@ -269,6 +269,44 @@ def test_token_lengths_are_counted_chunk_by_chunk_with_the_same_result(tmp_path)
     assert max(Words.calls) <= 8 and sum(Words.calls) == sum(1 for t in texts if t)
 
 
+def test_token_lengths_of_a_corpus_file_are_computed_once_per_corpus_and_model(tmp_path,
+                                                                             monkeypatch):
+    """A corpus file's token lengths are kept in the cache: the job's start, its trie search's
+    driver and its workers read them, where each tokenised the corpus again (6.8 s a million
+    lines); another corpus, another version of the file or another sentencepiece model is
+    tokenised anew, and a list of texts (no file) is never cached."""
+    from triemine.corpus import open_corpus
+    from triemine.decoding.lengths import corpus_token_lengths
+
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+
+    class Words:
+        calls: list = []
+
+        def encode(self, texts):
+            self.calls.append(len(texts))
+            return [t.split() for t in texts]
+    spm_a, spm_b = tmp_path / "a.spm", tmp_path / "b.spm"
+    spm_a.write_bytes(b"model a")
+    spm_b.write_bytes(b"model b")
+    path = tmp_path / "c.txt"
+    path.write_text("a b\n\nc\n", encoding="utf-8")
+    texts = open_corpus(path, cache=tmp_path / "lines").texts
+    assert corpus_token_lengths(Words(), spm_a, texts).tolist() == [3, 0, 2]
+    assert Words.calls == [2]
+    assert corpus_token_lengths(Words(), spm_a, texts).tolist() == [3, 0, 2]
+    assert Words.calls == [2]  # read from the cache
+    assert corpus_token_lengths(Words(), spm_b, texts).tolist() == [3, 0, 2]
+    assert Words.calls == [2, 2]  # another model
+    corpus_token_lengths(Words(), spm_a, ["x y z"])
+    corpus_token_lengths(Words(), spm_a, ["x y z"])
+    assert Words.calls == [2, 2, 1, 1]  # no file: no cache
+    path.write_text("a b c d\nx\n", encoding="utf-8")  # the file changed
+    texts = open_corpus(path, cache=tmp_path / "lines").texts
+    assert corpus_token_lengths(Words(), spm_a, texts).tolist() == [5, 2]
+    assert len(list((tmp_path / "cache" / "lengths").glob("*.npy"))) == 3
+
+
 def test_overlong_lines_give_the_same_output_with_workers(tiny_model_dir, long_corpora, tmp_path,
                                                           capsys, monkeypatch):
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))

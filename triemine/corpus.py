@@ -193,6 +193,15 @@ class _Lines(Sequence[str]):
     def __len__(self) -> int:
         return len(self._off) - 1
 
+    def file_key(self) -> Optional[dict]:
+        """What these lines are read from (the file's content digest, its format and the field):
+        a cache key for a result computed from every line (:mod:`triemine.decoding.lengths`);
+        ``None`` for a view of no file."""
+        if not self._path:
+            return None
+        from triemine.paths import content_sha256
+        return {"file": content_sha256(self._path), "format": self._fmt, "field": self._field}
+
     def _range(self, a: int, b: int) -> List[str]:
         if b <= a:
             return []
