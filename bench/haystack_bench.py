@@ -47,6 +47,7 @@ from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.paths import (BUCC_ZH_EN, DEVSET_ZH_EN, PARALLEL_DE_EN, PARALLEL_ZH_EN,  # noqa: E402
                             shared_path)
 
+STAGES = ("embed", "knn", "scoring", "priors", "trie")
 REAL_ENGLISH = [(PARALLEL_ZH_EN, "train.en"), (PARALLEL_DE_EN, "train.en"),
                 (DEVSET_ZH_EN, "train.en"), (DEVSET_ZH_EN, "zh-en.dev.en")]
 
@@ -218,7 +219,8 @@ def hnsw_check(work_tsv: Path, k: int = 4, ef_search: Optional[int] = None,
             "search_cpu_s": cpu("fwd.shards"), "workers": workers, "threads_per_process": 1}
 
 
-def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4) -> dict:
+def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4,
+                   stages: Optional[list] = None) -> dict:
     """Each sharded stage of the full mode at its full shard size, in this process and on 2
     worker processes (one pool held across the stages, as the job holds it): ``shards`` shards
     of each (embedding: 8,192 target lines each; kNN: the sources against 131,072-row cells of
@@ -229,7 +231,7 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4) -> dict:
     lengths, cached since 2026-11-25 and computed at a job's start), the seconds of each
     and whether the bytes agree.  The pool is started (workers spawned, modules imported) before
     the clock starts (``start_s_1``, ``start_s_2``: a job pays it once, not per stage; until
-    2026-11-25 10:30 it counted in the embedding)."""
+    2026-11-25 10:30 it counted in the embedding).  ``stages``: only these (default all)."""
     from triemine.decoding.driver import mine_to_tsv
     from triemine.corpus import open_corpus
     from triemine.decoding.model_dir import load_model_dir
@@ -291,6 +293,7 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4) -> dict:
                                                     src_path, tgt_path, d, pool, name="priors",
                                                     chunk=2000, resume=False)[:2],
             "trie": lambda: trie_search(d / "trie.tsv", None if label == "1" else pool)}
+        steps = {st: fn for st, fn in steps.items() if stages is None or st in stages}
         with pool:  # the workers spawned and their modules imported before the clock (a job
             # pays it once; USE reads its weights at its first sentences, in the embedding)
             t0 = time.perf_counter()
@@ -332,10 +335,16 @@ def main(argv=None) -> int:
                          "not asked for whose TSV and summary an earlier invocation left in --work "
                          "is compared with (listed in runs_from_an_earlier_invocation); with one "
                          "run the speed-ups and the identity check are not measured")
+    ap.add_argument("--stages", default=None, help="with --stage-speedups: only these stages "
+                    "(comma-separated: embed, knn, scoring, priors, trie; default all)")
     args = ap.parse_args(argv)
+    stages = args.stages.split(",") if args.stages else None
+    if stages and set(stages) - set(STAGES):
+        ap.error(f"--stages: choose from {', '.join(STAGES)}")
     if args.stage_speedups:
         res = stage_speedups(Path(args.stage_speedups), shared_model_dir(args.model,
-                                                                        "haystack_bench"))
+                                                                        "haystack_bench"),
+                             stages=stages)
         print(json.dumps({"bench": "haystack_bench", "mode": "stage speed-ups at full shard size",
                           "machine": machine(), "date": time.strftime("%Y-%m-%d"), **res}))
         return 0
