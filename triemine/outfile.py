@@ -9,28 +9,41 @@ file or the new one, and a rerun with ``--resume`` goes on from the finished wor
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Union
 
 from triemine.errors import OutputError
 
 
-def atomic_write(path: Path, chunks: Union[bytes, Iterable[bytes]], what: str = "file") -> None:
-    """Write ``chunks`` (bytes, or an iterable of bytes written one after the other) to
-    ``path`` atomically."""
+@contextmanager
+def atomic_open(path: Path, what: str = "file"):
+    """A binary file (``with atomic_open(path) as f``) whose bytes replace ``path`` atomically
+    when the body ends: for writers that need a file object (``np.savez``), with the rules of
+    :func:`atomic_write`; a body that raises leaves ``path`` as it was."""
     path = Path(path)
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            for chunk in ([chunks] if isinstance(chunks, (bytes, bytearray, memoryview))
-                          else chunks):
-                f.write(chunk)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise OutputError(path, exc, what) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(path: Path, chunks: Union[bytes, Iterable[bytes]], what: str = "file") -> None:
+    """Write ``chunks`` (bytes, or an iterable of bytes written one after the other) to
+    ``path`` atomically."""
+    with atomic_open(path, what) as f:
+        for chunk in ([chunks] if isinstance(chunks, (bytes, bytearray, memoryview))
+                      else chunks):
+            f.write(chunk)
 
 
 def npy_bytes(arr) -> bytes:
@@ -42,3 +55,20 @@ def npy_bytes(arr) -> bytes:
     buf = io.BytesIO()
     np.save(buf, arr)
     return buf.getvalue()
+
+
+def npy_chunks(arr, rows: int = 1 << 20) -> Iterable[bytes]:
+    """``arr`` (1-d or 2-d, C order) as the bytes of a ``.npy`` file, ``rows`` rows at a time
+    (for :func:`atomic_write` of arrays too large to copy whole)."""
+    import io
+
+    import numpy as np
+
+    arr = np.asarray(arr)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {
+        "descr": np.lib.format.dtype_to_descr(arr.dtype), "fortran_order": False,
+        "shape": arr.shape})
+    yield header.getvalue()
+    for a in range(0, len(arr), rows):
+        yield np.ascontiguousarray(arr[a:a + rows]).tobytes()

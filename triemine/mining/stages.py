@@ -3,24 +3,24 @@ sets as ``.npz``, each written atomically once complete, so a resumed job
 reuses them) and the caches shared between jobs (``$TRIEMINE_CACHE/<name>``)."""
 from __future__ import annotations
 
-import io
 import logging
 from pathlib import Path
 
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet
-from triemine.outfile import atomic_write
+from triemine.outfile import atomic_open
 from triemine.paths import cache_root
 
 logger = logging.getLogger(__name__)
 
 
 def save_candidates(path: Path, cands: CandidateSet) -> None:
-    buf = io.BytesIO()
-    np.savez(buf, src=cands.src, tgt=cands.tgt, origin=cands.origin,
-             **{f"col_{k}": v for k, v in cands.columns.items()})
-    atomic_write(path, buf.getvalue(), "candidates")
+    """The candidate set as ``path`` (``.npz``), written atomically array by array (no copy
+    of the whole set in memory, as building its bytes first made)."""
+    with atomic_open(path, "candidates") as f:
+        np.savez(f, src=cands.src, tgt=cands.tgt, origin=cands.origin,
+                 **{f"col_{k}": v for k, v in cands.columns.items()})
 
 
 def load_candidates(path: Path) -> CandidateSet:
