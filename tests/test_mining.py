@@ -67,6 +67,33 @@ def test_ratio_margin_equals_its_definition():
     assert c.columns["test_margin"] == pytest.approx(space.features(c.src, c.tgt)["test_margin"])
 
 
+def test_a_space_fills_only_the_features_its_pairs_lack_with_the_same_bits(monkeypatch):
+    """Every candidate gets every margin space's columns; the space's own candidates keep the
+    values it gave them (the same bits as computing them again), so only the other generators'
+    pairs are computed: none with one generator."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(40, 8)).astype(np.float32)
+    y = rng.normal(size=(50, 8)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    space = embedding_space(x, y, "test", k=4, origin=2)
+    own = space.candidates(2, 1)
+    other = CandidateSet([0, 5, 39], [49, 7, 0], [1, 1, 1], {"score": [-1.0, -2.0, -3.0]})
+    both = own.union(other)
+    want = space.features(both.src, both.tgt)
+    sizes = []
+    real = space.features
+    monkeypatch.setattr(space, "features", lambda s, t: (sizes.append(len(s)), real(s, t))[1])
+    got = space.fill_features(both)
+    for c in ("test_cos", "test_margin"):
+        assert got.col(c).tobytes() == want[c].tobytes()
+    new = len(both) - len(own)  # the other generator's pairs that the space did not propose
+    assert sizes == [new] and 0 < new <= 3
+    assert space.fill_features(own) is own and sizes == [new]  # one generator: nothing computed
+    filled = space.fill_features(other)
+    assert filled.col("test_cos").tobytes() == real(other.src, other.tgt)["test_cos"].tobytes()
+
+
 def test_translation_retrieval_finds_the_target_that_reads_like_the_translation():
     targets = [t for _, t in PAIRS[:20]] + OTHER[:40]
     hyps = [t for _, t in PAIRS[:20]]  # a perfect translator

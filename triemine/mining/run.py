@@ -225,7 +225,7 @@ def _candidates(job: Job, skip_src: np.ndarray, skip_tgt: np.ndarray) -> Candida
         cands = cands.union(p)
     cands = cands.take(np.flatnonzero(~skip_src[cands.src] & ~skip_tgt[cands.tgt]))
     for space in spaces:  # every pair gets every space's features
-        cands = cands.with_columns(**space.features(cands.src, cands.tgt))
+        cands = space.fill_features(cands)
     return cands
 
 
