@@ -175,7 +175,6 @@ def _combination(tmp_path, features=("cipher_margin", "ce_token"), weights=(1.0,
 
 def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, corpora, tmp_path,
                                                                   monkeypatch):
-    from triemine.mining import run
     from triemine.mining.run import PipelineConfig, mine_pipeline
 
     src, tgt, pairs, targets = corpora
@@ -210,7 +209,9 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
     whole = out.read_bytes()
     import triemine.tsv as tsv
 
-    monkeypatch.setattr(run, "TSV_BLOCK", 3)
+    import triemine.mining.finish as finish
+
+    monkeypatch.setattr(finish, "FINISH_BLOCK", 3)
     formatted = []
     real_format = tsv.format_rows
     monkeypatch.setattr(tsv, "format_rows", lambda cols, cells, number: (
@@ -247,6 +248,52 @@ def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_mo
     with pytest.raises(InputError, match="cannot resume"):
         mine_pipeline(tiny_model, src, tgt, out, other, resume=True)
     mine_pipeline(tiny_model, src, tgt, out, other)  # without --resume: starts over
+
+
+def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_them(
+        tiny_model, corpora, tmp_path, monkeypatch):
+    """The scored candidates go to one file per column and come back a block of rows at a time,
+    bit for bit (NaN too); a stage cut short (no index) is not used; a job interrupted while it
+    wrote its TSV resumes from them alone, running no generator and no scorer again."""
+    import shutil
+
+    from triemine.mining import generators, run
+    from triemine.mining.candidates import CandidateSet
+    from triemine.mining.finish import SCORED, load_scored, save_scored
+    from triemine.mining.run import PipelineConfig, mine_pipeline
+
+    cands = CandidateSet([3, 1, 2, 0, 5], [0, 4, 4, 1, 2], [1, 2, 3, 2, 1],
+                         {"score": [-1.5, np.nan, -2.25, -0.5, -3.0], "x": [0.1, 0.2, 0.3, 0.4, 0.5]})
+    saved = save_scored(tmp_path / "w", cands)
+    for a, b in ((0, 5), (1, 3), (4, 5), (2, 2)):
+        part, want = saved.block(a, b), cands.take(np.arange(a, b))
+        for got, exp in [(part.src, want.src), (part.tgt, want.tgt), (part.origin, want.origin)] + \
+                [(part.columns[c], want.columns[c]) for c in ("score", "x")]:
+            assert got.dtype == exp.dtype and got.tobytes() == exp.tobytes()
+    assert load_scored(tmp_path / "w").columns == ["score", "x"]
+    (tmp_path / "w" / SCORED / "columns.json").unlink()  # cut short before its index
+    assert load_scored(tmp_path / "w") is None
+
+    src, tgt, _, _ = corpora
+    cfg = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=None,
+                         combination=_combination(tmp_path))
+    out = tmp_path / "out.tsv"
+    summary = mine_pipeline(tiny_model, src, tgt, out, cfg)
+    first = out.read_bytes()
+    work = tmp_path / "out.tsv.work"
+    for p in work.iterdir():  # only the settings and the scored candidates are left
+        if p.name not in ("settings.json", SCORED):
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    out.unlink()
+
+    def refuse(*_a, **_k):
+        raise AssertionError("an earlier stage ran again")
+    monkeypatch.setattr(generators.EncoderKnn, "run", refuse)
+    monkeypatch.setattr(run, "_exact", refuse)
+    again = mine_pipeline(tiny_model, src, tgt, out, cfg, resume=True)
+    assert out.read_bytes() == first
+    assert (again["candidates"], again["by_generator"]) == (summary["candidates"],
+                                                             summary["by_generator"])
 
 
 def test_pipeline_refuses_unknown_generators():

@@ -33,6 +33,7 @@ from triemine.embedding.knn import KNN_INDEXES
 from triemine.errors import InputError
 from triemine.filtering.selection import PAPER
 from triemine.mining.candidates import CandidateSet
+from triemine.mining.finish import finish_tsv, load_scored, save_scored
 from triemine.mining.generators import REGISTRY, Job, origin_counts
 from triemine.mining.stages import cache_dir
 from triemine.outfile import atomic_write
@@ -40,9 +41,6 @@ from triemine.outfile import atomic_write
 logger = logging.getLogger(__name__)
 
 GENERATORS = tuple(REGISTRY)
-# candidates per block of the TSV writer (write_candidates_tsv): the driver holds one block's
-# texts and formatted rows (tens of MB), not every candidate's (hundreds of GB at 10^8 sources)
-TSV_BLOCK = 65536
 # PipelineConfig fields that only the trie search reads (left out of a job's resume key without it)
 TRIE_KNOBS = ("mode", "beam", "prior_weight", "trie_nbest", "batch_size", "sort_window")
 
@@ -162,7 +160,6 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     """
     from triemine.corpus import open_pair, skipped_counts
     from triemine.mining.combine import Combination, shipped
-    from triemine.mining.features import derived
 
     src, tgt = open_pair(source_path, target_path)
     comb = (Combination.load(cfg.combination) if os.path.isfile(cfg.combination)
@@ -194,20 +191,23 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     job = Job(model, src, tgt, source_path, target_path, cfg, work, device=device,
               progress=progress, pool=pool, shard_sources=shard_sources,
               target_shards=target_shards)
-    with pool if pool is not None else contextlib.nullcontext():  # one start of the workers
-        cands = _candidates(job, _empty_mask(src) | long_src, _empty_mask(tgt) | long_tgt)
-        cands = _exact(job, cands, reverse_model)
-    cands = derived(cands, tgt.texts, src.texts)
-    cands = cands.with_columns(combined=comb(cands.columns))
+    scored = load_scored(work)  # a resumed job that had scored every candidate goes on from there
+    if scored is None:
+        with pool if pool is not None else contextlib.nullcontext():  # one start of the workers
+            cands = _candidates(job, _empty_mask(src) | long_src, _empty_mask(tgt) | long_tgt)
+            cands = _exact(job, cands, reverse_model)
+        scored = save_scored(work, cands)
+        del cands  # the last stage reads its blocks from the files
     skipped = lengths.skipped_summary(long_src, long_tgt)
-    write_candidates_tsv(out_path, cands, src, tgt, meta={
-        "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
-        "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
-        "mode": "+".join(cfg.candidates), "beam": cfg.beam if "trie" in cfg.candidates else "-",
-        "pipeline": cfg.key(), "combination": asdict(comb), "skipped_long": skipped,
-        "skipped_bad": skipped_counts(src, tgt)})
-    return {"sources": len(src), "targets": len(tgt), "candidates": len(cands),
-            "by_generator": origin_counts(cands.origin), "skipped_long": skipped,
+    with job.timed("finish"):
+        origin = finish_tsv(out_path, scored, src, tgt, comb, meta={
+            "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
+            "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
+            "mode": "+".join(cfg.candidates), "beam": cfg.beam if "trie" in cfg.candidates else "-",
+            "pipeline": cfg.key(), "combination": asdict(comb), "skipped_long": skipped,
+            "skipped_bad": skipped_counts(src, tgt)})
+    return {"sources": len(src), "targets": len(tgt), "candidates": len(scored),
+            "by_generator": origin_counts(origin), "skipped_long": skipped,
             "skipped_bad": skipped_counts(src, tgt),
             "stage_s": job.seconds, "output": str(out_path)}
 
@@ -313,24 +313,3 @@ def _check_features(comb, cfg: PipelineConfig, reverse: bool) -> None:
         raise InputError(f"combination {comb.name} needs {', '.join(missing)}, which candidates "
                          f"{','.join(cfg.candidates)} with encoder {cfg.encoder} do not produce "
                          "(choose another --combination or --config)")
-
-
-def write_candidates_tsv(out_path: Path, cands: CandidateSet, src, tgt, meta: dict,
-                         block: Optional[int] = None) -> None:
-    """The mining TSV of a candidate set (one row per pair), written atomically, ``block``
-    candidates at a time: their ids and texts are read from the corpora (memory-mapped) block by
-    block (default ``TSV_BLOCK``), so the driver never holds the text of every candidate."""
-    from triemine.tsv import column_order, write_row_blocks
-
-    block = block or TSV_BLOCK
-    columns = column_order(c for c in list(cands.columns) + ["origin"]
-                           if c not in ("n_tokens", "n_tokens_rev"))
-
-    def blocks():
-        for a in range(0, len(cands), block):
-            s, t = cands.src[a:a + block].tolist(), cands.tgt[a:a + block].tolist()
-            yield dict({c: v[a:a + block] for c, v in cands.columns.items()},
-                       origin=cands.origin[a:a + block].astype(np.float64),
-                       src_id=[src.ids[i] for i in s], tgt_id=[tgt.ids[i] for i in t],
-                       src=[src.texts[i] for i in s], tgt=[tgt.texts[i] for i in t])
-    write_row_blocks(out_path, columns, blocks(), meta=meta)
