@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The mining job's last stage at growing candidate counts: its peak memory should not grow.
+
+The last stage (:mod:`triemine.mining.finish`: derived features, the shipped ``combined``
+score, the TSV) is run on N synthetic scored candidates between the BUCC zh-en sample's 8,624
+Chinese and 13,589 English sentences (seeded random pairs sorted by source, with plausible
+``use_cos``, ``use_margin``, ``score``, ``n_tokens`` and ``prior`` columns), each run in a fresh
+process that reads the scored columns from disk, as a job (or a resumed job) does:
+
+* ``blocks``: the job's path, ``finish_tsv`` a block of 65,536 candidates at a time;
+* ``whole``: the same rules over the whole set at once, as the job ran until 2026-11-25
+  (every column, the derived ones and ``combined`` in memory, then the TSV in blocks).
+
+Per N and path: wall seconds, candidates per second and the process's peak RSS above what it
+held before the stage (``VmHWM`` minus the resident size after the imports and the corpora's
+indexes), in bytes per candidate; the two TSVs must be the same bytes.  One thread.
+``--quick``: 100,000 and 400,000 candidates (under a minute); the full mode 1,000,000 and
+4,000,000.  Last line: one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from benchlib import machine  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from triemine.paths import BUCC_ZH_EN, shared_path  # noqa: E402
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def make_scored(work: Path, n: int, n_src: int, n_tgt: int, seed: int = 7) -> None:
+    """``n`` synthetic scored candidates saved as a job's scored stage in ``work``."""
+    from triemine.mining.candidates import CandidateSet
+    from triemine.mining.finish import save_scored
+
+    rng = np.random.default_rng(seed)
+    src = np.sort(rng.integers(0, n_src, n))
+    tgt = rng.integers(0, n_tgt, n)
+    ntok = rng.integers(5, 60, n).astype(np.float64)
+    score = -ntok * rng.uniform(0.3, 3.0, n)
+    cols = {"use_cos": rng.uniform(0.2, 0.9, n), "use_margin": rng.uniform(0.9, 1.3, n),
+            "score": score, "n_tokens": ntok, "prior": score * rng.uniform(1.2, 2.5, n)}
+    save_scored(work, CandidateSet(src, tgt, np.full(n, 2, dtype=np.uint8), cols))
+
+
+def finish_child(work: Path, out: Path, path: str) -> dict:
+    """In this (fresh) process: the last stage of ``work``'s scored candidates by ``path``."""
+    from triemine.corpus import open_corpus
+    from triemine.mining.combine import shipped
+    from triemine.mining.features import derived
+    from triemine.mining.finish import finish_tsv, load_scored
+    from triemine.tsv import column_order, write_row_blocks
+
+    base = shared_path(*BUCC_ZH_EN)
+    src, tgt = open_corpus(base / "zh-en.sample.zh"), open_corpus(base / "zh-en.sample.en")
+    comb = shipped("combined")
+    scored = load_scored(work)
+    before = _status_kb("VmRSS")
+    t0 = time.perf_counter()
+    if path == "blocks":
+        finish_tsv(out, scored, src, tgt, comb, meta={})
+    else:  # the whole set at once, as the job did before the last stage went block by block
+        cands = scored.block(0, len(scored))
+        cands = derived(cands, tgt.texts, src.texts)
+        cands = cands.with_columns(combined=comb(cands.columns))
+        columns = column_order(c for c in list(cands.columns) + ["origin"]
+                               if c not in ("n_tokens", "n_tokens_rev"))
+        block = 65536
+
+        def blocks():
+            for a in range(0, len(cands), block):
+                s, t = cands.src[a:a + block].tolist(), cands.tgt[a:a + block].tolist()
+                yield dict({c: v[a:a + block] for c, v in cands.columns.items()},
+                           origin=cands.origin[a:a + block].astype(np.float64),
+                           src_id=[src.ids[i] for i in s], tgt_id=[tgt.ids[i] for i in t],
+                           src=[src.texts[i] for i in s], tgt=[tgt.texts[i] for i in t])
+        write_row_blocks(out, columns, blocks())
+    wall = time.perf_counter() - t0
+    peak = _status_kb("VmHWM")
+    return {"wall_s": round(wall, 2), "rss_before_mb": round(before / 1024, 1),
+            "peak_rss_mb": round(peak / 1024, 1),
+            "peak_above_before_mb": round((peak - before) / 1024, 1)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="100,000 and 400,000 candidates")
+    ap.add_argument("--sizes", default=None, help="comma-separated candidate counts")
+    ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
+    ap.add_argument("--child", nargs=3, metavar=("WORK", "OUT", "PATH"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(finish_child(Path(args.child[0]), Path(args.child[1]), args.child[2])))
+        return 0
+    from triemine.corpus import open_corpus
+
+    base = shared_path(*BUCC_ZH_EN)
+    n_src = len(open_corpus(base / "zh-en.sample.zh"))
+    n_tgt = len(open_corpus(base / "zh-en.sample.en"))
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else \
+        ([100_000, 400_000] if args.quick else [1_000_000, 4_000_000])
+    work = Path(args.work or tempfile.mkdtemp(prefix="finish_bench."))
+    runs = []
+    for n in sizes:
+        d = work / f"n{n}"
+        make_scored(d, n, n_src, n_tgt)
+        row = {"candidates": n}
+        for path in ("blocks", "whole"):
+            out = d / f"{path}.tsv"
+            res = subprocess.run([sys.executable, __file__, "--child", str(d), str(out), path],
+                                 capture_output=True, text=True, check=False)
+            if res.returncode:
+                sys.stderr.write(res.stderr)
+                raise SystemExit(f"finish_bench: the {path} run of {n} candidates failed")
+            got = json.loads(res.stdout.strip().splitlines()[-1])
+            got["candidates_per_s"] = round(n / got["wall_s"], 1)
+            got["bytes_per_candidate"] = round(got["peak_above_before_mb"] * 2 ** 20 / n, 1)
+            row[path] = got
+        row["identical"] = (d / "blocks.tsv").read_bytes() == (d / "whole.tsv").read_bytes()
+        row["tsv_mb"] = round((d / "blocks.tsv").stat().st_size / 2 ** 20, 1)
+        for p in d.glob("*.tsv"):
+            p.unlink()
+        runs.append(row)
+        print(json.dumps(row), flush=True)
+    first, last = runs[0], runs[-1]
+    growth = {p: round(last[p]["peak_above_before_mb"] - first[p]["peak_above_before_mb"], 1)
+              for p in ("blocks", "whole")}
+    print(json.dumps({"bench": "finish_bench", "quick": bool(args.quick), "machine": machine(),
+                      "threads": 1, "date": time.strftime("%Y-%m-%d"), "runs": runs,
+                      "peak_growth_mb": growth,
+                      "peak_growth_per_added_candidate_bytes": {
+                          p: round(g * 2 ** 20 / (last["candidates"] - first["candidates"]), 1)
+                          for p, g in growth.items()} if len(runs) > 1 else None,
+                      "identical": all(r["identical"] for r in runs)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
