@@ -296,6 +296,37 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
                                                              summary["by_generator"])
 
 
+def test_forced_scores_encode_the_pairs_lines_not_the_corpus_with_the_same_bits(tiny_model,
+                                                                                monkeypatch):
+    """A scoring shard encodes the distinct lines of its pairs and gives the scorer lists of
+    those (a list of one slot a corpus line was 800 MB a side at 10^8 lines, in every shard);
+    the scores are the bits of the scorer given the whole corpus's lists, the empty source
+    (-1, the targets' priors) included."""
+    from triemine.mining.features import forced_scores
+
+    rng = np.random.default_rng(3)
+    src_texts = [s for s, _ in PAIRS] * 4
+    tgt_texts = [t for _, t in PAIRS] + OTHER
+    s_idx = rng.integers(-1, len(src_texts), 40)
+    t_idx = rng.integers(0, len(tgt_texts), 40)
+    sc = ForcedScorer(tiny_model)
+    whole_src = [tiny_model.encode_source(x) for x in src_texts] + [None]
+    whole_tgt = [tiny_model.encode_target(t) for t in tgt_texts]
+    want = np.concatenate([sc.score_pairs(whole_src, whole_tgt,
+                                          np.where(s_idx[a:a + 16] >= 0, s_idx[a:a + 16],
+                                                   len(src_texts)), t_idx[a:a + 16])
+                           for a in range(0, 40, 16)])
+    sizes = []
+    real = ForcedScorer.score_pairs
+    monkeypatch.setattr(ForcedScorer, "score_pairs", lambda self, srcs, tgts, *a, **k: (
+        sizes.append((len(srcs), len(tgts))), real(self, srcs, tgts, *a, **k))[1])
+    score, ntok = forced_scores(tiny_model, s_idx, t_idx, src_texts, tgt_texts, chunk=16)
+    assert score.tobytes() == want.tobytes()
+    assert ntok.tolist() == [len(whole_tgt[t]) for t in t_idx]
+    distinct = (len(np.unique(s_idx[s_idx >= 0])) + 1, len(np.unique(t_idx)))
+    assert sizes == [distinct] * 3 and distinct[0] < len(src_texts)
+
+
 def test_pipeline_refuses_unknown_generators():
     from triemine.mining.run import PipelineConfig
 

@@ -45,29 +45,30 @@ def score_chunk(n_pairs: int) -> int:
 logger = logging.getLogger(__name__)
 
 
-def _encoded(encode, texts: Sequence[str], needed: np.ndarray) -> list:
-    """``encode(text)`` for the needed line indices, ``None`` elsewhere (no wasted work)."""
-    out: list = [None] * len(texts)
-    for i in np.unique(needed).tolist():
-        out[i] = encode(texts[i])
-    return out
+def _encoded(encode, texts: Sequence[str], idx: np.ndarray):
+    """``(encoded, local)``: ``encode(text)`` of each distinct line of ``idx``, in line order,
+    and every entry of ``idx`` as its position there.  The work and the memory are the
+    pairs', not the corpus's (a list of one slot a line was 800 MB a side at 10^8 lines, in
+    every scoring shard); the positions keep the lines' order, so the scorer groups and sorts
+    the pairs as it did with the lines themselves (the same bits)."""
+    lines = np.unique(idx)
+    return [encode(texts[i]) for i in lines.tolist()], np.searchsorted(lines, idx)
 
 
 def _chunked(work_dir: Optional[Path], name: str, n: int, chunk: int, compute):
     """``compute(start, end) -> float64 array`` over ``[0, n)`` in chunks; each finished chunk is
     saved in ``work_dir`` and reused by a resumed run."""
-    parts = []
+    out = np.empty(n, dtype=np.float64)
     for start in range(0, n, chunk):
         end = min(start + chunk, n)
         path = work_dir / f"{name}.{start:09d}-{end:09d}.npy" if work_dir is not None else None
         if path is not None and path.is_file():
-            part = np.load(path)
+            out[start:end] = np.load(path)
         else:
-            part = np.asarray(compute(start, end), dtype=np.float64)
+            out[start:end] = np.asarray(compute(start, end), dtype=np.float64)
             if path is not None:
-                atomic_write(path, npy_bytes(part), "score chunk")
-        parts.append(part)
-    return np.concatenate(parts) if parts else np.zeros(0)
+                atomic_write(path, npy_bytes(out[start:end]), "score chunk")
+    return out
 
 
 def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Sequence[str],
@@ -89,16 +90,18 @@ def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Se
 
     src_idx = np.asarray(src_idx, dtype=np.int64)
     tgt_idx = np.asarray(tgt_idx, dtype=np.int64)
-    empty = len(src_texts)  # the empty source's slot, after the corpus' lines
-    srcs = _encoded(model.encode_source, src_texts, src_idx[src_idx >= 0]) + [None]
-    tgts = _encoded(model.encode_target, tgt_texts, tgt_idx)
-    ntok = np.fromiter((len(tgts[t]) for t in tgt_idx.tolist()), dtype=np.float64,
+    real = src_idx >= 0
+    srcs, local = _encoded(model.encode_source, src_texts, src_idx[real])
+    src_slot = np.full(len(src_idx), len(srcs), dtype=np.int64)  # the empty source's slot,
+    src_slot[real] = local                                        # after the lines' (in order)
+    srcs.append(None)
+    tgts, tgt_slot = _encoded(model.encode_target, tgt_texts, tgt_idx)
+    ntok = np.fromiter((len(tgts[t]) for t in tgt_slot.tolist()), dtype=np.float64,
                        count=len(tgt_idx))
-    src_slot = np.where(src_idx >= 0, src_idx, empty)
     scorer = ForcedScorer(model, precision=precision)
     with tqdm(total=len(src_idx), desc=desc, unit="pair", disable=not progress) as bar:
         def compute(a, b):
-            out = scorer.score_pairs(srcs, tgts, src_slot[a:b], tgt_idx[a:b])
+            out = scorer.score_pairs(srcs, tgts, src_slot[a:b], tgt_slot[a:b])
             bar.update(b - a)
             return out
         score = _chunked(work_dir, name, len(src_idx), chunk or score_chunk(len(src_idx)),
