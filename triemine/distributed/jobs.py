@@ -25,6 +25,7 @@ from triemine.outfile import atomic_write
 from triemine.paths import content_sha256, remember_sha256
 
 SHARDS_SUFFIX = ".shards"
+HASH_ROWS = 1 << 20  # pairs hashed at a time for a shard store's key
 
 
 def model_spec(model, device: str = "cpu") -> ModelSpec:
@@ -69,8 +70,10 @@ def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, sourc
         return np.zeros(0), np.zeros(0), {"shards": 0, "shards_computed": 0, "shards_reused": 0}
     chunk = chunk or score_chunk(n)
     shards = plan_shards(range(0, n, chunk), n, chunk)
-    h = hashlib.sha256(src_idx.tobytes())
-    h.update(tgt_idx.tobytes())
+    h = hashlib.sha256()
+    for arr in (src_idx, tgt_idx):  # a slice at a time: no copy of the pairs' bytes
+        for a in range(0, n, HASH_ROWS):
+            h.update(np.ascontiguousarray(arr[a:a + HASH_ROWS]).data)
     key = {"model": model_fingerprint(model), "source": content_sha256(source_path),
            "target": content_sha256(target_path), "pairs": h.hexdigest(), "reverse": reverse,
            "chunk": chunk, "precision": precision}
@@ -87,8 +90,10 @@ def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, sourc
     reused = sum(len(store.by_id[i]) for i in store.reused)
     with progress_bar(n, reused, desc + " (shards)", "pair", progress) as bar:
         computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
-    arr = np.concatenate([np.load(io.BytesIO(store.read(s.id))) for s in store.shards], axis=1)
-    return arr[0], arr[1], shard_stats(store, computed)
+    score, ntok = np.empty(n), np.empty(n)  # each shard's rows go in place, one at a time
+    for s in store.shards:
+        score[s.start:s.end], ntok[s.start:s.end] = np.load(io.BytesIO(store.read(s.id)))
+    return score, ntok, shard_stats(store, computed)
 
 
 def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path, pool,
