@@ -49,6 +49,28 @@ def test_union_keeps_one_row_per_pair_with_merged_origins_and_first_values():
     assert len(CandidateSet.empty().union(CandidateSet.empty())) == 0
 
 
+def test_union_with_an_empty_set_copies_nothing_when_the_pairs_are_already_canonical():
+    """The mining job unites its generators' sets starting from an empty one: a set that is
+    already sorted and unique (as each generator's is) comes back as it is, no copy of its
+    columns (the generation's peak memory at scale); any other set is sorted as before."""
+    canon = CandidateSet([0, 0, 2], [1, 3, 0], [2, 2, 2], {"m": [1.1, np.nan, 1.3]})
+    assert canon.is_canonical()
+    assert CandidateSet.empty().union(canon) is canon and canon.union(CandidateSet.empty()) is canon
+    messy = CandidateSet([2, 0, 0], [0, 3, 1], [2, 2, 2], {"m": [1.3, np.nan, 1.1]})
+    dup = CandidateSet([0, 0], [1, 1], [2, 1], {"m": [1.0, 2.0]})
+    for other in (messy, dup):
+        assert not other.is_canonical()
+        u = CandidateSet.empty().union(other)
+        assert u is not other and u.is_canonical()
+    u = CandidateSet.empty().union(messy)
+    assert u.src.tolist() == [0, 0, 2] and u.tgt.tolist() == [1, 3, 0]
+    assert u.columns["m"].tobytes() == canon.columns["m"].tobytes()
+    assert CandidateSet.empty().union(dup).origin.tolist() == [3]
+    # an empty set with columns the other lacks still gives them (NaN)
+    wide = CandidateSet(np.zeros(0), np.zeros(0), np.zeros(0), {"x": []})
+    assert np.isnan(wide.union(canon).columns["x"]).all()
+
+
 def test_ratio_margin_equals_its_definition():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(30, 8)).astype(np.float32)

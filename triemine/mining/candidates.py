@@ -63,11 +63,20 @@ class CandidateSet:
         new.update(cols)
         return CandidateSet(self.src, self.tgt, self.origin, new)
 
+    def is_canonical(self) -> bool:
+        """Whether the pairs are unique and sorted by source, then target (what
+        :meth:`union` returns; the generators' sets are)."""
+        s, t = self.src, self.tgt
+        return bool(np.all((s[1:] > s[:-1]) | ((s[1:] == s[:-1]) & (t[1:] > t[:-1]))))
+
     def union(self, other: "CandidateSet") -> "CandidateSet":
         """All pairs of both sets, one row per pair (sorted by source, then target); where several
         rows have a value for a column, the earliest row's is kept (the first set's first)."""
         if not len(self) and not len(other):
             return CandidateSet.empty()
+        for one, none in ((self, other), (other, self)):  # with an empty set: no copies, when
+            if not len(none) and set(none.columns) <= set(one.columns) and one.is_canonical():
+                return one                                # the pairs are sorted and unique
         src = np.concatenate([self.src, other.src])
         tgt = np.concatenate([self.tgt, other.tgt])
         width = int(max(tgt.max(), 0)) + 1

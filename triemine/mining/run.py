@@ -223,7 +223,9 @@ def _candidates(job: Job, skip_src: np.ndarray, skip_tgt: np.ndarray) -> Candida
     cands = CandidateSet.empty()
     for p in parts:
         cands = cands.union(p)
-    cands = cands.take(np.flatnonzero(~skip_src[cands.src] & ~skip_tgt[cands.tgt]))
+    keep = ~skip_src[cands.src] & ~skip_tgt[cands.tgt]
+    if not keep.all():  # a copy only when a pair goes
+        cands = cands.take(np.flatnonzero(keep))
     for space in spaces:  # every pair gets every space's features
         cands = space.fill_features(cands)
     return cands
