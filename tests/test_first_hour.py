@@ -301,10 +301,21 @@ def test_token_lengths_of_a_corpus_file_are_computed_once_per_corpus_and_model(t
     corpus_token_lengths(Words(), spm_a, ["x y z"])
     corpus_token_lengths(Words(), spm_a, ["x y z"])
     assert Words.calls == [2, 2, 1, 1]  # no file: no cache
-    path.write_text("a b c d\nx\n", encoding="utf-8")  # the file changed
+    new = tmp_path / "c.new"
+    new.write_text("a b c d\nx\n\n", encoding="utf-8")  # as many lines, other lengths
+    new.replace(path)  # the file replaced (the old view still maps the old one)
+    assert corpus_token_lengths(Words(), spm_a, texts).tolist() == [3, 0, 2]  # the old view's
+    assert Words.calls[-1] == 2 and texts.file_key() is None  # lines, never cached as the new
     texts = open_corpus(path, cache=tmp_path / "lines").texts
-    assert corpus_token_lengths(Words(), spm_a, texts).tolist() == [5, 2]
-    assert len(list((tmp_path / "cache" / "lengths").glob("*.npy"))) == 3
+    assert corpus_token_lengths(Words(), spm_a, texts).tolist() == [5, 2, 0]
+    cached = list((tmp_path / "cache" / "lengths").glob("*.npy"))
+    assert len(cached) == 3
+    for f in cached:  # a cache file cut to nothing is computed and written again
+        f.write_bytes(b"")
+    n = len(Words.calls)
+    assert corpus_token_lengths(Words(), spm_a, texts).tolist() == [5, 2, 0]
+    assert corpus_token_lengths(Words(), spm_a, texts).tolist() == [5, 2, 0]
+    assert Words.calls[n:] == [2]
 
 
 def test_overlong_lines_give_the_same_output_with_workers(tiny_model_dir, long_corpora, tmp_path,

@@ -27,6 +27,7 @@ import numpy as np
 
 from triemine.errors import InputError
 from triemine.lineindex import BOM
+from triemine.paths import content_sha256, file_stamp
 from triemine.textfile import read_bytes
 
 FORMATS = ("auto", "plain", "tsv")
@@ -185,9 +186,10 @@ class _Lines(Sequence[str]):
     ``[a:b]`` (a list) and iteration decode only the lines asked for."""
 
     def __init__(self, buf, offsets: np.ndarray, format: str, field: str, path: str = "",
-                 skipped: Optional[np.ndarray] = None):
+                 skipped: Optional[np.ndarray] = None, stamp: Optional[dict] = None):
         self._buf, self._off, self._fmt, self._field = buf, offsets, format, field
         self._path = path
+        self._stamp = stamp  # the file's stamp (triemine.paths.file_stamp) as it was mapped
         self._skipped = np.zeros(0, dtype=np.int64) if skipped is None else skipped  # sorted
 
     def __len__(self) -> int:
@@ -196,10 +198,10 @@ class _Lines(Sequence[str]):
     def file_key(self) -> Optional[dict]:
         """What these lines are read from (the file's content digest, its format and the field):
         a cache key for a result computed from every line (:mod:`triemine.decoding.lengths`);
-        ``None`` for a view of no file."""
-        if not self._path:
-            return None
-        from triemine.paths import content_sha256
+        ``None`` for a view of no file, or of a file that has changed since it was mapped (its
+        digest would name other lines than these)."""
+        if not self._path or self._stamp is None or file_stamp(self._path) != self._stamp:
+            return None  # the file on disk is not (or may not be) the one these lines map
         return {"file": content_sha256(self._path), "format": self._fmt, "field": self._field}
 
     def _range(self, a: int, b: int) -> List[str]:
@@ -334,10 +336,12 @@ def open_corpus(path: os.PathLike | str, format: str = "auto", cache=None) -> Co
         raise InputError("corpus file not found", p)
     if os.path.isdir(p):
         raise InputError("corpus file is a directory, not a file", p)
+    before = file_stamp(p)
     header, offsets, empty, skipped, buf = load_or_build(p, format, _validate(p, format), cache)
+    stamp = before if file_stamp(p) == before else None  # changed while it was mapped: unknown
     fmt = header["format"]
-    return Corpus(p, fmt, _Lines(buf, offsets, fmt, "ids", p, skipped),
-                  _Lines(buf, offsets, fmt, "texts", p, skipped), empty.tolist(), skipped,
+    return Corpus(p, fmt, _Lines(buf, offsets, fmt, "ids", p, skipped, stamp),
+                  _Lines(buf, offsets, fmt, "texts", p, skipped, stamp), empty.tolist(), skipped,
                   [tuple(x) for x in header["problems"]])
 
 

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from triemine.errors import InputError
+from triemine.errors import InputError, OutputError
 from triemine.outfile import atomic_write, npy_bytes
 from triemine.paths import cache_root, content_sha256
 
@@ -98,11 +98,14 @@ def corpus_token_lengths(spm, spm_path, texts: Sequence[str]) -> np.ndarray:
         cached = np.load(path)
         if cached.shape == (len(texts),) and cached.dtype == np.int32:
             return cached.astype(np.int64)
-    except (OSError, ValueError):  # absent, or not a whole array: computed again
+    except (OSError, ValueError, EOFError):  # absent, or not a whole array: computed again
         pass
     out = token_lengths(spm, texts)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, npy_bytes(out.astype(np.int32)), "token lengths cache")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, npy_bytes(out.astype(np.int32)), "token lengths cache")
+    except (OSError, OutputError) as exc:  # only a cache: the job goes on without it
+        logger.warning("token lengths not cached: %s", exc)
     return out
 
 
