@@ -293,6 +293,13 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
                 [(part.columns[c], want.columns[c]) for c in ("score", "x")]:
             assert got.dtype == exp.dtype and got.tobytes() == exp.tobytes()
     assert load_scored(tmp_path / "w").columns == ["score", "x"]
+    col = tmp_path / "w" / SCORED / "x.npy"
+    whole = col.read_bytes()
+    col.write_bytes(whole[:-8])  # a column cut short: the stage is not used
+    assert load_scored(tmp_path / "w") is None
+    col.write_bytes(whole)
+    with pytest.raises(ValueError, match="column file"):
+        save_scored(tmp_path / "w2", cands.with_columns(origin=np.zeros(5)))
     (tmp_path / "w" / SCORED / "columns.json").unlink()  # cut short before its index
     assert load_scored(tmp_path / "w") is None
 

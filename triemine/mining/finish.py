@@ -16,6 +16,7 @@ resumes from them (:func:`load_scored`) without opening the earlier stages' file
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
@@ -45,9 +46,11 @@ class ScoredColumns:
                 version = fmt.read_magic(f)
                 shape, fortran, dtype = (fmt.read_array_header_1_0 if version == (1, 0) else
                                          fmt.read_array_header_2_0)(f)
-                if shape != (self.n,) or fortran or dtype.hasobject:
-                    raise ValueError(f"{self._path(name)}: {shape} rows for {self.n} candidates")
-                self._layout[name] = (dtype, f.tell())
+                offset = f.tell()
+                whole = os.fstat(f.fileno()).st_size == offset + self.n * dtype.itemsize
+                if shape != (self.n,) or fortran or dtype.hasobject or not whole:
+                    raise ValueError(f"{self._path(name)}: not {self.n} rows a candidate")
+                self._layout[name] = (dtype, offset)
 
     def __len__(self) -> int:
         return self.n
@@ -72,6 +75,9 @@ def save_scored(work: Path, cands: CandidateSet) -> ScoredColumns:
     where = Path(work) / SCORED
     where.mkdir(parents=True, exist_ok=True)
     (where / _INDEX).unlink(missing_ok=True)
+    clash = [c for c in cands.columns if c in _BASE or not c or "/" in c or c.startswith(".")]
+    if clash:
+        raise ValueError(f"column name(s) {', '.join(map(repr, clash))} cannot be a column file")
     arrays = dict(src=cands.src, tgt=cands.tgt, origin=cands.origin, **cands.columns)
     for name, arr in arrays.items():
         atomic_write(where / f"{name}.npy", npy_chunks(arr), "scored candidates")
