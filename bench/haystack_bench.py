@@ -242,10 +242,10 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4,
     from triemine.decoding.settings import SearchSettings
     from triemine.decoding.trie_cache import get_trie
     from triemine.distributed import make_pool
-    from triemine.distributed.jobs import EMBED_SHARD_LINES, embed_sharded, forced_scores_sharded
+    from triemine.distributed.jobs import (EMBED_SHARD_LINES, embed_sharded,
+                                           forced_scores_sharded, model_spec)
     from triemine.distributed.knn_jobs import KNN_SHARD_ROWS, knn_sharded
     from triemine.distributed.local import InlinePool
-    from triemine.distributed.jobs import model_spec
     from triemine.distributed.worker import EmbedShardTask, TrieShardTask
     from triemine.embedding import ENCODERS
     from triemine.tsv import read_mined
@@ -348,7 +348,9 @@ def main(argv=None) -> int:
     ap.add_argument("--stages", default=None, help="with --stage-speedups: only these stages "
                     "(comma-separated: embed, knn, scoring, priors, trie; default all)")
     args = ap.parse_args(argv)
-    stages = args.stages.split(",") if args.stages else None
+    stages = [st.strip() for st in args.stages.split(",") if st.strip()] if args.stages else None
+    if stages and not args.stage_speedups:
+        ap.error("--stages goes with --stage-speedups")
     if stages and set(stages) - set(STAGES):
         ap.error(f"--stages: choose from {', '.join(STAGES)}")
     if args.stage_speedups:
