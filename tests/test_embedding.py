@@ -121,6 +121,27 @@ def test_faiss_blas_threshold_counts_queries_or_query_values_by_version():
     assert blas_threshold(384, "2.0.0") == BLAS_FROM_QUERIES * 384
 
 
+def test_exact_knn_without_an_index_has_the_bits_of_a_flat_index():
+    """The exact search calls faiss's search without building an index (no copy of the
+    database): the same bits as an ``IndexFlatIP`` holding the rows, which the job used before
+    (its resume keys and the TSVs of earlier runs stay valid), on both of faiss's paths."""
+    import faiss
+
+    from triemine.embedding.knn import knn, set_faiss
+
+    rng = np.random.default_rng(5)
+    db = rng.standard_normal((5000, 64)).astype(np.float32)
+    db /= np.linalg.norm(db, axis=1, keepdims=True)
+    for n_q in (2, 37, 700):  # below the BLAS rule, and above it
+        q = db[rng.integers(0, 5000, n_q)] + 0.1 * rng.standard_normal((n_q, 64)).astype(np.float32)
+        sims, idx = knn(q, db, 4)
+        set_faiss(64)
+        flat = faiss.IndexFlatIP(64)
+        flat.add(db)
+        want_s, want_i = flat.search(np.ascontiguousarray(q, dtype=np.float32), 4)
+        assert sims.tobytes() == want_s.tobytes() and idx.tobytes() == want_i.astype(np.int64).tobytes()
+
+
 def test_exact_knn_of_a_small_block_is_exact_and_independent_of_earlier_faiss_settings():
     """A block of 20 queries (which faiss 1.14+ would search one by one) gets the brute-force
     neighbours, and the same bits whatever faiss's process-wide threshold was before the call
