@@ -16,6 +16,11 @@ held before the stage (``VmHWM`` minus the resident size after the imports and t
 indexes), in bytes per candidate; the two TSVs must be the same bytes.  One thread.
 ``--quick``: 100,000 and 400,000 candidates (under a minute); the full mode 1,000,000 and
 4,000,000.  Last line: one JSON object.
+
+``--generation N[,N...]``: the stage before, the driver's candidate generation of the default
+job (margin candidates from memory-mapped neighbour lists, union, filter, features, the stage
+file) on synthetic lists of N sources and N targets: its peak RSS per candidate, which still
+grows with the candidates (docs/scale.md).
 """
 from __future__ import annotations
 
@@ -101,13 +106,93 @@ def finish_child(work: Path, out: Path, path: str) -> dict:
             "peak_above_before_mb": round((peak - before) / 1024, 1)}
 
 
+def generation_child(work: Path, n: int) -> dict:
+    """In this (fresh) process: the driver's candidate stage of the default job on synthetic
+    neighbour lists of ``n`` sources and ``n`` targets (k = 4, memory-mapped files as the
+    sharded kNN leaves them; 8-dimensional embeddings, so the rows' reads are small): the
+    margin candidates (2 a source, 1 a target, no margin cut), the union, the overlong-line
+    filter, every pair's features and the stage's file, as ``triemine.mining.run._candidates``
+    and the generator run them; peak RSS above what the process held before, per candidate."""
+    from triemine.mining.candidates import CandidateSet, embedding_space
+    from triemine.mining.stages import save_candidates
+
+    rng = np.random.default_rng(11)
+    k, dim = 4, 8
+    files = {}
+    for side, other in (("fwd", n), ("bwd", n)):
+        idx = np.lib.format.open_memmap(work / f"{side}.idx.npy", "w+", np.int64, (n, k))
+        sim = np.lib.format.open_memmap(work / f"{side}.sim.npy", "w+", np.float32, (n, k))
+        for a in range(0, n, 1 << 20):
+            b = min(a + (1 << 20), n)
+            idx[a:b] = rng.integers(0, other, (b - a, k))
+            sim[a:b] = -np.sort(-rng.uniform(0.3, 0.9, (b - a, k)).astype(np.float32), axis=1)
+        idx.flush(), sim.flush()
+        del idx, sim
+        files[side] = (np.load(work / f"{side}.idx.npy", mmap_mode="r"),
+                       np.load(work / f"{side}.sim.npy", mmap_mode="r"))
+    for side in ("src", "tgt"):
+        vecs = np.lib.format.open_memmap(work / f"{side}.emb.npy", "w+", np.float32, (n, dim))
+        for a in range(0, n, 1 << 20):
+            b = min(a + (1 << 20), n)
+            v = rng.standard_normal((b - a, dim)).astype(np.float32)
+            vecs[a:b] = v / np.linalg.norm(v, axis=1, keepdims=True)
+        vecs.flush()
+        del vecs
+    xs = np.load(work / "src.emb.npy", mmap_mode="r")
+    ys = np.load(work / "tgt.emb.npy", mmap_mode="r")
+    before = _status_kb("VmRSS")
+    t0 = time.perf_counter()
+    space = embedding_space(xs, ys, "use", k, origin=2,
+                            neighbours=(files["fwd"][0], files["fwd"][1], files["bwd"][0],
+                                        files["bwd"][1]))
+    cands = space.candidates(2, 1, None)
+    cands = CandidateSet.empty().union(cands)
+    keep = np.ones(n, dtype=bool)
+    keep = keep[cands.src] & keep[cands.tgt]
+    if not keep.all():
+        cands = cands.take(np.flatnonzero(keep))
+    cands = space.fill_features(cands)
+    save_candidates(work / "knn.npz", cands)
+    wall = time.perf_counter() - t0
+    peak = _status_kb("VmHWM")
+    return {"sources": n, "candidates": len(cands), "wall_s": round(wall, 2),
+            "rss_before_mb": round(before / 1024, 1), "peak_rss_mb": round(peak / 1024, 1),
+            "bytes_per_candidate": round((peak - before) * 1024 / max(len(cands), 1), 1)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="100,000 and 400,000 candidates")
     ap.add_argument("--sizes", default=None, help="comma-separated candidate counts")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
+    ap.add_argument("--generation", default=None, metavar="N,N",
+                    help="instead: the driver's candidate stage on synthetic neighbour lists of "
+                         "N sources and N targets, for each N (peak RSS per candidate)")
     ap.add_argument("--child", nargs=3, metavar=("WORK", "OUT", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--generation-child", nargs=2, metavar=("WORK", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.generation_child:
+        print(json.dumps(generation_child(Path(args.generation_child[0]),
+                                          int(args.generation_child[1]))))
+        return 0
+    if args.generation:
+        work = Path(args.work or tempfile.mkdtemp(prefix="finish_bench."))
+        runs = []
+        for n in (int(x) for x in args.generation.split(",")):
+            d = work / f"gen{n}"
+            d.mkdir(parents=True, exist_ok=True)
+            res = subprocess.run([sys.executable, __file__, "--generation-child", str(d), str(n)],
+                                 capture_output=True, text=True, check=False)
+            if res.returncode:
+                sys.stderr.write(res.stderr)
+                raise SystemExit(f"finish_bench: the generation run of {n} sources failed")
+            runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
+            print(json.dumps(runs[-1]), flush=True)
+            for p in d.iterdir():
+                p.unlink()
+        print(json.dumps({"bench": "finish_bench", "mode": "generation", "machine": machine(),
+                          "threads": 1, "date": time.strftime("%Y-%m-%d"), "runs": runs}))
+        return 0
     if args.child:
         print(json.dumps(finish_child(Path(args.child[0]), Path(args.child[1]), args.child[2])))
         return 0
