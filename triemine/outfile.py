@@ -57,18 +57,26 @@ def npy_bytes(arr) -> bytes:
     return buf.getvalue()
 
 
-def npy_chunks(arr, rows: int = 1 << 20) -> Iterable[bytes]:
-    """``arr`` (1-d or 2-d, C order) as the bytes of a ``.npy`` file, ``rows`` rows at a time
-    (for :func:`atomic_write` of arrays too large to copy whole)."""
+def npy_header(dtype, shape) -> bytes:
+    """The header of a C-order ``.npy`` file of ``shape`` and ``dtype``: what a writer that
+    streams the rows after it (merged shards, neighbour lists, column files) writes first."""
     import io
 
     import numpy as np
 
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {
+        "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+        "shape": tuple(shape)})
+    return buf.getvalue()
+
+
+def npy_chunks(arr, rows: int = 1 << 20) -> Iterable[bytes]:
+    """``arr`` (1-d or 2-d, C order) as the bytes of a ``.npy`` file, ``rows`` rows at a time
+    (for :func:`atomic_write` of arrays too large to copy whole)."""
+    import numpy as np
+
     arr = np.asarray(arr)
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {
-        "descr": np.lib.format.dtype_to_descr(arr.dtype), "fortran_order": False,
-        "shape": arr.shape})
-    yield header.getvalue()
+    yield npy_header(arr.dtype, arr.shape)
     for a in range(0, len(arr), rows):
         yield np.ascontiguousarray(arr[a:a + rows]).tobytes()

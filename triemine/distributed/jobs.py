@@ -21,7 +21,7 @@ from triemine.decoding.fingerprint import model_fingerprint
 from triemine.distributed.shards import Shard, ShardStore, execute, execute_all, plan_shards
 from triemine.distributed.worker import EmbedShardTask, ModelSpec, ScoreShardTask
 from triemine.mining.features import exact_scores, score_chunk
-from triemine.outfile import atomic_write
+from triemine.outfile import atomic_write, npy_header
 from triemine.paths import content_sha256, remember_sha256
 
 SHARDS_SUFFIX = ".shards"
@@ -191,17 +191,14 @@ def _merge_rows(store: ShardStore, n_rows: int, dim: int, out_path: Path) -> Non
     parts = (np.ascontiguousarray(np.load(io.BytesIO(store.read(s.id))), dtype=np.float32)
              for s in store.shards)
     first = next(parts, np.zeros((0, dim), dtype=np.float32))
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {
-        "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
-        "shape": (n_rows, first.shape[1] if first.ndim == 2 else dim)})
+    header = npy_header(np.float32, (n_rows, first.shape[1] if first.ndim == 2 else dim))
     digest = hashlib.sha256()
 
     def hashed(chunks):  # the kNN's keys name the file by content: hash it as it is written
         for chunk in chunks:
             digest.update(chunk)
             yield chunk
-    atomic_write(out_path, hashed(itertools.chain([header.getvalue(), first.tobytes()],
+    atomic_write(out_path, hashed(itertools.chain([header, first.tobytes()],
                                                   (part.tobytes() for part in parts))),
                  "embeddings")
     remember_sha256(out_path, digest.hexdigest())

@@ -22,7 +22,7 @@ from triemine.distributed.shards import (MANIFEST, Shard, ShardStore, execute, e
                                          plan_shards)
 from triemine.distributed.worker import GraphShardTask, KnnShardTask
 from triemine.embedding.knn import KNN_INDEXES
-from triemine.outfile import atomic_write, npy_bytes
+from triemine.outfile import atomic_write, npy_bytes, npy_header
 from triemine.paths import content_sha256
 
 
@@ -227,13 +227,8 @@ def _merged_lists(store: ShardStore, work_dir: Path, name: str, n_rows: int, k: 
             pass
     for old in work_dir.glob(f"{name}.lists.*.npy"):  # an earlier run's
         old.unlink(missing_ok=True)
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {
-        "descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
-        "shape": (n_rows,)})
-
     def records():
-        yield header.getvalue()
+        yield npy_header(dtype, (n_rows,))
         for sim, idx in blocks:
             rec = np.empty(len(sim), dtype=dtype)
             rec["sim"], rec["idx"] = sim, idx
