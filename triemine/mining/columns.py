@@ -1,0 +1,224 @@
+"""Candidate sets on disk: the one format of the mining job's stages.
+
+A store is a directory with one ``.npy`` per column (``src.npy``, ``tgt.npy``: int64 line
+indices; ``origin.npy``: uint8 generator bits; every feature column float64) and
+``columns.json`` (the row count, the feature columns in order, the stages done), written last::
+
+    OUT.tsv.work/knn.cols/           a generator's candidates (sorted by source, then target)
+    OUT.tsv.work/candidates.cols/    every generator's, united and filtered; the exact scores
+                                     and priors are added to it as columns, stage by stage
+
+A store is written block by block as its rows are computed (:func:`write_store`: every column
+file is streamed, its header written last) and read block by block (:meth:`ColumnStore.block`:
+plain reads, nothing stays mapped), so a stage holds one block of candidates, not the set: at
+10^8 sources a side the set is about 3 x 10^8 candidates, 10 GB of columns before any score.
+Columns are replaced whole and atomically (:meth:`ColumnStore.put_columns`), the index after
+them, so a stage cut short is done again and a finished one is never done twice.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence
+
+import numpy as np
+
+from triemine.errors import OutputError
+from triemine.mining.candidates import CandidateSet
+from triemine.outfile import atomic_write, npy_header
+
+BLOCK = 65536  # rows a block when a stage reads a store
+INDEX = "columns.json"  # written last: a store is complete when it exists
+BASE = {"src": np.dtype(np.int64), "tgt": np.dtype(np.int64), "origin": np.dtype(np.uint8)}
+_HEADER = 128  # a 1-d .npy's header: the same length for any row count up to 10^40
+
+
+class ColumnStore:
+    """A complete store (module docstring): ``n`` rows, feature ``columns``, stages ``done``."""
+
+    def __init__(self, where: Path, n: int, columns: Sequence[str], done: Sequence[str] = ()):
+        self.dir, self.n = Path(where), int(n)
+        self.columns, self.done = list(columns), list(done)
+        self._layout = {}
+        fmt = np.lib.format
+        for name in list(BASE) + self.columns:
+            with open(self.path(name), "rb") as f:
+                version = fmt.read_magic(f)
+                shape, fortran, dtype = (fmt.read_array_header_1_0 if version == (1, 0) else
+                                         fmt.read_array_header_2_0)(f)
+                offset = f.tell()
+                whole = os.fstat(f.fileno()).st_size == offset + self.n * dtype.itemsize
+                if shape != (self.n,) or fortran or dtype.hasobject or not whole:
+                    raise ValueError(f"{self.path(name)}: not {self.n} rows a candidate")
+                self._layout[name] = (dtype, offset)
+
+    @classmethod
+    def open(cls, where: Path) -> Optional["ColumnStore"]:
+        """The store at ``where`` when it is complete and whole, else ``None``."""
+        try:
+            index = json.loads((Path(where) / INDEX).read_text(encoding="utf-8"))
+            return cls(where, index["n"], index["columns"], index.get("done", ()))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def path(self, name: str) -> Path:
+        return self.dir / f"{name}.npy"
+
+    def rows(self, name: str, a: int, b: int) -> np.ndarray:
+        """Rows ``[a, b)`` of column ``name``, read into memory."""
+        dtype, offset = self._layout[name]
+        return np.fromfile(self.path(name), dtype=dtype, count=max(b - a, 0),
+                           offset=offset + a * dtype.itemsize)
+
+    def mapped(self, name: str) -> np.ndarray:
+        """Column ``name`` memory-mapped read-only (for index arrays handed to the sharded
+        scorer, which reads them a shard at a time)."""
+        if not self.n:  # nothing to map
+            return np.zeros(0, dtype=self._layout[name][0])
+        return np.load(self.path(name), mmap_mode="r")
+
+    def block(self, a: int, b: int) -> CandidateSet:
+        return CandidateSet(self.rows("src", a, b), self.rows("tgt", a, b),
+                            self.rows("origin", a, b),
+                            {c: self.rows(c, a, b) for c in self.columns})
+
+    def bounds(self, block: Optional[int] = None) -> List[tuple]:
+        """The rows ``[a, b)`` of each block of ``block`` rows (default ``BLOCK``)."""
+        block = block or BLOCK
+        return [(a, min(a + block, self.n)) for a in range(0, self.n, block)]
+
+    def blocks(self, block: Optional[int] = None) -> Iterator[CandidateSet]:
+        for a, b in self.bounds(block):
+            yield self.block(a, b)
+
+    def first_row_of_source(self, source: int) -> int:
+        """The first row whose source is ``source`` or later (the rows are sorted by source)."""
+        if not self.n:
+            return 0
+        return int(np.searchsorted(self.mapped("src"), source, side="left"))
+
+    def put_columns(self, names: Sequence[str], blocks: Iterable[Dict[str, np.ndarray]],
+                    stage: str) -> "ColumnStore":
+        """Columns ``names`` replaced (or added) from ``blocks`` (one dict a block of
+        :meth:`bounds`, in order), each file atomically, then the index naming ``stage`` done.
+        ``names[0]`` is renamed in last: a stage whose work is that column's NaN rows, cut
+        short between two renames, finds that work still to do."""
+        files = _Files(self.dir, {n: np.dtype(np.float64) for n in names}, "candidate columns")
+        with files:
+            for part in blocks:
+                files.write(part)
+            if files.n != self.n:  # before any file replaces its column
+                raise ValueError(f"{self.dir}: {files.n} rows written for {self.n} candidates")
+        columns = self.columns + [n for n in names if n not in self.columns]
+        _write_index(self.dir, self.n, columns, self.done + [stage])
+        return ColumnStore(self.dir, self.n, columns, self.done + [stage])
+
+    def mark(self, stage: str) -> "ColumnStore":
+        _write_index(self.dir, self.n, self.columns, self.done + [stage])
+        return ColumnStore(self.dir, self.n, self.columns, self.done + [stage])
+
+
+def write_store(where: Path, blocks: Iterable[CandidateSet], columns: Sequence[str],
+                done: Sequence[str] = ()) -> ColumnStore:
+    """A new store at ``where`` (what was there is removed first) from ``blocks``, written as
+    they come; every block has the feature ``columns`` (in any order)."""
+    where = Path(where)
+    clash = [c for c in columns if c in BASE or not c or "/" in c or c.startswith(".")]
+    if clash:
+        raise ValueError(f"column name(s) {', '.join(map(repr, clash))} cannot be a column file")
+    if where.exists():
+        shutil.rmtree(where)
+    where.mkdir(parents=True)
+    dtypes = dict(BASE, **{c: np.dtype(np.float64) for c in columns})
+    files = _Files(where, dtypes, "candidates")
+    with files:
+        for part in blocks:
+            if set(part.columns) != set(columns):
+                raise ValueError(f"a block with columns {sorted(part.columns)}, not "
+                                 f"{sorted(columns)}")
+            files.write(dict(part.columns, src=part.src, tgt=part.tgt, origin=part.origin))
+    _write_index(where, files.n, columns, done)
+    return ColumnStore(where, files.n, columns, done)
+
+
+def write_set(where: Path, cands: CandidateSet, done: Sequence[str] = ()) -> ColumnStore:
+    """``cands`` as a store (:func:`write_store` of one block)."""
+    return write_store(where, [cands], list(cands.columns), done)
+
+
+def _write_index(where: Path, n: int, columns: Sequence[str], done: Sequence[str]) -> None:
+    atomic_write(Path(where) / INDEX, json.dumps(
+        {"n": int(n), "columns": list(columns), "done": list(done)}).encode("utf-8"),
+        "candidates")
+
+
+class _Files:
+    """Column files written row block by row block (``with``): each to a temporary file
+    behind a reserved header, which is written once the row count is known; on a clean exit
+    every file replaces its column, and on an error none does (an OSError names the file)."""
+
+    def __init__(self, where: Path, dtypes: Dict[str, np.dtype], what: str):
+        self.where, self.dtypes, self.what, self.n = Path(where), dtypes, what, 0
+        self._tmp = {name: self.where / f"{name}.npy.tmp{os.getpid()}" for name in dtypes}
+        self._f: Dict[str, object] = {}
+
+    def _fail(self, name: str, exc: OSError):
+        raise OutputError(self.where / f"{name}.npy", exc, self.what) from None
+
+    def __enter__(self):
+        for name, tmp in self._tmp.items():
+            try:
+                self._f[name] = open(tmp, "wb")
+                self._f[name].write(b"\0" * _HEADER)
+            except OSError as exc:
+                self.__exit__(OSError, exc, None)
+                self._fail(name, exc)
+        return self
+
+    def write(self, part: Dict[str, np.ndarray]) -> None:
+        n = None
+        for name, dtype in self.dtypes.items():
+            arr = np.ascontiguousarray(part[name], dtype=dtype)
+            if n is not None and len(arr) != n:
+                raise ValueError(f"column {name}: {len(arr)} rows in a block of {n}")
+            n = len(arr)
+            try:
+                self._f[name].write(arr.data)
+            except OSError as exc:
+                self._fail(name, exc)
+        self.n += n or 0
+
+    def __exit__(self, kind, exc, tb):
+        failed = None
+        for name, f in self._f.items():
+            try:
+                if kind is None and failed is None:
+                    header = npy_header(self.dtypes[name], (self.n,))
+                    if len(header) != _HEADER:  # cannot happen below 10^40 rows
+                        raise ValueError(f"a .npy header of {len(header)} bytes")
+                    f.seek(0)
+                    f.write(header)
+                    f.flush()
+                    os.fsync(f.fileno())
+                f.close()
+            except OSError as err:
+                f.close()
+                failed = failed or (name, err)
+        # the first column last: a stage's work is the NaN rows of its first column, so a
+        # crash between two renames leaves that work to do again
+        for name in list(self._tmp)[::-1] if kind is None and failed is None else ():
+            try:
+                os.replace(self._tmp[name], self.where / f"{name}.npy")
+            except OSError as err:
+                failed = (name, err)
+                break
+        for tmp in self._tmp.values():
+            tmp.unlink(missing_ok=True)
+        if failed is not None and kind is None:
+            self._fail(*failed)
+        return False
