@@ -72,12 +72,13 @@ def _margin_candidates_whole(nb, per_source, per_target, min_margin):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_margin_candidates_in_blocks_are_the_whole_lists_candidates(seed):
+def test_margin_candidates_in_blocks_are_the_whole_lists_candidates(seed, tmp_path):
     """Reading the neighbour lists a block at a time (the driver's memory at 10^8 sentences)
-    gives the very pairs and margins of the whole lists, for any block size; a pair both
-    directions propose keeps the forward search's margin, even where the two cosines differ in
-    their last bits, and the cut applies to that margin."""
-    from triemine.embedding.knn import margin_candidates, margin_neighbours
+    gives the very pairs and margins of the whole lists, for any block size, and so do the
+    candidates a range of sources at a time, the backward ones kept in memory or in spill
+    files; a pair both directions propose keeps the forward search's margin, even where the two
+    cosines differ in their last bits, and the cut applies to that margin."""
+    from triemine.embedding.knn import margin_candidate_blocks, margin_candidates, margin_neighbours
 
     rng = np.random.default_rng(seed)
     n_src, n_tgt, k = int(rng.integers(1, 40)), int(rng.integers(1, 60)), 4
@@ -106,6 +107,16 @@ def test_margin_candidates_in_blocks_are_the_whole_lists_candidates(seed):
                 got = margin_candidates(nb, per_source, per_target, min_margin, block=block)
                 for a, b in zip(got, want):
                     assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+            for sources, spill in ((1, tmp_path / "s"), (5, tmp_path / "s"), (5, None),
+                                   (1 << 18, tmp_path / "s")):
+                parts = list(margin_candidate_blocks(nb, per_source, per_target, min_margin,
+                                                     block=3, sources=sources, spill=spill))
+                assert len(parts) == -(-n_src // sources)
+                for r, (s, _t, _m) in enumerate(parts):
+                    assert ((s >= r * sources) & (s < (r + 1) * sources)).all()
+                for a, b in zip((np.concatenate(p) for p in zip(*parts)), want):
+                    assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+                assert not (tmp_path / "s").exists()  # the spill files are gone
             assert len(want[0]) or min_margin is not None or not (per_source or per_target)
     assert len(_margin_candidates_whole(nb, 2, 1, None)[0]) >= n_src  # the test is not empty
 

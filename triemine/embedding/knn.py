@@ -160,23 +160,42 @@ def margin_candidates(nb: MarginNeighbours, per_source: int = 1, per_target: int
     whatever the corpora's size (the lists themselves may be memory-mapped); the result does
     not depend on ``block``.
 
-    Returns ``(src, tgt, margin)``: unique pairs, sorted by (src, tgt).
+    Returns ``(src, tgt, margin)``: unique pairs, sorted by (src, tgt); the concatenation of
+    :func:`margin_candidate_blocks`.
+    """
+    parts = list(margin_candidate_blocks(nb, per_source, per_target, min_margin, block,
+                                         sources=max(nb.fwd_idx.shape[0], 1)))
+    if not parts:
+        return (np.zeros(0, dtype=np.int64),) * 2 + (np.zeros(0),)
+    return tuple(np.concatenate(p) for p in zip(*parts))
+
+
+MARGIN_SOURCES = 1 << 18  # sources a range of margin_candidate_blocks
+
+
+def margin_candidate_blocks(nb: MarginNeighbours, per_source: int = 1, per_target: int = 1,
+                            min_margin: Optional[float] = None, block: int = MARGIN_BLOCK,
+                            sources: Optional[int] = None, spill=None):
+    """:func:`margin_candidates` a range of ``sources`` sources at a time: yields
+    ``(src, tgt, margin)`` of the pairs whose source is in the next range, sorted, so that the
+    ranges' results, concatenated, are :func:`margin_candidates`'s, bit for bit.
+
+    A target's best sources may lie in any range: they are found first, a ``block`` of targets
+    at a time, and kept by range until their range comes (in files of ``spill``, a directory,
+    when there is more than one range; else in memory), so a caller that writes each range as
+    it comes holds one range's candidates, not the set.
     """
     n_src, n_tgt = nb.fwd_idx.shape[0], nb.bwd_idx.shape[0]
     width = max(n_tgt, 1)
-    keys, margins = [], []
+    sources = max(int(sources or MARGIN_SOURCES), 1)
+    ranges = list(range(0, n_src, sources))
 
     def cut(m, *cols):  # the pairs at or over min_margin
         ok = m >= min_margin if min_margin is not None else slice(None)
         return (m[ok],) + tuple(c[ok] for c in cols)
     per_source = min(per_source, nb.fwd_idx.shape[1]) if n_src else 0
     per_target = min(per_target, nb.bwd_idx.shape[1]) if n_tgt else 0
-    for a in range(0, n_src if per_source > 0 else 0, block):
-        rows = np.arange(a, min(a + block, n_src), dtype=np.int64)
-        best, m = _best_by_margin(nb, rows, True, per_source)
-        m, key = cut(m.reshape(-1), (rows[:, None] * width + best).reshape(-1))
-        keys.append(key)
-        margins.append(m)
+    backward = _Ranges(len(ranges), spill if len(ranges) > 1 else None)
     for a in range(0, n_tgt if per_target > 0 else 0, block):
         rows = np.arange(a, min(a + block, n_tgt), dtype=np.int64)
         best, m = _best_by_margin(nb, rows, False, per_target)
@@ -186,10 +205,71 @@ def margin_candidates(nb: MarginNeighbours, per_source: int = 1, per_target: int
             fwd_best, _ = _best_by_margin(nb, s, True, per_source)
             fresh = ~(fwd_best == t[:, None]).any(axis=1)
             s, t, m = s[fresh], t[fresh], m[fresh]
+        backward.add(s // sources, s, t, m)
+    for r, lo in enumerate(ranges):
+        hi = min(lo + sources, n_src)
+        keys, margins = [], []
+        for a in range(lo, hi if per_source > 0 else lo, block):
+            rows = np.arange(a, min(a + block, hi), dtype=np.int64)
+            best, m = _best_by_margin(nb, rows, True, per_source)
+            m, key = cut(m.reshape(-1), (rows[:, None] * width + best).reshape(-1))
+            keys.append(key)
+            margins.append(m)
+        s, t, m = backward.take(r)
         keys.append(s * width + t)
         margins.append(m)
-    if not keys:
-        return (np.zeros(0, dtype=np.int64),) * 2 + (np.zeros(0),)
-    key, m = np.concatenate(keys), np.concatenate(margins)
-    key, first = np.unique(key, return_index=True)  # a list naming a row twice: its first
-    return key // width, key % width, m[first]
+        key, m = np.concatenate(keys), np.concatenate(margins)
+        key, first = np.unique(key, return_index=True)  # a list naming a row twice: its first
+        yield key // width, key % width, m[first]
+    backward.close()
+
+
+class _Ranges:
+    """Backward candidates ``(src, tgt, margin)`` kept by source range, in the order added:
+    in memory, or appended to one file a range in ``spill``."""
+
+    _REC = np.dtype([("s", "<i8"), ("t", "<i8"), ("m", "<f8")])
+
+    def __init__(self, n: int, spill=None):
+        from pathlib import Path
+
+        self.spill = Path(spill) if spill is not None else None
+        self.parts = [[] for _ in range(n)] if self.spill is None else None
+        if self.spill is not None:
+            import shutil
+            if self.spill.exists():
+                shutil.rmtree(self.spill)
+            self.spill.mkdir(parents=True)
+
+    def _file(self, r: int):
+        return self.spill / f"range-{r:07d}.bin"
+
+    def add(self, r: np.ndarray, s: np.ndarray, t: np.ndarray, m: np.ndarray) -> None:
+        order = np.argsort(r, kind="stable")
+        r, s, t, m = r[order], s[order], t[order], m[order]
+        ids, starts = np.unique(r, return_index=True)
+        for i, a, b in zip(ids.tolist(), starts.tolist(), starts[1:].tolist() + [len(r)]):
+            if self.spill is None:
+                self.parts[i].append((s[a:b], t[a:b], m[a:b]))
+                continue
+            rec = np.empty(b - a, dtype=self._REC)
+            rec["s"], rec["t"], rec["m"] = s[a:b], t[a:b], m[a:b]
+            with open(self._file(i), "ab") as f:
+                rec.tofile(f)
+
+    def take(self, r: int):
+        if self.spill is None:
+            parts, self.parts[r] = self.parts[r], []
+            if not parts:
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+            return tuple(np.concatenate(p) for p in zip(*parts))
+        path = self._file(r)
+        rec = np.fromfile(path, dtype=self._REC) if path.is_file() else np.zeros(0, self._REC)
+        path.unlink(missing_ok=True)
+        return (np.ascontiguousarray(rec["s"]), np.ascontiguousarray(rec["t"]),
+                np.ascontiguousarray(rec["m"]))
+
+    def close(self) -> None:
+        if self.spill is not None:
+            import shutil
+            shutil.rmtree(self.spill, ignore_errors=True)
