@@ -116,6 +116,33 @@ def test_a_space_fills_only_the_features_its_pairs_lack_with_the_same_bits(monke
     assert filled.col("test_cos").tobytes() == real(other.src, other.tgt)["test_cos"].tobytes()
 
 
+def test_a_space_gives_its_candidates_a_range_of_sources_at_a_time_with_the_same_bits(tmp_path):
+    """The job writes a margin space's candidates a range of sources at a time (one range's in
+    memory): concatenated, they are the whole set's rows and feature bits, the cosines of
+    512-dimension rows included (computed per range, in chunks that start elsewhere)."""
+    from triemine.embedding import knn
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(300, 512)).astype(np.float32)
+    y = rng.normal(size=(200, 512)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    space = embedding_space(x, y, "test", k=4, origin=2)
+    want = space.candidates(2, 1, None)
+    for sources in (7, 64, 1000):
+        knn.MARGIN_SOURCES, old = sources, knn.MARGIN_SOURCES
+        try:
+            parts = list(space.candidate_blocks(2, 1, None, spill=tmp_path / "spill"))
+        finally:
+            knn.MARGIN_SOURCES = old
+        assert len(parts) == -(-300 // sources)
+        for name in ("src", "tgt", "origin"):
+            assert np.concatenate([getattr(p, name) for p in parts]).tobytes() == \
+                getattr(want, name).tobytes()
+        for c in space.columns:
+            assert np.concatenate([p.col(c) for p in parts]).tobytes() == want.col(c).tobytes()
+
+
 def test_translation_retrieval_finds_the_target_that_reads_like_the_translation():
     targets = [t for _, t in PAIRS[:20]] + OTHER[:40]
     hyps = [t for _, t in PAIRS[:20]]  # a perfect translator
@@ -241,6 +268,21 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
     mine_pipeline(tiny_model, src, tgt, out, cfg, resume=True)  # every stage reused
     assert out.read_bytes() == whole
     assert formatted == [3] * (len(m) // 3) + ([len(m) % 3] if len(m) % 3 else [])
+    # the stages go a range of sources (the union, the margin candidates, whose backward ones
+    # wait in spill files) and a block of rows (the scores' merge) at a time: the same bytes
+    # however they are cut, in this process or in shards on a pool
+    from triemine.distributed.local import InlinePool
+    from triemine.embedding import knn
+    from triemine.mining import columns, run
+
+    monkeypatch.setattr(run, "UNITE_SOURCES", 2)
+    monkeypatch.setattr(knn, "MARGIN_SOURCES", 3)
+    monkeypatch.setattr(columns, "BLOCK", 4)
+    mine_pipeline(tiny_model, src, tgt, out, cfg)
+    assert out.read_bytes() == whole
+    mine_pipeline(tiny_model, src, tgt, out, cfg, pool=InlinePool())
+    assert out.read_bytes() == whole
+    assert not any(p.name.endswith((".spill", ".todo.cols")) for p in (tmp_path / "out.tsv.work").iterdir())
 
 
 def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_model, corpora, tmp_path):
@@ -255,12 +297,12 @@ def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_mo
     mine_pipeline(tiny_model, src, tgt, out, cfg)
     first = out.read_bytes()
     work = tmp_path / "out.tsv.work"
-    stamps = {p.name: p.stat().st_mtime_ns for p in work.iterdir()}
+    stamps = {p: p.stat().st_mtime_ns for p in work.rglob("*.npy")}
+    assert any(p.parent.name == "candidates.cols" for p in stamps)  # the job's column store
     out.unlink()  # interrupted before the TSV was written
     mine_pipeline(tiny_model, src, tgt, out, cfg, resume=True)
     assert out.read_bytes() == first
-    assert {p.name: p.stat().st_mtime_ns for p in work.iterdir() if p.name in stamps and
-            p.suffix in (".npy", ".npz")} == {k: v for k, v in stamps.items() if k.endswith((".npy", ".npz"))}
+    assert {p: p.stat().st_mtime_ns for p in work.rglob("*.npy")} == stamps
     # a knob of the trie search, which this job does not run, does not stop a resume
     out.unlink()
     mine_pipeline(tiny_model, src, tgt, out, replace(cfg, sort_window=3, batch_size=5), resume=True)
@@ -281,7 +323,8 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
 
     from triemine.mining import generators, run
     from triemine.mining.candidates import CandidateSet
-    from triemine.mining.finish import SCORED, load_scored, save_scored
+    from triemine.mining.finish import CANDIDATES, load_scored, save_scored
+    from triemine.mining.stages import stage_dir
     from triemine.mining.run import PipelineConfig, mine_pipeline
 
     cands = CandidateSet([3, 1, 2, 0, 5], [0, 4, 4, 1, 2], [1, 2, 3, 2, 1],
@@ -293,14 +336,14 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
                 [(part.columns[c], want.columns[c]) for c in ("score", "x")]:
             assert got.dtype == exp.dtype and got.tobytes() == exp.tobytes()
     assert load_scored(tmp_path / "w").columns == ["score", "x"]
-    col = tmp_path / "w" / SCORED / "x.npy"
+    col = stage_dir(tmp_path / "w", CANDIDATES) / "x.npy"
     whole = col.read_bytes()
     col.write_bytes(whole[:-8])  # a column cut short: the stage is not used
     assert load_scored(tmp_path / "w") is None
     col.write_bytes(whole)
     with pytest.raises(ValueError, match="column file"):
         save_scored(tmp_path / "w2", cands.with_columns(origin=np.zeros(5)))
-    (tmp_path / "w" / SCORED / "columns.json").unlink()  # cut short before its index
+    (stage_dir(tmp_path / "w", CANDIDATES) / "columns.json").unlink()  # cut short before its index
     assert load_scored(tmp_path / "w") is None
 
     src, tgt, _, _ = corpora
@@ -311,7 +354,7 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
     first = out.read_bytes()
     work = tmp_path / "out.tsv.work"
     for p in work.iterdir():  # only the settings and the scored candidates are left
-        if p.name not in ("settings.json", SCORED):
+        if p.name not in ("settings.json", stage_dir(work, CANDIDATES).name):
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     out.unlink()
 
@@ -323,6 +366,43 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
     assert out.read_bytes() == first
     assert (again["candidates"], again["by_generator"]) == (summary["candidates"],
                                                              summary["by_generator"])
+
+
+def test_a_job_killed_between_its_stages_resumes_at_the_stage_it_was_in(tiny_model, corpora,
+                                                                       tmp_path, monkeypatch):
+    """The candidates are one column store that the stages add columns to: a job killed in the
+    priors resumes with its candidates and exact scores as they were (no generator, no forced
+    decoding runs again) and writes the TSV of a job never killed."""
+    from triemine.mining import features, generators, run
+    from triemine.mining.columns import ColumnStore
+    from triemine.mining.run import PipelineConfig, mine_pipeline
+
+    src, tgt, _, _ = corpora
+    cfg = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=None,
+                         combination=_combination(tmp_path))
+    mine_pipeline(tiny_model, src, tgt, tmp_path / "whole.tsv", cfg)
+    out = tmp_path / "out.tsv"
+    real = features.prior_table
+
+    def killed(*_a, **_k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(features, "prior_table", killed)
+    with pytest.raises(KeyboardInterrupt):
+        mine_pipeline(tiny_model, src, tgt, out, cfg)
+    store = ColumnStore.open(tmp_path / "out.tsv.work" / "candidates.cols")
+    assert store.done == ["candidates", "scores"] and "score" in store.columns
+    assert "prior" not in store.columns and not out.exists()
+
+    def refuse(*_a, **_k):
+        raise AssertionError("an earlier stage ran again")
+    monkeypatch.setattr(features, "prior_table", real)
+    monkeypatch.setattr(generators.EncoderKnn, "run", lambda self, job: (
+        ColumnStore.open(job.work / "knn.cols"), None))
+    monkeypatch.setattr(features, "forced_scores", refuse)
+    monkeypatch.setattr(run, "write_store", refuse)
+    mine_pipeline(tiny_model, src, tgt, out, cfg, resume=True)
+    assert out.read_bytes().split(b"\n", 1)[1] == \
+        (tmp_path / "whole.tsv").read_bytes().split(b"\n", 1)[1]
 
 
 def test_forced_scores_encode_the_pairs_lines_not_the_corpus_with_the_same_bits(tiny_model,

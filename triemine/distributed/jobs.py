@@ -51,23 +51,40 @@ def shard_stats(store: ShardStore, computed: Sequence[int]) -> dict:
 
 
 def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_path,
-                          target_path, work_dir: Path, pool, *, name: str = "scores",
-                          reverse: bool = False,
-                          progress: bool = False, desc: str = "exact scores", device: str = "cpu",
-                          resume: bool = True, chunk: Optional[int] = None,
-                          precision: str = "fp32",
-                          stale: str = "refuse"):
+                          target_path, work_dir: Path, pool, **kw):
+    """:func:`triemine.mining.features.forced_scores` with the pairs cut into shards of whole
+    chunks (:func:`forced_score_shards`); returns ``(score, n_tokens, shard statistics)``."""
+    n = len(src_idx)
+    parts, stats = forced_score_shards(model, src_idx, tgt_idx, source_path, target_path,
+                                       work_dir, pool, **kw)
+    score, ntok = np.empty(n), np.empty(n)  # each shard's rows go in place, one at a time
+    a = 0
+    for sc, nt in parts:
+        score[a:a + len(sc)], ntok[a:a + len(sc)] = sc, nt
+        a += len(sc)
+    return score, ntok, stats
+
+
+def forced_score_shards(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_path,
+                        target_path, work_dir: Path, pool, *, name: str = "scores",
+                        reverse: bool = False,
+                        progress: bool = False, desc: str = "exact scores", device: str = "cpu",
+                        resume: bool = True, chunk: Optional[int] = None,
+                        precision: str = "fp32",
+                        stale: str = "refuse"):
     """:func:`triemine.mining.features.forced_scores` with the pairs cut into shards of whole
     chunks (``chunk`` pairs: the function's own chunking), so every pair gets the very bits the
     single-process run computes.  ``src_idx`` indexes the model's input lines (the target corpus
-    with ``reverse``; ``-1`` the empty source).  Shards live in ``work_dir/<name>.shards/``.
+    with ``reverse``; ``-1`` the empty source); the index arrays may be memory-mapped (a shard's
+    slice is read when its task is made).  Shards live in ``work_dir/<name>.shards/``.
     ``stale``: what a manifest of other pairs does (:class:`~triemine.distributed.shards.ShardStore`).
-    Returns ``(score, n_tokens, shard statistics)``."""
+    Runs every shard, then returns ``(parts, shard statistics)``: ``parts`` yields each shard's
+    ``(score, n_tokens)`` in order, read from its file as it is asked for."""
     src_idx = np.asarray(src_idx, dtype=np.int64)
     tgt_idx = np.asarray(tgt_idx, dtype=np.int64)
     n = len(src_idx)
     if not n:
-        return np.zeros(0), np.zeros(0), {"shards": 0, "shards_computed": 0, "shards_reused": 0}
+        return iter(()), {"shards": 0, "shards_computed": 0, "shards_reused": 0}
     chunk = chunk or score_chunk(n)
     shards = plan_shards(range(0, n, chunk), n, chunk)
     h = hashlib.sha256()
@@ -90,10 +107,8 @@ def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, sourc
     reused = sum(len(store.by_id[i]) for i in store.reused)
     with progress_bar(n, reused, desc + " (shards)", "pair", progress) as bar:
         computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
-    score, ntok = np.empty(n), np.empty(n)  # each shard's rows go in place, one at a time
-    for s in store.shards:
-        score[s.start:s.end], ntok[s.start:s.end] = np.load(io.BytesIO(store.read(s.id)))
-    return score, ntok, shard_stats(store, computed)
+    parts = (tuple(np.load(io.BytesIO(store.read(s.id)))) for s in store.shards)
+    return parts, shard_stats(store, computed)
 
 
 def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path, pool,

@@ -139,7 +139,7 @@ class MarginSpace:
         same function of the same rows).  With one generator that is no work at all, where
         every pair's two embedding rows used to be read again (random reads of the embedding
         files: two 2 kB rows a candidate with USE)."""
-        names = (f"{self.name}_cos", f"{self.name}_margin")
+        names = self.columns
         have = {c: cands.col_or_nan(c) for c in names}
         todo = np.flatnonzero(np.isnan(have[names[0]]) | np.isnan(have[names[1]]))
         if not len(todo):
@@ -160,6 +160,24 @@ class MarginSpace:
         s, t, _ = margin_candidates(self.nb, per_source, per_target, min_margin)
         return CandidateSet(s, t, np.full(len(s), self.origin, dtype=np.uint8),
                             self.features(s, t))
+
+    @property
+    def columns(self) -> tuple:
+        return f"{self.name}_cos", f"{self.name}_margin"
+
+    def candidate_blocks(self, per_source: int = 2, per_target: int = 1,
+                         min_margin: Optional[float] = None, spill=None):
+        """:meth:`candidates` a range of sources at a time (one :class:`CandidateSet` each,
+        in order; concatenated, the very rows of :meth:`candidates`), the backward
+        candidates of later ranges kept in files of ``spill``
+        (:func:`~triemine.embedding.knn.margin_candidate_blocks`): what the job writes to its
+        store as it goes, holding one range's candidates."""
+        from triemine.embedding.knn import margin_candidate_blocks
+
+        for s, t, _ in margin_candidate_blocks(self.nb, per_source, per_target, min_margin,
+                                               spill=spill):
+            yield CandidateSet(s, t, np.full(len(s), self.origin, dtype=np.uint8),
+                               self.features(s, t))
 
 
 def _topk(a, b, k: int, rows_per_block: int = 2048):

@@ -156,7 +156,17 @@ def corpus_key(model, texts: Sequence[str], what: str = "") -> str:
 def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, node_prior=None,
                   cache_dir: Optional[Path] = None, progress: bool = False,
                   precision: str = "fp32", scores=None) -> np.ndarray:
-    """log P(target line | empty source) for each of ``lines``.
+    """log P(target line | empty source) for each of ``lines`` (:func:`prior_table`)."""
+    lines = np.asarray(lines, dtype=np.int64)
+    return prior_table(model, tgt_texts, lines, trie, node_prior, cache_dir, progress,
+                       precision, scores)[lines]
+
+
+def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, node_prior=None,
+                cache_dir: Optional[Path] = None, progress: bool = False,
+                precision: str = "fp32", scores=None) -> np.ndarray:
+    """log P(target line | empty source) of every target line (NaN where unknown), computed
+    for ``lines`` where not yet known.
 
     With a trie and its node priors the sentence prior is the prior of the line's terminal node
     (free).  Otherwise the needed lines are scored by teacher forcing and cached in
@@ -196,7 +206,7 @@ def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None,
             table[need] = scores(need)
         if path is not None:
             atomic_write(path, npy_bytes(table), "priors cache")
-    return table[lines]
+    return table
 
 
 _NONZERO_DIGITS = frozenset("123456789")

@@ -2,9 +2,10 @@
 
 A generator has a ``name`` (what ``--candidates`` lists), an origin ``bit`` (the TSV's ``origin``
 bitmask), the feature ``columns`` it gives every pair (what a combination may use; checked before
-any work), and :meth:`Generator.run`, which returns its candidates (stored as a stage of the job's
-work directory, so a resumed job reuses them) and, for a margin space, the space whose features
-every candidate of the job gets, whichever generator proposed it.
+any work), and :meth:`Generator.run`, which returns its candidates (a column store in the job's
+work directory, :mod:`triemine.mining.columns`, sorted by source, then target, so a resumed job
+reuses them) and, for a margin space, the space whose features every candidate of the job gets,
+whichever generator proposed it.
 
 Adding a generator is one class here with ``@register`` (and its knobs in
 :class:`~triemine.mining.run.PipelineConfig`); :mod:`triemine.mining.run` loops over the registry.
@@ -20,6 +21,7 @@ from typing import Any, Dict, Optional, Set, Tuple
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet, MarginSpace, embedding_space, translation_space
+from triemine.mining.columns import ColumnStore
 from triemine.mining.stages import cache_dir, stage
 
 
@@ -63,7 +65,7 @@ class Generator:
         """The feature columns this generator adds to every candidate of the job."""
         return set()
 
-    def run(self, job: Job) -> Tuple[CandidateSet, Optional[MarginSpace]]:
+    def run(self, job: Job) -> Tuple[ColumnStore, Optional[MarginSpace]]:
         raise NotImplementedError
 
 
@@ -164,8 +166,10 @@ class EncoderKnn(Generator):
                 progress=job.progress, index=cfg.knn_index)
         space = embedding_space(xs, ys, cfg.encoder, cfg.k, origin=self.bit,
                                 neighbours=(fwd_idx, fwd_sim, bwd_idx, bwd_sim))
-        return stage(job.work, self.name, lambda: space.candidates(
-            cfg.per_source, cfg.per_target, cfg.min_margin)), space
+        # written a range of sources at a time: the driver holds one range's candidates
+        return stage(job.work, self.name, lambda: space.candidate_blocks(
+            cfg.per_source, cfg.per_target, cfg.min_margin, spill=job.work / "knn.spill"),
+            columns=space.columns), space
 
 
 @register

@@ -12,7 +12,11 @@ Selection (one-to-one) and the threshold are evaluation/filter rules (``trie-min
 
 Each stage stores its result in ``OUT.tsv.work/`` as it finishes (the trie search and the exact
 scores also within the stage, batch by batch), so ``resume=True`` continues an interrupted job
-without recomputing or losing anything; the TSV is written atomically at the end.
+without recomputing or losing anything; the TSV is written atomically at the end.  The
+candidates are column stores (:mod:`triemine.mining.columns`): each generator's, then the
+job's (``candidates.cols``), which the exact scores and priors add their columns to; every
+stage reads and writes them a range of sources or a block of rows at a time, so the driver
+holds one block of candidates, not the set.
 """
 from __future__ import annotations
 
@@ -33,14 +37,18 @@ from triemine.embedding.knn import KNN_INDEXES
 from triemine.errors import InputError
 from triemine.filtering.selection import PAPER
 from triemine.mining.candidates import CandidateSet
-from triemine.mining.finish import finish_tsv, load_scored, save_scored
+from triemine.mining.columns import ColumnStore, write_store
+from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, load_scored
 from triemine.mining.generators import REGISTRY, Job, origin_counts
-from triemine.mining.stages import cache_dir
+from triemine.mining.stages import cache_dir, stage_dir
 from triemine.outfile import atomic_write
 
 logger = logging.getLogger(__name__)
 
 GENERATORS = tuple(REGISTRY)
+# sources a range of the union of the generators' candidates (about 3 candidates a source: the
+# driver holds one range's, tens of MB)
+UNITE_SOURCES = 1 << 18
 # PipelineConfig fields that only the trie search reads (left out of a job's resume key without it)
 TRIE_KNOBS = ("mode", "beam", "prior_weight", "trie_nbest", "batch_size", "sort_window")
 
@@ -194,10 +202,8 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     scored = load_scored(work)  # a resumed job that had scored every candidate goes on from there
     if scored is None:
         with pool if pool is not None else contextlib.nullcontext():  # one start of the workers
-            cands = _candidates(job, _empty_mask(src) | long_src, _empty_mask(tgt) | long_tgt)
-            cands = _exact(job, cands, reverse_model)
-        scored = save_scored(work, cands)
-        del cands  # the last stage reads its blocks from the files
+            store = _candidates(job, _empty_mask(src) | long_src, _empty_mask(tgt) | long_tgt)
+            scored = _exact(job, store, reverse_model).mark(SCORED)
     skipped = lengths.skipped_summary(long_src, long_tgt)
     with job.timed("finish"):
         origin = finish_tsv(out_path, scored, src, tgt, comb, meta={
@@ -212,71 +218,155 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
             "stage_s": job.seconds, "output": str(out_path)}
 
 
-def _candidates(job: Job, skip_src: np.ndarray, skip_tgt: np.ndarray) -> CandidateSet:
+def _candidates(job: Job, skip_src: np.ndarray, skip_tgt: np.ndarray) -> ColumnStore:
     """Every generator's candidates, united, without the skipped lines' pairs, each pair with
-    every margin space's features."""
-    parts, spaces = [], []
+    every margin space's features: the job's store (``candidates.cols``, :func:`unite`)."""
+    stores, spaces = [], []
     for name in job.cfg.candidates:
-        part, space = REGISTRY[name].run(job)
-        parts.append(part)
+        store, space = REGISTRY[name].run(job)
+        stores.append(store)
         spaces += [space] if space is not None else []
-    cands = CandidateSet.empty()
-    for p in parts:
-        cands = cands.union(p)
-    keep = ~skip_src[cands.src] & ~skip_tgt[cands.tgt]
-    if not keep.all():  # a copy only when a pair goes
-        cands = cands.take(np.flatnonzero(keep))
-    for space in spaces:  # every pair gets every space's features
-        cands = space.fill_features(cands)
-    return cands
+    where = stage_dir(job.work, CANDIDATES)
+    united = ColumnStore.open(where)
+    if united is not None and CANDIDATES in united.done:
+        return united
+    return unite(where, stores, spaces, skip_src, skip_tgt)
 
 
-def _exact(job: Job, cands: CandidateSet, reverse_model) -> CandidateSet:
-    """The exact scores (both directions with a reverse model) and the targets' priors: on the
-    job's pool in shards of whole chunks when it has one, the same bits either way."""
-    from triemine.mining.features import exact_scores
+def unite(where: Path, stores, spaces, skip_src: np.ndarray,
+          skip_tgt: np.ndarray) -> ColumnStore:
+    """The union of the generators' ``stores`` (:meth:`CandidateSet.union`), without the pairs
+    of the ``skip_src``/``skip_tgt`` lines, every pair with every margin space's features,
+    written to a new store at ``where`` a range of ``UNITE_SOURCES`` sources at a time: the
+    stores are sorted by source, so a range's rows are one slice of each, and the ranges'
+    unions, one after the other, are the union."""
+    # the columns in the order the union and the spaces' features add them
+    columns = list(dict.fromkeys([c for st in stores for c in st.columns] +
+                                 [c for sp in spaces for c in sp.columns]))
 
-    model, work, progress = job.model, job.work, job.progress
-    if job.pool is None:
-        with job.timed("scoring"):
-            cands = exact_scores(model, cands, job.src.texts, job.tgt.texts, work_dir=work,
-                                 progress=progress)
-            if reverse_model is not None:
-                cands = exact_scores(reverse_model, cands, job.src.texts, job.tgt.texts,
-                                     work_dir=work, progress=progress, reverse=True)
-        with job.timed("priors"):
-            return _priors(model, job.cfg, cands, job.tgt, job, progress)
-    from triemine.distributed.jobs import exact_scores_sharded, forced_scores_sharded
+    def ranges():
+        for a in range(0, len(skip_src), UNITE_SOURCES):
+            b = a + UNITE_SOURCES
+            cands = CandidateSet.empty()
+            for st in stores:
+                cands = cands.union(st.block(st.first_row_of_source(a),
+                                             st.first_row_of_source(b)))
+            keep = ~skip_src[cands.src] & ~skip_tgt[cands.tgt]
+            if not keep.all():  # a copy only when a pair goes
+                cands = cands.take(np.flatnonzero(keep))
+            for space in spaces:  # every pair gets every space's features
+                cands = space.fill_features(cands)
+            yield cands
+    return write_store(where, ranges(), columns, done=(CANDIDATES,))
 
-    sharded = dict(progress=progress, device=job.device)
 
-    def prior_shards(need):  # the targets' priors: pairs with the empty source (-1); what is
-        # left to compute depends on the shared cache, so other lines start the shards over
-        return forced_scores_sharded(model, np.full(len(need), -1), need, job.source_path,
-                                     job.target_path, work, job.pool, name="priors",
-                                     desc="priors", stale="restart", **sharded)[0]
+def _exact(job: Job, store: ColumnStore, reverse_model) -> ColumnStore:
+    """The exact scores (both directions with a reverse model) and the targets' priors, added
+    to the store as columns: on the job's pool in shards of whole chunks when it has one, the
+    same bits either way."""
     with job.timed("scoring"):
-        cands, _ = exact_scores_sharded(model, cands, job.source_path, job.target_path, work,
-                                        job.pool, **sharded)
+        store = _scores(job, store, job.model)
         if reverse_model is not None:
-            cands, _ = exact_scores_sharded(reverse_model, cands, job.source_path,
-                                            job.target_path, work, job.pool, reverse=True,
-                                            **sharded)
+            store = _scores(job, store, reverse_model, reverse=True)
     with job.timed("priors"):
-        return _priors(model, job.cfg, cands, job.tgt, job, progress, prior_shards)
+        return _priors(job, store)
 
 
-def _priors(model, cfg: PipelineConfig, cands: CandidateSet, tgt, job: Job, progress: bool,
-            scores=None) -> CandidateSet:
-    """The ``prior`` column (where no generator gave one), when the configuration asks for it."""
-    from triemine.mining.features import target_priors
+def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> ColumnStore:
+    """``score`` and ``n_tokens`` (``_rev``: log P(x|y) by the reverse model) where missing
+    (NaN; the trie search's pairs have them), by forced decoding
+    (:func:`triemine.mining.features.forced_scores`, or its shards on the pool), merged into
+    the store's columns a block at a time."""
+    from triemine.mining.features import forced_scores
 
-    if not cfg.priors:
-        return cands
-    have = cands.col_or_nan("prior")
-    prior = target_priors(model, tgt.texts, cands.tgt, trie=job.trie, node_prior=job.node_prior,
-                          cache_dir=cache_dir("priors"), progress=progress, scores=scores)
-    return cands.with_columns(prior=np.where(np.isnan(have), prior, have))
+    suffix = "_rev" if reverse else ""
+    stage, names = "scores" + suffix, ["score" + suffix, "n_tokens" + suffix]
+    if stage in store.done:
+        return store
+    pairs = store
+    if names[0] in store.columns:  # only the pairs without a score: their own small store
+        pairs = write_store(job.work / f"{stage}.todo.cols", (
+            CandidateSet(c.src[m], c.tgt[m], c.origin[m]) for c in store.blocks()
+            for m in [np.isnan(c.col(names[0]))]), [])
+    in_idx, out_idx = pairs.mapped("src"), pairs.mapped("tgt")  # read a shard at a time
+    if reverse:
+        in_idx, out_idx = out_idx, in_idx
+    desc = "exact scores" + (" (reverse)" if reverse else "")
+    if job.pool is None:
+        ins, outs = (job.tgt.texts, job.src.texts) if reverse else (job.src.texts, job.tgt.texts)
+        parts = iter([forced_scores(model, in_idx, out_idx, ins, outs, work_dir=job.work,
+                                    name=stage, progress=job.progress, desc=desc)])
+    else:
+        from triemine.distributed.jobs import forced_score_shards
+        parts, _ = forced_score_shards(model, in_idx, out_idx, job.source_path, job.target_path,
+                                       job.work, job.pool, name=stage, reverse=reverse,
+                                       progress=job.progress, desc=desc, device=job.device)
+    rows = _Rows(parts)
+
+    def merged():  # the computed rows, in order, go to the NaN rows of each block
+        for a, b in store.bounds():
+            have = {n: (store.rows(n, a, b) if n in store.columns else np.full(b - a, np.nan))
+                    for n in names}
+            todo = np.flatnonzero(np.isnan(have[names[0]]))
+            for n, vals in zip(names, rows.take(len(todo))):
+                have[n][todo] = vals
+            yield have
+    scored = store.put_columns(names, merged(), stage)
+    if pairs is not store:
+        shutil.rmtree(pairs.dir, ignore_errors=True)
+    return scored
+
+
+class _Rows:
+    """The rows of a stream of column tuples (``(score, n_tokens)`` a shard), taken ``n`` at a
+    time whatever the shards' lengths."""
+
+    def __init__(self, parts):
+        self.parts, self.buf = iter(parts), None
+
+    def take(self, n: int):
+        out, got = [], 0
+        while got < n:
+            if self.buf is None or not len(self.buf[0]):
+                self.buf = next(self.parts)
+            m = min(n - got, len(self.buf[0]))
+            out.append(tuple(c[:m] for c in self.buf))
+            self.buf = tuple(c[m:] for c in self.buf)
+            got += m
+        if not out:
+            return (np.zeros(0), np.zeros(0))
+        return tuple(np.concatenate(cols) for cols in zip(*out))
+
+
+def _priors(job: Job, store: ColumnStore) -> ColumnStore:
+    """The ``prior`` column (where no generator gave one), when the configuration asks for it:
+    the targets' priors table (:func:`triemine.mining.features.prior_table`) for every
+    candidate's target, computed where not cached, on the pool when the job has one."""
+    from triemine.mining.features import prior_table
+
+    if not job.cfg.priors or "priors" in store.done:
+        return store
+    lines = np.zeros(len(job.tgt), dtype=bool)  # every candidate's target (one byte a line)
+    for a, b in store.bounds():
+        lines[store.rows("tgt", a, b)] = True
+    def sharded(need):  # the targets' priors on the pool: pairs with the empty source (-1);
+        # what is left to compute depends on the shared cache, so other lines start over
+        from triemine.distributed.jobs import forced_scores_sharded
+        return forced_scores_sharded(job.model, np.full(len(need), -1), need, job.source_path,
+                                     job.target_path, job.work, job.pool, name="priors",
+                                     desc="priors", stale="restart", progress=job.progress,
+                                     device=job.device)[0]
+    table = prior_table(job.model, job.tgt.texts, np.flatnonzero(lines), trie=job.trie,
+                        node_prior=job.node_prior, cache_dir=cache_dir("priors"),
+                        progress=job.progress,
+                        scores=sharded if job.pool is not None else None)
+
+    def blocks():
+        for a, b in store.bounds():
+            have = store.rows("prior", a, b) if "prior" in store.columns else \
+                np.full(b - a, np.nan)
+            yield {"prior": np.where(np.isnan(have), table[store.rows("tgt", a, b)], have)}
+    return store.put_columns(["prior"], blocks(), "priors")
 
 
 def _empty_mask(corpus) -> np.ndarray:
