@@ -205,7 +205,9 @@ def margin_candidate_blocks(nb: MarginNeighbours, per_source: int = 1, per_targe
             fwd_best, _ = _best_by_margin(nb, s, True, per_source)
             fresh = ~(fwd_best == t[:, None]).any(axis=1)
             s, t, m = s[fresh], t[fresh], m[fresh]
+            del fwd_best, fresh
         backward.add(s // sources, s, t, m)
+        del best, m, s, t  # not alive while the next block computes (a block's worth at 10^6+)
     for r, lo in enumerate(ranges):
         hi = min(lo + sources, n_src)
         keys, margins = [], []
