@@ -88,7 +88,9 @@ def test_columns_are_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "replace", real)
     # the first column is renamed in last, so the stage's work (its NaN rows) is still there
     assert np.isnan(ColumnStore.open(tmp_path / "s").rows("score", 0, 9)).any()
+    (tmp_path / "s" / "score.npy.tmp999999").write_bytes(b"a killed writer's")
     done = store.put_columns(["score", "n_tokens"], blocks(), "scores")
+    assert not list((tmp_path / "s").glob("*.tmp*"))  # its file is gone too
     again = ColumnStore.open(tmp_path / "s")
     assert again.done == ["gen", "scores"] and again.columns == ["score", "x", "n_tokens"]
     assert np.array_equal(again.rows("score", 0, 9), filled) and done.columns == again.columns

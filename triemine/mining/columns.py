@@ -172,6 +172,8 @@ class _Files:
 
     def __enter__(self):
         for name, tmp in self._tmp.items():
+            for stale in self.where.glob(f"{name}.npy.tmp*"):  # a killed writer's (GBs at scale)
+                stale.unlink(missing_ok=True)
             try:
                 self._f[name] = open(tmp, "wb")
                 self._f[name].write(b"\0" * _HEADER)

@@ -25,7 +25,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet
-from triemine.outfile import atomic_write, npy_bytes
+from triemine.outfile import atomic_write, npy_bytes, npy_chunks
 
 # pairs per forced-decoding chunk (the cache, progress and shard unit: a scoring shard of
 # triemine.distributed.jobs is whole chunks, so both runs compute the same bits): SCORE_CHUNK,
@@ -196,7 +196,9 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
         per_id = np.repeat(np.asarray(node_prior, dtype=np.float64)[nodes], np.diff(offs))
         fill = np.isnan(table[ids])
         table[ids[fill]] = per_id[fill]
-    need = np.unique(lines[np.isnan(table[lines])])
+    need = lines[np.isnan(table[lines])]
+    if len(need) > 1 and not np.all(need[1:] > need[:-1]):  # the job's lines are sorted, unique
+        need = np.unique(need)
     if len(need):
         logger.info("computing the prior of %d target sentences", len(need))
         if scores is None:
@@ -205,7 +207,7 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
         else:
             table[need] = scores(need)
         if path is not None:
-            atomic_write(path, npy_bytes(table), "priors cache")
+            atomic_write(path, npy_chunks(table), "priors cache")  # no copy of the table
     return table
 
 
