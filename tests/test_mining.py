@@ -89,16 +89,21 @@ def test_ratio_margin_equals_its_definition():
     assert c.columns["test_margin"] == pytest.approx(space.features(c.src, c.tgt)["test_margin"])
 
 
+def _random_space(seed: int, n_src: int, n_tgt: int, dim: int):
+    """An embedding space of random unit rows (origin bit 2)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n_src, dim)).astype(np.float32)
+    y = rng.normal(size=(n_tgt, dim)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    return embedding_space(x, y, "test", k=4, origin=2)
+
+
 def test_a_space_fills_only_the_features_its_pairs_lack_with_the_same_bits(monkeypatch):
     """Every candidate gets every margin space's columns; the space's own candidates keep the
     values it gave them (the same bits as computing them again), so only the other generators'
     pairs are computed: none with one generator."""
-    rng = np.random.default_rng(1)
-    x = rng.normal(size=(40, 8)).astype(np.float32)
-    y = rng.normal(size=(50, 8)).astype(np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    y /= np.linalg.norm(y, axis=1, keepdims=True)
-    space = embedding_space(x, y, "test", k=4, origin=2)
+    space = _random_space(1, 40, 50, 8)
     own = space.candidates(2, 1)
     other = CandidateSet([0, 5, 39], [49, 7, 0], [1, 1, 1], {"score": [-1.0, -2.0, -3.0]})
     both = own.union(other)
@@ -122,12 +127,7 @@ def test_a_space_gives_its_candidates_a_range_of_sources_at_a_time_with_the_same
     512-dimension rows included (computed per range, in chunks that start elsewhere)."""
     from triemine.embedding import knn
 
-    rng = np.random.default_rng(4)
-    x = rng.normal(size=(300, 512)).astype(np.float32)
-    y = rng.normal(size=(200, 512)).astype(np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    y /= np.linalg.norm(y, axis=1, keepdims=True)
-    space = embedding_space(x, y, "test", k=4, origin=2)
+    space = _random_space(4, 300, 200, 512)
     want = space.candidates(2, 1, None)
     for sources in (7, 64, 1000):
         knn.MARGIN_SOURCES, old = sources, knn.MARGIN_SOURCES
