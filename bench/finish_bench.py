@@ -17,16 +17,21 @@ indexes), in bytes per candidate; the two TSVs must be the same bytes.  One thre
 ``--quick``: 100,000 and 400,000 candidates (under a minute); the full mode 1,000,000 and
 4,000,000.  Last line: one JSON object.
 
-``--generation N[,N...]``: the stage before, the driver's candidate generation of the default
-job (margin candidates from memory-mapped neighbour lists, union, filter, features, the stage
-file) on synthetic lists of N sources and N targets: its peak RSS per candidate, which still
-grows with the candidates (docs/scale.md).
+``--generation N[,N...]``: the driver's side of every stage of the default job after the kNN
+(:func:`generation_child`: the margin candidates, the union, the exact scores' merge, the
+priors, the TSV) on synthetic inputs of N sources and N targets, each stage's peak memory:
+the resident size above what the process held before it (``VmHWM`` started over; it counts
+the pages of the memory-mapped lists, embeddings and corpora the stage reads, which the kernel
+may drop) and the peak of the Python and numpy allocations (``tracemalloc``; not for the TSV,
+whose Python objects it would slow twofold): what should not grow with the candidates
+(docs/scale.md).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -106,15 +111,58 @@ def finish_child(work: Path, out: Path, path: str) -> dict:
             "peak_above_before_mb": round((peak - before) / 1024, 1)}
 
 
+def _reset_peak() -> None:
+    """Start the process's peak RSS (``VmHWM``) over from its current RSS (Linux >= 4.0)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+class _Lines:
+    """``n`` synthetic corpus lines, built when read (no list of them in memory)."""
+
+    def __init__(self, n: int, tag: str):
+        self.n, self.tag = n, tag
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return f"{self.tag} {i} words of a line"
+
+    def __iter__(self):
+        return (self[i] for i in range(self.n))
+
+
 def generation_child(work: Path, n: int) -> dict:
-    """In this (fresh) process: the driver's candidate stage of the default job on synthetic
-    neighbour lists of ``n`` sources and ``n`` targets (k = 4, memory-mapped files as the
-    sharded kNN leaves them; 8-dimensional embeddings, so the rows' reads are small): the
-    margin candidates (2 a source, 1 a target, no margin cut), the union, the overlong-line
-    filter, every pair's features and the stage's file, as ``triemine.mining.run._candidates``
-    and the generator run them; peak RSS above what the process held before, per candidate."""
-    from triemine.mining.candidates import CandidateSet, embedding_space
-    from triemine.mining.stages import save_candidates
+    """In this (fresh) process: the driver's side of every stage of the default job on
+    synthetic inputs of ``n`` sources and ``n`` targets, each stage's peak RSS above what the
+    process held before it (``VmHWM`` started over at each stage), per candidate, and its
+    peak of Python and numpy allocations (``tracemalloc``).
+
+    * ``generate``: the margin candidates (2 a source, 1 a target, no margin cut) from
+      memory-mapped neighbour lists (k = 4; 8-dimensional embeddings, so the rows' reads are
+      small), written to the generator's store a range of sources at a time;
+    * ``unite``: the union, the overlong-line filter, every pair's features, the job's store;
+    * ``scores``: the pairs handed to the scoring shards (memory-mapped) and their scores
+      merged into the store, the shards' forced decoding replaced by synthetic scores (the
+      model's work is the workers', not the driver's);
+    * ``priors``: the targets of the candidates, the priors table (its values synthetic, as
+      above) and the ``prior`` column;
+    * ``finish``: the TSV from the store (derived features, ``combined``), the texts read from
+      synthetic corpus files of ``n`` lines a side."""
+    import types
+
+    from triemine.corpus import open_corpus
+    from triemine.distributed import jobs
+    from triemine.mining import run
+    from triemine.mining.candidates import embedding_space
+    from triemine.mining.combine import shipped
+    from triemine.mining.finish import finish_tsv
+    from triemine.mining.stages import stage, stage_dir
+    import importlib
+
+    importlib.import_module("triemine.scoring.forced")  # torch, before the clock (as in the
+    # job, whose model is loaded at its start)
 
     rng = np.random.default_rng(11)
     k, dim = 4, 8
@@ -138,26 +186,68 @@ def generation_child(work: Path, n: int) -> dict:
             vecs[a:b] = v / np.linalg.norm(v, axis=1, keepdims=True)
         vecs.flush()
         del vecs
+        with open(work / f"{side}.txt", "w", encoding="utf-8") as f:
+            lines = _Lines(n, side)
+            for a in range(0, n, 1 << 16):
+                f.write("".join(lines[i] + "\n" for i in range(a, min(a + (1 << 16), n))))
+    src, tgt = open_corpus(work / "src.txt"), open_corpus(work / "tgt.txt")
     xs = np.load(work / "src.emb.npy", mmap_mode="r")
     ys = np.load(work / "tgt.emb.npy", mmap_mode="r")
-    before = _status_kb("VmRSS")
-    t0 = time.perf_counter()
+
+    def synthetic_shards(model, in_idx, out_idx, *_a, **_k):  # the workers' forced decoding
+        def parts():
+            for a in range(0, len(in_idx), 2000):
+                b = min(a + 2000, len(in_idx))
+                t = np.asarray(out_idx[a:b])  # what make_task reads of a shard's pairs
+                yield -(t % 97 + 1.0), (t % 40 + 5.0)
+        return parts(), {}
+    jobs.forced_score_shards = synthetic_shards
+    model = types.SimpleNamespace(path=str(work), weights_digest="synthetic")
+    cfg = types.SimpleNamespace(priors=True)
+    job = types.SimpleNamespace(work=work, pool=object(), model=model, cfg=cfg, src=src, tgt=tgt,
+                                source_path=str(work / "src.txt"),
+                                target_path=str(work / "tgt.txt"), progress=False,
+                                device="cpu", trie=None, node_prior=None)
+    stages, out = {}, {}
+
+    def measured(name, compute, traced=True):
+        import tracemalloc
+
+        _reset_peak()
+        before = _status_kb("VmRSS")
+        if traced:
+            tracemalloc.start()
+        t0 = time.perf_counter()
+        try:
+            out[name] = compute()
+        finally:
+            wall = time.perf_counter() - t0
+            heap = tracemalloc.get_traced_memory()[1] if traced else None
+            tracemalloc.stop()
+        peak = _status_kb("VmHWM")
+        stages[name] = {"wall_s": round(wall, 2), "rss_before_mb": round(before / 1024, 1),
+                        "peak_rss_mb": round(peak / 1024, 1),
+                        "peak_above_before_mb": round((peak - before) / 1024, 1),
+                        "heap_peak_mb": round(heap / 2 ** 20, 1) if traced else None}
     space = embedding_space(xs, ys, "use", k, origin=2,
                             neighbours=(files["fwd"][0], files["fwd"][1], files["bwd"][0],
                                         files["bwd"][1]))
-    cands = space.candidates(2, 1, None)
-    cands = CandidateSet.empty().union(cands)
-    keep = np.ones(n, dtype=bool)
-    keep = keep[cands.src] & keep[cands.tgt]
-    if not keep.all():
-        cands = cands.take(np.flatnonzero(keep))
-    cands = space.fill_features(cands)
-    save_candidates(work / "knn.npz", cands)
-    wall = time.perf_counter() - t0
-    peak = _status_kb("VmHWM")
-    return {"sources": n, "candidates": len(cands), "wall_s": round(wall, 2),
-            "rss_before_mb": round(before / 1024, 1), "peak_rss_mb": round(peak / 1024, 1),
-            "bytes_per_candidate": round((peak - before) * 1024 / max(len(cands), 1), 1)}
+    measured("generate", lambda: stage(work, "knn", lambda: space.candidate_blocks(
+        2, 1, None, spill=work / "knn.spill"), columns=space.columns))
+    skip = np.zeros(n, dtype=bool)
+    measured("unite", lambda: run.unite(stage_dir(work, "candidates"), [out["generate"]],
+                                        [space], skip, skip))
+    measured("scores", lambda: run._scores(job, out["unite"], model))
+    measured("priors", lambda: run._priors(job, out["scores"]))
+    measured("finish", lambda: finish_tsv(work / "out.tsv", out["priors"], src, tgt,
+                                          shipped("combined"), meta={}),
+             traced=False)  # a Python object a cell: tracemalloc would double its time
+    n_cands = len(out["priors"])
+    for st in stages.values():
+        st["bytes_per_candidate"] = round(st["peak_above_before_mb"] * 2 ** 20 / n_cands, 1)
+    return {"sources": n, "candidates": n_cands, "stages": stages,
+            "peak_rss_mb": max(st["peak_rss_mb"] for st in stages.values()),
+            "wall_s": round(sum(st["wall_s"] for st in stages.values()), 2)}
 
 
 def main(argv=None) -> int:
@@ -182,14 +272,14 @@ def main(argv=None) -> int:
             d = work / f"gen{n}"
             d.mkdir(parents=True, exist_ok=True)
             res = subprocess.run([sys.executable, __file__, "--generation-child", str(d), str(n)],
-                                 capture_output=True, text=True, check=False)
+                                 capture_output=True, text=True, check=False,
+                                 env=dict(os.environ, TRIEMINE_CACHE=str(d / "cache")))
             if res.returncode:
                 sys.stderr.write(res.stderr)
                 raise SystemExit(f"finish_bench: the generation run of {n} sources failed")
             runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
             print(json.dumps(runs[-1]), flush=True)
-            for p in d.iterdir():
-                p.unlink()
+            shutil.rmtree(d)
         print(json.dumps({"bench": "finish_bench", "mode": "generation", "machine": machine(),
                           "threads": 1, "date": time.strftime("%Y-%m-%d"), "runs": runs}))
         return 0
