@@ -275,7 +275,7 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
     from triemine.embedding import knn
     from triemine.mining import columns, run
 
-    monkeypatch.setattr(run, "UNITE_SOURCES", 2)
+    monkeypatch.setattr(run, "UNITE_SOURCES", 1)  # the empty source's range: no generator's
     monkeypatch.setattr(knn, "MARGIN_SOURCES", 3)
     monkeypatch.setattr(columns, "BLOCK", 4)
     mine_pipeline(tiny_model, src, tgt, out, cfg)

@@ -256,7 +256,10 @@ def unite(where: Path, stores, spaces, skip_src: np.ndarray,
                 cands = cands.take(np.flatnonzero(keep))
             for space in spaces:  # every pair gets every space's features
                 cands = space.fill_features(cands)
-            yield cands
+            # a generator with no pair in the range still has its columns (NaN), as the union
+            # of the whole sets gives them to the other generators' pairs
+            yield cands.with_columns(**{c: np.full(len(cands), np.nan) for c in columns
+                                        if c not in cands.columns})
     return write_store(where, ranges(), columns, done=(CANDIDATES,))
 
 
