@@ -188,6 +188,53 @@ def test_execute_all_queues_every_stores_shards_together_and_raises_a_runs_failu
     assert str(one.value).startswith("1 shard(s) failed") and "\n  shard 3 (items" in str(one.value)
 
 
+def test_execute_all_makes_each_task_when_it_submits_it_a_window_at_a_time(tmp_path,
+                                                                          monkeypatch):
+    """A task (a scoring shard's pairs: 150 kB of Python ints) is made when it is submitted,
+    at most IN_FLIGHT at a time, and dropped when its shard is recorded or has failed every
+    attempt: the driver never holds every pending shard's payload (20 GB of pairs at
+    3 x 10^8 candidates); a failed attempt is resubmitted with the task already made."""
+    from triemine.distributed import execute_all, shards
+    from triemine.distributed.local import InlinePool
+
+    monkeypatch.setattr(shards, "IN_FLIGHT", 2)
+    store = ShardStore(tmp_path / "a", {"a": 1}, plan_shards(range(5), 5, 1), ext="txt")
+    made, events = [], []
+
+    class Task:
+        def __init__(self, shard):
+            made.append(shard.id)
+            self.shard = shard.id
+
+    class Recording(InlinePool):
+        tries = 0
+
+        def warm(self, task):
+            events.append(("warm", task.shard))
+
+        def submit(self, shard_id, task):
+            events.append(("submit", task.shard))
+            super().submit(shard_id, task)
+
+        def next_result(self):
+            shard_id, task = self._queue.popleft()
+            events.append(("result", task.shard))
+            if task.shard == 1 and self.tries < 1:  # one failed attempt
+                self.tries += 1
+                return shard_id, False, "RuntimeError: once"
+            if task.shard == 3:
+                return shard_id, False, "RuntimeError: always"
+            return shard_id, True, (f"{task.shard}\n".encode(), {})
+    with pytest.raises(ShardFailures, match="shard 3"):
+        execute_all([(store, Task, None)], Recording(max_attempts=2))
+    assert made == [0, 1, 2, 3, 4]  # each task once: the warm-up's and the resubmitted ones too
+    assert events == [("warm", 0), ("submit", 0), ("submit", 1), ("result", 0), ("submit", 2),
+                      ("result", 1), ("submit", 1), ("result", 2), ("submit", 3),
+                      ("result", 1), ("submit", 4), ("result", 3), ("submit", 3),
+                      ("result", 4), ("result", 3)]
+    assert sorted(int(k) for k in store.done) == [0, 1, 2, 4]
+
+
 def test_in_process_shards_are_recorded_one_by_one(tmp_path):
     """Without workers each shard is computed when the driver asks for its result, so every
     earlier shard is on disk and in the manifest before the next one runs (one payload in

@@ -194,6 +194,13 @@ class ShardStore:
         return len(head) + sum(self.done[str(s.id)]["bytes"] for s in self.shards)
 
 
+# tasks submitted to a pool at a time: each is made when it is submitted, so the driver holds
+# this many tasks' payloads (a scoring shard's pairs: 2,000 of them as Python ints, about
+# 150 kB), not every pending shard's (20 GB of pairs at 3 x 10^8 candidates); enough to keep
+# hundreds of workers busy
+IN_FLIGHT = 1024
+
+
 def execute(store: ShardStore, make_task: Callable[[Shard], object], pool,
             on_done: Optional[Callable[[Shard, dict], None]] = None) -> List[int]:
     """Run every shard the manifest lacks on ``pool``; record each as it finishes.
@@ -207,44 +214,61 @@ def execute(store: ShardStore, make_task: Callable[[Shard], object], pool,
 
 def execute_all(runs: Sequence[tuple], pool) -> List[List[int]]:
     """:func:`execute` for several shard stores at once: ``runs`` of ``(store, make_task,
-    on_done)``, all their pending shards queued on ``pool`` together (in run order), so the
-    workers share them (a job's two searches or two corpora of a few shards each: one
+    on_done)``, all their pending shards queued on ``pool`` together (in run order; at most
+    ``IN_FLIGHT`` at a time, each task made when it is submitted), so the workers share them (a job's two searches or two corpora of a few shards each: one
     after the other, a lone shard leaves a worker idle).  Each store records its own shards as
     they finish; a run's shards that failed every attempt are raised, as :class:`ShardFailures`,
     after every run's other shards are recorded.  Returns the ids computed, per run."""
     n = len(runs)
     queued: Dict[int, tuple] = {}  # pool id (shard id x runs + run: one run, the shard id) -> ...
-    for r, (store, make_task, _on_done) in enumerate(runs):
-        queued.update({s.id * n + r: (r, s, make_task(s)) for s in store.pending()})
+    for r, (store, _make_task, _on_done) in enumerate(runs):
+        queued.update({s.id * n + r: (r, s) for s in store.pending()})
     computed: List[List[int]] = [[] for _ in runs]
     if not queued:
         return computed
     attempts: Dict[int, int] = defaultdict(int)
     failures: Dict[int, str] = {}
+    tasks: Dict[int, object] = {}  # the tasks in flight: made when submitted, dropped when done
+    waiting = iter(list(queued))
+
+    def submit_next() -> bool:
+        pid = next(waiting, None)
+        if pid is None:
+            return False
+        if pid not in tasks:
+            r, shard = queued[pid]
+            tasks[pid] = runs[r][1](shard)
+        pool.submit(pid, tasks[pid])
+        return True
     with pool:
         if hasattr(pool, "warm"):  # load the model everywhere at once, before the first shard
-            pool.warm(next(iter(queued.values()))[2])
-        for pid, (_r, _s, task) in queued.items():
-            pool.submit(pid, task)
-        inflight = len(queued)
+            first = next(iter(queued))
+            r, shard = queued[first]
+            tasks[first] = runs[r][1](shard)
+            pool.warm(tasks[first])
+        inflight = sum(submit_next() for _ in range(IN_FLIGHT))
         while inflight:
             pid, ok, value = pool.next_result()
             inflight -= 1
-            r, shard, task = queued[pid]
+            r, shard = queued[pid]
             store, _make, on_done = runs[r]
             if ok:
+                del tasks[pid]
                 payload, info = value
                 store.record(shard, payload, dict(info, attempts=attempts[pid] + 1))
                 computed[r].append(shard.id)
                 if on_done is not None:
                     on_done(shard, info)
+                inflight += submit_next()
                 continue
             attempts[pid] += pool.attempts_used(value)
             if attempts[pid] < pool.max_attempts:
-                pool.submit(pid, task)
+                pool.submit(pid, tasks[pid])
                 inflight += 1
             else:
+                del tasks[pid]
                 failures[pid] = str(value)
+                inflight += submit_next()
     failed = [(store, {queued[pid][1].id: why for pid, why in failures.items()
                        if queued[pid][0] == r})
               for r, (store, _make, _on_done) in enumerate(runs)]
