@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from triemine.embedding.encoders import ENCODERS, get_encoder
-from triemine.errors import TrieMineError
+from triemine.errors import OutputError, TrieMineError
 from triemine.evaluation.bucc import read_gold, read_sentences
 from triemine.paths import shared_path
 
@@ -119,6 +119,11 @@ def test_margin_candidates_in_blocks_are_the_whole_lists_candidates(seed, tmp_pa
                 assert not (tmp_path / "s").exists()  # the spill files are gone
             assert len(want[0]) or min_margin is not None or not (per_source or per_target)
     assert len(_margin_candidates_whole(nb, 2, 1, None)[0]) >= n_src  # the test is not empty
+    (tmp_path / "file").write_text("")
+    if n_src > 1:  # spill files that cannot be written: an error naming them
+        with pytest.raises(OutputError, match="file/spill"):
+            list(margin_candidate_blocks(nb, 2, 1, None, sources=1,
+                                         spill=tmp_path / "file" / "spill"))
 
 
 def test_faiss_blas_threshold_counts_queries_or_query_values_by_version():

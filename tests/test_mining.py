@@ -405,6 +405,38 @@ def test_a_job_killed_between_its_stages_resumes_at_the_stage_it_was_in(tiny_mod
         (tmp_path / "whole.tsv").read_bytes().split(b"\n", 1)[1]
 
 
+def test_scores_merge_rows_in_order_and_skip_a_stage_with_nothing_to_score(tmp_path):
+    """The computed rows reach the store's NaN rows in order whatever the shards' lengths, a
+    stream of other length is an error; a store whose pairs all have their scores (a trie
+    search's) is marked scored without a scorer or a rewrite of its columns."""
+    import types
+
+    from triemine.mining import run
+    from triemine.mining.columns import write_set
+
+    rows = run._Rows(iter([(np.arange(3.0), np.arange(3.0) + 10), (np.arange(3.0, 8.0),
+                                                                  np.arange(13.0, 18.0))]))
+    got = [rows.take(n) for n in (2, 0, 4, 2)]
+    assert [g[0].tolist() for g in got] == [[0, 1], [], [2, 3, 4, 5], [6, 7]]
+    assert got[2][1].tolist() == [12, 13, 14, 15]
+    rows.check_done("scores")
+    with pytest.raises(RuntimeError, match="fewer computed rows"):
+        run._Rows(iter([(np.zeros(2), np.zeros(2))])).take(3)
+    extra = run._Rows(iter([(np.zeros(2), np.zeros(2)), (np.zeros(1), np.zeros(1))]))
+    extra.take(2)
+    with pytest.raises(RuntimeError, match="scores: more computed rows"):
+        extra.check_done("scores")
+
+    store = write_set(tmp_path / "c.cols", CandidateSet([0, 1], [1, 0], [1, 1], {
+        "score": [-1.0, -2.0], "n_tokens": [3.0, 4.0]}), done=("candidates",))
+    stamps = {p.name: p.stat().st_mtime_ns for p in store.dir.glob("*.npy")}
+    job = types.SimpleNamespace(work=tmp_path, pool=None, progress=False)
+    done = run._scores(job, store, model=None)  # no model: a scorer would fail
+    assert done.done == ["candidates", "scores"]
+    assert {p.name: p.stat().st_mtime_ns for p in store.dir.glob("*.npy")} == stamps
+    assert not (tmp_path / "scores.todo.cols").exists()
+
+
 def test_forced_scores_encode_the_pairs_lines_not_the_corpus_with_the_same_bits(tiny_model,
                                                                                 monkeypatch):
     """A scoring shard encodes the distinct lines of its pairs and gives the scorer lists of

@@ -20,6 +20,8 @@ from typing import Optional
 
 import numpy as np
 
+from triemine.errors import OutputError
+
 # the kNN searches a job may ask for (triemine.distributed.knn_jobs.knn_method: auto picks by size)
 KNN_INDEXES = ("auto", "exact", "ivf", "hnsw")
 
@@ -196,34 +198,36 @@ def margin_candidate_blocks(nb: MarginNeighbours, per_source: int = 1, per_targe
     per_source = min(per_source, nb.fwd_idx.shape[1]) if n_src else 0
     per_target = min(per_target, nb.bwd_idx.shape[1]) if n_tgt else 0
     backward = _Ranges(len(ranges), spill if len(ranges) > 1 else None)
-    for a in range(0, n_tgt if per_target > 0 else 0, block):
-        rows = np.arange(a, min(a + block, n_tgt), dtype=np.int64)
-        best, m = _best_by_margin(nb, rows, False, per_target)
-        # cut first: only the pairs kept need the test below
-        m, s, t = cut(m.reshape(-1), best.reshape(-1), np.repeat(rows, best.shape[1]))
-        if per_source > 0:  # proposed forward too: the forward copy (and its margin) stands
-            fwd_best, _ = _best_by_margin(nb, s, True, per_source)
-            fresh = ~(fwd_best == t[:, None]).any(axis=1)
-            s, t, m = s[fresh], t[fresh], m[fresh]
-            del fwd_best, fresh
-        backward.add(s // sources, s, t, m)
-        del best, m, s, t  # not alive while the next block computes (a block's worth at 10^6+)
-    for r, lo in enumerate(ranges):
-        hi = min(lo + sources, n_src)
-        keys, margins = [], []
-        for a in range(lo, hi if per_source > 0 else lo, block):
-            rows = np.arange(a, min(a + block, hi), dtype=np.int64)
-            best, m = _best_by_margin(nb, rows, True, per_source)
-            m, key = cut(m.reshape(-1), (rows[:, None] * width + best).reshape(-1))
-            keys.append(key)
+    try:  # the spill files go even when the caller stops early or fails
+        for a in range(0, n_tgt if per_target > 0 else 0, block):
+            rows = np.arange(a, min(a + block, n_tgt), dtype=np.int64)
+            best, m = _best_by_margin(nb, rows, False, per_target)
+            # cut first: only the pairs kept need the test below
+            m, s, t = cut(m.reshape(-1), best.reshape(-1), np.repeat(rows, best.shape[1]))
+            if per_source > 0:  # proposed forward too: the forward copy (and its margin) stands
+                fwd_best, _ = _best_by_margin(nb, s, True, per_source)
+                fresh = ~(fwd_best == t[:, None]).any(axis=1)
+                s, t, m = s[fresh], t[fresh], m[fresh]
+                del fwd_best, fresh
+            backward.add(s // sources, s, t, m)
+            del best, m, s, t  # not alive while the next block computes
+        for r, lo in enumerate(ranges):
+            hi = min(lo + sources, n_src)
+            keys, margins = [], []
+            for a in range(lo, hi if per_source > 0 else lo, block):
+                rows = np.arange(a, min(a + block, hi), dtype=np.int64)
+                best, m = _best_by_margin(nb, rows, True, per_source)
+                m, key = cut(m.reshape(-1), (rows[:, None] * width + best).reshape(-1))
+                keys.append(key)
+                margins.append(m)
+            s, t, m = backward.take(r)
+            keys.append(s * width + t)
             margins.append(m)
-        s, t, m = backward.take(r)
-        keys.append(s * width + t)
-        margins.append(m)
-        key, m = np.concatenate(keys), np.concatenate(margins)
-        key, first = np.unique(key, return_index=True)  # a list naming a row twice: its first
-        yield key // width, key % width, m[first]
-    backward.close()
+            key, m = np.concatenate(keys), np.concatenate(margins)
+            key, first = np.unique(key, return_index=True)  # a list naming a row twice: its first
+            yield key // width, key % width, m[first]
+    finally:
+        backward.close()
 
 
 class _Ranges:
@@ -239,9 +243,12 @@ class _Ranges:
         self.parts = [[] for _ in range(n)] if self.spill is None else None
         if self.spill is not None:
             import shutil
-            if self.spill.exists():
-                shutil.rmtree(self.spill)
-            self.spill.mkdir(parents=True)
+            try:
+                if self.spill.exists():
+                    shutil.rmtree(self.spill)
+                self.spill.mkdir(parents=True)
+            except OSError as exc:
+                raise OutputError(self.spill, exc, "margin candidates' spill directory") from None
 
     def _file(self, r: int):
         return self.spill / f"range-{r:07d}.bin"
@@ -256,8 +263,11 @@ class _Ranges:
                 continue
             rec = np.empty(b - a, dtype=self._REC)
             rec["s"], rec["t"], rec["m"] = s[a:b], t[a:b], m[a:b]
-            with open(self._file(i), "ab") as f:
-                rec.tofile(f)
+            try:
+                with open(self._file(i), "ab") as f:
+                    f.write(rec.data)
+            except OSError as exc:
+                raise OutputError(self._file(i), exc, "margin candidates' spill file") from None
 
     def take(self, r: int):
         if self.spill is None:

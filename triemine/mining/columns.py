@@ -17,6 +17,7 @@ them, so a stage cut short is done again and a finished one is never done twice.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -208,8 +209,9 @@ class _Files:
                     f.flush()
                     os.fsync(f.fileno())
                 f.close()
-            except OSError as err:
-                f.close()
+            except (OSError, ValueError) as err:
+                with contextlib.suppress(OSError):
+                    f.close()
                 failed = failed or (name, err)
         # the first column last: a stage's work is the NaN rows of its first column, so a
         # crash between two renames leaves that work to do again

@@ -192,5 +192,6 @@ class TranslationRetrieval(Generator):
                                        device=job.device)
         with job.timed("knn"):
             space = translation_space(hyps, job.tgt.texts, cfg.k, origin=self.bit)
-        return stage(job.work, self.name, lambda: space.candidates(
-            cfg.per_source, cfg.per_target, cfg.retrieval_min_margin)), space
+        return stage(job.work, self.name, lambda: space.candidate_blocks(
+            cfg.per_source, cfg.per_target, cfg.retrieval_min_margin,
+            spill=job.work / "retrieval.spill"), columns=space.columns), space

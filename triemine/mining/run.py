@@ -284,13 +284,18 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
 
     suffix = "_rev" if reverse else ""
     stage, names = "scores" + suffix, ["score" + suffix, "n_tokens" + suffix]
+    todo_dir = job.work / f"{stage}.todo.cols"
     if stage in store.done:
+        shutil.rmtree(todo_dir, ignore_errors=True)  # a job killed before it removed it
         return store
     pairs = store
     if names[0] in store.columns:  # only the pairs without a score: their own small store
-        pairs = write_store(job.work / f"{stage}.todo.cols", (
+        pairs = write_store(todo_dir, (
             CandidateSet(c.src[m], c.tgt[m], c.origin[m]) for c in store.blocks()
             for m in [np.isnan(c.col(names[0]))]), [])
+        if not len(pairs) and names[1] in store.columns:  # nothing to score, nothing to write
+            shutil.rmtree(todo_dir, ignore_errors=True)
+            return store.mark(stage)
     in_idx, out_idx = pairs.mapped("src"), pairs.mapped("tgt")  # read a shard at a time
     if reverse:
         in_idx, out_idx = out_idx, in_idx
@@ -315,6 +320,7 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
                 have[n][todo] = vals
             yield have
     scored = store.put_columns(names, merged(), stage)
+    rows.check_done(stage)
     if pairs is not store:
         shutil.rmtree(pairs.dir, ignore_errors=True)
     return scored
@@ -331,7 +337,9 @@ class _Rows:
         out, got = [], 0
         while got < n:
             if self.buf is None or not len(self.buf[0]):
-                self.buf = next(self.parts)
+                self.buf = next(self.parts, None)
+                if self.buf is None:
+                    raise RuntimeError("fewer computed rows than pairs to score")
             m = min(n - got, len(self.buf[0]))
             out.append(tuple(c[:m] for c in self.buf))
             self.buf = tuple(c[m:] for c in self.buf)
@@ -339,6 +347,11 @@ class _Rows:
         if not out:
             return (np.zeros(0), np.zeros(0))
         return tuple(np.concatenate(cols) for cols in zip(*out))
+
+    def check_done(self, what: str) -> None:
+        """Every row taken (a stream of other pairs is an error, never a silent cut)."""
+        if (self.buf is not None and len(self.buf[0])) or next(self.parts, None) is not None:
+            raise RuntimeError(f"{what}: more computed rows than pairs to score")
 
 
 def _priors(job: Job, store: ColumnStore) -> ColumnStore:
