@@ -311,8 +311,9 @@ def _clean(proc) -> bool:
 
 def _done_entries(shard_dir: Path) -> dict:
     """The manifest's finished shards (their ``finished`` times show whether they were redone)."""
-    m = shard_dir / "manifest.json"
-    return json.loads(m.read_text())["done"] if m.is_file() else {}
+    from triemine.distributed.shards import read_done
+
+    return read_done(shard_dir)
 
 
 def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
