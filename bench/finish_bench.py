@@ -143,23 +143,25 @@ def generation_child(work: Path, n: int) -> dict:
       memory-mapped neighbour lists (k = 4; 8-dimensional embeddings, so the rows' reads are
       small), written to the generator's store a range of sources at a time;
     * ``unite``: the union, the overlong-line filter, every pair's features, the job's store;
-    * ``scores``: the pairs handed to the scoring shards (memory-mapped) and their scores
-      merged into the store, the shards' forced decoding replaced by synthetic scores (the
-      model's work is the workers', not the driver's);
+    * ``scores``: the scoring shards planned, their tasks made from the memory-mapped pairs
+      as they are submitted, their files recorded in the manifest and merged into the store:
+      the job's code, with a pool whose workers return synthetic scores (the forced decoding
+      is the workers' work, not the driver's);
     * ``priors``: the targets of the candidates, the priors table (its values synthetic, as
       above) and the ``prior`` column;
     * ``finish``: the TSV from the store (derived features, ``combined``), the texts read from
       synthetic corpus files of ``n`` lines a side."""
+    import collections
+    import importlib
     import types
 
     from triemine.corpus import open_corpus
-    from triemine.distributed import jobs
     from triemine.mining import run
     from triemine.mining.candidates import embedding_space
     from triemine.mining.combine import shipped
     from triemine.mining.finish import finish_tsv
     from triemine.mining.stages import stage, stage_dir
-    import importlib
+    from triemine.outfile import npy_bytes
 
     importlib.import_module("triemine.scoring.forced")  # torch, before the clock (as in the
     # job, whose model is loaded at its start)
@@ -194,17 +196,32 @@ def generation_child(work: Path, n: int) -> dict:
     xs = np.load(work / "src.emb.npy", mmap_mode="r")
     ys = np.load(work / "tgt.emb.npy", mmap_mode="r")
 
-    def synthetic_shards(model, in_idx, out_idx, *_a, **_k):  # the workers' forced decoding
-        def parts():
-            for a in range(0, len(in_idx), 2000):
-                b = min(a + 2000, len(in_idx))
-                t = np.asarray(out_idx[a:b])  # what make_task reads of a shard's pairs
-                yield -(t % 97 + 1.0), (t % 40 + 5.0)
-        return parts(), {}
-    jobs.forced_score_shards = synthetic_shards
+    class SyntheticPool:  # the workers, their forced decoding replaced by synthetic scores
+        max_attempts = 1
+
+        def __init__(self):
+            self.queue = collections.deque()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def attempts_used(self, _error):
+            return 1
+
+        def submit(self, pid, task):
+            self.queue.append((pid, task))
+
+        def next_result(self):
+            pid, task = self.queue.popleft()
+            t = np.asarray(task.tgt, dtype=np.float64)
+            return pid, True, (npy_bytes(np.stack([-(t % 97 + 1.0), t % 40 + 5.0])),
+                               {"pairs": len(t)})
     model = types.SimpleNamespace(path=str(work), weights_digest="synthetic")
     cfg = types.SimpleNamespace(priors=True)
-    job = types.SimpleNamespace(work=work, pool=object(), model=model, cfg=cfg, src=src, tgt=tgt,
+    job = types.SimpleNamespace(work=work, pool=SyntheticPool(), model=model, cfg=cfg, src=src, tgt=tgt,
                                 source_path=str(work / "src.txt"),
                                 target_path=str(work / "tgt.txt"), progress=False,
                                 device="cpu", trie=None, node_prior=None)
