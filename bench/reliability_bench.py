@@ -418,17 +418,23 @@ def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
     res["line_index_foreign"] = int(p.returncode == 0 and out.read_bytes() == want and
                                     "another corpus" in p.stderr and idx_t.name in p.stderr)
 
+    def killed_after_knn(out):  # the job's candidate stores removed: a resume must read the
+        for d in Path(str(out) + ".work").glob("*.cols"):  # index again (a job that had scored
+            shutil.rmtree(d)                               # its candidates would not need it)
+
     # the kNN index: truncated, then another database's (the backward search's index)
     ivf_ref, p = job("f-ivf", "--knn-index", "ivf")
     want_ivf = ivf_ref.read_bytes() if p.returncode == 0 else None
     fwd = Path(str(ivf_ref) + ".work") / "knn.use.fwd.ivf" / "index.faiss"
     bwd = Path(str(ivf_ref) + ".work") / "knn.use.bwd.ivf" / "index.faiss"
     fwd.write_bytes(fwd.read_bytes()[:-100])
+    killed_after_knn(ivf_ref)
     _, p = job("f-ivf", "--knn-index", "ivf", "--resume", out=ivf_ref)
     res["ivf_index_truncated"] = int(p.returncode == 0 and ivf_ref.read_bytes() == want_ivf and
                                      "truncated or replaced" in p.stderr and str(fwd) in p.stderr)
     for f in ("index.faiss", "index.json"):
         shutil.copy(bwd.parent / f, fwd.parent / f)
+    killed_after_knn(ivf_ref)
     _, p = job("f-ivf", "--knn-index", "ivf", "--resume", out=ivf_ref)
     res["ivf_index_foreign"] = int(p.returncode == 0 and ivf_ref.read_bytes() == want_ivf and
                                    "another database" in p.stderr and str(fwd) in p.stderr)
@@ -440,11 +446,13 @@ def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
     bwd = Path(str(hnsw_ref) + ".work") / "knn.use.bwd.hnsw"
     graph = fwd / "shard-000000.faiss"
     graph.write_bytes(graph.read_bytes()[:-100])
+    killed_after_knn(hnsw_ref)
     _, p = job("f-hnsw", "--knn-index", "hnsw", "--resume", out=hnsw_ref)
     res["hnsw_graph_truncated"] = int(p.returncode == 0 and hnsw_ref.read_bytes() == want_hnsw
                                       and "truncated" in p.stderr and str(graph) in p.stderr)
     shutil.rmtree(fwd)
     shutil.copytree(bwd, fwd)
+    killed_after_knn(hnsw_ref)
     _, p = job("f-hnsw", "--knn-index", "hnsw", "--resume", out=hnsw_ref)
     res["hnsw_graphs_foreign"] = int(p.returncode == 0 and hnsw_ref.read_bytes() == want_hnsw
                                      and "another database" in p.stderr
