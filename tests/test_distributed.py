@@ -236,6 +236,26 @@ def test_execute_all_makes_each_task_when_it_submits_it_a_window_at_a_time(tmp_p
     assert sorted(int(k) for k in store.done) == [0, 1, 2, 4]
 
 
+class _Task:
+    """A shard's task: its id."""
+
+    def __init__(self, shard):
+        self.shard = shard.id
+
+
+class _Echo(InlinePool):
+    """A pool whose tasks return their shard's id as its output, ``repeat`` times."""
+
+    repeat = 1
+
+    def warm(self, task):
+        pass
+
+    def next_result(self):
+        shard_id, _ = self._queue.popleft()
+        return shard_id, True, (f"{shard_id}\n".encode() * self.repeat, {})
+
+
 def test_a_finished_shard_is_a_line_of_the_log_folded_into_the_manifest(tmp_path):
     """Recording a shard appends one line to manifest.log (a rewrite of the manifest for every
     shard wrote terabytes at 1.5 x 10^5 shards); a reader and a resumed store see the manifest
@@ -257,18 +277,7 @@ def test_a_finished_shard_is_a_line_of_the_log_folded_into_the_manifest(tmp_path
     assert again.reused == [0, 1] and not (tmp_path / "s" / "manifest.log").exists()
     assert sorted(json.loads((tmp_path / "s" / "manifest.json").read_text())["done"]) == ["0", "1"]
 
-    class Task:
-        def __init__(self, shard):
-            self.shard = shard.id
-
-    class Echo(InlinePool):
-        def warm(self, task):
-            pass
-
-        def next_result(self):
-            shard_id, _ = self._queue.popleft()
-            return shard_id, True, (f"{shard_id}\n".encode(), {})
-    assert execute(again, Task, Echo()) == [2]
+    assert execute(again, _Task, _Echo()) == [2]
     assert sorted(json.loads((tmp_path / "s" / "manifest.json").read_text())["done"]) == \
         ["0", "1", "2"] and not (tmp_path / "s" / "manifest.log").exists()
 
@@ -309,22 +318,14 @@ def test_a_full_disk_while_writing_a_shard_names_the_file_keeps_the_rest_and_res
     import errno
 
     from triemine import outfile
-    from triemine.distributed.local import InlinePool
     from triemine.errors import OutputError
 
     plan = plan_shards(range(10), 10, 3)
 
-    class Task:
-        def __init__(self, shard):
-            self.shard = shard.id
+    Task = _Task
 
-    class Echo(InlinePool):
-        def warm(self, task):
-            pass
-
-        def next_result(self):
-            shard_id, _ = self._queue.popleft()
-            return shard_id, True, (f"{shard_id}\n".encode() * 1000, {})
+    class Echo(_Echo):
+        repeat = 1000
 
     real_fsync, calls = os.fsync, []
 

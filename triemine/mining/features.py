@@ -19,6 +19,7 @@ import difflib
 import hashlib
 import logging
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
@@ -109,6 +110,29 @@ def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Se
     return score, ntok
 
 
+@dataclass(frozen=True)
+class ScoreJob:
+    """The rules of one direction's exact scores, in one place: the columns they fill, the
+    name of their stage and chunk files, and which side the model reads (``reverse``: the
+    reverse model reads the targets and writes the sources, log P(x|y))."""
+
+    score: str
+    n_tokens: str
+    name: str
+    desc: str
+    reverse: bool
+
+    @classmethod
+    def of(cls, reverse: bool = False) -> "ScoreJob":
+        suffix = "_rev" if reverse else ""
+        return cls("score" + suffix, "n_tokens" + suffix, "scores" + suffix,
+                   "exact scores" + (" (reverse)" if reverse else ""), reverse)
+
+    def sides(self, src, tgt):
+        """``(what the model reads, what it writes)`` of a source and a target side."""
+        return (tgt, src) if self.reverse else (src, tgt)
+
+
 def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts: Sequence[str],
                  work_dir: Optional[Path] = None, chunk: Optional[int] = None,
                  progress: bool = False, reverse: bool = False, precision: str = "fp32",
@@ -122,22 +146,21 @@ def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts
     sharded :func:`triemine.distributed.jobs.exact_scores_sharded`: the same chunks, the same
     bits); by default :func:`forced_scores` in this process.
     """
-    suffix = "_rev" if reverse else ""
-    score = cands.col_or_nan("score" + suffix).copy()
-    ntok = cands.col_or_nan("n_tokens" + suffix).copy()
+    job = ScoreJob.of(reverse)
+    score = cands.col_or_nan(job.score).copy()
+    ntok = cands.col_or_nan(job.n_tokens).copy()
     todo = np.flatnonzero(np.isnan(score))
     if len(todo):
-        ins, outs = (tgt_texts, src_texts) if reverse else (src_texts, tgt_texts)
-        in_idx, out_idx = (cands.tgt[todo], cands.src[todo]) if reverse else \
-            (cands.src[todo], cands.tgt[todo])
-        name, desc = "scores" + suffix, "exact scores" + (" (reverse)" if reverse else "")
+        ins, outs = job.sides(src_texts, tgt_texts)
+        in_idx, out_idx = job.sides(cands.src[todo], cands.tgt[todo])
+        name, desc = job.name, job.desc
         if scores is None:
             score[todo], ntok[todo] = forced_scores(
                 model, in_idx, out_idx, ins, outs, work_dir=work_dir, name=name, chunk=chunk,
                 progress=progress, precision=precision, desc=desc)
         else:
             score[todo], ntok[todo] = scores(in_idx, out_idx, name, desc)
-    return cands.with_columns(**{"score" + suffix: score, "n_tokens" + suffix: ntok})
+    return cands.with_columns(**{job.score: score, job.n_tokens: ntok})
 
 
 def corpus_key(model, texts: Sequence[str], what: str = "") -> str:

@@ -280,10 +280,10 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
     (NaN; the trie search's pairs have them), by forced decoding
     (:func:`triemine.mining.features.forced_scores`, or its shards on the pool), merged into
     the store's columns a block at a time."""
-    from triemine.mining.features import forced_scores
+    from triemine.mining.features import ScoreJob, forced_scores
 
-    suffix = "_rev" if reverse else ""
-    stage, names = "scores" + suffix, ["score" + suffix, "n_tokens" + suffix]
+    rules = ScoreJob.of(reverse)
+    stage, names = rules.name, [rules.score, rules.n_tokens]
     todo_dir = job.work / f"{stage}.todo.cols"
     if stage in store.done:
         shutil.rmtree(todo_dir, ignore_errors=True)  # a job killed before it removed it
@@ -296,12 +296,11 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
         if not len(pairs) and names[1] in store.columns:  # nothing to score, nothing to write
             shutil.rmtree(todo_dir, ignore_errors=True)
             return store.mark(stage)
-    in_idx, out_idx = pairs.mapped("src"), pairs.mapped("tgt")  # read a shard at a time
-    if reverse:
-        in_idx, out_idx = out_idx, in_idx
-    desc = "exact scores" + (" (reverse)" if reverse else "")
+    # read a shard at a time
+    in_idx, out_idx = rules.sides(pairs.mapped("src"), pairs.mapped("tgt"))
+    desc = rules.desc
     if job.pool is None:
-        ins, outs = (job.tgt.texts, job.src.texts) if reverse else (job.src.texts, job.tgt.texts)
+        ins, outs = rules.sides(job.src.texts, job.tgt.texts)
         parts = iter([forced_scores(model, in_idx, out_idx, ins, outs, work_dir=job.work,
                                     name=stage, progress=job.progress, desc=desc)])
     else:
