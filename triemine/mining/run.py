@@ -364,13 +364,20 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     lines = np.zeros(len(job.tgt), dtype=bool)  # every candidate's target (one byte a line)
     for a, b in store.bounds():
         lines[store.rows("tgt", a, b)] = True
-    def sharded(need):  # the targets' priors on the pool: pairs with the empty source (-1);
-        # what is left to compute depends on the shared cache, so other lines start over
-        from triemine.distributed.jobs import forced_scores_sharded
-        return forced_scores_sharded(job.model, np.full(len(need), -1), need, job.source_path,
-                                     job.target_path, job.work, job.pool, name="priors",
-                                     desc="priors", stale="restart", progress=job.progress,
-                                     device=job.device)[0]
+
+    def sharded(need):  # the targets' priors on the pool: pairs with the empty source (-1, a
+        # view, not an array of it); what is left to compute depends on the shared cache, so
+        # other lines start over; the scores go to one array as each shard is read
+        from triemine.distributed.jobs import forced_score_shards
+        parts, _ = forced_score_shards(job.model, np.broadcast_to(np.int64(-1), len(need)),
+                                       need, job.source_path, job.target_path, job.work,
+                                       job.pool, name="priors", desc="priors", stale="restart",
+                                       progress=job.progress, device=job.device)
+        out, a = np.empty(len(need)), 0
+        for score, _ntok in parts:
+            out[a:a + len(score)] = score
+            a += len(score)
+        return out
     table = prior_table(job.model, job.tgt.texts, np.flatnonzero(lines), trie=job.trie,
                         node_prior=job.node_prior, cache_dir=cache_dir("priors"),
                         progress=job.progress,
