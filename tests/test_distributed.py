@@ -270,8 +270,8 @@ def test_a_finished_shard_is_a_line_of_the_log_folded_into_the_manifest(tmp_path
     log = (tmp_path / "s" / "manifest.log").read_text().splitlines()
     assert [json.loads(line)["id"] for line in log] == [0, 1]
     assert sorted(read_done(tmp_path / "s")) == ["0", "1"]
-    with open(tmp_path / "s" / "manifest.log", "a") as f:  # shard 2 recorded, the driver killed
-        f.write('{"start": 4, "end": 6, "by')                # while it wrote its line
+    with open(tmp_path / "s" / "manifest.log", "ab") as f:  # shard 2 recorded, the driver
+        f.write(b'\xff\xfe junk\n{"start": 4, "end": 6, "by')  # killed while it wrote its line
     (tmp_path / "s" / "shard-000002.txt").write_text("2\n")
     again = ShardStore(tmp_path / "s", {"a": 1}, plan, resume=True, ext="txt")
     assert again.reused == [0, 1] and not (tmp_path / "s" / "manifest.log").exists()

@@ -8,9 +8,9 @@ One mechanism, used by every backend (:mod:`triemine.distributed.shards`):
   shard computes exactly the batches the single-process run computes and its rows are
   byte-identical to them;
 * a shard's output is returned by the worker, written atomically by the driver (tmp +
-  ``os.replace``) and only then recorded in the **manifest** (``manifest.json``, also written
-  atomically); a run interrupted at any moment resumes by redoing only the shards the manifest
-  does not hold;
+  ``os.replace``) and only then recorded in the **manifest** (a synced line of
+  ``manifest.log``, folded into ``manifest.json``, written atomically, when a run ends); a run
+  interrupted at any moment resumes by redoing only the shards the manifest does not hold;
 * the merged output is the shards' outputs concatenated in shard order;
 * a shard that fails is retried (``max_attempts``); one that keeps failing is reported by id with
   its error (:class:`ShardFailures`), never dropped.

@@ -220,7 +220,13 @@ IN_FLIGHT = 1024
 
 
 def _read_manifest(directory: Path) -> Optional[dict]:
-    """The manifest of a shard directory with the log's entries folded in, or ``None``."""
+    """The manifest of a shard directory with the log's entries folded in, or ``None``.  The
+    log is read first: a run that folds it into the manifest between the two reads leaves
+    both entries in the manifest read second."""
+    try:
+        log = (Path(directory) / LOG).read_bytes().splitlines()
+    except OSError:
+        log = []
     try:
         old = json.loads((Path(directory) / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -228,15 +234,11 @@ def _read_manifest(directory: Path) -> Optional[dict]:
     if not isinstance(old, dict):
         return None
     done = dict(old.get("done", {}))
-    try:
-        lines = (Path(directory) / LOG).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
+    for line in log:
         try:
-            entry = json.loads(line)
+            entry = json.loads(line.decode("utf-8"))
             done[str(int(entry.pop("id")))] = entry
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError):  # UnicodeDecodeError too
             continue  # the last line of a driver killed while it wrote it
     return dict(old, done=done)
 
@@ -261,8 +263,9 @@ def execute(store: ShardStore, make_task: Callable[[Shard], object], pool,
 def execute_all(runs: Sequence[tuple], pool) -> List[List[int]]:
     """:func:`execute` for several shard stores at once: ``runs`` of ``(store, make_task,
     on_done)``, all their pending shards queued on ``pool`` together (in run order; at most
-    ``IN_FLIGHT`` at a time, each task made when it is submitted), so the workers share them (a job's two searches or two corpora of a few shards each: one
-    after the other, a lone shard leaves a worker idle).  Each store records its own shards as
+    ``IN_FLIGHT`` at a time, or two a worker of a larger pool, each task made when it is
+    submitted), so the workers share them (a job's two searches or two corpora of a few shards
+    each: one after the other, a lone shard leaves a worker idle).  Each store records its own shards as
     they finish; a run's shards that failed every attempt are raised, as :class:`ShardFailures`,
     after every run's other shards are recorded.  Returns the ids computed, per run."""
     n = len(runs)
@@ -293,7 +296,9 @@ def execute_all(runs: Sequence[tuple], pool) -> List[List[int]]:
                 r, shard = queued[first]
                 tasks[first] = runs[r][1](shard)
                 pool.warm(tasks[first])
-            inflight = sum(submit_next() for _ in range(IN_FLIGHT))
+            # enough for every worker of a large pool (two each), at least one
+            window = max(1, IN_FLIGHT, 2 * (getattr(pool, "workers", None) or 0))
+            inflight = sum(submit_next() for _ in range(window))
             while inflight:
                 pid, ok, value = pool.next_result()
                 inflight -= 1
