@@ -19,7 +19,8 @@ from triemine.errors import OutputError
 @contextmanager
 def atomic_open(path: Path, what: str = "file"):
     """A binary file (``with atomic_open(path) as f``) whose bytes replace ``path`` atomically
-    when the body ends: for writers that need a file object (``np.savez``), with the rules of
+    when the body ends: for writers that need a file object (the candidates' column files,
+    which write their header last), with the rules of
     :func:`atomic_write`; a body that raises leaves ``path`` as it was."""
     path = Path(path)
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")

@@ -26,9 +26,8 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
-from triemine.errors import OutputError
 from triemine.mining.candidates import CandidateSet
-from triemine.outfile import atomic_write, npy_header
+from triemine.outfile import atomic_open, atomic_write, npy_header
 
 BLOCK = 65536  # rows a block when a stage reads a store
 INDEX = "columns.json"  # written last: a store is complete when it exists
@@ -109,19 +108,21 @@ class ColumnStore:
         :meth:`bounds`, in order), each file atomically, then the index naming ``stage`` done.
         ``names[0]`` is renamed in last: a stage whose work is that column's NaN rows, cut
         short between two renames, finds that work still to do."""
-        files = _Files(self.dir, {n: np.dtype(np.float64) for n in names}, "candidate columns")
-        with files:
+        with _column_files(self.dir, {n: np.dtype(np.float64) for n in names},
+                           "candidate columns") as files:
             for part in blocks:
                 files.write(part)
             if files.n != self.n:  # before any file replaces its column
                 raise ValueError(f"{self.dir}: {files.n} rows written for {self.n} candidates")
-        columns = self.columns + [n for n in names if n not in self.columns]
-        _write_index(self.dir, self.n, columns, self.done + [stage])
-        return ColumnStore(self.dir, self.n, columns, self.done + [stage])
+        return self._indexed(self.columns + [n for n in names if n not in self.columns], stage)
 
     def mark(self, stage: str) -> "ColumnStore":
-        _write_index(self.dir, self.n, self.columns, self.done + [stage])
-        return ColumnStore(self.dir, self.n, self.columns, self.done + [stage])
+        """The store with ``stage`` done (its index rewritten)."""
+        return self._indexed(self.columns, stage)
+
+    def _indexed(self, columns: List[str], stage: str) -> "ColumnStore":
+        _write_index(self.dir, self.n, columns, self.done + [stage])
+        return ColumnStore(self.dir, self.n, columns, self.done + [stage])
 
 
 def write_store(where: Path, blocks: Iterable[CandidateSet], columns: Sequence[str],
@@ -136,8 +137,7 @@ def write_store(where: Path, blocks: Iterable[CandidateSet], columns: Sequence[s
         shutil.rmtree(where)
     where.mkdir(parents=True)
     dtypes = dict(BASE, **{c: np.dtype(np.float64) for c in columns})
-    files = _Files(where, dtypes, "candidates")
-    with files:
+    with _column_files(where, dtypes, "candidates") as files:
         for part in blocks:
             if set(part.columns) != set(columns):
                 raise ValueError(f"a block with columns {sorted(part.columns)}, not "
@@ -158,30 +158,36 @@ def _write_index(where: Path, n: int, columns: Sequence[str], done: Sequence[str
         "candidates")
 
 
-class _Files:
-    """Column files written row block by row block (``with``): each to a temporary file
-    behind a reserved header, which is written once the row count is known; on a clean exit
-    every file replaces its column, and on an error none does (an OSError names the file)."""
-
-    def __init__(self, where: Path, dtypes: Dict[str, np.dtype], what: str):
-        self.where, self.dtypes, self.what, self.n = Path(where), dtypes, what, 0
-        self._tmp = {name: self.where / f"{name}.npy.tmp{os.getpid()}" for name in dtypes}
-        self._f: Dict[str, object] = {}
-
-    def _fail(self, name: str, exc: OSError):
-        raise OutputError(self.where / f"{name}.npy", exc, self.what) from None
-
-    def __enter__(self):
-        for name, tmp in self._tmp.items():
-            for stale in self.where.glob(f"{name}.npy.tmp*"):  # a killed writer's (GBs at scale)
+@contextlib.contextmanager
+def _column_files(where: Path, dtypes: Dict[str, np.dtype], what: str):
+    """Column files (``with _column_files(...) as files: files.write(block)``), each through
+    :func:`~triemine.outfile.atomic_open` behind a reserved header that is written once the
+    row count is known.  On a clean exit every file replaces its column, the first column last
+    (a stage's work is that column's NaN rows: a crash between two renames leaves it to do);
+    on an error the files not yet renamed stay as they were (an OSError names its file)."""
+    where = Path(where)
+    with contextlib.ExitStack() as stack:
+        files = _Writer(dtypes)
+        for name in dtypes:  # entered in order, so closed (and renamed) in reverse
+            for stale in where.glob(f"{name}.npy.tmp*"):  # a killed writer's (GBs at scale)
                 stale.unlink(missing_ok=True)
-            try:
-                self._f[name] = open(tmp, "wb")
-                self._f[name].write(b"\0" * _HEADER)
-            except OSError as exc:
-                self.__exit__(OSError, exc, None)
-                self._fail(name, exc)
-        return self
+            f = stack.enter_context(atomic_open(where / f"{name}.npy", what))
+            f.write(b"\0" * _HEADER)
+            files.f[name] = f
+        yield files
+        for name, f in files.f.items():
+            header = npy_header(dtypes[name], (files.n,))
+            if len(header) != _HEADER:  # cannot happen below 10^40 rows
+                raise ValueError(f"a .npy header of {len(header)} bytes")
+            f.seek(0)
+            f.write(header)
+
+
+class _Writer:
+    """The open column files of :func:`_column_files` and the rows written to them."""
+
+    def __init__(self, dtypes: Dict[str, np.dtype]):
+        self.dtypes, self.n, self.f = dtypes, 0, {}
 
     def write(self, part: Dict[str, np.ndarray]) -> None:
         n = None
@@ -190,39 +196,5 @@ class _Files:
             if n is not None and len(arr) != n:
                 raise ValueError(f"column {name}: {len(arr)} rows in a block of {n}")
             n = len(arr)
-            try:
-                self._f[name].write(arr.data)
-            except OSError as exc:
-                self._fail(name, exc)
+            self.f[name].write(arr.data)
         self.n += n or 0
-
-    def __exit__(self, kind, exc, tb):
-        failed = None
-        for name, f in self._f.items():
-            try:
-                if kind is None and failed is None:
-                    header = npy_header(self.dtypes[name], (self.n,))
-                    if len(header) != _HEADER:  # cannot happen below 10^40 rows
-                        raise ValueError(f"a .npy header of {len(header)} bytes")
-                    f.seek(0)
-                    f.write(header)
-                    f.flush()
-                    os.fsync(f.fileno())
-                f.close()
-            except (OSError, ValueError) as err:
-                with contextlib.suppress(OSError):
-                    f.close()
-                failed = failed or (name, err)
-        # the first column last: a stage's work is the NaN rows of its first column, so a
-        # crash between two renames leaves that work to do again
-        for name in list(self._tmp)[::-1] if kind is None and failed is None else ():
-            try:
-                os.replace(self._tmp[name], self.where / f"{name}.npy")
-            except OSError as err:
-                failed = (name, err)
-                break
-        for tmp in self._tmp.values():
-            tmp.unlink(missing_ok=True)
-        if failed is not None and kind is None:
-            self._fail(*failed)
-        return False
