@@ -15,7 +15,9 @@ sentences' neighbourhoods.
 """
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -237,12 +239,9 @@ class _Ranges:
     _REC = np.dtype([("s", "<i8"), ("t", "<i8"), ("m", "<f8")])
 
     def __init__(self, n: int, spill=None):
-        from pathlib import Path
-
         self.spill = Path(spill) if spill is not None else None
         self.parts = [[] for _ in range(n)] if self.spill is None else None
         if self.spill is not None:
-            import shutil
             try:
                 if self.spill.exists():
                     shutil.rmtree(self.spill)
@@ -283,5 +282,4 @@ class _Ranges:
 
     def close(self) -> None:
         if self.spill is not None:
-            import shutil
             shutil.rmtree(self.spill, ignore_errors=True)
