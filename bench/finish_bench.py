@@ -24,7 +24,8 @@ the resident size above what the process held before it (``VmHWM`` started over;
 the pages of the memory-mapped lists, embeddings and corpora the stage reads, which the kernel
 may drop) and the peak of the Python and numpy allocations (``tracemalloc``; not for the TSV,
 whose Python objects it would slow twofold): what should not grow with the candidates
-(docs/scale.md).
+(docs/scale.md).  ``--no-tsv``: every stage but the TSV (its ten minutes a 10^7 candidates;
+``--sizes`` measures it on its own).
 """
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ class _Lines:
         return (self[i] for i in range(self.n))
 
 
-def generation_child(work: Path, n: int) -> dict:
+def generation_child(work: Path, n: int, tsv: bool = True) -> dict:
     """In this (fresh) process: the driver's side of every stage of the default job on
     synthetic inputs of ``n`` sources and ``n`` targets, each stage's peak RSS above what the
     process held before it (``VmHWM`` started over at each stage), per candidate, and its
@@ -256,9 +257,10 @@ def generation_child(work: Path, n: int) -> dict:
                                         [space], skip, skip))
     measured("scores", lambda: run._scores(job, out["unite"], model))
     measured("priors", lambda: run._priors(job, out["scores"]))
-    measured("finish", lambda: finish_tsv(work / "out.tsv", out["priors"], src, tgt,
-                                          shipped("combined"), meta={}),
-             traced=False)  # a Python object a cell: tracemalloc would double its time
+    if tsv:
+        measured("finish", lambda: finish_tsv(work / "out.tsv", out["priors"], src, tgt,
+                                              shipped("combined"), meta={}),
+                 traced=False)  # a Python object a cell: tracemalloc would double its time
     n_cands = len(out["priors"])
     for st in stages.values():
         st["bytes_per_candidate"] = round(st["peak_above_before_mb"] * 2 ** 20 / n_cands, 1)
@@ -275,12 +277,14 @@ def main(argv=None) -> int:
     ap.add_argument("--generation", default=None, metavar="N,N",
                     help="instead: the driver's candidate stage on synthetic neighbour lists of "
                          "N sources and N targets, for each N (peak RSS per candidate)")
+    ap.add_argument("--no-tsv", action="store_true",
+                    help="with --generation: every stage but the TSV")
     ap.add_argument("--child", nargs=3, metavar=("WORK", "OUT", "PATH"), help=argparse.SUPPRESS)
     ap.add_argument("--generation-child", nargs=2, metavar=("WORK", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.generation_child:
         print(json.dumps(generation_child(Path(args.generation_child[0]),
-                                          int(args.generation_child[1]))))
+                                          int(args.generation_child[1]), not args.no_tsv)))
         return 0
     if args.generation:
         work = Path(args.work or tempfile.mkdtemp(prefix="finish_bench."))
@@ -288,7 +292,8 @@ def main(argv=None) -> int:
         for n in (int(x) for x in args.generation.split(",")):
             d = work / f"gen{n}"
             d.mkdir(parents=True, exist_ok=True)
-            res = subprocess.run([sys.executable, __file__, "--generation-child", str(d), str(n)],
+            res = subprocess.run([sys.executable, __file__, "--generation-child", str(d), str(n)]
+                                 + ["--no-tsv"] * args.no_tsv,
                                  capture_output=True, text=True, check=False,
                                  env=dict(os.environ, TRIEMINE_CACHE=str(d / "cache")))
             if res.returncode:

@@ -508,6 +508,32 @@ def test_mining_job_computes_priors_on_workers_with_an_empty_cache(tiny_model_di
     assert one.read_bytes() == two.read_bytes()
 
 
+def test_a_target_corpus_of_several_prior_ranges_gives_the_same_tsv_on_workers(
+        tiny_model_dir, corpora, tmp_path, monkeypatch):
+    """A target corpus of several PRIOR_RANGE ranges: the driver finds and computes the priors a
+    range at a time, each range a sharded job of its own on the workers, and the TSV is the
+    single process's (the same ranges, the same chunks), byte for byte; the cache holds them."""
+    from triemine.mining import features
+
+    monkeypatch.setattr(features, "PRIOR_RANGE", 16)  # 48 target lines: 3 ranges
+    src, tgt = corpora
+    base = ["--config", "mt-only", "--model", str(tiny_model_dir), "--source", str(src),
+            "--target", str(tgt), "-q"]
+    one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-one"))
+    assert mine_main(base + ["-o", str(one)]) == 0
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-two"))
+    assert mine_main(base + ["-o", str(two), "--workers", "2"]) == 0
+    assert one.read_bytes() == two.read_bytes()
+    work = tmp_path / "two.tsv.work"
+    done = sorted(p.name for p in work.iterdir() if p.name.startswith("priors"))
+    assert done == ["priors.1.shards", "priors.2.shards", "priors.shards"]
+    for name in done:
+        assert json.loads((work / name / "manifest.json").read_text(encoding="utf-8"))["done"]
+    (cached,) = (tmp_path / "cache-two" / "priors").iterdir()
+    assert np.isfinite(np.load(cached)).sum() > 32  # lines of every range
+
+
 def test_a_small_scoring_job_is_cut_into_shards_for_several_workers():
     """1,198 pairs were one 2,000-pair chunk, one shard: two workers scored them at 0.94x of
     one (haystack_bench --quick); a chunk is now a quarter of a smaller job, at least 256."""

@@ -275,3 +275,63 @@ def test_a_new_arithmetic_is_never_mixed_with_cached_or_resumed_bits(tiny_model,
     target_priors(tiny_model, texts, np.array([0, 2]), cache_dir=tmp_path, scores=scores)
     assert calls == [[0, 2], [0, 2]]  # computed again, not read from the older arithmetic's
     assert run._settings_digest(tiny_model, src, tgt, cfg) != key
+
+
+def test_priors_are_computed_a_range_of_lines_at_a_time_into_a_mapped_cache(tiny_model, tmp_path,
+                                                                            monkeypatch):
+    """The priors table is the cache file, memory-mapped: the needed lines are found and scored
+    one range of PRIOR_RANGE lines at a time, whatever the range the values are the same, a
+    later call computes only what is new, and a call cut short leaves the cache as it was."""
+    from types import SimpleNamespace
+
+    from triemine.mining import features
+
+    texts = [f"w{i} x" for i in range(7)]
+    calls = []
+
+    def scores(need):
+        calls.append(need.tolist())
+        return -(need + 1.0)
+    whole = features.prior_table(tiny_model, texts, np.array([0, 3, 4, 6]), scores=scores)
+    assert calls == [[0, 3, 4, 6]] and isinstance(whole, np.ndarray)
+    monkeypatch.setattr(features, "PRIOR_RANGE", 2)
+    calls.clear()
+    table = features.prior_table(tiny_model, texts, np.array([6, 0, 3, 4, 3]),
+                                 cache_dir=tmp_path / "c", scores=scores)
+    assert calls == [[0], [3], [4], [6]]  # ranges [0, 2), [2, 4), [4, 6), [6, 7)
+    assert isinstance(table, np.memmap) and not table.flags.writeable
+    np.testing.assert_array_equal(table, whole)  # NaN where not asked for
+    (cache,) = (tmp_path / "c").iterdir()
+    np.testing.assert_array_equal(np.load(cache), whole)
+    mask = np.zeros(7, dtype=bool)
+    mask[[0, 1, 3]] = True
+    again = features.prior_table(tiny_model, texts, mask, cache_dir=tmp_path / "c", scores=scores)
+    assert calls[4:] == [[1]] and again[1] == -2.0 and again[6] == -7.0
+    assert features.prior_table(tiny_model, texts, mask, cache_dir=tmp_path / "c",
+                                scores=scores)[1] == -2.0 and len(calls) == 5  # all cached
+
+    def cut(need):
+        if need[0] >= 4:
+            raise KeyboardInterrupt
+        return scores(need)
+    before = cache.read_bytes()
+    with pytest.raises(KeyboardInterrupt):
+        features.prior_table(tiny_model, texts, np.arange(7), cache_dir=tmp_path / "c",
+                             scores=cut)
+    assert cache.read_bytes() == before and [p.name for p in (tmp_path / "c").iterdir()] == \
+        [cache.name]  # no partial table left behind
+    with pytest.raises(ValueError, match="mask"):
+        features.prior_table(tiny_model, texts, np.ones(6, dtype=bool), scores=scores)
+    # a trie's lines have their node's prior; only the others are scored, and only those cached
+    trie = SimpleNamespace(term_nodes=np.array([4, 9], dtype=np.uint32),
+                           term_offsets=np.array([0, 1, 3], dtype=np.uint64),
+                           term_ids=np.array([2, 5, 1], dtype=np.uint32))
+    node_prior = np.zeros(10, dtype=np.float32)
+    node_prior[[4, 9]] = [-0.5, -0.25]
+    calls.clear()
+    got = features.prior_table(tiny_model, texts, np.array([1, 2, 6]), trie=trie,
+                               node_prior=node_prior, cache_dir=tmp_path / "t", scores=scores)
+    assert calls == [[6]]
+    assert got[2] == -0.5 and got[1] == got[5] == -0.25 and got[6] == -7.0
+    np.testing.assert_array_equal(np.load(next((tmp_path / "t").iterdir())),
+                                  [np.nan] * 6 + [-7.0])

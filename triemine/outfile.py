@@ -70,14 +70,3 @@ def npy_header(dtype, shape) -> bytes:
         "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
         "shape": tuple(shape)})
     return buf.getvalue()
-
-
-def npy_chunks(arr, rows: int = 1 << 20) -> Iterable[bytes]:
-    """``arr`` (1-d or 2-d, C order) as the bytes of a ``.npy`` file, ``rows`` rows at a time
-    (for :func:`atomic_write` of arrays too large to copy whole)."""
-    import numpy as np
-
-    arr = np.asarray(arr)
-    yield npy_header(arr.dtype, arr.shape)
-    for a in range(0, len(arr), rows):
-        yield np.ascontiguousarray(arr[a:a + rows]).tobytes()

@@ -26,7 +26,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet
-from triemine.outfile import atomic_write, npy_bytes, npy_chunks
+from triemine.outfile import atomic_open, atomic_write, npy_bytes, npy_header
 
 # pairs per forced-decoding chunk (the cache, progress and shard unit: a scoring shard of
 # triemine.distributed.jobs is whole chunks, so both runs compute the same bits): SCORE_CHUNK,
@@ -181,57 +181,118 @@ def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None,
                   precision: str = "fp32", scores=None) -> np.ndarray:
     """log P(target line | empty source) for each of ``lines`` (:func:`prior_table`)."""
     lines = np.asarray(lines, dtype=np.int64)
-    return prior_table(model, tgt_texts, lines, trie, node_prior, cache_dir, progress,
-                       precision, scores)[lines]
+    return np.asarray(prior_table(model, tgt_texts, lines, trie, node_prior, cache_dir, progress,
+                                  precision, scores)[lines])
+
+
+# target lines whose missing priors are found and computed together (one ``scores`` call, one
+# sharded job of the mining job): what the driver holds of them is this range's (the needed
+# lines and their scores, 16 bytes a line), not the corpus's; a corpus of up to 4M lines is one
+# range, so its chunks, and bits, are those of a single call
+PRIOR_RANGE = 1 << 22
 
 
 def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, node_prior=None,
                 cache_dir: Optional[Path] = None, progress: bool = False,
                 precision: str = "fp32", scores=None) -> np.ndarray:
     """log P(target line | empty source) of every target line (NaN where unknown), computed
-    for ``lines`` where not yet known.
+    for ``lines`` (line numbers, or a boolean mask over the lines) where not yet known.
 
-    With a trie and its node priors the sentence prior is the prior of the line's terminal node
-    (free).  Otherwise the needed lines are scored by teacher forcing and cached in
-    ``cache_dir/<corpus+model key>.npy`` (one value per target line, NaN until computed), so a
-    later run on the same target corpus only computes what is new.  ``scores(lines) -> priors``
-    computes them (default: :func:`forced_scores` with the empty source, in this process; the
-    mining job passes the sharded :func:`triemine.distributed.jobs.forced_scores_sharded` when
-    it runs on a pool: the same chunks, the same bits).
+    With a trie and its node priors a line of the trie has the prior of its terminal node
+    (free; the table is then in memory, 8 bytes a line beside the trie's own).  The other needed
+    lines are scored by teacher forcing, ``PRIOR_RANGE`` lines at a time, and cached in
+    ``cache_dir/<corpus+model key>.npy`` (one value per target line, NaN until computed; only
+    teacher-forced values), so a later run on the same target corpus only computes what is new.
+    Without a trie and with a cache the table is that file, memory-mapped (read-only): what is
+    new is written into a copy of it that replaces it when every range is done, so the driver
+    never holds 8 bytes a target line.  ``scores(lines) -> priors`` computes one range's needed
+    lines (sorted; default: :func:`forced_scores` with the empty source, in this process; the
+    mining job passes the sharded :func:`triemine.distributed.jobs.forced_score_shards` when it
+    runs on a pool: the same chunks, the same bits).
     """
-    from triemine.scoring.forced import ARITHMETIC
+    n = len(tgt_texts)
+    lines = np.asarray(lines)
+    if lines.dtype == bool:
+        if lines.shape != (n,):
+            raise ValueError(f"a mask of {lines.shape} for {n} target lines")
+        wanted = lines
+    else:
+        wanted = np.zeros(n, dtype=bool)  # one byte a line
+        wanted[lines.astype(np.int64, copy=False)] = True
+    if trie is not None and node_prior is not None and precision == "fp32":
+        table = np.full(n, np.nan)
+        for ids, per_id in _term_ranges(trie, node_prior):
+            table[ids] = per_id
+        rest = wanted & np.isnan(table)
+        if rest.any():
+            forced = prior_table(model, tgt_texts, rest, cache_dir=cache_dir, progress=progress,
+                                 precision=precision, scores=scores)
+            for a in range(0, n, PRIOR_RANGE):
+                part = slice(a, a + PRIOR_RANGE)
+                table[part] = np.where(rest[part], forced[part], table[part])
+        return table
+    path = table = None
+    if cache_dir is not None and n:
+        from triemine.scoring.forced import ARITHMETIC
 
-    lines = np.asarray(lines, dtype=np.int64)
-    table = np.full(len(tgt_texts), np.nan)
-    path = None
-    if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
         what = f"prior/{precision}/arithmetic {ARITHMETIC}"  # no bits of older code
         path = cache_dir / f"{corpus_key(model, tgt_texts, what)}.npy"
         if path.is_file():
-            cached = np.load(path)
-            if cached.shape == table.shape:
+            cached = np.load(path, mmap_mode="r")
+            if cached.shape == (n,) and cached.dtype == np.float64:
                 table = cached
-    if trie is not None and node_prior is not None and precision == "fp32":
-        nodes = np.asarray(trie.term_nodes, dtype=np.int64)
-        offs = np.asarray(trie.term_offsets, dtype=np.int64)
-        ids = np.asarray(trie.term_ids, dtype=np.int64)
-        per_id = np.repeat(np.asarray(node_prior, dtype=np.float64)[nodes], np.diff(offs))
-        fill = np.isnan(table[ids])
-        table[ids[fill]] = per_id[fill]
-    need = lines[np.isnan(table[lines])]
-    if len(need) > 1 and not np.all(need[1:] > need[:-1]):  # the job's lines are sorted, unique
-        need = np.unique(need)
-    if len(need):
-        logger.info("computing the prior of %d target sentences", len(need))
+    if path is None:
+        table = np.full(n, np.nan)
+        _fill_priors(model, tgt_texts, table, wanted, progress, precision, scores)
+        return table
+    if table is not None and not any(
+            np.isnan(table[a:a + PRIOR_RANGE][wanted[a:a + PRIOR_RANGE]]).any()
+            for a in range(0, n, PRIOR_RANGE)):
+        return table
+    with atomic_open(path, "priors cache") as f:  # the old table and what is new, then renamed
+        f.write(npy_header(np.float64, (n,)))
+        offset = f.tell()
+        for a in range(0, n, PRIOR_RANGE):
+            f.write((np.asarray(table[a:a + PRIOR_RANGE]) if table is not None
+                     else np.full(min(PRIOR_RANGE, n - a), np.nan)).tobytes())
+        f.flush()
+        new = np.memmap(f.name, dtype=np.float64, mode="r+", offset=offset, shape=(n,))
+        _fill_priors(model, tgt_texts, new, wanted, progress, precision, scores)
+        new.flush()
+        del new
+    return np.load(path, mmap_mode="r")
+
+
+def _term_ranges(trie, node_prior):
+    """``(ids, priors)`` of the trie's terminal lines, a slice of its terminal nodes at a
+    time."""
+    nodes = np.asarray(trie.term_nodes)
+    offs = np.asarray(trie.term_offsets)
+    ids = np.asarray(trie.term_ids)
+    node_prior = np.asarray(node_prior)
+    for a in range(0, len(nodes), PRIOR_RANGE):
+        b = min(a + PRIOR_RANGE, len(nodes))
+        o = offs[a:b + 1].astype(np.int64)
+        yield (ids[o[0]:o[-1]].astype(np.int64),
+               np.repeat(node_prior[nodes[a:b]].astype(np.float64), np.diff(o)))
+
+
+def _fill_priors(model, tgt_texts, table, wanted: np.ndarray, progress, precision,
+                 scores) -> None:
+    """The NaN entries of ``table`` at the ``wanted`` lines, by ``scores`` (or in this
+    process), a range of lines at a time."""
+    for a in range(0, len(table), PRIOR_RANGE):
+        need = a + np.flatnonzero(wanted[a:a + PRIOR_RANGE] & np.isnan(table[a:a + PRIOR_RANGE]))
+        if not len(need):
+            continue
+        logger.info("computing the prior of %d target sentences (lines %d-%d)", len(need),
+                    need[0] + 1, need[-1] + 1)
         if scores is None:
             table[need] = forced_scores(model, np.full(len(need), -1), need, [], tgt_texts,
                                         progress=progress, desc="priors", precision=precision)[0]
         else:
             table[need] = scores(need)
-        if path is not None:
-            atomic_write(path, npy_chunks(table), "priors cache")  # no copy of the table
-    return table
 
 
 _NONZERO_DIGITS = frozenset("123456789")

@@ -357,7 +357,7 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     """The ``prior`` column (where no generator gave one), when the configuration asks for it:
     the targets' priors table (:func:`triemine.mining.features.prior_table`) for every
     candidate's target, computed where not cached, on the pool when the job has one."""
-    from triemine.mining.features import prior_table
+    from triemine.mining.features import PRIOR_RANGE, prior_table
 
     if not job.cfg.priors or "priors" in store.done:
         return store
@@ -365,20 +365,22 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     for a, b in store.bounds():
         lines[store.rows("tgt", a, b)] = True
 
-    def sharded(need):  # the targets' priors on the pool: pairs with the empty source (-1, a
+    def sharded(need):  # one range's priors on the pool: pairs with the empty source (-1, a
         # view, not an array of it); what is left to compute depends on the shared cache, so
         # other lines start over; the scores go to one array as each shard is read
         from triemine.distributed.jobs import forced_score_shards
+        part = int(need[0]) // PRIOR_RANGE  # the range's shards apart from the others'
         parts, _ = forced_score_shards(job.model, np.broadcast_to(np.int64(-1), len(need)),
                                        need, job.source_path, job.target_path, job.work,
-                                       job.pool, name="priors", desc="priors", stale="restart",
-                                       progress=job.progress, device=job.device)
+                                       job.pool, name=f"priors.{part}" if part else "priors",
+                                       desc="priors", stale="restart", progress=job.progress,
+                                       device=job.device)
         out, a = np.empty(len(need)), 0
         for score, _ntok in parts:
             out[a:a + len(score)] = score
             a += len(score)
         return out
-    table = prior_table(job.model, job.tgt.texts, np.flatnonzero(lines), trie=job.trie,
+    table = prior_table(job.model, job.tgt.texts, lines, trie=job.trie,
                         node_prior=job.node_prior, cache_dir=cache_dir("priors"),
                         progress=job.progress,
                         scores=sharded if job.pool is not None else None)
