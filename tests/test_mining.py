@@ -405,6 +405,39 @@ def test_a_job_killed_between_its_stages_resumes_at_the_stage_it_was_in(tiny_mod
         (tmp_path / "whole.tsv").read_bytes().split(b"\n", 1)[1]
 
 
+def test_a_job_without_a_pool_scores_in_shards_with_the_model_it_loaded(tiny_model, corpora,
+                                                                       tmp_path, monkeypatch):
+    """Without a pool the exact scores and priors run the pool's shards in the job's own
+    process, with the model the job has loaded (none is loaded again): the shards' manifests
+    are written as on a pool, and the TSV is that of a pool's run (a worker loading the model
+    from its directory)."""
+    import json
+
+    from triemine.decoding import model_dir
+    from triemine.distributed.local import InlinePool
+    from triemine.mining.run import PipelineConfig, mine_pipeline
+
+    src, tgt, _, _ = corpora
+    cfg = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=None,
+                         combination=_combination(tmp_path))
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-pool"))
+    with InlinePool() as pool:
+        mine_pipeline(tiny_model, src, tgt, tmp_path / "pool.tsv", cfg, pool=pool)
+
+    def refuse(*_a, **_k):
+        raise AssertionError("the model was loaded again")
+    monkeypatch.setattr(model_dir, "load_model_dir", refuse)
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-none"))
+    out = tmp_path / "none.tsv"
+    mine_pipeline(tiny_model, src, tgt, out, cfg)
+    for name in ("scores.shards", "priors.shards"):
+        manifest = json.loads((tmp_path / "none.tsv.work" / name / "manifest.json").read_text(
+            encoding="utf-8"))
+        assert manifest["done"] and len(manifest["done"]) == len(manifest["key"]["shards"])
+    assert out.read_bytes().split(b"\n", 1)[1] == \
+        (tmp_path / "pool.tsv").read_bytes().split(b"\n", 1)[1]
+
+
 def test_scores_merge_rows_in_order_and_skip_a_stage_with_nothing_to_score(tmp_path):
     """The computed rows reach the store's NaN rows in order whatever the shards' lengths, a
     stream of other length is an error; a store whose pairs all have their scores (a trie

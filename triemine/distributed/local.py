@@ -69,10 +69,13 @@ class InlinePool:
 
     A task runs when its result is asked for (:meth:`next_result`), not when it is submitted, so
     the driver records each shard before the next one runs: one shard's payload in memory at a
-    time, and a killed run keeps every shard finished before it."""
+    time, and a killed run keeps every shard finished before it.  ``models``: models the caller
+    has loaded already, by their :class:`~triemine.distributed.worker.ModelSpec`, which the
+    tasks use instead of loading them again."""
 
-    def __init__(self, max_attempts: int = 3):
+    def __init__(self, max_attempts: int = 3, models: Optional[dict] = None):
         self.max_attempts = max_attempts
+        self._models = dict(models or {})  # {ModelSpec: a model this process has loaded}
         self._worker = None
         self._queue: Deque[Tuple[int, object]] = collections.deque()
 
@@ -89,22 +92,23 @@ class InlinePool:
         self._queue.append((shard_id, task))
 
     def next_result(self):
-        from triemine.distributed.worker import ShardWorker
-
         shard_id, task = self._queue.popleft()
-        if self._worker is None:
-            self._worker = ShardWorker()
         try:
-            return shard_id, True, self._worker.run(task)
+            return shard_id, True, self._shard_worker().run(task)
         except Exception as exc:  # noqa: BLE001
             return shard_id, False, _describe(exc)
 
     def warm(self, task) -> None:
+        self._shard_worker().warm(task)
+
+    def _shard_worker(self):
         from triemine.distributed.worker import ShardWorker
 
         if self._worker is None:
             self._worker = ShardWorker()
-        self._worker.warm(task)
+            for spec, model in self._models.items():
+                self._worker.adopt(spec, model)
+        return self._worker
 
 
 class _Proc:

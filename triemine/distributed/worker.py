@@ -181,6 +181,10 @@ class ShardWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def adopt(self, spec: ModelSpec, model) -> None:
+        """``model``, already loaded in this process, as the model of ``spec``."""
+        self._models[spec] = model
+
     def model(self, spec: ModelSpec):
         if spec not in self._models:
             from triemine.decoding.model_dir import load_model_dir

@@ -265,7 +265,7 @@ def unite(where: Path, stores, spaces, skip_src: np.ndarray,
 
 def _exact(job: Job, store: ColumnStore, reverse_model) -> ColumnStore:
     """The exact scores (both directions with a reverse model) and the targets' priors, added
-    to the store as columns: on the job's pool in shards of whole chunks when it has one, the
+    to the store as columns: in shards of whole chunks, on the job's pool when it has one, the
     same bits either way."""
     with job.timed("scoring"):
         store = _scores(job, store, job.model)
@@ -277,10 +277,11 @@ def _exact(job: Job, store: ColumnStore, reverse_model) -> ColumnStore:
 
 def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> ColumnStore:
     """``score`` and ``n_tokens`` (``_rev``: log P(x|y) by the reverse model) where missing
-    (NaN; the trie search's pairs have them), by forced decoding
-    (:func:`triemine.mining.features.forced_scores`, or its shards on the pool), merged into
-    the store's columns a block at a time."""
-    from triemine.mining.features import ScoreJob, forced_scores
+    (NaN; the trie search's pairs have them), by forced decoding in shards of whole chunks
+    (:func:`triemine.distributed.jobs.forced_score_shards`) on the job's pool or in this
+    process (:func:`_pool`), merged into the store's columns a block at a time."""
+    from triemine.distributed.jobs import forced_score_shards
+    from triemine.mining.features import ScoreJob
 
     rules = ScoreJob.of(reverse)
     stage, names = rules.name, [rules.score, rules.n_tokens]
@@ -296,18 +297,11 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
         if not len(pairs) and names[1] in store.columns:  # nothing to score, nothing to write
             shutil.rmtree(todo_dir, ignore_errors=True)
             return store.mark(stage)
-    # read a shard at a time
+    # the pairs memory-mapped, each shard's read when its task is made
     in_idx, out_idx = rules.sides(pairs.mapped("src"), pairs.mapped("tgt"))
-    desc = rules.desc
-    if job.pool is None:
-        ins, outs = rules.sides(job.src.texts, job.tgt.texts)
-        parts = iter([forced_scores(model, in_idx, out_idx, ins, outs, work_dir=job.work,
-                                    name=stage, progress=job.progress, desc=desc)])
-    else:
-        from triemine.distributed.jobs import forced_score_shards
-        parts, _ = forced_score_shards(model, in_idx, out_idx, job.source_path, job.target_path,
-                                       job.work, job.pool, name=stage, reverse=reverse,
-                                       progress=job.progress, desc=desc, device=job.device)
+    parts, _ = forced_score_shards(model, in_idx, out_idx, job.source_path, job.target_path,
+                                   job.work, _pool(job, model), name=stage, reverse=reverse,
+                                   progress=job.progress, desc=rules.desc, device=job.device)
     rows = _Rows(parts)
 
     def merged():  # the computed rows, in order, go to the NaN rows of each block
@@ -323,6 +317,18 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
     if pairs is not store:
         shutil.rmtree(pairs.dir, ignore_errors=True)
     return scored
+
+
+def _pool(job: Job, model):
+    """Where the job's forced-decoding shards run: its pool, or, without one, this process
+    with ``model`` as loaded (:class:`~triemine.distributed.local.InlinePool`).  The same
+    shards either way: the same bits, one shard's pairs and scores in memory at a time, and a
+    killed job resumes at its first unfinished shard."""
+    if job.pool is not None:
+        return job.pool
+    from triemine.distributed.jobs import model_spec
+    from triemine.distributed.local import InlinePool
+    return InlinePool(models={model_spec(model, job.device): model})
 
 
 class _Rows:
@@ -356,7 +362,7 @@ class _Rows:
 def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     """The ``prior`` column (where no generator gave one), when the configuration asks for it:
     the targets' priors table (:func:`triemine.mining.features.prior_table`) for every
-    candidate's target, computed where not cached, on the pool when the job has one."""
+    candidate's target, computed where not cached, in shards (:func:`_pool`)."""
     from triemine.mining.features import PRIOR_RANGE, prior_table
 
     if not job.cfg.priors or "priors" in store.done:
@@ -365,14 +371,16 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     for a, b in store.bounds():
         lines[store.rows("tgt", a, b)] = True
 
-    def sharded(need):  # one range's priors on the pool: pairs with the empty source (-1, a
+    pool = _pool(job, job.model)
+
+    def sharded(need):  # one range's priors in shards: pairs with the empty source (-1, a
         # view, not an array of it); what is left to compute depends on the shared cache, so
         # other lines start over; the scores go to one array as each shard is read
         from triemine.distributed.jobs import forced_score_shards
         part = int(need[0]) // PRIOR_RANGE  # the range's shards apart from the others'
         parts, _ = forced_score_shards(job.model, np.broadcast_to(np.int64(-1), len(need)),
                                        need, job.source_path, job.target_path, job.work,
-                                       job.pool, name=f"priors.{part}" if part else "priors",
+                                       pool, name=f"priors.{part}" if part else "priors",
                                        desc="priors", stale="restart", progress=job.progress,
                                        device=job.device)
         out, a = np.empty(len(need)), 0
@@ -382,8 +390,7 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
         return out
     table = prior_table(job.model, job.tgt.texts, lines, trie=job.trie,
                         node_prior=job.node_prior, cache_dir=cache_dir("priors"),
-                        progress=job.progress,
-                        scores=sharded if job.pool is not None else None)
+                        progress=job.progress, scores=sharded)
 
     def blocks():
         for a, b in store.bounds():
