@@ -453,6 +453,31 @@ def test_scoring_shards_are_whole_chunks_and_bitwise_equal(tiny_model, corpora, 
     assert got.col("n_tokens").tobytes() == ref.col("n_tokens").tobytes()
 
 
+def test_the_searchs_line_columns_name_the_corpus_lines_in_every_shard(tiny_model, corpora,
+                                                                       tmp_path):
+    """The line columns the mining job's trie generator reads (``src_line``, ``tgt_line``) are
+    each row's corpus lines in one process and in shards of a few sources alike."""
+    from triemine.decoding.driver import mine_to_tsv
+    from triemine.decoding.settings import SearchSettings
+    from triemine.tsv import read_mined
+
+    src, tgt = corpora
+    search = SearchSettings(beam=3, batch_size=2, sort_window=2, token_counts=True,
+                            line_numbers=True, shard_sources=4)
+    one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
+    mine_to_tsv(tiny_model, src, tgt, one, search=search)
+    mine_to_tsv(tiny_model, src, tgt, two, search=search, pool=InlinePool())
+    assert one.read_bytes() == two.read_bytes()
+    assert len(json.loads((tmp_path / "two.tsv.shards" / "manifest.json").read_text(
+        encoding="utf-8"))["done"]) > 4
+    m = read_mined(two)
+    lines = src.read_text(encoding="utf-8").splitlines()
+    targets = tgt.read_text(encoding="utf-8").splitlines()
+    assert len(m) > 10 and m.columns[-2:] == ["src_line", "tgt_line"]
+    assert [lines[int(i) - 1].split("\t")[0] for i in m.col("src_line")] == m.src_ids
+    assert [targets[int(i) - 1].split("\t")[0] for i in m.col("tgt_line")] == m.tgt_ids
+
+
 def test_priors_on_shards_are_the_single_process_bits_and_restart_on_other_lines(
         tiny_model, corpora, tmp_path):
     """The targets' priors are pairs with the empty source (-1) on the same sharded path as the

@@ -275,13 +275,21 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
     from triemine.embedding import knn
     from triemine.mining import columns, run
 
+    from triemine.mining import generators
+
     monkeypatch.setattr(run, "UNITE_SOURCES", 1)  # the empty source's range: no generator's
     monkeypatch.setattr(knn, "MARGIN_SOURCES", 3)
+    monkeypatch.setattr(generators.TrieSearch, "block_rows", 2)  # the search's TSV read 2 rows
+    # at a time (the trie stage's store written again from it below)
     monkeypatch.setattr(columns, "BLOCK", 4)
     mine_pipeline(tiny_model, src, tgt, out, cfg)
     assert out.read_bytes() == whole
+    assert len(read_mined(tmp_path / "out.tsv.work" / "trie.tsv")) > 4  # several blocks
     mine_pipeline(tiny_model, src, tgt, out, cfg, pool=InlinePool())
     assert out.read_bytes() == whole
+    searched = read_mined(tmp_path / "out.tsv.work" / "trie.tsv")
+    assert searched.col("src_line").tolist() == [int(i) for i in searched.src_ids]
+    assert searched.col("tgt_line").tolist() == [int(i) for i in searched.tgt_ids]
     assert not any(p.name.endswith((".spill", ".todo.cols")) for p in (tmp_path / "out.tsv.work").iterdir())
 
 
@@ -403,6 +411,51 @@ def test_a_job_killed_between_its_stages_resumes_at_the_stage_it_was_in(tiny_mod
     mine_pipeline(tiny_model, src, tgt, out, cfg, resume=True)
     assert out.read_bytes().split(b"\n", 1)[1] == \
         (tmp_path / "whole.tsv").read_bytes().split(b"\n", 1)[1]
+
+
+def test_the_trie_searchs_rows_become_candidates_a_block_at_a_time(tmp_path, monkeypatch):
+    """The trie generator streams its search's TSV: its candidates are those of the whole file
+    read at once (one row a pair, the best score's, sorted) for any block size, a source's rows
+    never split; rows out of source order and a bad number are errors naming the file."""
+    from triemine.errors import InputError
+    from triemine.mining.generators import TrieSearch
+    from triemine.tsv import column_order, write_rows
+
+    cols = column_order(["n_tokens", "prior", "src_line", "tgt_line"])
+    rows = [(1, 4, -2.0), (1, 2, -3.0), (1, 4, -1.5), (2, 1, -1.0), (2, 1, -1.0), (4, 3, -4.0),
+            (4, 2, -0.5), (4, 3, -0.25), (4, 1, -0.5), (6, 6, -2.5)]
+    cells = {"src_id": [str(a) for a, _, _ in rows], "tgt_id": [str(b) for _, b, _ in rows],
+             "src": ["x"] * len(rows), "tgt": ["y"] * len(rows),
+             "score": [c for *_, c in rows], "ce_word": [1.0] * len(rows),
+             "ce_token": [1.0] * len(rows), "n_tokens": list(range(1, len(rows) + 1)),
+             "prior": [-float(i) for i in range(len(rows))],
+             "src_line": [a for a, _, _ in rows], "tgt_line": [b for _, b, _ in rows]}
+    tsv = tmp_path / "trie.tsv"
+    write_rows(tsv, cols, cells)
+    gen = TrieSearch()
+    want = {(0, 3): (-1.5, 3.0), (0, 1): (-3.0, 2.0), (1, 0): (-1.0, 4.0), (3, 2): (-0.25, 8.0),
+            (3, 1): (-0.5, 7.0), (3, 0): (-0.5, 9.0), (5, 5): (-2.5, 10.0)}
+    for size in range(1, len(rows) + 2):
+        monkeypatch.setattr(TrieSearch, "block_rows", size)
+        blocks = list(gen._candidates(tsv, ["score", "n_tokens", "prior"]))
+        assert all(b.is_canonical() for b in blocks)
+        got = {(s, t): (sc, n) for b in blocks for s, t, sc, n in zip(
+            b.src.tolist(), b.tgt.tolist(), b.col("score").tolist(), b.col("n_tokens").tolist())}
+        assert got == want and sum(map(len, blocks)) == len(want)
+        srcs = [set(b.src.tolist()) for b in blocks]
+        assert all(not (x & y) for i, x in enumerate(srcs) for y in srcs[i + 1:])
+    cells["src_line"][5], cells["src_line"][3] = 2, 4
+    write_rows(tsv, cols, cells)
+    with pytest.raises(RuntimeError, match="not in source order"):
+        list(gen._candidates(tsv, ["score"]))
+    cells["src_line"][5], cells["src_line"][3] = 4, 2
+    write_rows(tsv, cols, cells)
+    lines = tsv.read_text(encoding="utf-8").split("\n")
+    assert "\t-0.250000\t" in lines[8]  # row 8, file line 9
+    lines[8] = lines[8].replace("\t-0.250000\t", "\tx\t")
+    tsv.write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(InputError, match=r"trie.tsv:9: column score: not a number"):
+        list(gen._candidates(tsv, ["score"]))
 
 
 def test_a_job_without_a_pool_scores_in_shards_with_the_model_it_loaded(tiny_model, corpora,

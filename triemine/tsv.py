@@ -25,7 +25,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -237,9 +237,31 @@ def read_mined(path) -> Mined:
     lines_ = text.split("\n")
     if lines_ and lines_[-1] == "":
         lines_.pop()
-    header_line_ = lines_[0].rstrip("\r") if lines_ else ""
-    columns = header_line_.split("\t")
-    if header_line_ == "" or "src_id" not in columns:
+    columns = _header(lines_[0] if lines_ else "", path)
+    pos = {c: i for i, c in enumerate(columns)}
+    num_names = [c for c in columns if c not in TEXT_COLUMNS]
+    text_cols: Dict[str, List[str]] = {c: [] for c in TEXT_COLUMNS}
+    nums: Dict[str, List[float]] = {c: [] for c in num_names}
+    line_nos: List[int] = []
+    for no, line in enumerate(lines_[1:], 2):
+        cells = _cells(line, columns, path, no)
+        for c in TEXT_COLUMNS:
+            text_cols[c].append(cells[pos[c]])
+        for c in num_names:
+            nums[c].append(_number(cells[pos[c]], c, path, no))
+        if not text_cols["src_id"][-1] or not text_cols["tgt_id"][-1]:
+            raise InputError("empty src_id or tgt_id", path, no)
+        line_nos.append(no)
+    return Mined(path, columns, text_cols["src_id"], text_cols["tgt_id"], text_cols["src"],
+                 text_cols["tgt"], {c: np.asarray(v, dtype=np.float64) for c, v in nums.items()},
+                 np.asarray(line_nos, dtype=np.int64), read_meta(path))
+
+
+def _header(line: str, path) -> List[str]:
+    """The columns a mining TSV's header line names, checked."""
+    line = line.rstrip("\r")
+    columns = line.split("\t")
+    if line == "" or "src_id" not in columns:
         raise InputError("missing header line (expected the column names "
                          f"{' '.join(REQUIRED_COLUMNS)}, tab-separated)", path, 1)
     missing = [c for c in REQUIRED_COLUMNS if c not in columns]
@@ -250,37 +272,68 @@ def read_mined(path) -> Mined:
         raise InputError(f"header names column(s) {', '.join(dup)} twice", path, 1)
     if any(not c for c in columns):
         raise InputError("header has an empty column name", path, 1)
-    pos = {c: i for i, c in enumerate(columns)}
-    num_names = [c for c in columns if c not in TEXT_COLUMNS]
-    text_cols: Dict[str, List[str]] = {c: [] for c in TEXT_COLUMNS}
-    nums: Dict[str, List[float]] = {c: [] for c in num_names}
-    line_nos: List[int] = []
-    ncol = len(columns)
-    for no, line in enumerate(lines_[1:], 2):
-        line = line.rstrip("\r")
-        if not line:
-            raise InputError("empty line", path, no)
-        cells = line.split("\t")
-        if len(cells) != ncol:
-            raise InputError(f"expected {ncol} tab-separated columns ({' '.join(columns)}), "
-                             f"got {len(cells)}", path, no)
-        for c in TEXT_COLUMNS:
-            text_cols[c].append(cells[pos[c]])
-        for c in num_names:
-            cell = cells[pos[c]]
+    return columns
+
+
+def _cells(line: str, columns: Sequence[str], path, no: int) -> List[str]:
+    """Row ``no``'s cells, one per column."""
+    line = line.rstrip("\r")
+    if not line:
+        raise InputError("empty line", path, no)
+    cells = line.split("\t")
+    if len(cells) != len(columns):
+        raise InputError(f"expected {len(columns)} tab-separated columns ({' '.join(columns)}), "
+                         f"got {len(cells)}", path, no)
+    return cells
+
+
+def _number(cell: str, column: str, path, no: int) -> float:
+    try:
+        v = float(cell)
+    except ValueError:
+        raise InputError(f"column {column}: not a number: {cell!r}", path, no) from None
+    if not math.isfinite(v):
+        raise InputError(f"column {column}: {cell} is not a finite number", path, no)
+    return v
+
+
+def mined_blocks(path, numeric: Sequence[str], rows: int = 1 << 16
+                 ) -> Iterator[Dict[str, np.ndarray]]:
+    """The ``numeric`` columns of a mining TSV as float64 arrays, ``rows`` rows at a time: a
+    stream, with :func:`read_mined`'s rules (the header, every row's column count, finite
+    numbers), for files too large to read whole (the mining job's trie search at 10^8
+    sources)."""
+    path = os.fspath(path)
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError("mining TSV not found", path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read mining TSV: {exc.strerror}", path) from None
+    with f:
+        def text(raw: bytes, no: int) -> str:
             try:
-                v = float(cell)
-            except ValueError:
-                raise InputError(f"column {c}: not a number: {cell!r}", path, no) from None
-            if not math.isfinite(v):
-                raise InputError(f"column {c}: {cell} is not a finite number", path, no)
-            nums[c].append(v)
-        if not text_cols["src_id"][-1] or not text_cols["tgt_id"][-1]:
-            raise InputError("empty src_id or tgt_id", path, no)
-        line_nos.append(no)
-    return Mined(path, columns, text_cols["src_id"], text_cols["tgt_id"], text_cols["src"],
-                 text_cols["tgt"], {c: np.asarray(v, dtype=np.float64) for c, v in nums.items()},
-                 np.asarray(line_nos, dtype=np.int64), read_meta(path))
+                return raw.decode("utf-8").rstrip("\n")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"invalid UTF-8 at byte {exc.start} of the line ({exc.reason})",
+                                 path, no) from None
+        head = f.readline()
+        columns = _header(text(head[3:] if head.startswith(b"\xef\xbb\xbf") else head, 1),
+                          path)
+        missing = [c for c in numeric if c not in columns or c in TEXT_COLUMNS]
+        if missing:
+            raise InputError(f"no numeric column(s) {', '.join(missing)} (columns: "
+                             f"{' '.join(columns)})", path, 1)
+        pos = [columns.index(c) for c in numeric]
+        block: List[List[float]] = []
+        for no, raw in enumerate(f, 2):
+            cells = _cells(text(raw, no), columns, path, no)
+            block.append([_number(cells[i], c, path, no) for i, c in zip(pos, numeric)])
+            if len(block) == rows:
+                yield dict(zip(numeric, np.asarray(block, dtype=np.float64).reshape(-1, len(pos)).T))
+                block = []
+        if block:
+            yield dict(zip(numeric, np.asarray(block, dtype=np.float64).reshape(-1, len(pos)).T))
 
 
 def write_mined(mined: Mined, path) -> None:

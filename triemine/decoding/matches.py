@@ -54,12 +54,13 @@ def to_matches(model, src_index: int, hyps, nbest: Optional[int]) -> List[Match]
 
 def match_rows(matches: Iterable[Match], columns: Sequence[str], src_ids: Sequence[str],
                src_texts: Sequence[str], tgt_ids: Sequence[str], tgt_texts: Sequence[str],
-               skip_tgt: Optional[np.ndarray] = None) -> str:
+               skip_tgt: Optional[np.ndarray] = None, first_source: int = 0) -> str:
     """Mining-TSV rows of ``columns`` (:attr:`SearchSettings.columns
     <triemine.decoding.settings.SearchSettings.columns>`), one per (match, target line id),
     written by :func:`triemine.tsv.format_rows`: ``prior`` is log P(target | empty source),
-    ``pmi`` ``(score - prior) / n_tokens``; ``skip_tgt``: a mask of target lines too long to keep
-    (:func:`triemine.decoding.runner.long_targets`)."""
+    ``pmi`` ``(score - prior) / n_tokens``, ``src_line`` and ``tgt_line`` the 1-based corpus
+    lines (``first_source``: the corpus line of ``src_ids[0]``, 0-based); ``skip_tgt``: a mask
+    of target lines too long to keep (:func:`triemine.decoding.runner.long_targets`)."""
     kept = [(m, line) for m in matches for line in m.tgt_line_ids
             if skip_tgt is None or not skip_tgt[line]]
     cell = {"src_id": lambda m, line: src_ids[m.src_index],
@@ -68,5 +69,7 @@ def match_rows(matches: Iterable[Match], columns: Sequence[str], src_ids: Sequen
             "ce_token": lambda m, line: m.ce_token, "n_tokens": lambda m, line: m.n_tokens,
             "src": lambda m, line: src_texts[m.src_index],
             "tgt": lambda m, line: tgt_texts[line], "prior": lambda m, line: m.prior,
-            "pmi": lambda m, line: (m.score - m.prior) / m.n_tokens}
+            "pmi": lambda m, line: (m.score - m.prior) / m.n_tokens,
+            "src_line": lambda m, line: first_source + m.src_index + 1,
+            "tgt_line": lambda m, line: line + 1}
     return format_rows(columns, {c: [cell[c](m, line) for m, line in kept] for c in columns})

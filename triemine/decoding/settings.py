@@ -25,7 +25,8 @@ MODES = ("pre", "post")
 @dataclass(frozen=True)
 class SearchSettings:
     """How the trie search runs.  Fields that change the output are in :meth:`resume_key`
-    (``max_length``, ``token_counts`` and ``trie_nbest`` only when not their default, so older
+    (``max_length``, ``token_counts``, ``line_numbers`` and ``trie_nbest`` only when not their
+    default, so older
     sidecars still resume); ``target_shards`` is keyed by the shard manifest, the one path that
     searches several tries; ``shard_sources`` never changes the output."""
 
@@ -38,6 +39,8 @@ class SearchSettings:
     prior_weight: float = 0.0          # lambda of prior-corrected pre-expansion
     with_prior: bool = False           # add the prior and pmi columns (implied by prior_weight)
     token_counts: bool = False         # add n_tokens, each match's target tokens (EOS included)
+    line_numbers: bool = False         # add src_line and tgt_line, each row's corpus lines
+                                       # (1-based; what the mining job's trie generator reads)
     max_length: Optional[int] = None   # skip lines longer than this many model tokens
     trie_nbest: int = 1                # segmentations per target line in a built trie
     target_shards: int = 1             # K tries over line ranges of the target corpus
@@ -68,7 +71,8 @@ class SearchSettings:
         """The columns of the search's mining TSV (:func:`triemine.tsv.column_order`)."""
         return column_order(["score", "ce_word", "ce_token"]
                             + (["prior", "pmi"] if self.priors else [])
-                            + (["n_tokens"] if self.token_counts else []))
+                            + (["n_tokens"] if self.token_counts else [])
+                            + (["src_line", "tgt_line"] if self.line_numbers else []))
 
     @property
     def sources_per_batch(self) -> int:
@@ -109,6 +113,7 @@ class SearchSettings:
                 **({"max_length": self.max_length} if self.max_length else {}),
                 **({"trie_nbest": self.trie_nbest} if self.trie_nbest != 1 else {}),
                 **({"token_counts": True} if self.token_counts else {}),
+                **({"line_numbers": True} if self.line_numbers else {}),
                 **({"block_sources": self.sources_per_block}
                    if self.sources_per_block != self.sort_window * self.sources_per_batch
                    and self.sort_window > 1 else {})}

@@ -300,7 +300,7 @@ class ShardWorker:
                        for i in range(len(texts))]
         flat = [m for ms in results for m in ms]
         text = match_rows(flat, search.columns, src.ids[a:b], texts, tgt.ids, tgt.texts,
-                          skip_tgt)
+                          skip_tgt, first_source=a)
         return text.encode("utf-8"), {"rows": text.count("\n"),
                                       "with_matches": sum(1 for ms in results if ms),
                                       "sources": b - a}

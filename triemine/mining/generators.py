@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, Optional, Set, Tuple
 
 import numpy as np
 
@@ -91,6 +91,7 @@ class TrieSearch(Generator):
     ``n_tokens`` and (with node priors) ``prior``."""
 
     name, bit = "trie", 1
+    block_rows = 1 << 16  # rows of the search's TSV read at a time
 
     def run(self, job: Job):
         from triemine.decoding.trie_cache import get_trie
@@ -101,38 +102,63 @@ class TrieSearch(Generator):
             from triemine.scoring.prior import get_node_priors
             job.node_prior = get_node_priors(job.model, job.trie, progress=job.progress)
         with job.timed("trie"):
-            return stage(job.work, self.name, lambda: self._search(job)), None
+            search = self._settings(job)
+            columns = ["score", "n_tokens"] + (["prior"] if search.priors else [])
+            return stage(job.work, self.name, lambda: self._search(job, search, columns),
+                         columns=columns), None
 
-    def _search(self, job: Job) -> CandidateSet:
-        from triemine.decoding.driver import mine_to_tsv
+    def _settings(self, job: Job):
         from triemine.decoding.settings import SearchSettings
 
-        cfg, tsv = job.cfg, job.work / "trie.tsv"
-        search = SearchSettings(mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
-                                sort_window=cfg.sort_window, prior_weight=cfg.prior_weight,
-                                token_counts=True, trie_nbest=cfg.trie_nbest,
-                                max_length=cfg.max_length, target_shards=job.target_shards,
-                                shard_sources=job.shard_sources)
+        cfg = job.cfg
+        return SearchSettings(mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
+                              sort_window=cfg.sort_window, prior_weight=cfg.prior_weight,
+                              token_counts=True, line_numbers=True, trie_nbest=cfg.trie_nbest,
+                              max_length=cfg.max_length, target_shards=job.target_shards,
+                              shard_sources=job.shard_sources)
+
+    def _search(self, job: Job, search, columns) -> Iterator[CandidateSet]:
+        from triemine.decoding.driver import mine_to_tsv
+
+        tsv = job.work / "trie.tsv"
         mine_to_tsv(job.model, job.source_path, job.target_path, tsv, search=search,
                     pool=job.pool, trie=job.trie if job.target_shards == 1 else None,
                     device=job.device, resume=True, progress=job.progress)
-        return self._candidates(tsv, job.src, job.tgt)
+        return self._candidates(tsv, columns)
 
-    def _candidates(self, tsv: Path, src, tgt) -> CandidateSet:
-        """The search's rows (one per match and target line) as candidates, best first."""
-        from triemine.tsv import read_mined
+    def _candidates(self, tsv: Path, columns) -> Iterator[CandidateSet]:
+        """The search's rows (one per match and target line, in source order) as candidate
+        blocks, read as a stream: a pair found twice (two segmentations of one line) keeps its
+        best row.  A block ends at a source's last row, so every pair of a source is in one
+        block; the driver holds one block of rows, not the search's whole output."""
+        from triemine.tsv import mined_blocks
 
-        m = read_mined(tsv)
-        si = {i: k for k, i in enumerate(src.ids)}
-        ti = {i: k for k, i in enumerate(tgt.ids)}
-        s = np.fromiter((si[x] for x in m.src_ids), dtype=np.int64, count=len(m))
-        t = np.fromiter((ti[x] for x in m.tgt_ids), dtype=np.int64, count=len(m))
-        score = m.col("score")
-        cols = {"score": score, "n_tokens": m.col("n_tokens")}
-        if "prior" in m.numeric:
-            cols["prior"] = m.col("prior")
-        cs = CandidateSet(s, t, np.full(len(m), self.bit, dtype=np.uint8), cols)
-        return cs.take(np.argsort(-score, kind="stable")).union(CandidateSet.empty())
+        held: Dict[str, np.ndarray] = {}  # the last source's rows, which the next block may
+        last = 0.0                        # continue
+        for block in mined_blocks(tsv, ["src_line", "tgt_line"] + list(columns),
+                                  self.block_rows):
+            s = block["src_line"]
+            if s[0] < last or np.any(s[1:] < s[:-1]):
+                raise RuntimeError(f"{tsv}: the trie search's rows are not in source order")
+            last = s[-1]
+            if held:
+                block = {k: np.concatenate([held[k], v]) for k, v in block.items()}
+            cut = int(np.searchsorted(block["src_line"], block["src_line"][-1], side="left"))
+            held = {k: v[cut:] for k, v in block.items()}
+            if cut:
+                yield self._best({k: v[:cut] for k, v in block.items()}, columns)
+        if held:
+            yield self._best(held, columns)
+
+    def _best(self, rows: Dict[str, np.ndarray], columns) -> CandidateSet:
+        """The rows as candidates, one a pair (its best score's, the earliest of equal ones),
+        sorted by source and target."""
+        cands = CandidateSet(rows["src_line"].astype(np.int64) - 1,
+                             rows["tgt_line"].astype(np.int64) - 1,
+                             np.full(len(rows["src_line"]), self.bit, dtype=np.uint8),
+                             {c: rows[c] for c in columns})
+        return cands.take(np.argsort(-cands.col("score"), kind="stable")).union(
+            CandidateSet.empty())
 
 
 @register
