@@ -320,6 +320,24 @@ def test_priors_are_computed_a_range_of_lines_at_a_time_into_a_mapped_cache(tiny
                              scores=cut)
     assert cache.read_bytes() == before and [p.name for p in (tmp_path / "c").iterdir()] == \
         [cache.name]  # no partial table left behind
+    # with a work directory each range's new values wait in a file there until the cache is
+    # written, then go; a range computed before a cut is computed again (its shards reused)
+    seen = []
+
+    def spilled(need):
+        seen.append(sorted(p.name for p in (tmp_path / "w" / "priors.new").glob("*.npy"))
+                    if (tmp_path / "w" / "priors.new").exists() else [])
+        return scores(need)
+    got = features.prior_table(tiny_model, texts, np.arange(7), cache_dir=tmp_path / "c",
+                               scores=spilled, work=tmp_path / "w")
+    assert seen == [[], ["2.npy"]]  # lines 2 and 5 were new
+    assert got.tolist() == (-(np.arange(7) + 1.0)).tolist()
+    assert not (tmp_path / "w" / "priors.new").exists()
+    assert np.load(cache).tolist() == got.tolist()
+    # nothing asked: no table written
+    assert np.isnan(features.prior_table(tiny_model, texts, np.zeros(7, dtype=bool),
+                                         cache_dir=tmp_path / "e", scores=scores)).all()
+    assert not list((tmp_path / "e").iterdir())
     with pytest.raises(ValueError, match="mask"):
         features.prior_table(tiny_model, texts, np.ones(6, dtype=bool), scores=scores)
     # a trie's lines have their node's prior; only the others are scored, and only those cached

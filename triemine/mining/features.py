@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import logging
+import shutil
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,9 +193,14 @@ def target_priors(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None,
 PRIOR_RANGE = 1 << 22
 
 
+def prior_range(line: int) -> int:
+    """The range (of ``PRIOR_RANGE`` lines) target line ``line`` is computed in."""
+    return int(line) // PRIOR_RANGE
+
+
 def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, node_prior=None,
                 cache_dir: Optional[Path] = None, progress: bool = False,
-                precision: str = "fp32", scores=None) -> np.ndarray:
+                precision: str = "fp32", scores=None, work: Optional[Path] = None) -> np.ndarray:
     """log P(target line | empty source) of every target line (NaN where unknown), computed
     for ``lines`` (line numbers, or a boolean mask over the lines) where not yet known.
 
@@ -203,12 +209,14 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
     lines are scored by teacher forcing, ``PRIOR_RANGE`` lines at a time, and cached in
     ``cache_dir/<corpus+model key>.npy`` (one value per target line, NaN until computed; only
     teacher-forced values), so a later run on the same target corpus only computes what is new.
-    Without a trie and with a cache the table is that file, memory-mapped (read-only): what is
-    new is written into a copy of it that replaces it when every range is done, so the driver
-    never holds 8 bytes a target line.  ``scores(lines) -> priors`` computes one range's needed
-    lines (sorted; default: :func:`forced_scores` with the empty source, in this process; the
-    mining job passes the sharded :func:`triemine.distributed.jobs.forced_score_shards` when it
-    runs on a pool: the same chunks, the same bits).
+    With a cache the table is that file, memory-mapped (read-only): the new values of each
+    range wait in ``work/priors.new/`` (in memory without ``work``) and are written with the old
+    ones into a copy that replaces the cache once every range is done, so the driver never
+    holds 8 bytes a target line, and the cache's temporary file lives only while it is written.
+    ``scores(lines) -> priors`` computes one range's needed lines (sorted; default:
+    :func:`forced_scores` with the empty source, in this process; the mining job passes its
+    shards, :func:`triemine.distributed.jobs.forced_score_shards`: the same chunks, the same
+    bits).
     """
     n = len(tgt_texts)
     lines = np.asarray(lines)
@@ -226,42 +234,88 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
         rest = wanted & np.isnan(table)
         if rest.any():
             forced = prior_table(model, tgt_texts, rest, cache_dir=cache_dir, progress=progress,
-                                 precision=precision, scores=scores)
+                                 precision=precision, scores=scores, work=work)
             for a in range(0, n, PRIOR_RANGE):
                 part = slice(a, a + PRIOR_RANGE)
                 table[part] = np.where(rest[part], forced[part], table[part])
         return table
-    path = table = None
+    path = old = None
     if cache_dir is not None and n:
         from triemine.scoring.forced import ARITHMETIC
 
         cache_dir.mkdir(parents=True, exist_ok=True)
-        what = f"prior/{precision}/arithmetic {ARITHMETIC}"  # no bits of older code
+        # forced: no node priors (which older caches held); no bits of older code
+        what = f"prior/{precision}/forced/arithmetic {ARITHMETIC}"
         path = cache_dir / f"{corpus_key(model, tgt_texts, what)}.npy"
         if path.is_file():
             cached = np.load(path, mmap_mode="r")
             if cached.shape == (n,) and cached.dtype == np.float64:
-                table = cached
+                old = cached
+    spill = None if work is None else Path(work) / "priors.new"
+    if spill is not None:
+        shutil.rmtree(spill, ignore_errors=True)  # a killed run's: recomputed from its shards
+    new = _new_priors(model, tgt_texts, old, wanted, progress, precision, scores, spill)
+    if not new:
+        return old if old is not None else np.broadcast_to(np.nan, n)
     if path is None:
         table = np.full(n, np.nan)
-        _fill_priors(model, tgt_texts, table, wanted, progress, precision, scores)
+        for a, part in new.items():
+            need, vals = _spilled(part)
+            table[need] = vals
         return table
-    if table is not None and not any(
-            np.isnan(table[a:a + PRIOR_RANGE][wanted[a:a + PRIOR_RANGE]]).any()
-            for a in range(0, n, PRIOR_RANGE)):
-        return table
-    with atomic_open(path, "priors cache") as f:  # the old table and what is new, then renamed
+    with atomic_open(path, "priors cache") as f:  # the old values and the new, then renamed
         f.write(npy_header(np.float64, (n,)))
         offset = f.tell()
         for a in range(0, n, PRIOR_RANGE):
-            f.write((np.asarray(table[a:a + PRIOR_RANGE]) if table is not None
-                     else np.full(min(PRIOR_RANGE, n - a), np.nan)).tobytes())
+            chunk = np.array(old[a:a + PRIOR_RANGE]) if old is not None else \
+                np.full(min(PRIOR_RANGE, n - a), np.nan)
+            if a in new:
+                need, vals = _spilled(new[a])
+                chunk[need - a] = vals
+            f.write(chunk.tobytes())
         f.flush()
-        new = np.memmap(f.name, dtype=np.float64, mode="r+", offset=offset, shape=(n,))
-        _fill_priors(model, tgt_texts, new, wanted, progress, precision, scores)
-        new.flush()
-        del new
-    return np.load(path, mmap_mode="r")
+        # this file's map, not the path's: another job may rename its own table over it next
+        table = np.memmap(f.name, dtype=np.float64, mode="r", offset=offset, shape=(n,))
+    if spill is not None:
+        shutil.rmtree(spill, ignore_errors=True)
+    return table
+
+
+def _new_priors(model, tgt_texts, old, wanted: np.ndarray, progress, precision, scores,
+                spill: Optional[Path]) -> dict:
+    """``{first line of a range: (needed lines, their priors)}`` for the ranges with wanted
+    lines that ``old`` lacks (all of them without ``old``), by ``scores`` (or in this process);
+    with ``spill``, each range's arrays go to a file there (its path in their place)."""
+    new = {}
+    for a in range(0, len(wanted), PRIOR_RANGE):  # range prior_range(a)
+        have = wanted[a:a + PRIOR_RANGE]
+        if old is not None:
+            have = have & np.isnan(old[a:a + PRIOR_RANGE])
+        need = a + np.flatnonzero(have)
+        if not len(need):
+            continue
+        logger.info("computing the prior of %d target sentences (lines %d-%d)", len(need),
+                    need[0] + 1, need[-1] + 1)
+        if scores is None:
+            vals = forced_scores(model, np.full(len(need), -1), need, [], tgt_texts,
+                                 progress=progress, desc="priors", precision=precision)[0]
+        else:
+            vals = np.asarray(scores(need), dtype=np.float64)
+        if spill is None:
+            new[a] = (need, vals)
+        else:
+            spill.mkdir(parents=True, exist_ok=True)
+            new[a] = spill / f"{a}.npy"
+            atomic_write(new[a], npy_bytes(np.stack([need.astype(np.float64), vals])),
+                         "new priors")
+    return new
+
+
+def _spilled(part) -> Tuple[np.ndarray, np.ndarray]:
+    if isinstance(part, tuple):
+        return part
+    need, vals = np.load(part)
+    return need.astype(np.int64), vals
 
 
 def _term_ranges(trie, node_prior):
@@ -276,23 +330,6 @@ def _term_ranges(trie, node_prior):
         o = offs[a:b + 1].astype(np.int64)
         yield (ids[o[0]:o[-1]].astype(np.int64),
                np.repeat(node_prior[nodes[a:b]].astype(np.float64), np.diff(o)))
-
-
-def _fill_priors(model, tgt_texts, table, wanted: np.ndarray, progress, precision,
-                 scores) -> None:
-    """The NaN entries of ``table`` at the ``wanted`` lines, by ``scores`` (or in this
-    process), a range of lines at a time."""
-    for a in range(0, len(table), PRIOR_RANGE):
-        need = a + np.flatnonzero(wanted[a:a + PRIOR_RANGE] & np.isnan(table[a:a + PRIOR_RANGE]))
-        if not len(need):
-            continue
-        logger.info("computing the prior of %d target sentences (lines %d-%d)", len(need),
-                    need[0] + 1, need[-1] + 1)
-        if scores is None:
-            table[need] = forced_scores(model, np.full(len(need), -1), need, [], tgt_texts,
-                                        progress=progress, desc="priors", precision=precision)[0]
-        else:
-            table[need] = scores(need)
 
 
 _NONZERO_DIGITS = frozenset("123456789")

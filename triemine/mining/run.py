@@ -363,7 +363,7 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     """The ``prior`` column (where no generator gave one), when the configuration asks for it:
     the targets' priors table (:func:`triemine.mining.features.prior_table`) for every
     candidate's target, computed where not cached, in shards (:func:`_pool`)."""
-    from triemine.mining.features import PRIOR_RANGE, prior_table
+    from triemine.mining.features import prior_range, prior_table
 
     if not job.cfg.priors or "priors" in store.done:
         return store
@@ -377,7 +377,7 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
         # view, not an array of it); what is left to compute depends on the shared cache, so
         # other lines start over; the scores go to one array as each shard is read
         from triemine.distributed.jobs import forced_score_shards
-        part = int(need[0]) // PRIOR_RANGE  # the range's shards apart from the others'
+        part = prior_range(need[0])  # the range's shards apart from the others'
         parts, _ = forced_score_shards(job.model, np.broadcast_to(np.int64(-1), len(need)),
                                        need, job.source_path, job.target_path, job.work,
                                        pool, name=f"priors.{part}" if part else "priors",
@@ -390,7 +390,7 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
         return out
     table = prior_table(job.model, job.tgt.texts, lines, trie=job.trie,
                         node_prior=job.node_prior, cache_dir=cache_dir("priors"),
-                        progress=job.progress, scores=sharded)
+                        progress=job.progress, scores=sharded, work=job.work)
 
     def blocks():
         for a, b in store.bounds():
