@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from typing import Any
 
 from triemine.errors import InputError
@@ -16,29 +17,42 @@ from triemine.errors import InputError
 BOM = "\ufeff"
 
 
-def decode_utf8(data: bytes, path) -> str:
-    """``data`` as text without a leading BOM; invalid UTF-8 names its line and byte."""
+def decode_utf8(data: bytes, path, first_line: int = 1) -> str:
+    """``data`` as text without a leading BOM; invalid UTF-8 names its line and byte
+    (``first_line``: the file line ``data`` starts at, for a reader of one line at a time)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, exc.start) + first_line
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1)
         raise InputError(f"invalid UTF-8 at byte {col} of the line ({exc.reason})", path,
                          line) from None
-    return text[1:] if text.startswith(BOM) else text
+    return text[1:] if text.startswith(BOM) and first_line == 1 else text
 
 
-def read_bytes(path, what: str = "file") -> bytes:
+@contextmanager
+def open_binary(path, what: str = "file"):
+    """``with open_binary(path) as f``: the file for reading, a missing, unreadable or
+    directory path an :class:`InputError` naming it (as :func:`read_bytes` reports them)."""
     p = os.fspath(path)
     try:
-        with open(p, "rb") as f:
-            return f.read()
+        f = open(p, "rb")
     except FileNotFoundError:
         raise InputError(f"{what} not found", p) from None
     except IsADirectoryError:
         raise InputError(f"{what} is a directory, not a file", p) from None
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror}", p) from None
+    with f:
+        yield f
+
+
+def read_bytes(path, what: str = "file") -> bytes:
+    with open_binary(path, what) as f:
+        try:
+            return f.read()
+        except OSError as exc:
+            raise InputError(f"cannot read {what}: {exc.strerror}", os.fspath(path)) from None
 
 
 def read_text(path, what: str = "file") -> str:

@@ -31,7 +31,7 @@ import numpy as np
 
 from triemine.errors import InputError
 from triemine.outfile import atomic_write
-from triemine.textfile import decode_utf8, read_bytes, read_json
+from triemine.textfile import decode_utf8, open_binary, read_bytes, read_json
 
 REQUIRED_COLUMNS = ("src_id", "tgt_id", "score", "ce_word", "ce_token", "src", "tgt")
 TEXT_COLUMNS = ("src_id", "tgt_id", "src", "tgt")
@@ -299,27 +299,13 @@ def _number(cell: str, column: str, path, no: int) -> float:
 
 def mined_blocks(path, numeric: Sequence[str], rows: int = 1 << 16
                  ) -> Iterator[Dict[str, np.ndarray]]:
-    """The ``numeric`` columns of a mining TSV as float64 arrays, ``rows`` rows at a time: a
-    stream, with :func:`read_mined`'s rules (the header, every row's column count, finite
-    numbers), for files too large to read whole (the mining job's trie search at 10^8
-    sources)."""
+    """The ``numeric`` columns of a mining TSV as float64 arrays, ``rows`` rows at a time,
+    read as a stream (for files too large to read whole: the mining job's trie search at 10^8
+    sources) with :func:`read_mined`'s rules for what it reads: the header, every row's column
+    count, finite numbers, errors naming the file and line."""
     path = os.fspath(path)
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise InputError("mining TSV not found", path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read mining TSV: {exc.strerror}", path) from None
-    with f:
-        def text(raw: bytes, no: int) -> str:
-            try:
-                return raw.decode("utf-8").rstrip("\n")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"invalid UTF-8 at byte {exc.start} of the line ({exc.reason})",
-                                 path, no) from None
-        head = f.readline()
-        columns = _header(text(head[3:] if head.startswith(b"\xef\xbb\xbf") else head, 1),
-                          path)
+    with open_binary(path, "mining TSV") as f:
+        columns = _header(decode_utf8(f.readline(), path).rstrip("\n"), path)
         missing = [c for c in numeric if c not in columns or c in TEXT_COLUMNS]
         if missing:
             raise InputError(f"no numeric column(s) {', '.join(missing)} (columns: "
@@ -327,13 +313,13 @@ def mined_blocks(path, numeric: Sequence[str], rows: int = 1 << 16
         pos = [columns.index(c) for c in numeric]
         block: List[List[float]] = []
         for no, raw in enumerate(f, 2):
-            cells = _cells(text(raw, no), columns, path, no)
+            cells = _cells(decode_utf8(raw, path, no).rstrip("\n"), columns, path, no)
             block.append([_number(cells[i], c, path, no) for i, c in zip(pos, numeric)])
             if len(block) == rows:
-                yield dict(zip(numeric, np.asarray(block, dtype=np.float64).reshape(-1, len(pos)).T))
+                yield dict(zip(numeric, np.asarray(block, dtype=np.float64).T))
                 block = []
         if block:
-            yield dict(zip(numeric, np.asarray(block, dtype=np.float64).reshape(-1, len(pos)).T))
+            yield dict(zip(numeric, np.asarray(block, dtype=np.float64).T))
 
 
 def write_mined(mined: Mined, path) -> None:

@@ -124,23 +124,31 @@ class TrieSearch(Generator):
         mine_to_tsv(job.model, job.source_path, job.target_path, tsv, search=search,
                     pool=job.pool, trie=job.trie if job.target_shards == 1 else None,
                     device=job.device, resume=True, progress=job.progress)
-        return self._candidates(tsv, columns)
+        return self._candidates(tsv, columns, len(job.src), len(job.tgt))
 
-    def _candidates(self, tsv: Path, columns) -> Iterator[CandidateSet]:
+    def _candidates(self, tsv: Path, columns, n_src: int, n_tgt: int
+                    ) -> Iterator[CandidateSet]:
         """The search's rows (one per match and target line, in source order) as candidate
         blocks, read as a stream: a pair found twice (two segmentations of one line) keeps its
         best row.  A block ends at a source's last row, so every pair of a source is in one
-        block; the driver holds one block of rows, not the search's whole output."""
+        block; the driver holds one block of rows, not the search's whole output.  Rows out of
+        order or naming no line of the corpora are errors naming the file and line."""
         from triemine.tsv import mined_blocks
 
         held: Dict[str, np.ndarray] = {}  # the last source's rows, which the next block may
-        last = 0.0                        # continue
+        last, first = 0.0, 2              # continue; the file line of the block's first row
         for block in mined_blocks(tsv, ["src_line", "tgt_line"] + list(columns),
                                   self.block_rows):
-            s = block["src_line"]
-            if s[0] < last or np.any(s[1:] < s[:-1]):
-                raise RuntimeError(f"{tsv}: the trie search's rows are not in source order")
-            last = s[-1]
+            s, t = block["src_line"], block["tgt_line"]
+            bad = np.flatnonzero((np.diff(s, prepend=last) < 0) | (s < 1) | (s > n_src)
+                                 | (t < 1) | (t > n_tgt) | (s % 1 != 0) | (t % 1 != 0))
+            if len(bad):
+                i = int(bad[0])
+                raise RuntimeError(f"{tsv}:{first + i}: the trie search's row names source line "
+                                   f"{s[i]:g} and target line {t[i]:g} (after source line "
+                                   f"{(s[i - 1] if i else last):g}; the corpora have {n_src} "
+                                   f"and {n_tgt} lines)")
+            last, first = s[-1], first + len(s)
             if held:
                 block = {k: np.concatenate([held[k], v]) for k, v in block.items()}
             cut = int(np.searchsorted(block["src_line"], block["src_line"][-1], side="left"))

@@ -143,6 +143,8 @@ def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
     if "trie" not in cfg.candidates:  # knobs of a stage this job does not run
         for knob in TRIE_KNOBS:
             config.pop(knob)
+    else:  # the search's TSV has the line columns the generator reads (since 2026-11-25): an
+        config["trie_rows"] = "line columns"  # older job's search is not resumed
     arithmetic = {"scores": ARITHMETIC}
     if "knn" in cfg.candidates:
         arithmetic["knn"] = search_arithmetic()
