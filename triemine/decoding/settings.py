@@ -26,9 +26,9 @@ MODES = ("pre", "post")
 class SearchSettings:
     """How the trie search runs.  Fields that change the output are in :meth:`resume_key`
     (``max_length``, ``token_counts``, ``line_numbers`` and ``trie_nbest`` only when not their
-    default, so older
-    sidecars still resume); ``target_shards`` is keyed by the shard manifest, the one path that
-    searches several tries; ``shard_sources`` never changes the output."""
+    default, so older sidecars still resume); ``target_shards`` is keyed by the shard
+    manifest, the one path that searches several tries; ``shard_sources`` never changes the
+    output."""
 
     mode: str = "pre"                  # pre- or post-expansion
     beam: int = PAPER_BEAM             # beam B

@@ -323,14 +323,15 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
 
 def _pool(job: Job, model):
     """Where the job's forced-decoding shards run: its pool, or, without one, this process
-    with ``model`` as loaded (:class:`~triemine.distributed.local.InlinePool`).  The same
-    shards either way: the same bits, one shard's pairs and scores in memory at a time, and a
-    killed job resumes at its first unfinished shard."""
+    with ``model`` as loaded (:class:`~triemine.distributed.local.InlinePool`; a shard that
+    fails is not tried again, as the code would fail the same way).  The same shards either
+    way: the same bits, one shard's pairs and scores in memory at a time, and a killed job
+    resumes at its first unfinished shard."""
     if job.pool is not None:
         return job.pool
     from triemine.distributed.jobs import model_spec
     from triemine.distributed.local import InlinePool
-    return InlinePool(models={model_spec(model, job.device): model})
+    return InlinePool(max_attempts=1, models={model_spec(model, job.device): model})
 
 
 class _Rows:
