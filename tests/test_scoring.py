@@ -325,12 +325,12 @@ def test_priors_are_computed_a_range_of_lines_at_a_time_into_a_mapped_cache(tiny
     seen = []
 
     def spilled(need):
-        seen.append(sorted(p.name for p in (tmp_path / "w" / "priors.new").glob("*.npy"))
+        seen.append(sorted(p.name for p in (tmp_path / "w" / "priors.new").glob("*.lines.npy"))
                     if (tmp_path / "w" / "priors.new").exists() else [])
         return scores(need)
     got = features.prior_table(tiny_model, texts, np.arange(7), cache_dir=tmp_path / "c",
                                scores=spilled, work=tmp_path / "w")
-    assert seen == [[], ["2.npy"]]  # lines 2 and 5 were new
+    assert seen == [[], ["2.lines.npy"]]  # lines 2 and 5 were new
     assert got.tolist() == (-(np.arange(7) + 1.0)).tolist()
     assert not (tmp_path / "w" / "priors.new").exists()
     assert np.load(cache).tolist() == got.tolist()

@@ -27,7 +27,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet
-from triemine.outfile import atomic_open, atomic_write, npy_bytes, npy_header
+from triemine.outfile import atomic_open, atomic_write, npy_bytes, npy_header, write_npy
 
 # pairs per forced-decoding chunk (the cache, progress and shard unit: a scoring shard of
 # triemine.distributed.jobs is whole chunks, so both runs compute the same bits): SCORE_CHUNK,
@@ -303,19 +303,19 @@ def _new_priors(model, tgt_texts, old, wanted: np.ndarray, progress, precision, 
             vals = np.asarray(scores(need), dtype=np.float64)
         if spill is None:
             new[a] = (need, vals)
-        else:
+        else:  # two files a range, written from the arrays themselves
             spill.mkdir(parents=True, exist_ok=True)
-            new[a] = spill / f"{a}.npy"
-            atomic_write(new[a], npy_bytes(np.stack([need.astype(np.float64), vals])),
-                         "new priors")
+            new[a] = (spill / f"{a}.lines.npy", spill / f"{a}.priors.npy")
+            write_npy(new[a][0], need, "new priors")
+            write_npy(new[a][1], vals, "new priors")
     return new
 
 
 def _spilled(part) -> Tuple[np.ndarray, np.ndarray]:
-    if isinstance(part, tuple):
+    """A range's ``(needed lines, priors)``, from their files when spilled."""
+    if isinstance(part[0], np.ndarray):
         return part
-    need, vals = np.load(part)
-    return need.astype(np.int64), vals
+    return np.load(part[0], mmap_mode="r"), np.load(part[1], mmap_mode="r")
 
 
 def _term_ranges(trie, node_prior):
