@@ -515,18 +515,24 @@ def test_priors_on_shards_are_the_single_process_bits_and_restart_on_other_lines
                               InlinePool(), name="priors", chunk=10)
 
 
-def test_mining_job_computes_priors_on_workers_with_an_empty_cache(tiny_model_dir, corpora,
-                                                                     tmp_path, monkeypatch):
-    """With --workers the targets' priors are computed by the workers too (nothing cached), and
-    the TSV is the single process's, byte for byte."""
+def _mt_only_one_and_two_workers(model_dir, corpora, tmp_path, monkeypatch):
+    """``mt-only`` in one process and on 2 workers, each with an empty cache: both TSVs."""
     src, tgt = corpora
-    base = ["--config", "mt-only", "--model", str(tiny_model_dir), "--source", str(src),
+    base = ["--config", "mt-only", "--model", str(model_dir), "--source", str(src),
             "--target", str(tgt), "-q"]
     one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-one"))
     assert mine_main(base + ["-o", str(one)]) == 0
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-two"))
     assert mine_main(base + ["-o", str(two), "--workers", "2"]) == 0
+    return one, two
+
+
+def test_mining_job_computes_priors_on_workers_with_an_empty_cache(tiny_model_dir, corpora,
+                                                                     tmp_path, monkeypatch):
+    """With --workers the targets' priors are computed by the workers too (nothing cached), and
+    the TSV is the single process's, byte for byte."""
+    one, two = _mt_only_one_and_two_workers(tiny_model_dir, corpora, tmp_path, monkeypatch)
     manifest = json.loads((tmp_path / "two.tsv.work" / "priors.shards" / "manifest.json")
                           .read_text(encoding="utf-8"))
     assert manifest["done"]
@@ -541,14 +547,7 @@ def test_a_target_corpus_of_several_prior_ranges_gives_the_same_tsv_on_workers(
     from triemine.mining import features
 
     monkeypatch.setattr(features, "PRIOR_RANGE", 16)  # 48 target lines: 3 ranges
-    src, tgt = corpora
-    base = ["--config", "mt-only", "--model", str(tiny_model_dir), "--source", str(src),
-            "--target", str(tgt), "-q"]
-    one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
-    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-one"))
-    assert mine_main(base + ["-o", str(one)]) == 0
-    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-two"))
-    assert mine_main(base + ["-o", str(two), "--workers", "2"]) == 0
+    one, two = _mt_only_one_and_two_workers(tiny_model_dir, corpora, tmp_path, monkeypatch)
     assert one.read_bytes() == two.read_bytes()
     work = tmp_path / "two.tsv.work"
     done = sorted(p.name for p in work.iterdir() if p.name.startswith("priors"))
