@@ -237,6 +237,8 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
     assert set(m.columns) >= {"prior", "pmi", "combined", "cipher_margin", "ret_margin", "origin"}
     origin = m.col("origin").astype(int)
     assert all((origin & bit).any() for bit in (1, 2, 4))
+    assert summary["by_generator"] == {name: int(((origin & bit) > 0).sum()) for name, bit in
+                                       (("trie", 1), ("knn", 2), ("retrieval", 4))}
     assert "17" not in m.src_ids  # the empty source line gets nothing
     sc = ForcedScorer(tiny_model)
     s_idx = np.array([int(i) - 1 for i in m.src_ids])

@@ -48,17 +48,17 @@ def finish_tsv(out_path: Path, scored: ColumnStore, src, tgt,
     """The mining TSV of the scored candidates (one row per pair; :mod:`triemine.tsv`), written
     atomically, ``block`` candidates at a time (default ``FINISH_BLOCK``): each block's derived
     features (:func:`~triemine.mining.features.derived`) and ``combination`` (the combined
-    score) computed from its texts, read once.  Returns the origin bitmask of every candidate
-    (one byte each) for the summary's counts."""
+    score) computed from its texts, read once.  Returns how many candidates have each origin
+    bitmask (256 counts, for the summary's; it kept every candidate's bitmask, a byte each)."""
     from triemine.mining.features import derived
     from triemine.tsv import column_order, write_row_blocks
 
     block = block or FINISH_BLOCK
-    origin = np.zeros(len(scored), dtype=np.uint8)
+    histogram = np.zeros(256, dtype=np.int64)
 
     def finished(a: int, b: int) -> dict:
         part = scored.block(a, b)
-        origin[a:b] = part.origin
+        histogram[:] += np.bincount(part.origin, minlength=256)
         s, t = part.src.tolist(), part.tgt.tolist()
         src_texts, tgt_texts = [src.texts[i] for i in s], [tgt.texts[i] for i in t]
         local = np.arange(len(part), dtype=np.int64)  # the block's pairs index its text lists
@@ -77,4 +77,4 @@ def finish_tsv(out_path: Path, scored: ColumnStore, src, tgt,
         for a in range(block, len(scored), block):
             yield finished(a, min(a + block, len(scored)))
     write_row_blocks(out_path, columns, blocks(), meta=meta)
-    return origin
+    return histogram

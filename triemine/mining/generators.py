@@ -80,9 +80,11 @@ def register(cls):
     return cls
 
 
-def origin_counts(origin: np.ndarray) -> Dict[str, int]:
-    """How many candidates each generator proposed (a pair may count for several)."""
-    return {name: int(((origin & g.bit) > 0).sum()) for name, g in REGISTRY.items()}
+def origin_counts(histogram: np.ndarray) -> Dict[str, int]:
+    """How many candidates each generator proposed (a pair may count for several), from the
+    number of candidates of each origin bitmask (``histogram[mask]``, 256 entries)."""
+    masks = np.arange(len(histogram))
+    return {name: int(histogram[(masks & g.bit) > 0].sum()) for name, g in REGISTRY.items()}
 
 
 @register

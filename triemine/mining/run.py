@@ -208,14 +208,14 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
             scored = _exact(job, store, reverse_model).mark(SCORED)
     skipped = lengths.skipped_summary(long_src, long_tgt)
     with job.timed("finish"):
-        origin = finish_tsv(out_path, scored, src, tgt, comb, meta={
+        origins = finish_tsv(out_path, scored, src, tgt, comb, meta={
             "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
             "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
             "mode": "+".join(cfg.candidates), "beam": cfg.beam if "trie" in cfg.candidates else "-",
             "pipeline": cfg.key(), "combination": asdict(comb), "skipped_long": skipped,
             "skipped_bad": skipped_counts(src, tgt)})
     return {"sources": len(src), "targets": len(tgt), "candidates": len(scored),
-            "by_generator": origin_counts(origin), "skipped_long": skipped,
+            "by_generator": origin_counts(origins), "skipped_long": skipped,
             "skipped_bad": skipped_counts(src, tgt),
             "stage_s": job.seconds, "output": str(out_path)}
 
