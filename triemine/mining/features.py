@@ -259,8 +259,7 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
         return old if old is not None else np.broadcast_to(np.nan, n)
     if path is None:
         table = np.full(n, np.nan)
-        for a, part in new.items():
-            need, vals = _spilled(part)
+        for need, vals in new.values():
             table[need] = vals
         return table
     with atomic_open(path, "priors cache") as f:  # the old values and the new, then renamed
@@ -270,7 +269,7 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
             chunk = np.array(old[a:a + PRIOR_RANGE]) if old is not None else \
                 np.full(min(PRIOR_RANGE, n - a), np.nan)
             if a in new:
-                need, vals = _spilled(new[a])
+                need, vals = new[a]
                 chunk[need - a] = vals
             f.write(chunk.tobytes())
         f.flush()
@@ -285,7 +284,7 @@ def _new_priors(model, tgt_texts, old, wanted: np.ndarray, progress, precision, 
                 spill: Optional[Path]) -> dict:
     """``{first line of a range: (needed lines, their priors)}`` for the ranges with wanted
     lines that ``old`` lacks (all of them without ``old``), by ``scores`` (or in this process);
-    with ``spill``, each range's arrays go to a file there (its path in their place)."""
+    with ``spill``, each range's arrays go to files there and are kept as their maps."""
     new = {}
     for a in range(0, len(wanted), PRIOR_RANGE):  # range prior_range(a)
         have = wanted[a:a + PRIOR_RANGE]
@@ -301,21 +300,14 @@ def _new_priors(model, tgt_texts, old, wanted: np.ndarray, progress, precision, 
                                  progress=progress, desc="priors", precision=precision)[0]
         else:
             vals = np.asarray(scores(need), dtype=np.float64)
-        if spill is None:
-            new[a] = (need, vals)
-        else:  # two files a range, written from the arrays themselves
+        if spill is not None:  # two files a range, written from the arrays, read back mapped
             spill.mkdir(parents=True, exist_ok=True)
-            new[a] = (spill / f"{a}.lines.npy", spill / f"{a}.priors.npy")
-            write_npy(new[a][0], need, "new priors")
-            write_npy(new[a][1], vals, "new priors")
+            files = (spill / f"{a}.lines.npy", spill / f"{a}.priors.npy")
+            for path, arr in zip(files, (need, vals)):
+                write_npy(path, arr, "new priors")
+            need, vals = (np.load(path, mmap_mode="r") for path in files)
+        new[a] = (need, vals)
     return new
-
-
-def _spilled(part) -> Tuple[np.ndarray, np.ndarray]:
-    """A range's ``(needed lines, priors)``, from their files when spilled."""
-    if isinstance(part[0], np.ndarray):
-        return part
-    return np.load(part[0], mmap_mode="r"), np.load(part[1], mmap_mode="r")
 
 
 def _term_ranges(trie, node_prior):
