@@ -126,6 +126,44 @@ def test_margin_candidates_in_blocks_are_the_whole_lists_candidates(seed, tmp_pa
                                          spill=tmp_path / "file" / "spill"))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_neighbour_means_in_blocks_and_in_a_mapped_file_are_the_whole_means(dtype, tmp_path):
+    """The margin's per-sentence means, computed a block of rows at a time from a strided view
+    (the merged lists' records) and written to a mapped file (the driver's memory at 10^8
+    sentences), are the bits of one mean over the whole array; a space given a work directory
+    keeps them there and proposes the very candidates and margins of one without."""
+    from triemine.embedding.knn import row_means
+    from triemine.mining.candidates import embedding_space
+
+    rng = np.random.default_rng(7)
+    rec = np.zeros(1001, dtype=[("sim", dtype, (4,)), ("idx", "<i8", (4,))])
+    rec["sim"] = rng.normal(size=(1001, 4))
+    sim = rec["sim"]  # not contiguous, as the mapped lists are
+    want = sim.mean(axis=1)
+    for block in (1, 7, 1000, 1 << 20):
+        for path in (None, tmp_path / f"m{block}.npy"):
+            got = row_means(sim, path, block=block)
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+            if path is not None:
+                assert isinstance(got, np.memmap) and not got.flags.writeable
+    assert row_means(np.zeros((3, 0), dtype=np.float32), tmp_path / "e.npy").tolist() == [0] * 3
+    assert row_means(np.zeros((0, 4), dtype=np.float32)).shape == (0,)
+
+    x = rng.normal(size=(30, 8)).astype(np.float32)
+    y = rng.normal(size=(50, 8)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    plain = embedding_space(x, y, "enc", 4)
+    mapped = embedding_space(x, y, "enc", 4, work=tmp_path)
+    assert isinstance(mapped.nb.src_mean, np.memmap) and isinstance(mapped.nb.tgt_mean, np.memmap)
+    assert sorted(p.name for p in tmp_path.glob("enc.means.*")) == ["enc.means.src.npy",
+                                                                    "enc.means.tgt.npy"]
+    a, b = plain.candidates(2, 1), mapped.candidates(2, 1)
+    assert len(a) >= 30 and a.src.tobytes() == b.src.tobytes() and a.tgt.tobytes() == b.tgt.tobytes()
+    for c in plain.columns:
+        assert a.col(c).tobytes() == b.col(c).tobytes()
+
+
 def test_faiss_blas_threshold_counts_queries_or_query_values_by_version():
     """faiss compares its BLAS threshold with the number of queries up to 1.13 and with queries x
     dimensions from 1.14: either way a block of BLAS_FROM_QUERIES queries is the first to go to

@@ -13,6 +13,7 @@ columns and origins are merged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Dict, Optional, Sequence
 
 import numpy as np
@@ -106,8 +107,8 @@ class MarginSpace:
     """
 
     def __init__(self, name: str, src_vecs, tgt_vecs, k: int = 4, origin: int = 0,
-                 neighbours=None):
-        from triemine.embedding.knn import MarginNeighbours
+                 neighbours=None, work: Optional[Path] = None):
+        from triemine.embedding.knn import MarginNeighbours, row_means
 
         self.name, self.origin = name, origin
         self.src_vecs, self.tgt_vecs = src_vecs, tgt_vecs
@@ -116,9 +117,10 @@ class MarginSpace:
             bwd_idx, bwd_sim = _topk(tgt_vecs, src_vecs, k)
         else:  # computed elsewhere (the sharded search): (fwd_idx, fwd_sim, bwd_idx, bwd_sim)
             fwd_idx, fwd_sim, bwd_idx, bwd_sim = neighbours
-        self.nb = MarginNeighbours(fwd_idx, fwd_sim, bwd_idx, bwd_sim,
-                                   fwd_sim.mean(axis=1) if fwd_sim.size else np.zeros(len(fwd_sim)),
-                                   bwd_sim.mean(axis=1) if bwd_sim.size else np.zeros(len(bwd_sim)), k)
+        # each sentence's mean similarity to its neighbours: with ``work``, in mapped files there
+        means = [row_means(sim, None if work is None else Path(work) / f"{name}.means.{side}.npy")
+                 for sim, side in ((fwd_sim, "src"), (bwd_sim, "tgt"))]
+        self.nb = MarginNeighbours(fwd_idx, fwd_sim, bwd_idx, bwd_sim, *means, k)
 
     def cosine(self, src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
         if not len(src):
@@ -203,13 +205,14 @@ def _topk(a, b, k: int, rows_per_block: int = 2048):
 
 
 def embedding_space(src_emb: np.ndarray, tgt_emb: np.ndarray, name: str, k: int = 4,
-                    origin: int = 0, neighbours=None) -> MarginSpace:
+                    origin: int = 0, neighbours=None, work: Optional[Path] = None) -> MarginSpace:
     """A sentence encoder's space (L2-normalised float32 rows, memory-mapped or not);
     ``origin``: the bit its candidates carry (:mod:`triemine.mining.generators`);
     ``neighbours``: both directions' kNN when already computed
-    (:func:`triemine.distributed.knn_jobs.knn_sharded`)."""
+    (:func:`triemine.distributed.knn_jobs.knn_sharded`); ``work``: a directory for the
+    margin's per-sentence means, memory-mapped from there (:func:`~triemine.embedding.knn.row_means`)."""
     return MarginSpace(name, np.asarray(src_emb, dtype=np.float32),
-                       np.asarray(tgt_emb, dtype=np.float32), k, origin, neighbours)
+                       np.asarray(tgt_emb, dtype=np.float32), k, origin, neighbours, work)
 
 
 def translation_space(translations: Sequence[str], tgt_texts: Sequence[str], k: int = 4,

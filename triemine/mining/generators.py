@@ -201,7 +201,7 @@ class EncoderKnn(Generator):
                  (emb["tgt"], emb["src"], f"knn.{cfg.encoder}.bwd")], cfg.k, job.work, pool,
                 progress=job.progress, index=cfg.knn_index)
         space = embedding_space(xs, ys, cfg.encoder, cfg.k, origin=self.bit,
-                                neighbours=(fwd_idx, fwd_sim, bwd_idx, bwd_sim))
+                                neighbours=(fwd_idx, fwd_sim, bwd_idx, bwd_sim), work=job.work)
         # written a range of sources at a time: the driver holds one range's candidates
         return stage(job.work, self.name, lambda: space.candidate_blocks(
             cfg.per_source, cfg.per_target, cfg.min_margin, spill=job.work / "knn.spill"),
