@@ -110,11 +110,16 @@ def baseline_chrf(b, model, work: Path) -> Mined:
     translation, score them by chrF (sacrebleu) against the translation."""
     from sacrebleu.metrics import CHRF
 
+    from triemine.distributed.jobs import cached_translations, model_spec
+    from triemine.distributed.local import InlinePool
+    from triemine.evaluation.bucc import bucc_files
     from triemine.mining.candidates import translation_space
-    from triemine.mining.translate import cached_translations
 
     # the same (greedy) translations as the mt-only configuration, cached once for both
-    hyps = cached_translations(model, b.src.texts, cache_root() / "translations",
+    hyps = cached_translations(model, bucc_files(b.gold_path)[3], b.src.texts,
+                               cache_root() / "translations",
+                               work / f"chrf.{Path(b.gold_path).stem}.work",
+                               InlinePool(models={model_spec(model): model}),
                                beam=named_config("mt-only").translate_beam, progress=True)
     space = translation_space(hyps, b.tgt.texts, 4)
     c = space.candidates(4, 0)

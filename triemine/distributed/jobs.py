@@ -19,8 +19,10 @@ import numpy as np
 
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.distributed.shards import Shard, ShardStore, execute, execute_all, plan_shards
-from triemine.distributed.worker import EmbedShardTask, ModelSpec, ScoreShardTask
-from triemine.mining.features import exact_scores, score_chunk
+from triemine.distributed.worker import (EmbedShardTask, ModelSpec, ScoreShardTask,
+                                         TranslateShardTask)
+from triemine.mining.features import corpus_key, exact_scores, score_chunk
+from triemine.mining.translate import TRANSLATE_BATCH, translation_backend
 from triemine.outfile import atomic_write, npy_header
 from triemine.paths import content_sha256, remember_sha256
 
@@ -217,3 +219,68 @@ def _merge_rows(store: ShardStore, n_rows: int, dim: int, out_path: Path) -> Non
                                                   (part.tobytes() for part in parts))),
                  "embeddings")
     remember_sha256(out_path, digest.hexdigest())
+
+
+# sources a translation shard: whole batches of the backend, so a shard's lines are the bits of
+# one call over the corpus (8 batches: two workers share a 4,096-line corpus)
+TRANSLATE_SHARD_LINES = TRANSLATE_BATCH * 8
+
+
+def cached_translations(model, source_path, texts: Sequence[str], cache: Path, work_dir: Path,
+                        pool, *, beam: int = 4, device: str = "cpu", progress: bool = False,
+                        resume: bool = True, lines: int = TRANSLATE_SHARD_LINES,
+                        batch: int = TRANSLATE_BATCH) -> List[str]:
+    """The MT model's translation of every line of ``source_path`` (``texts``: its lines), one
+    line each (``""`` for an empty line), by :func:`~triemine.mining.translate.translation_backend`
+    with ``beam``, ``batch`` texts a call.  Computed in shards of ``lines`` lines (whole
+    batches: the bits of one pass over the corpus) on ``pool`` (an ``InlinePool``: this
+    process), kept in ``work_dir/translate.shards/`` (a resumed job redoes only the unfinished
+    ones), then merged into ``cache/<key>.txt``, written atomically: the key names the model's
+    weights, the backend, the beam, the batch and the texts, so every later job and benchmark
+    on the same corpus reads the file instead.  A lock file serialises concurrent jobs on one
+    key (the second finds the file); a file that is not one line a text is computed again."""
+    import fcntl
+
+    if lines % batch:
+        raise ValueError(f"translation shards must be whole batches of {batch} lines")
+    backend = translation_backend(model)
+    key = corpus_key(model, texts, f"translations|{backend}|beam={beam}|batch={batch}")
+    cache = Path(cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    path, n = cache / f"{key}.txt", len(texts)
+    with open(cache / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = _read_translations(path, n)
+        if done is not None:
+            return done
+        store = ShardStore(Path(work_dir) / f"translate{SHARDS_SUFFIX}",
+                           {"model": model_fingerprint(model), "corpus": content_sha256(source_path),
+                            "lines": n, "backend": backend, "beam": int(beam),
+                            "batch": int(batch)},
+                           plan_shards(range(0, n, lines), n, lines), resume=resume, ext="txt",
+                           unit="lines")
+        spec, corpus = model_spec(model, device), os.path.abspath(source_path)
+
+        def make_task(s: Shard) -> TranslateShardTask:
+            return TranslateShardTask(s.id, spec, corpus, s.start, s.end, int(beam), backend,
+                                      int(batch))
+        reused = sum(len(store.by_id[i]) for i in store.reused)
+        with progress_bar(n, reused, "translate (shards)", "sent", progress) as bar:
+            execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
+        atomic_write(path, (store.read(s.id) for s in store.shards), "translations")
+        done = _read_translations(path, n)
+        if done is None:
+            raise RuntimeError(f"{path}: the merged translations are not {n} lines")
+        return done
+
+
+def _read_translations(path: Path, n: int) -> Optional[List[str]]:
+    """The ``n`` lines of ``path``, or None when it is missing or not ``n`` whole lines."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = text.split("\n")
+    if lines[-1] != "" or len(lines) != n + 1:
+        return None
+    return lines[:-1]

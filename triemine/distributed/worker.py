@@ -91,6 +91,18 @@ class EmbedShardTask:
 
 
 @dataclass(frozen=True)
+class TranslateShardTask:
+    shard: int
+    model: ModelSpec
+    source: str              # the corpus file
+    start: int               # lines [start, end), start a multiple of the backend's batch
+    end: int
+    beam: int
+    backend: str             # triemine.mining.translate's: ctranslate2 or fairseq
+    batch: int               # texts a backend call
+
+
+@dataclass(frozen=True)
 class KnnShardTask:
     shard: int
     queries: str             # .npy of L2-normalised float32 rows
@@ -177,6 +189,7 @@ class ShardWorker:
         self._encoders: Dict[str, object] = {}
         self._indexes: Dict[str, object] = {}
         self._long_targets: Dict[tuple, np.ndarray] = {}
+        self._translators: Dict[tuple, object] = {}
 
     def pid(self) -> int:
         return os.getpid()
@@ -224,6 +237,10 @@ class ShardWorker:
             return os.getpid()
         if isinstance(task, (KnnShardTask, GraphShardTask)):
             return os.getpid()
+        if isinstance(task, TranslateShardTask):
+            self.translator(task)
+            self.corpus(task.source)
+            return os.getpid()
         model = self.model(task.model)
         self.corpus(task.source)
         self.corpus(task.target)
@@ -247,6 +264,8 @@ class ShardWorker:
             payload, info = self._knn(task)
         elif isinstance(task, GraphShardTask):
             payload, info = self._graph(task)
+        elif isinstance(task, TranslateShardTask):
+            payload, info = self._translate(task)
         else:
             raise TypeError(f"unknown task {type(task).__name__}")
         _after(task.shard, faults)
@@ -320,6 +339,25 @@ class ShardWorker:
         buf = io.BytesIO()
         np.save(buf, np.stack([score, ntok]))
         return buf.getvalue(), {"pairs": len(task.src)}
+
+    # -- translations (translation retrieval) ------------------------------------------------
+
+    def translator(self, task: TranslateShardTask):
+        """The backend's translator for ``task``'s model and beam (a CTranslate2 model is
+        loaded once per worker)."""
+        key = (task.model, task.beam, task.backend)
+        if key not in self._translators:
+            from triemine.mining.translate import make_translator
+            self._translators[key] = make_translator(self.model(task.model), task.beam,
+                                                     task.model.device, task.backend)
+        return self._translators[key]
+
+    def _translate(self, task: TranslateShardTask) -> Tuple[bytes, dict]:
+        from triemine.mining.translate import translate_lines
+
+        texts = self.corpus(task.source).texts[task.start:task.end]
+        out = translate_lines(self.translator(task), texts, task.batch)
+        return "".join(o + "\n" for o in out).encode("utf-8"), {"lines": len(out)}
 
     # -- sentence embeddings -----------------------------------------------------------------
 

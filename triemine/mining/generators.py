@@ -47,6 +47,19 @@ class Job:
     node_prior: Any = None
     seconds: Dict[str, float] = field(default_factory=dict)  # wall seconds per stage
 
+    def model_pool(self, model):
+        """Where the job's shards that need ``model`` (forced decoding, translation) run: its
+        pool, or, without one, this process with ``model`` as loaded
+        (:class:`~triemine.distributed.local.InlinePool`; a shard that fails is not tried
+        again, as the code would fail the same way).  The same shards either way: the same
+        bits, one shard's output in memory at a time, and a killed job resumes at its first
+        unfinished shard."""
+        if self.pool is not None:
+            return self.pool
+        from triemine.distributed.jobs import model_spec
+        from triemine.distributed.local import InlinePool
+        return InlinePool(max_attempts=1, models={model_spec(model, self.device): model})
+
     @contextmanager
     def timed(self, stage: str):
         """Adds the wall time of the ``with`` body to ``seconds[stage]``."""
@@ -219,13 +232,16 @@ class TranslationRetrieval(Generator):
         return {"ret_cos", "ret_margin"}
 
     def run(self, job: Job):
-        from triemine.mining.translate import cached_translations
+        """The translations in line shards on the job's pool (none: in this process, the same
+        shards), cached per corpus; the retrieval over them in this process."""
+        from triemine.distributed.jobs import cached_translations
 
         cfg = job.cfg
         with job.timed("translate"):
-            hyps = cached_translations(job.model, job.src.texts, cache_dir("translations"),
-                                       beam=cfg.translate_beam, progress=job.progress,
-                                       device=job.device)
+            hyps = cached_translations(job.model, job.source_path, job.src.texts,
+                                       cache_dir("translations"), job.work,
+                                       job.model_pool(job.model), beam=cfg.translate_beam,
+                                       device=job.device, progress=job.progress)
         with job.timed("knn"):
             space = translation_space(hyps, job.tgt.texts, cfg.k, origin=self.bit)
         return stage(job.work, self.name, lambda: space.candidate_blocks(

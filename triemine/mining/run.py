@@ -281,7 +281,7 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
     """``score`` and ``n_tokens`` (``_rev``: log P(x|y) by the reverse model) where missing
     (NaN; the trie search's pairs have them), by forced decoding in shards of whole chunks
     (:func:`triemine.distributed.jobs.forced_score_shards`) on the job's pool or in this
-    process (:func:`_pool`), merged into the store's columns a block at a time."""
+    process (:meth:`Job.model_pool`), merged into the store's columns a block at a time."""
     from triemine.distributed.jobs import forced_score_shards
     from triemine.mining.features import ScoreJob
 
@@ -302,7 +302,7 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
     # the pairs memory-mapped, each shard's read when its task is made
     in_idx, out_idx = rules.sides(pairs.mapped("src"), pairs.mapped("tgt"))
     parts, _ = forced_score_shards(model, in_idx, out_idx, job.source_path, job.target_path,
-                                   job.work, _pool(job, model), name=stage, reverse=reverse,
+                                   job.work, job.model_pool(model), name=stage, reverse=reverse,
                                    progress=job.progress, desc=rules.desc, device=job.device)
     rows = _Rows(parts)
 
@@ -319,19 +319,6 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
     if pairs is not store:
         shutil.rmtree(pairs.dir, ignore_errors=True)
     return scored
-
-
-def _pool(job: Job, model):
-    """Where the job's forced-decoding shards run: its pool, or, without one, this process
-    with ``model`` as loaded (:class:`~triemine.distributed.local.InlinePool`; a shard that
-    fails is not tried again, as the code would fail the same way).  The same shards either
-    way: the same bits, one shard's pairs and scores in memory at a time, and a killed job
-    resumes at its first unfinished shard."""
-    if job.pool is not None:
-        return job.pool
-    from triemine.distributed.jobs import model_spec
-    from triemine.distributed.local import InlinePool
-    return InlinePool(max_attempts=1, models={model_spec(model, job.device): model})
 
 
 class _Rows:
@@ -365,7 +352,7 @@ class _Rows:
 def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     """The ``prior`` column (where no generator gave one), when the configuration asks for it:
     the targets' priors table (:func:`triemine.mining.features.prior_table`) for every
-    candidate's target, computed where not cached, in shards (:func:`_pool`)."""
+    candidate's target, computed where not cached, in shards (:meth:`Job.model_pool`)."""
     from triemine.mining.features import prior_range, prior_table
 
     if not job.cfg.priors or "priors" in store.done:
@@ -374,7 +361,7 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     for a, b in store.bounds():
         lines[store.rows("tgt", a, b)] = True
 
-    pool = _pool(job, job.model)
+    pool = job.model_pool(job.model)
 
     def sharded(need):  # one range's priors in shards: pairs with the empty source (-1, a
         # view, not an array of it); what is left to compute depends on the shared cache, so

@@ -1,19 +1,21 @@
-"""The MT model's own translations of a corpus (for translation retrieval), resumable.
+"""The MT model's own translations of a corpus (for translation retrieval): the backend and
+its batches.
 
 When the model directory was imported from a CTranslate2 model that is still where the import
 found it (``triemine-model.json``'s ``origin``), CTranslate2 translates (int8, as shipped: several
 times faster than the fairseq decoder on a CPU); otherwise the project's own generator does
-(unconstrained Algorithm-1 beam search).  Translations are appended to ``path`` one line per
-source, flushed per batch, so an interrupted job continues where it stopped.
+(unconstrained Algorithm-1 beam search).  The texts go to the backend in batches of
+:data:`TRANSLATE_BATCH` from the first line on, so a shard of whole batches gets the very
+translations of one call over the corpus; the job translates in such shards on its pool, cached
+per corpus (:func:`triemine.distributed.jobs.cached_translations`).
 """
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
-logger = logging.getLogger(__name__)
+TRANSLATE_BATCH = 256  # texts a backend call (each sorted by length into sub-batches of 32)
 
 
 def ct2_origin(model) -> Optional[Path]:
@@ -23,55 +25,35 @@ def ct2_origin(model) -> Optional[Path]:
     return None
 
 
-def cached_translations(model, texts: Sequence[str], cache_dir: Path, beam: int = 4,
-                        progress: bool = False, device: str = "cpu") -> List[str]:
-    """:func:`translate_corpus` into ``cache_dir``, keyed by the model's weights, the backend, the
-    beam and the texts, so every job and benchmark on the same corpus translates it once.  A lock
-    file serialises concurrent jobs on the same key (the second finds the work done)."""
-    import fcntl
-
-    from triemine.mining.features import corpus_key
-
-    backend = "ctranslate2" if ct2_origin(model) is not None else "fairseq"
-    key = corpus_key(model, texts, f"translations|{backend}|beam={beam}")
-    cache_dir = Path(cache_dir)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with open(cache_dir / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return translate_corpus(model, texts, cache_dir / f"{key}.txt", beam=beam,
-                                progress=progress, device=device, backend=backend)
+def translation_backend(model) -> str:
+    """``ctranslate2`` when the model's CTranslate2 origin is at hand, else ``fairseq``."""
+    return "ctranslate2" if ct2_origin(model) is not None else "fairseq"
 
 
-def translate_corpus(model, texts: Sequence[str], path: Path, beam: int = 4, batch_size: int = 256,
-                     progress: bool = False, device: str = "cpu", backend: str = "auto") -> List[str]:
-    """One translation per text (``""`` for empty texts), cached in ``path``."""
-    from tqdm import tqdm
+def make_translator(model, beam: int = 4, device: str = "cpu",
+                    backend: str = "auto") -> Callable[[List[str]], List[str]]:
+    """A function from a batch of texts to their translations (``""`` for empty texts) by
+    ``backend`` (``auto``: :func:`translation_backend`)."""
+    if backend == "auto":
+        backend = translation_backend(model)
+    if backend == "ctranslate2":
+        origin = ct2_origin(model)
+        if origin is None:
+            raise ValueError("no CTranslate2 origin for this model directory")
+        return _ct2_translator(model, origin, beam, device)
+    if backend != "fairseq":
+        raise ValueError(f"unknown translation backend {backend!r}")
+    return _fairseq_translator(model, beam, device)
 
-    done: List[str] = []
-    if path.is_file():
-        done = path.read_text(encoding="utf-8").split("\n")[:-1]  # complete lines only
-        done = done[:len(texts)]
-    origin = ct2_origin(model) if backend in ("auto", "ctranslate2") else None
-    if backend == "ctranslate2" and origin is None:
-        raise ValueError("no CTranslate2 origin for this model directory")
-    translate = _ct2_translator(model, origin, beam, device) if origin else \
-        _fairseq_translator(model, beam, device)
-    with open(path, "a" if done else "w", encoding="utf-8") as f, \
-            tqdm(total=len(texts), initial=len(done), desc="translate", unit="sent",
-                 disable=not progress) as bar:
-        if not done:
-            f.truncate(0)
-        else:  # drop a partial last line left by an interruption
-            f.seek(0)
-            f.truncate(len("".join(x + "\n" for x in done).encode("utf-8")))
-        for start in range(len(done), len(texts), batch_size):
-            batch = list(texts[start:start + batch_size])
-            out = translate(batch)
-            f.write("".join(o.replace("\n", " ") + "\n" for o in out))
-            f.flush()
-            done.extend(out)
-            bar.update(len(batch))
-    return done
+
+def translate_lines(translate: Callable[[List[str]], List[str]], texts: Sequence[str],
+                    batch: int = TRANSLATE_BATCH) -> List[str]:
+    """``translate`` over ``texts`` in batches of ``batch`` from the first, each translation
+    one line (a newline the model wrote becomes a space)."""
+    out: List[str] = []
+    for start in range(0, len(texts), batch):
+        out.extend(o.replace("\n", " ") for o in translate(list(texts[start:start + batch])))
+    return out
 
 
 def _ct2_translator(model, origin: Path, beam: int, device: str):
