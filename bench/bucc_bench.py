@@ -110,17 +110,15 @@ def baseline_chrf(b, model, work: Path) -> Mined:
     translation, score them by chrF (sacrebleu) against the translation."""
     from sacrebleu.metrics import CHRF
 
-    from triemine.distributed.jobs import cached_translations, model_spec
-    from triemine.distributed.local import InlinePool
-    from triemine.evaluation.bucc import bucc_files
+    from triemine.distributed.jobs import cached_translations, inline_model_pool
     from triemine.mining.candidates import translation_space
 
     # the same (greedy) translations as the mt-only configuration, cached once for both
-    hyps = cached_translations(model, bucc_files(b.gold_path)[3], b.src.texts,
-                               cache_root() / "translations",
-                               work / f"chrf.{Path(b.gold_path).stem}.work",
-                               InlinePool(models={model_spec(model): model}),
-                               beam=named_config("mt-only").translate_beam, progress=True)
+    hyps, _ = cached_translations(model, b.src.path, cache_root() / "translations",
+                                  inline_model_pool(model),
+                                  beam=named_config("mt-only").translate_beam, progress=True)
+    if len(hyps) != len(b.src.texts):
+        raise RuntimeError(f"{b.src.path}: {len(hyps)} translations for {len(b.src.texts)} lines")
     space = translation_space(hyps, b.tgt.texts, 4)
     c = space.candidates(4, 0)
     chrf = CHRF()

@@ -530,14 +530,12 @@ def _mt_only_one_and_two_workers(model_dir, corpora, tmp_path, monkeypatch):
 
 def test_mining_job_computes_priors_on_workers_with_an_empty_cache(tiny_model_dir, corpora,
                                                                      tmp_path, monkeypatch):
-    """With --workers the sources' translations and the targets' priors are computed by the
-    workers too (nothing cached), and the TSV is the single process's, byte for byte."""
+    """With --workers the targets' priors are computed by the workers too (nothing cached), and
+    the TSV is the single process's, byte for byte."""
     one, two = _mt_only_one_and_two_workers(tiny_model_dir, corpora, tmp_path, monkeypatch)
-    for stage in ("translate", "priors"):
-        manifest = json.loads((tmp_path / "two.tsv.work" / f"{stage}.shards" / "manifest.json")
-                              .read_text(encoding="utf-8"))
-        assert manifest["done"] and os.getpid() not in {e["pid"] for e in
-                                                        manifest["done"].values()}
+    manifest = json.loads((tmp_path / "two.tsv.work" / "priors.shards" / "manifest.json")
+                          .read_text(encoding="utf-8"))
+    assert manifest["done"] and os.getpid() not in {e["pid"] for e in manifest["done"].values()}
     assert one.read_bytes() == two.read_bytes()
 
 
@@ -714,26 +712,26 @@ class _RecordingPool(InlinePool):
         return super().next_result()
 
 
-def test_translation_shards_are_one_passs_lines_on_workers_and_resume(tiny_model, corpora,
-                                                                       tmp_path, monkeypatch):
+def test_translation_shards_are_one_pass_lines_on_workers_and_resume(tiny_model, corpora,
+                                                                      tmp_path, monkeypatch):
     """The translation-retrieval generator's translations in line shards of whole batches: the
     very lines of one pass over the corpus, in this process and on 2 workers; a run that
-    stopped after some shards redoes only the others; the merged file is the cache every later
-    call reads, and a cache file that is not one line a source is made again."""
+    stopped after some shards redoes only the others, whoever runs next; the merged file is the
+    cache every later call reads (its shards gone), and a cache file that is not one line a
+    source is made again."""
     from triemine.corpus import read_corpus
     from triemine.distributed import make_pool
-    from triemine.distributed.jobs import cached_translations, model_spec
+    from triemine.distributed.jobs import cached_translations, inline_model_pool
     from triemine.mining.translate import make_translator, translate_lines
 
     src, _ = corpora
     texts = read_corpus(src).texts
     want = translate_lines(make_translator(tiny_model, beam=2), texts, batch=4)
     assert want[7] == "" and sum(bool(w) for w in want) == len(texts) - 1
-    inline = InlinePool(max_attempts=1, models={model_spec(tiny_model): tiny_model})
+    inline = inline_model_pool(tiny_model)
 
     def run(pool, name, **kw):
-        return cached_translations(tiny_model, src, texts, tmp_path / f"cache.{name}",
-                                   tmp_path / f"work.{name}", pool, beam=2,
+        return cached_translations(tiny_model, src, tmp_path / f"cache.{name}", pool, beam=2,
                                    **{"lines": 8, "batch": 4, **kw})
     d, _ = _faults(tmp_path, monkeypatch, fail=[2])
     with pytest.raises(ShardFailures, match="shard 2"):
@@ -741,18 +739,20 @@ def test_translation_shards_are_one_passs_lines_on_workers_and_resume(tiny_model
     assert sorted(_computed(d)) == [0, 1, 3, 4, 5]
     assert not list((tmp_path / "cache.one").glob("*.txt"))
     _faults(tmp_path, monkeypatch)  # no failure now; still logging what is computed
-    assert run(inline, "one") == want
+    got, stats = run(inline, "one")
+    assert got == want and stats["shards_reused"] == 5 and stats["shards_computed"] == 1
     assert sorted(_computed(d)) == [0, 1, 2, 3, 4, 5]  # only shard 2 redone
     (cached,) = (tmp_path / "cache.one").glob("*.txt")
     assert cached.read_text(encoding="utf-8") == "".join(w + "\n" for w in want)
-    assert run(inline, "one") == want and len(_computed(d)) == 6  # read from the cache
+    assert not list((tmp_path / "cache.one").glob("*.shards"))
+    assert run(inline, "one")[0] == want and len(_computed(d)) == 6  # read from the cache
     cached.write_text("".join(w + "\n" for w in want[:20]), encoding="utf-8")  # cut short
-    assert run(inline, "one", resume=False) == want and len(_computed(d)) == 12
+    assert run(inline, "one")[0] == want and len(_computed(d)) == 12
     monkeypatch.delenv(FAULTS_ENV)
     with make_pool(2) as pool:
-        assert run(pool, "two") == want
-    done = read_done(tmp_path / "work.two" / "translate.shards")
-    assert len(done) == 6 and len({e["pid"] for e in done.values()}) == 2
+        got, stats = run(pool, "two")
+    assert got == want and stats["shards_computed"] == 6
+    assert len(stats["worker_cpu_s"]) == 2 and str(os.getpid()) not in stats["worker_cpu_s"]
     with pytest.raises(ValueError, match="whole batches of 4"):
         run(inline, "three", lines=6)
 

@@ -1,4 +1,5 @@
-"""The sharded exact scores of candidate pairs, and what the sharded jobs share.
+"""The sharded exact scores of candidate pairs, sentence embeddings and MT translations, and what
+the sharded jobs share.
 
 The sharded trie search is :func:`triemine.decoding.driver.mine_to_tsv` given a pool.  Both plan
 their shards on the single-process run's own boundaries (blocks of the search, chunks of
@@ -226,25 +227,40 @@ def _merge_rows(store: ShardStore, n_rows: int, dim: int, out_path: Path) -> Non
 TRANSLATE_SHARD_LINES = TRANSLATE_BATCH * 8
 
 
-def cached_translations(model, source_path, texts: Sequence[str], cache: Path, work_dir: Path,
-                        pool, *, beam: int = 4, device: str = "cpu", progress: bool = False,
-                        resume: bool = True, lines: int = TRANSLATE_SHARD_LINES,
-                        batch: int = TRANSLATE_BATCH) -> List[str]:
-    """The MT model's translation of every line of ``source_path`` (``texts``: its lines), one
-    line each (``""`` for an empty line), by :func:`~triemine.mining.translate.translation_backend`
-    with ``beam``, ``batch`` texts a call.  Computed in shards of ``lines`` lines (whole
-    batches: the bits of one pass over the corpus) on ``pool`` (an ``InlinePool``: this
-    process), kept in ``work_dir/translate.shards/`` (a resumed job redoes only the unfinished
-    ones), then merged into ``cache/<key>.txt``, written atomically: the key names the model's
-    weights, the backend, the beam, the batch and the texts, so every later job and benchmark
-    on the same corpus reads the file instead.  A lock file serialises concurrent jobs on one
-    key (the second finds the file); a file that is not one line a text is computed again."""
+def inline_model_pool(model, device: str = "cpu"):
+    """This process as a pool for shards that need ``model``, as loaded (no second load); a
+    shard that fails is not tried again, as the code would fail the same way."""
+    from triemine.distributed.local import InlinePool
+    return InlinePool(max_attempts=1, models={model_spec(model, device): model})
+
+
+def cached_translations(model, source_path, cache: Path, pool, *, beam: int = 4,
+                        device: str = "cpu", progress: bool = False,
+                        lines: int = TRANSLATE_SHARD_LINES, batch: int = TRANSLATE_BATCH):
+    """The MT model's translation of every line of ``source_path`` (as
+    :func:`~triemine.corpus.open_corpus` reads it), one line each (``""`` for an empty line), by
+    :func:`~triemine.mining.translate.translation_backend` with ``beam``, ``batch`` texts a call;
+    returns ``(translations, shard statistics)``.
+
+    Cached in ``cache/<key>.txt``, the key naming the model's weights, the backend, the beam,
+    the batch, the device and the texts, so every later job and benchmark on the same corpus
+    reads the file.  Otherwise computed in shards of ``lines`` lines (whole batches: the bits of
+    one pass over the corpus) on ``pool`` (:func:`inline_model_pool`: this process), kept in
+    ``cache/<key>.shards/`` until merged, so a job killed mid-way, and any later job on the same
+    corpus, with ``--resume`` or without, redoes only the unfinished shards.  A lock file
+    serialises concurrent jobs on one key (the second finds the file); a cache file that is not
+    one line a text is computed again."""
     import fcntl
+    import shutil
+
+    from triemine.corpus import open_corpus
 
     if lines % batch:
         raise ValueError(f"translation shards must be whole batches of {batch} lines")
     backend = translation_backend(model)
-    key = corpus_key(model, texts, f"translations|{backend}|beam={beam}|batch={batch}")
+    texts = open_corpus(source_path).texts
+    key = corpus_key(model, texts, f"translations|{backend}|beam={beam}|batch={batch}|"
+                                   f"device={device}")
     cache = Path(cache)
     cache.mkdir(parents=True, exist_ok=True)
     path, n = cache / f"{key}.txt", len(texts)
@@ -252,13 +268,13 @@ def cached_translations(model, source_path, texts: Sequence[str], cache: Path, w
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = _read_translations(path, n)
         if done is not None:
-            return done
-        store = ShardStore(Path(work_dir) / f"translate{SHARDS_SUFFIX}",
+            return done, {"shards": 0, "shards_computed": 0, "shards_reused": 0}
+        store = ShardStore(cache / f"{key}{SHARDS_SUFFIX}",
                            {"model": model_fingerprint(model), "corpus": content_sha256(source_path),
                             "lines": n, "backend": backend, "beam": int(beam),
-                            "batch": int(batch)},
-                           plan_shards(range(0, n, lines), n, lines), resume=resume, ext="txt",
-                           unit="lines")
+                            "batch": int(batch), "device": device},
+                           plan_shards(range(0, n, lines), n, lines), resume=True,
+                           stale="restart", ext="txt", unit="lines")
         spec, corpus = model_spec(model, device), os.path.abspath(source_path)
 
         def make_task(s: Shard) -> TranslateShardTask:
@@ -266,18 +282,25 @@ def cached_translations(model, source_path, texts: Sequence[str], cache: Path, w
                                       int(batch))
         reused = sum(len(store.by_id[i]) for i in store.reused)
         with progress_bar(n, reused, "translate (shards)", "sent", progress) as bar:
-            execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
-        atomic_write(path, (store.read(s.id) for s in store.shards), "translations")
+            computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
+        for s in store.shards:  # one line a source, before the cache names them
+            if store.read(s.id).count(b"\n") != len(s):
+                shutil.rmtree(store.dir)
+                raise RuntimeError(f"{store.path(s.id)}: not one translation a line of "
+                                   f"{source_path} {s.start + 1}-{s.end}; the shards are removed")
+        store.merge_to(path)
+        stats = shard_stats(store, computed)
+        shutil.rmtree(store.dir)
         done = _read_translations(path, n)
         if done is None:
             raise RuntimeError(f"{path}: the merged translations are not {n} lines")
-        return done
+        return done, stats
 
 
 def _read_translations(path: Path, n: int) -> Optional[List[str]]:
     """The ``n`` lines of ``path``, or None when it is missing or not ``n`` whole lines."""
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # bytes: a translation may hold a carriage return, which read_text makes a newline
+        text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     lines = text.split("\n")

@@ -22,6 +22,8 @@ number of tasks.  A task returns ``(payload bytes, info)``; the driver writes th
 * :class:`ScoreShardTask`: forced-decoding scores of a range of pairs aligned to the chunks of
   :func:`triemine.mining.features.forced_scores` (exact scores or the targets' priors);
   payload: ``.npy`` bytes of a ``(2, n)`` float64 array (``score``, ``n_tokens``).
+* :class:`TranslateShardTask`: the MT model's translations of a range of corpus lines (whole
+  batches of the backend, so they are one pass's lines); payload: UTF-8 text, one line a source.
 
 Fault injection for the tests (``TRIEMINE_TEST_FAULTS``, JSON, read at each task): ``{"dir":
 DIR, "kill": [ids], "fail": [ids], "delay": seconds}`` kills the worker process (SIGKILL) the

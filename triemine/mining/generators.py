@@ -56,9 +56,8 @@ class Job:
         unfinished shard."""
         if self.pool is not None:
             return self.pool
-        from triemine.distributed.jobs import model_spec
-        from triemine.distributed.local import InlinePool
-        return InlinePool(max_attempts=1, models={model_spec(model, self.device): model})
+        from triemine.distributed.jobs import inline_model_pool
+        return inline_model_pool(model, self.device)
 
     @contextmanager
     def timed(self, stage: str):
@@ -233,15 +232,15 @@ class TranslationRetrieval(Generator):
 
     def run(self, job: Job):
         """The translations in line shards on the job's pool (none: in this process, the same
-        shards), cached per corpus; the retrieval over them in this process."""
+        shards), cached per corpus with their shards (:func:`~triemine.distributed.jobs.cached_translations`);
+        the retrieval over them in this process."""
         from triemine.distributed.jobs import cached_translations
 
         cfg = job.cfg
         with job.timed("translate"):
-            hyps = cached_translations(job.model, job.source_path, job.src.texts,
-                                       cache_dir("translations"), job.work,
-                                       job.model_pool(job.model), beam=cfg.translate_beam,
-                                       device=job.device, progress=job.progress)
+            hyps, _ = cached_translations(job.model, job.source_path, cache_dir("translations"),
+                                          job.model_pool(job.model), beam=cfg.translate_beam,
+                                          device=job.device, progress=job.progress)
         with job.timed("knn"):
             space = translation_space(hyps, job.tgt.texts, cfg.k, origin=self.bit)
         return stage(job.work, self.name, lambda: space.candidate_blocks(
