@@ -16,6 +16,7 @@ import zipfile
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import triemine
@@ -233,6 +234,15 @@ def test_overlong_lines_are_skipped_and_counted_not_the_end_of_the_run(
     assert summary["skipped_long"] == {"source": 1, "target": 1}
     assert "skipped 1 source line(s) longer than 64 tokens (lines 4)" in caplog.text
     assert "skipped 1 target line(s) longer than 64 tokens (lines 15)" in caplog.text
+    from triemine.decoding.lengths import SHOWN, report
+
+    mask = np.zeros(10**6, dtype=bool)
+    mask[5::2] = True  # half a million skipped lines: the first ones named, each once
+    caplog.clear()
+    assert report(mask, "big.txt", "target", 64) == 499998
+    shown = ", ".join(str(i) for i in range(6, 6 + 2 * SHOWN, 2))
+    assert f"big.txt: skipped 499998 target line(s) longer than 64 tokens (lines {shown}, ...)" \
+        in caplog.text
     m = read_mined(out)
     assert m.meta["skipped_long"] == {"source": 1, "target": 1}
     assert "4" not in m.src_ids and "15" not in m.tgt_ids
@@ -294,8 +304,10 @@ def test_token_lengths_of_a_corpus_file_are_computed_once_per_corpus_and_model(t
     texts = open_corpus(path, cache=tmp_path / "lines").texts
     assert corpus_token_lengths(Words(), spm_a, texts).tolist() == [3, 0, 2]
     assert Words.calls == [2]
-    assert corpus_token_lengths(Words(), spm_a, texts).tolist() == [3, 0, 2]
-    assert Words.calls == [2]  # read from the cache
+    got = corpus_token_lengths(Words(), spm_a, texts)
+    assert got.tolist() == [3, 0, 2] and got.dtype == np.int32
+    assert Words.calls == [2]  # read from the cache, memory-mapped read-only
+    assert isinstance(got, np.memmap) and not got.flags.writeable
     assert corpus_token_lengths(Words(), spm_b, texts).tolist() == [3, 0, 2]
     assert Words.calls == [2, 2]  # another model
     corpus_token_lengths(Words(), spm_a, ["x y z"])
