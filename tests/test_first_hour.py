@@ -387,6 +387,41 @@ def test_bad_lines_are_skipped_counted_and_named_not_the_end_of_the_run(
     assert one.read_bytes() == two.read_bytes()
 
 
+def _same_length_rule(model, texts):
+    """The package's one length rule counts what the model's encoder is given."""
+    from triemine.decoding.lengths import model_token_lengths
+
+    got = model_token_lengths(model, texts, "source")
+    want = [len(model.encode_source(t)) if t.strip() else 0 for t in texts]
+    assert got.tolist() == want and sum(want) > len(texts)
+
+
+def test_the_searchs_source_lengths_are_the_models_encoded_lengths(tiny_model):
+    """The trie search plans its batches and skips long sources by the mining job's length
+    rule (sentencepiece pieces + EOS, batched, cached per corpus file: int32, no Python int a
+    source), which counts the tokens the model's encoder is given."""
+    from triemine.decoding.runner import source_lengths
+    from triemine.decoding.testing import synthetic_pairs
+
+    texts = [s for s, _ in synthetic_pairs(60, seed=5)] + ["", "  "]
+    _same_length_rule(tiny_model, texts)
+    lengths, skipped = source_lengths(tiny_model, texts, max_length=12)
+    assert lengths.dtype == np.int32 and len(skipped) and (lengths <= 12).all()
+    assert skipped.tolist() == [i + 1 for i, t in enumerate(texts)
+                                if t.strip() and len(tiny_model.encode_source(t)) > 12]
+    assert not lengths[skipped - 1].any() and lengths[-2:].tolist() == [0, 0]
+
+
+@pytest.mark.shared_model
+def test_the_length_rule_counts_opus_mts_encoded_tokens_on_the_bucc_sample():
+    from triemine.decoding.model_dir import load_model_dir
+    from triemine.evaluation.bucc import read_bucc
+    from triemine.paths import BUCC_ZH_EN, cache_root, shared_path
+
+    model = load_model_dir(cache_root() / "models" / "opus-mt-zh-en")
+    _same_length_rule(model, read_bucc(shared_path(*BUCC_ZH_EN) / "zh-en.sample.gold").src.texts)
+
+
 @pytest.mark.shared_model
 def test_a_2403_token_line_in_the_default_configuration_is_skipped(tmp_path, capsys, monkeypatch):
     """The report of issue 20: the default job ended in a traceback on a web-corpus line longer

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -238,6 +239,19 @@ def test_blocks_cover_every_source_once_in_sorted_batches_within_limits(lengths,
             assert sum(1 for n in lengths[s:e] if n) <= limit and limit >= batch
     if window == 1:
         assert blocks == plan_batches(lengths, batch, max_tokens)
+
+
+def test_block_plans_of_an_array_are_the_sequential_plans():
+    """The job's block plan over an array of lengths (vectorised: no Python int a source at
+    10^8) is the sequential rule's, block for block, for any block size, empty lines included."""
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 7, 500, 5000):
+        lengths = rng.integers(0, 4, n).astype(np.int32) * rng.integers(1, 40, n)
+        for size in (1, 2, 3, 64, 512, 10**6):
+            want = plan_batches(lengths.tolist(), size)
+            got = plan_blocks(lengths, 1, None, 8, size)
+            assert got == want and all(type(v) is int for blk in got for v in blk)
+    assert plan_blocks(np.zeros(5, dtype=np.int32), 2, None, 4) == [(0, 5)]
 
 
 def test_a_small_job_gets_blocks_and_shards_for_several_workers():

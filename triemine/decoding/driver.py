@@ -183,7 +183,7 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
     target shards every source is searched in each trie and its matches merged by score (the
     ``beam`` best; :func:`triemine.distributed.worker.merge_matches`)."""
     n = len(run.src)
-    plan = plan_blocks(run.lengths.tolist(),
+    plan = plan_blocks(run.lengths,
                        search.sources_per_batch, search.max_tokens, search.sort_window,
                        search.sources_per_block)
     shards = plan_shards([s for s, _ in plan], n, search.shard_size(n))

@@ -110,14 +110,21 @@ def corpus_token_lengths(spm, spm_path, texts: Sequence[str]) -> np.ndarray:
     return out
 
 
-def too_long(model, texts: Sequence[str], side: str, limits: LengthLimits) -> np.ndarray:
-    """Boolean mask of the lines of ``texts`` (``side`` "source" or "target") over the limit."""
+def model_token_lengths(model, texts: Sequence[str], side: str) -> np.ndarray:
+    """:func:`corpus_token_lengths` of ``texts`` by the sentencepiece model of ``model``'s
+    ``side`` ("source" or "target"): the counts every length rule of the package compares
+    with its limits (the trie search's batches and skipped sources, the mining job's skipped
+    lines)."""
     if side not in ("source", "target"):
         raise ValueError(f"side must be source or target, got {side!r}")
     spm = model.source_spm if side == "source" else model.target_spm
-    limit = limits.source if side == "source" else limits.target
-    spm_path = getattr(model, f"{side}_spm_path", None)
-    return corpus_token_lengths(spm, spm_path, texts) > limit
+    return corpus_token_lengths(spm, getattr(model, f"{side}_spm_path", None), texts)
+
+
+def too_long(model, texts: Sequence[str], side: str, limits: LengthLimits) -> np.ndarray:
+    """Boolean mask of the lines of ``texts`` (``side`` "source" or "target") over the limit."""
+    lengths = model_token_lengths(model, texts, side)
+    return lengths > (limits.source if side == "source" else limits.target)
 
 
 def report(mask: np.ndarray, path, side: str, limit: int) -> int:

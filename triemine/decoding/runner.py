@@ -23,31 +23,26 @@ import numpy as np
 import torch
 
 from triemine.decoding.batching import block_batches, plan_blocks
-from triemine.decoding.lengths import LENGTH_CHUNK, LengthLimits, too_long
+from triemine.decoding.lengths import LengthLimits, model_token_lengths, too_long
 from triemine.decoding.matches import Match, to_matches
 from triemine.decoding.settings import SearchSettings
 
 
 def source_lengths(model, texts: Sequence[str], path=None, max_length: Optional[int] = None
-                   ) -> Tuple[np.ndarray, List[int]]:
-    """Tokens of every source as the model encodes it (EOS included), ``0`` for an empty line
-    and for one too long for the encoder or ``max_length`` (:mod:`triemine.decoding.lengths`:
-    skipped, with a warning naming their lines).  Only the lengths are kept (8 bytes a line;
-    each batch is encoded again when it is decoded), read ``LENGTH_CHUNK`` lines at a time.
-    Returns the lengths and the 1-based line numbers skipped as too long."""
+                   ) -> Tuple[np.ndarray, np.ndarray]:
+    """Tokens of every source (sentencepiece pieces + EOS,
+    :func:`~triemine.decoding.lengths.model_token_lengths`: the mining job's rule, batched and
+    cached per corpus file), ``0`` for an empty line and for one too long for the encoder or
+    ``max_length`` (skipped, with a warning naming their first lines).  Only the lengths are
+    kept (int32, 4 bytes a line; each batch is encoded again when it is decoded).  Returns the
+    lengths and the 1-based line numbers skipped as too long."""
     limit = LengthLimits.of(model, max_length).source
-    out = np.zeros(len(texts), dtype=np.int64)
-    skipped: List[int] = []
-    for a in range(0, len(texts), LENGTH_CHUNK):
-        for i, text in enumerate(texts[a:a + LENGTH_CHUNK], a):
-            if text.strip():
-                n = len(model.encode_source(text))
-                if n > limit:
-                    skipped.append(i + 1)
-                else:
-                    out[i] = n
-    if skipped:
-        shown = ", ".join(map(str, skipped[:20])) + (" ..." if len(skipped) > 20 else "")
+    raw = model_token_lengths(model, texts, "source")
+    over = raw > limit
+    skipped = np.flatnonzero(over) + 1
+    out = np.where(over, 0, raw).astype(np.int32, copy=False)
+    if len(skipped):
+        shown = ", ".join(str(int(i)) for i in skipped[:20]) + (" ..." if len(skipped) > 20 else "")
         where = f"{path}: " if path else ""
         warnings.warn(f"{where}skipped {len(skipped)} source sentence(s) longer than {limit} "
                       f"tokens (lines {shown})", stacklevel=2)
@@ -99,7 +94,7 @@ def mine_batches(model, sources: Sequence[str], trie,
         gen.to(device)
     if lengths is None:
         lengths, _ = source_lengths(model, sources, source_path, search.max_length)
-    lengths = np.asarray(lengths).tolist()  # a Python list for plan_blocks and block_batches
+    lengths = np.asarray(lengths)
     plan = plan_blocks(lengths, batch_size, search.max_tokens, search.sort_window,
                        search.sources_per_block)
     if start and start not in {s for s, _ in plan} and start != len(sources):
@@ -112,7 +107,9 @@ def mine_batches(model, sources: Sequence[str], trie,
             if e <= start:
                 continue
             results: List[List[Match]] = [[] for _ in range(e - s)]
-            for idx in block_batches(lengths, s, e, batch_size, max_tokens):
+            block = lengths[s:e].tolist()  # Python ints: one block's, not the corpus's
+            for rel in block_batches(block, 0, e - s, batch_size, max_tokens):
+                idx = [s + i for i in rel]
                 toks = [model.encode_source(sources[i]) for i in idx]
                 sample = {"net_input": {
                     "src_tokens": data_utils.collate_tokens(toks, pad, left_pad=True).to(device),
@@ -121,7 +118,7 @@ def mine_batches(model, sources: Sequence[str], trie,
                 for i, h in zip(idx, hyps):
                     results[i - s] = to_matches(model, i, h, search.nbest)
                 bar.update(len(idx))
-            bar.update(e - s - sum(1 for i in range(s, e) if lengths[i]))  # empty lines
+            bar.update(e - s - sum(1 for n in block if n))  # empty lines
             yield s, e, results
 
 
