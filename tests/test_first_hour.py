@@ -265,7 +265,7 @@ def test_token_lengths_are_counted_chunk_by_chunk_with_the_same_result(tmp_path)
     class Words:  # a tokenizer that records its calls
         calls: list = []
 
-        def encode(self, texts):
+        def encode(self, texts, out_type=str):
             self.calls.append(len(texts))
             return [t.split() for t in texts]
     texts = [("w " * (i % 7)).strip() for i in range(50)]  # every seventh line empty
@@ -293,7 +293,7 @@ def test_token_lengths_of_a_corpus_file_are_computed_once_per_corpus_and_model(t
     class Words:
         calls: list = []
 
-        def encode(self, texts):
+        def encode(self, texts, out_type=str):
             self.calls.append(len(texts))
             return [t.split() for t in texts]
     spm_a, spm_b = tmp_path / "a.spm", tmp_path / "b.spm"
@@ -404,7 +404,7 @@ def test_the_searchs_source_lengths_are_the_models_encoded_lengths(tiny_model):
     from triemine.decoding.testing import synthetic_pairs
 
     texts = [s for s, _ in synthetic_pairs(60, seed=5)] + ["", "  "]
-    _same_length_rule(tiny_model, texts)
+    _same_length_rule(tiny_model, texts + ["a\x1fb", "a\x85b c", "\x1f"])
     lengths, skipped = source_lengths(tiny_model, texts, max_length=12)
     assert lengths.dtype == np.int32 and len(skipped) and (lengths <= 12).all()
     assert skipped.tolist() == [i + 1 for i, t in enumerate(texts)
@@ -419,7 +419,11 @@ def test_the_length_rule_counts_opus_mts_encoded_tokens_on_the_bucc_sample():
     from triemine.paths import BUCC_ZH_EN, cache_root, shared_path
 
     model = load_model_dir(cache_root() / "models" / "opus-mt-zh-en")
-    _same_length_rule(model, read_bucc(shared_path(*BUCC_ZH_EN) / "zh-en.sample.gold").src.texts)
+    texts = read_bucc(shared_path(*BUCC_ZH_EN) / "zh-en.sample.gold").src.texts
+    # whitespace sentencepiece keeps inside a piece, which the dictionary splits on
+    odd = ["a\x1fb", "a\x85b", "中\x1c文\x1d字\x1e。", "x\u2028y"]
+    assert [len(model.source_spm.encode(t)) for t in odd[:2]] == [3, 3]
+    _same_length_rule(model, list(texts) + odd)
 
 
 @pytest.mark.shared_model

@@ -88,7 +88,7 @@ def _every_nth(lengths: Sequence[int], size: int) -> List[Tuple[int, int]]:
     sources, from an array of their lengths: no Python object a source): a range starts at
     every ``size``-th non-empty source, the first at 0."""
     if size < 1:
-        raise ValueError("batch_size must be >= 1")
+        raise ValueError("block size must be >= 1")
     n = len(lengths)
     if not n:
         return []

@@ -61,21 +61,27 @@ def model_limits(model) -> tuple:
 # lines tokenised per batched call: the pieces of one chunk are held at a time (a million
 # lines' pieces were 760 MB of the driver's memory, measured on the haystack's targets)
 LENGTH_CHUNK = 65536
-# what token_lengths counts, in the cache's key (another rule, other cached lengths)
-LENGTH_RULE = "sentencepiece pieces + EOS, 0 for a blank line"
+# what token_lengths counts, in the cache's key and the trie search's resume key (another rule,
+# other cached lengths, other batches)
+LENGTH_RULE = "dictionary tokens of the sentencepiece pieces (split on whitespace) + EOS, 0 blank"
 
 
 def token_lengths(spm, texts: Sequence[str], chunk: int = LENGTH_CHUNK) -> np.ndarray:
-    """Pieces + EOS of every text (0 for an empty line), tokenised ``chunk`` lines at a time in
-    batched calls: the memory of one chunk, whatever the corpus's size (``texts`` may be a view
-    of a corpus file, :func:`triemine.corpus.open_corpus`); int32, 4 bytes a line."""
+    """Tokens the model's encoder is given for every text, EOS included (0 for an empty line):
+    its sentencepiece pieces as the dictionary splits them (``encode_line`` splits the joined
+    pieces on whitespace again, and a piece may hold a whitespace character that sentencepiece
+    keeps, such as U+001F or U+0085: ``a\x1fb`` is 3 pieces but 2 tokens with OPUS-MT's model).
+    Tokenised ``chunk`` lines at a time in batched calls: the memory of one chunk, whatever the
+    corpus's size (``texts`` may be a view of a corpus file,
+    :func:`triemine.corpus.open_corpus`); int32, 4 bytes a line."""
     out = np.zeros(len(texts), dtype=np.int32)
     for a in range(0, len(texts), chunk):
         block = texts[a:a + chunk]
         idx = [i for i, t in enumerate(block) if t.strip()]
         if idx:
-            pieces = spm.encode([block[i] for i in idx])
-            out[a + np.asarray(idx, dtype=np.int64)] = [len(p) + 1 for p in pieces]
+            pieces = spm.encode([block[i] for i in idx], out_type=str)
+            out[a + np.asarray(idx, dtype=np.int64)] = [len(" ".join(p).split()) + 1
+                                                        for p in pieces]
     return out
 
 

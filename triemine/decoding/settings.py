@@ -14,6 +14,7 @@ from typing import List, Optional
 
 from triemine.decoding.batching import MIN_BLOCKS, SORT_WINDOW, block_size, resolve_batch_size
 from triemine.decoding.fingerprint import model_fingerprint
+from triemine.decoding.lengths import LENGTH_RULE
 from triemine.tsv import column_order
 
 PAPER_BEAM = 90               # the paper's beam for the trie search alone
@@ -110,6 +111,7 @@ class SearchSettings:
                 "batch_size": self.sources_per_batch, "sort_window": self.sort_window,
                 "max_tokens": self.max_tokens, "n_sources": n_sources,
                 "prior_weight": self.prior_weight, "with_prior": self.priors,
+                "lengths": LENGTH_RULE,  # the batches are cut by these counts
                 **({"max_length": self.max_length} if self.max_length else {}),
                 **({"trie_nbest": self.trie_nbest} if self.trie_nbest != 1 else {}),
                 **({"token_counts": True} if self.token_counts else {}),
