@@ -405,8 +405,12 @@ def test_the_searchs_source_lengths_are_the_models_encoded_lengths(tiny_model):
 
     texts = [s for s, _ in synthetic_pairs(60, seed=5)] + ["", "  "]
     _same_length_rule(tiny_model, texts + ["a\x1fb", "a\x85b c", "\x1f"])
-    lengths, skipped = source_lengths(tiny_model, texts, max_length=12)
+    with pytest.warns(UserWarning, match=r"^src\.txt: skipped \d+ source sentence\(s\) longer "
+                      r"than 12 tokens \(lines \d+(, \d+)*( \.\.\.)?\)$") as caught:
+        lengths, skipped = source_lengths(tiny_model, texts, "src.txt", max_length=12)
     assert lengths.dtype == np.int32 and len(skipped) and (lengths <= 12).all()
+    named = str(caught[0].message).split("(lines ")[1].rstrip(" .)").split(", ")
+    assert named == [str(i) for i in skipped[:10]]  # the first ten, as the job's warning
     assert skipped.tolist() == [i + 1 for i, t in enumerate(texts)
                                 if t.strip() and len(tiny_model.encode_source(t)) > 12]
     assert not lengths[skipped - 1].any() and lengths[-2:].tolist() == [0, 0]

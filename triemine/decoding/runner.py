@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from triemine.decoding.batching import block_batches, plan_blocks
-from triemine.decoding.lengths import LengthLimits, model_token_lengths, too_long
+from triemine.decoding.lengths import SHOWN, LengthLimits, model_token_lengths, too_long
 from triemine.decoding.matches import Match, to_matches
 from triemine.decoding.settings import SearchSettings
 
@@ -42,7 +42,8 @@ def source_lengths(model, texts: Sequence[str], path=None, max_length: Optional[
     skipped = np.flatnonzero(over) + 1
     out = np.where(over, 0, raw).astype(np.int32, copy=False)
     if len(skipped):
-        shown = ", ".join(str(int(i)) for i in skipped[:20]) + (" ..." if len(skipped) > 20 else "")
+        shown = ", ".join(str(int(i)) for i in skipped[:SHOWN]) + \
+            (" ..." if len(skipped) > SHOWN else "")
         where = f"{path}: " if path else ""
         warnings.warn(f"{where}skipped {len(skipped)} source sentence(s) longer than {limit} "
                       f"tokens (lines {shown})", stacklevel=2)
