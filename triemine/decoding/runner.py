@@ -30,8 +30,8 @@ from triemine.decoding.settings import SearchSettings
 
 def source_lengths(model, texts: Sequence[str], path=None, max_length: Optional[int] = None
                    ) -> Tuple[np.ndarray, np.ndarray]:
-    """Tokens of every source (sentencepiece pieces + EOS,
-    :func:`~triemine.decoding.lengths.model_token_lengths`: the mining job's rule, batched and
+    """Tokens the encoder is given for every source, EOS included
+    (:func:`~triemine.decoding.lengths.model_token_lengths`: the mining job's rule, batched and
     cached per corpus file), ``0`` for an empty line and for one too long for the encoder or
     ``max_length`` (skipped, with a warning naming their first lines).  Only the lengths are
     kept (int32, 4 bytes a line; each batch is encoded again when it is decoded).  Returns the

@@ -116,11 +116,12 @@ class MarginNeighbours:
 
 def row_means(sim, path: Optional[Path] = None, block: int = 1 << 20) -> np.ndarray:
     """The margin's neighbourhood term of every sentence: the mean of each row of ``sim``
-    (n, k), float32 (float64 for float64 rows; 0 for rows with no neighbours), ``block`` rows at a time, so that ``sim``
-    may be a memory-mapped list of 10^8 rows.  With ``path`` the means are written there (a
-    ``.npy``, atomically) and returned memory-mapped: the driver's heap then holds none of
-    their 4 bytes a sentence (400 MB a side at 10^8); their pages are the kernel's to drop.  The same bits for any ``block``, with or without
-    ``path`` (each row's mean is its own reduction)."""
+    (n, k), float32 (float64 for float64 rows; 0 for rows with no neighbours), ``block`` rows at
+    a time, so that ``sim`` may be a memory-mapped list of 10^8 rows.  With ``path`` the means
+    are written there (a ``.npy``, atomically) and returned memory-mapped: the driver's heap
+    then holds none of their 4 bytes a sentence (400 MB a side at 10^8); their pages are the
+    kernel's to drop.  The same bits for any ``block``, with or without ``path`` (each row's
+    mean is its own reduction)."""
     from triemine.outfile import atomic_open, npy_header
 
     n, k = (sim.shape[0], sim.shape[1]) if np.ndim(sim) == 2 else (len(sim), 0)

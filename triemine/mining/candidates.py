@@ -210,7 +210,8 @@ def embedding_space(src_emb: np.ndarray, tgt_emb: np.ndarray, name: str, k: int 
     ``origin``: the bit its candidates carry (:mod:`triemine.mining.generators`);
     ``neighbours``: both directions' kNN when already computed
     (:func:`triemine.distributed.knn_jobs.knn_sharded`); ``work``: a directory for the
-    margin's per-sentence means, memory-mapped from there (:func:`~triemine.embedding.knn.row_means`)."""
+    margin's per-sentence means, memory-mapped from there
+    (:func:`~triemine.embedding.knn.row_means`)."""
     return MarginSpace(name, np.asarray(src_emb, dtype=np.float32),
                        np.asarray(tgt_emb, dtype=np.float32), k, origin, neighbours, work)
 

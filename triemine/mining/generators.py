@@ -232,8 +232,9 @@ class TranslationRetrieval(Generator):
 
     def run(self, job: Job):
         """The translations in line shards on the job's pool (none: in this process, the same
-        shards), cached per corpus with their shards (:func:`~triemine.distributed.jobs.cached_translations`);
-        the retrieval over them in this process."""
+        shards), cached per corpus with their shards
+        (:func:`~triemine.distributed.jobs.cached_translations`); the retrieval over them in
+        this process."""
         from triemine.distributed.jobs import cached_translations
 
         cfg = job.cfg
