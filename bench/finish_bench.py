@@ -161,6 +161,7 @@ def generation_child(work: Path, n: int, tsv: bool = True) -> dict:
     from triemine.mining.candidates import embedding_space
     from triemine.mining.combine import shipped
     from triemine.mining.finish import finish_tsv
+    from triemine.mining.generators import Job
     from triemine.mining.stages import stage, stage_dir
     from triemine.outfile import npy_bytes
 
@@ -222,10 +223,8 @@ def generation_child(work: Path, n: int, tsv: bool = True) -> dict:
                                {"pairs": len(t)})
     model = types.SimpleNamespace(path=str(work), weights_digest="synthetic")
     cfg = types.SimpleNamespace(priors=True)
-    job = types.SimpleNamespace(work=work, pool=SyntheticPool(), model=model, cfg=cfg, src=src, tgt=tgt,
-                                source_path=str(work / "src.txt"),
-                                target_path=str(work / "tgt.txt"), progress=False,
-                                device="cpu", trie=None, node_prior=None)
+    job = Job(model, src, tgt, str(work / "src.txt"), str(work / "tgt.txt"), cfg, work,
+              pool=SyntheticPool())
     stages, out = {}, {}
 
     def measured(name, compute, traced=True):
@@ -247,14 +246,17 @@ def generation_child(work: Path, n: int, tsv: bool = True) -> dict:
                         "peak_rss_mb": round(peak / 1024, 1),
                         "peak_above_before_mb": round((peak - before) / 1024, 1),
                         "heap_peak_mb": round(heap / 2 ** 20, 1) if traced else None}
-    space = embedding_space(xs, ys, "use", k, origin=2,
-                            neighbours=(files["fwd"][0], files["fwd"][1], files["bwd"][0],
-                                        files["bwd"][1]))
-    measured("generate", lambda: stage(work, "knn", lambda: space.candidate_blocks(
-        2, 1, None, spill=work / "knn.spill"), columns=space.columns))
+    spaces = []
+
+    def generate():  # as the knn generator: the space (its means mapped in work), its blocks
+        spaces.append(embedding_space(xs, ys, "use", k, origin=2, work=work, neighbours=(
+            files["fwd"][0], files["fwd"][1], files["bwd"][0], files["bwd"][1])))
+        return stage(work, "knn", lambda: spaces[0].candidate_blocks(
+            2, 1, None, spill=work / "knn.spill"), columns=spaces[0].columns)
+    measured("generate", generate)
     skip = np.zeros(n, dtype=bool)
     measured("unite", lambda: run.unite(stage_dir(work, "candidates"), [out["generate"]],
-                                        [space], skip, skip))
+                                        spaces, skip, skip))
     measured("scores", lambda: run._scores(job, out["unite"], model))
     measured("priors", lambda: run._priors(job, out["scores"]))
     if tsv:
