@@ -265,7 +265,7 @@ def test_token_lengths_are_counted_chunk_by_chunk_with_the_same_result(tmp_path)
     class Words:  # a tokenizer that records its calls
         calls: list = []
 
-        def encode(self, texts, out_type=str):
+        def encode(self, texts, out_type=str, num_threads=None):
             self.calls.append(len(texts))
             return [t.split() for t in texts]
     texts = [("w " * (i % 7)).strip() for i in range(50)]  # every seventh line empty
@@ -293,7 +293,7 @@ def test_token_lengths_of_a_corpus_file_are_computed_once_per_corpus_and_model(t
     class Words:
         calls: list = []
 
-        def encode(self, texts, out_type=str):
+        def encode(self, texts, out_type=str, num_threads=None):
             self.calls.append(len(texts))
             return [t.split() for t in texts]
     spm_a, spm_b = tmp_path / "a.spm", tmp_path / "b.spm"
@@ -398,18 +398,18 @@ def _same_length_rule(model, texts):
 
 def test_the_searchs_source_lengths_are_the_models_encoded_lengths(tiny_model):
     """The trie search plans its batches and skips long sources by the mining job's length
-    rule (sentencepiece pieces + EOS, batched, cached per corpus file: int32, no Python int a
-    source), which counts the tokens the model's encoder is given."""
+    rule (the pieces as the dictionary splits them + EOS, batched, cached per corpus file:
+    int32, no Python int a source), which counts the tokens the model's encoder is given."""
     from triemine.decoding.runner import source_lengths
     from triemine.decoding.testing import synthetic_pairs
 
     texts = [s for s, _ in synthetic_pairs(60, seed=5)] + ["", "  "]
     _same_length_rule(tiny_model, texts + ["a\x1fb", "a\x85b c", "\x1f"])
     with pytest.warns(UserWarning, match=r"^src\.txt: skipped \d+ source sentence\(s\) longer "
-                      r"than 12 tokens \(lines \d+(, \d+)*( \.\.\.)?\)$") as caught:
+                      r"than 12 tokens \(lines \d+(, \d+)*(, \.\.\.)?\)$") as caught:
         lengths, skipped = source_lengths(tiny_model, texts, "src.txt", max_length=12)
     assert lengths.dtype == np.int32 and len(skipped) and (lengths <= 12).all()
-    named = str(caught[0].message).split("(lines ")[1].rstrip(" .)").split(", ")
+    named = str(caught[0].message).split("(lines ")[1].rstrip(" .)").rstrip(",").split(", ")
     assert named == [str(i) for i in skipped[:10]]  # the first ten, as the job's warning
     assert skipped.tolist() == [i + 1 for i, t in enumerate(texts)
                                 if t.strip() and len(tiny_model.encode_source(t)) > 12]

@@ -242,8 +242,11 @@ def test_blocks_cover_every_source_once_in_sorted_batches_within_limits(lengths,
 
 
 def test_block_plans_of_an_array_are_the_sequential_plans():
-    """The job's block plan over an array of lengths (vectorised: no Python int a source at
-    10^8) is the sequential rule's, block for block, for any block size, empty lines included."""
+    """The job's block plan over an array of lengths (vectorised, a chunk of them at a time: no
+    Python int nor index a source at 10^8) is the sequential rule's, block for block, for any
+    block and chunk size, empty lines included."""
+    from triemine.decoding.batching import _every_nth
+
     rng = np.random.default_rng(3)
     for n in (0, 1, 7, 500, 5000):
         lengths = rng.integers(0, 4, n).astype(np.int32) * rng.integers(1, 40, n)
@@ -251,6 +254,8 @@ def test_block_plans_of_an_array_are_the_sequential_plans():
             want = plan_batches(lengths.tolist(), size)
             got = plan_blocks(lengths, 1, None, 8, size)
             assert got == want and all(type(v) is int for blk in got for v in blk)
+            for chunk in (1, 3, 64, 4999):  # read a chunk at a time: the same blocks
+                assert _every_nth(lengths, size, chunk) == want
     assert plan_blocks(np.zeros(5, dtype=np.int32), 2, None, 4) == [(0, 5)]
 
 

@@ -83,16 +83,24 @@ def plan_blocks(lengths: Sequence[int], batch_size: int, max_tokens: Optional[in
     return _every_nth(lengths, block if block is not None else batch_size * sort_window)
 
 
-def _every_nth(lengths: Sequence[int], size: int) -> List[Tuple[int, int]]:
+def _every_nth(lengths: Sequence[int], size: int, chunk: int = 1 << 22
+               ) -> List[Tuple[int, int]]:
     """:func:`plan_batches` without ``max_tokens``, vectorised (a job's block plan over 10^8
-    sources, from an array of their lengths: no Python object a source): a range starts at
-    every ``size``-th non-empty source, the first at 0."""
+    sources, from an array of their lengths, ``chunk`` at a time: no Python object nor index a
+    source): a range starts at every ``size``-th non-empty source, the first at 0."""
     if size < 1:
         raise ValueError("block size must be >= 1")
     n = len(lengths)
     if not n:
         return []
-    bounds = [0] + np.flatnonzero(np.asarray(lengths))[size::size].tolist() + [n]
+    bounds, seen = [0], 0  # seen: the non-empty sources before this chunk
+    for a in range(0, n, chunk):
+        nz = np.flatnonzero(np.asarray(lengths[a:a + chunk]))
+        first = (-seen) % size  # the chunk's first non-empty source whose count is a multiple
+        starts = nz[first::size] + a
+        bounds.extend(starts[1:].tolist() if seen == 0 and first == 0 else starts.tolist())
+        seen += len(nz)
+    bounds.append(n)
     return list(zip(bounds[:-1], bounds[1:]))
 
 

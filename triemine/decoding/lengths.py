@@ -1,8 +1,9 @@
 """The one rule for lines too long for the model: they are skipped, on either side, in every job.
 
-A source line is *too long* when its sentencepiece pieces plus EOS exceed what the encoder can read
-(its position table, ``max_source_positions``) or the user's ``max_length``; a target line when its
-pieces plus EOS exceed what the decoder can write (``max_target_positions``) or ``max_length``.
+A source line is *too long* when its tokens plus EOS (its sentencepiece pieces as the model's
+dictionary splits them: :func:`token_lengths`) exceed what the encoder can read (its position
+table, ``max_source_positions``) or the user's ``max_length``; a target line when its tokens plus
+EOS exceed what the decoder can write (``max_target_positions``) or ``max_length``.
 
 Why skipped rather than truncated: a truncated sentence is not the sentence of the corpus, so any
 score of a pair with it (log P(y|x), its cross-entropies, PMI) would describe another pair, and the
@@ -79,7 +80,9 @@ def token_lengths(spm, texts: Sequence[str], chunk: int = LENGTH_CHUNK) -> np.nd
         block = texts[a:a + chunk]
         idx = [i for i, t in enumerate(block) if t.strip()]
         if idx:
-            pieces = spm.encode([block[i] for i in idx], out_type=str)
+            # one thread: sentencepiece's batched call takes every core by default (a worker
+            # counting its shard's sources beside the others)
+            pieces = spm.encode([block[i] for i in idx], out_type=str, num_threads=1)
             out[a + np.asarray(idx, dtype=np.int64)] = [len(" ".join(p).split()) + 1
                                                         for p in pieces]
     return out

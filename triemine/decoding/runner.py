@@ -43,7 +43,7 @@ def source_lengths(model, texts: Sequence[str], path=None, max_length: Optional[
     out = np.where(over, 0, raw).astype(np.int32, copy=False)
     if len(skipped):
         shown = ", ".join(str(int(i)) for i in skipped[:SHOWN]) + \
-            (" ..." if len(skipped) > SHOWN else "")
+            (", ..." if len(skipped) > SHOWN else "")
         where = f"{path}: " if path else ""
         warnings.warn(f"{where}skipped {len(skipped)} source sentence(s) longer than {limit} "
                       f"tokens (lines {shown})", stacklevel=2)

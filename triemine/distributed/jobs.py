@@ -267,7 +267,8 @@ def cached_translations(model, source_path, cache: Path, pool, *, beam: int = 4,
     with open(cache / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = _read_translations(path, n)
-        if done is not None:
+        if done is not None:  # (shards a killed merge left behind go too)
+            shutil.rmtree(cache / f"{key}{SHARDS_SUFFIX}", ignore_errors=True)
             return done, {"shards": 0, "shards_computed": 0, "shards_reused": 0}
         store = ShardStore(cache / f"{key}{SHARDS_SUFFIX}",
                            {"model": model_fingerprint(model), "corpus": content_sha256(source_path),

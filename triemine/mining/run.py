@@ -135,6 +135,7 @@ def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
     """The job's resume key: the model, the corpora, the settings and the arithmetic of its
     scores and of its kNN search (other code or another faiss gives other last bits)."""
     from triemine.decoding.fingerprint import model_fingerprint
+    from triemine.decoding.lengths import LENGTH_RULE
     from triemine.embedding.knn import search_arithmetic
     from triemine.paths import content_sha256
     from triemine.scoring.forced import ARITHMETIC
@@ -145,7 +146,8 @@ def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
             config.pop(knob)
     else:  # the search's TSV has the line columns the generator reads (since 2026-11-25): an
         config["trie_rows"] = "line columns"  # older job's search is not resumed
-    arithmetic = {"scores": ARITHMETIC}
+    # the skip masks (and the trie search's batches) are cut by the length rule's counts
+    arithmetic = {"scores": ARITHMETIC, "lengths": LENGTH_RULE}
     if "knn" in cfg.candidates:
         arithmetic["knn"] = search_arithmetic()
     return json.loads(json.dumps({"model": model_fingerprint(model), "source": content_sha256(source),
