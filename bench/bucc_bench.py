@@ -75,16 +75,32 @@ def run_config(name: str, model, gold: Path, work: Path) -> tuple:
     t0 = time.perf_counter()
     if name == "paper":
         from triemine.decoding import SearchSettings, mine_to_tsv
-        mine_to_tsv(model, src, tgt, out, search=SearchSettings(mode="pre", beam=5),
-                    resume=out.exists(), progress=True)
+        _resumed(lambda resume: mine_to_tsv(model, src, tgt, out, progress=True,
+                                            search=SearchSettings(mode="pre", beam=5),
+                                            resume=resume and out.exists()), out)
     elif name in MINING:
         from triemine.mining.run import mine_pipeline
-        mine_pipeline(model, src, tgt, out, named_config(name), resume=True, progress=True)
+        _resumed(lambda resume: mine_pipeline(model, src, tgt, out, named_config(name),
+                                              resume=resume, progress=True), out)
     elif name == "use_margin":
         return baseline_use(b, work), time.perf_counter() - t0
     elif name == "translate_chrf":
         return baseline_chrf(b, model, work), time.perf_counter() - t0
     return read_mined(out), time.perf_counter() - t0
+
+
+def _resumed(run, out: Path) -> None:
+    """``run(resume=True)``: a TSV in ``--work`` goes on from where it stopped; one that other
+    code or settings began (its key refuses it) is mined again from the start, with a note."""
+    from triemine.errors import InputError
+
+    try:
+        run(True)
+    except InputError as exc:
+        if "cannot resume" not in str(exc):
+            raise
+        print(f"bucc_bench: {out}: {exc}; mining it again from the start", file=sys.stderr)
+        run(False)
 
 
 def _rows(b, s, t, numeric):
