@@ -28,7 +28,8 @@ Configurations (``--configs``):
   neighbours re-ranked by chrF, one-to-one.
 
 ``--work DIR`` keeps the mined TSVs (and each job's ``.work`` stages) and resumes them, so a
-rerun only evaluates; ``seconds_*`` then measure the resumed run, not the mining.
+rerun only evaluates; ``seconds_*`` then measure the resumed run, not the mining.  A TSV that
+other code or settings began (its resume key refuses it) is mined again from the start.
 
 ``--quick`` (< 1 min on an idle 2-core box after set-up): 16 gold + 16 other sources of each set
 against their gold targets and 300 other target lines. Last line: one JSON object.
