@@ -15,6 +15,7 @@ sentences' neighbourhoods.
 """
 from __future__ import annotations
 
+import itertools
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,7 +123,7 @@ def row_means(sim, path: Optional[Path] = None, block: int = 1 << 20) -> np.ndar
     then holds none of their 4 bytes a sentence (400 MB a side at 10^8); their pages are the
     kernel's to drop.  The same bits for any ``block``, with or without ``path`` (each row's
     mean is its own reduction)."""
-    from triemine.outfile import atomic_open, npy_header
+    from triemine.outfile import atomic_write, npy_header
 
     n, k = (sim.shape[0], sim.shape[1]) if np.ndim(sim) == 2 else (len(sim), 0)
     dtype = np.result_type(getattr(sim, "dtype", np.float32), np.float32)  # float32 or float64
@@ -130,10 +131,9 @@ def row_means(sim, path: Optional[Path] = None, block: int = 1 << 20) -> np.ndar
                np.zeros(min(block, n - a), dtype=dtype)) for a in range(0, n, block))
     if path is None:
         return np.concatenate(list(blocks)) if n else np.zeros(0, dtype=dtype)
-    with atomic_open(Path(path), "neighbour means") as f:
-        f.write(npy_header(dtype, (n,)))
-        for part in blocks:
-            f.write(memoryview(np.ascontiguousarray(part)).cast("B"))
+    atomic_write(Path(path), itertools.chain([npy_header(dtype, (n,))],
+                                             (part.tobytes() for part in blocks)),
+                 "neighbour means")
     return np.load(path, mmap_mode="r")
 
 
