@@ -82,8 +82,12 @@ def _cpu_product(feats: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor]
     EPYC with AVX-512, 2026-11-25): torch's ``addmm`` 59 GFLOP/s, numpy 93; the whole scorer
     1.19x on one thread and 1.09x on two.  A single row is computed as two (``out`` has room):
     numpy hands one row to a matrix-vector product, which sums in another order, so a row's
-    bits would depend on whether it was alone in its chunk.  Measured here, each row's bits are
-    the same for any number of rows and of threads (torch's differed with the threads)."""
+    bits would depend on whether it was alone in its chunk.  Measured on that box with
+    OpenBLAS's SkylakeX kernel, each row's bits are the same for any number of rows and of
+    threads (torch's differed with the threads); with its Haswell kernel (which
+    ``OPENBLAS_CORETYPE=Haswell`` picks, as some machines set) a row's bits depend on how many
+    rows share the product (a few 1e-6 in a logit, measured 2026-11-26).  Nothing relies on it:
+    the shards of every worker count are the same chunks, so the same products."""
     x = feats.detach()
     if x.size(0) == 1:
         x = x.expand(2, -1)
