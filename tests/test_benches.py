@@ -21,3 +21,58 @@ def test_finish_bench_generation_runs_every_stage_of_the_job_on_a_small_input(tm
     for stage in ("generate", "unite", "scores", "priors", "finish"):
         assert run["stages"][stage]["wall_s"] >= 0, stage
     assert run["candidates"] >= 3000  # 2 a source and 1 a target, less the repeats
+
+
+def test_gpu_bench_quick_runs_every_stage_on_torchs_cpu_device_with_parity():
+    """bench/gpu_bench.py --quick: every stage through the package's off-CPU code paths on
+    torch's CPU device ("cpu:0"), each compared with one CPU thread's results."""
+    res = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_bench.py"), "--quick"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["device"] == "cpu:0"
+    st = out["stages"]
+    assert set(st) == {"scores", "priors", "trie", "translate", "knn", "knn_job"}
+    assert not any("error" in v for v in st.values())
+    for name in ("scores", "priors"):
+        assert st[name]["cpu_one_thread"]["max_diff_vs_gpu_fp32_nats"] < 1e-3
+        assert st[name]["gpu_fp32_best_per_s"] > 0
+    assert st["trie"]["cpu_one_thread"]["rows_identical_to_gpu"] is True
+    assert st["translate"]["cpu_one_thread"]["identical_to_gpu"] == 1.0
+    assert st["knn"]["cpu_one_thread"]["ids_identical_to_gpu_fp32"] is True
+    assert st["knn_job"]["cpu_check"]["ids_identical"] == [True, True]
+
+
+def test_gpu_bench_packs_a_model_whose_rounded_weights_load_and_score_alike(tmp_path, monkeypatch):
+    """--pack-model's rounding: each weight within half a step of its group's scale, tied
+    tensors stored once, and the rebuilt directory loads and scores close to the original (here
+    the tiny model, every tensor of which is rounded)."""
+    import numpy as np
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import gpu_bench
+    from triemine.decoding.model_dir import load_model_dir
+    from triemine.decoding.testing import synthetic_pairs
+    from triemine.scoring.forced import ForcedScorer
+
+    from benchlib import cached_tiny_model
+
+    w = np.random.default_rng(0).standard_normal((7, 100)).astype(np.float32)
+    q, scales = gpu_bench._round(w, 6)
+    back = gpu_bench._unround(q, scales, w.shape)
+    step = np.repeat(scales.astype(np.float32), gpu_bench.PACK_GROUP)[:w.size].reshape(w.shape)
+    assert (np.abs(back - w) <= step / 2 + 1e-6).all() and np.abs(q).max() <= 31
+    monkeypatch.setattr(gpu_bench, "PACK_MIN_NUMEL", 16)
+    tiny = cached_tiny_model()[0]
+    info = gpu_bench.pack_model(tiny, tmp_path / "pack", 8)
+    assert info["rounded_tensors"] > 0
+    rebuilt = gpu_bench.unpack_model(tmp_path / "pack", tmp_path / "model")
+    pairs = synthetic_pairs(8, seed=3)
+    scores = []
+    for d in (tiny, rebuilt):
+        m = load_model_dir(d)
+        s = [m.encode_source(a) for a, _ in pairs]
+        t = [m.encode_target(b) for _, b in pairs]
+        scores.append(ForcedScorer(m).score_pairs(s, t, np.arange(8), np.arange(8)))
+    assert np.abs(scores[0] - scores[1]).max() < 0.5  # 8 bits: close, not equal
+    assert not np.array_equal(scores[0], scores[1])

@@ -1,0 +1,649 @@
+"""GPU benchmark: the mining job's model stages on one GPU, with this package's own code, against
+one core of the same machine's CPU in the same run.
+
+    .venv/bin/python bench/gpu_bench.py --quick        # tiny model, torch's "cpu:0" as the device: < 1 min
+    python bench/gpu_bench.py --device cuda --model M --data D   # on a machine with a GPU
+    .venv/bin/python bench/gpu_bench.py --pack-model M --out P   # the weights for a small transfer
+
+What runs on the GPU, each stage after a warm-up, timed with the device synchronised:
+
+* ``scores``: exact log P(y|x) by teacher forcing (:class:`triemine.scoring.forced.ForcedScorer`,
+  the job's exact scores) of ``--pairs`` pairs of the BUCC sample (its gold pairs first, then
+  random pairs, real texts and so real lengths), at the scorer's batch sizes of ``--max-tokens``;
+  fp32, and with TF32 matrix products allowed (an approximation: its score differences are
+  printed);
+* ``priors``: log P(y | empty source) of ``--priors`` target lines (the job's priors);
+* ``trie``: the paper's trie search (``--config paper``: pre-expansion, beam 5) of ``--sources``
+  sample sources against the sample's 13,589-sentence English trie, at ``--batch-sizes``;
+* ``translate``: the fairseq decoder's greedy translations (``mt-only``'s, beam 1) of
+  ``--sources`` sources;
+* ``knn``: an exact inner-product top-k over float32 (and float16) rows as plain torch products
+  on the device, the shape of the haystack's kNN (queries x rows x 512): the arithmetic's rate;
+* ``knn_job``: the mining job's own sharded exact kNN, both directions, on the device
+  (:func:`triemine.embedding.knn.device_knn` in the job's cells) over the same shape.
+
+Each stage also runs a slice of the same items on the CPU of the same machine with one thread
+(``torch.set_num_threads(1)``, the workers' setting), which gives the ratio "one GPU = N cores"
+measured in one run, and the parity of the two devices (largest score difference, identical
+search rows and translations).  The last line printed is one JSON object.
+
+The device machine of this workplace receives at most 64 MiB, less than the imported OPUS-MT
+model (304 MB in fp32, 83 MB as CTranslate2 int8), so ``--pack-model`` writes its weights rounded
+to ``--bits`` per weight with a float16 scale per group of 64 (xz-compressed) and
+``--packed DIR`` rebuilds a model directory from them: the network's shapes and so its
+arithmetic are OPUS-MT's, its outputs close to it (measured by ``--pack-model``); a measurement
+of speed, not of quality.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchlib import cached_tiny_model, machine  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+PACK_GROUP = 64  # weights per float16 scale
+PACK_MIN_NUMEL = 1 << 16  # smaller tensors (biases, norms) travel as they are
+SAMPLE = ("zh-en.sample.zh", "zh-en.sample.en", "zh-en.sample.gold")
+
+
+# ---------------------------------------------------------------------------------------------
+# the weights, rounded for a small transfer
+
+
+def _big_tensors(state: dict):
+    """``[(key, alias_of_or_None)]`` of the float tensors of at least PACK_MIN_NUMEL elements; a
+    tensor that shares storage with an earlier one (tied embeddings) is an alias."""
+    import torch
+
+    seen, out = {}, []
+    for key, t in state.items():
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() < PACK_MIN_NUMEL:
+            continue
+        ptr = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+        out.append((key, seen.get(ptr)))
+        seen.setdefault(ptr, key)
+    return out
+
+
+def _round(w: np.ndarray, bits: int):
+    """``(q int8, scales float16)``: ``w`` (flattened, padded to whole groups) as integers of
+    ``bits`` bits times a scale per group of PACK_GROUP."""
+    flat = w.astype(np.float32).ravel()
+    pad = (-len(flat)) % PACK_GROUP
+    groups = np.concatenate([flat, np.zeros(pad, np.float32)]).reshape(-1, PACK_GROUP)
+    top = (1 << (bits - 1)) - 1
+    scales = (np.abs(groups).max(1) / top).astype(np.float16)
+    s = scales.astype(np.float32)
+    s[s == 0] = 1.0
+    q = np.clip(np.rint(groups / s[:, None]), -top, top).astype(np.int8)
+    return q.ravel()[:len(flat)], scales
+
+
+def _unround(q: np.ndarray, scales: np.ndarray, shape) -> np.ndarray:
+    pad = (-len(q)) % PACK_GROUP
+    groups = np.concatenate([q, np.zeros(pad, np.int8)]).reshape(-1, PACK_GROUP)
+    return (groups.astype(np.float32) * scales.astype(np.float32)[:, None]).ravel()[:len(q)] \
+        .reshape(shape)
+
+
+def pack_model(model_dir: Path, out: Path, bits: int) -> dict:
+    """Write ``out/``: the model directory's small files, ``skeleton.pt`` (the checkpoint without
+    its large tensors), ``weights.xz`` and ``scales.npy``."""
+    import torch
+
+    ckpt = torch.load(model_dir / "checkpoint.pt", map_location="cpu", weights_only=False)
+    state = ckpt["model"]
+    big = _big_tensors(state)
+    out.mkdir(parents=True, exist_ok=True)
+    qs, scales, index = [], [], []
+    for key, alias in big:
+        t = state[key]
+        if alias is None:
+            q, s = _round(t.numpy(), bits)
+            qs.append(q)
+            scales.append(s)
+        index.append({"key": key, "shape": list(t.shape), "alias": alias})
+    for key, _ in big:
+        state[key] = None
+    torch.save(ckpt, out / "skeleton.pt")
+    with lzma.open(out / "weights.xz", "wb", preset=6) as f:
+        f.write(np.concatenate(qs).tobytes())
+    np.save(out / "scales.npy", np.concatenate(scales))
+    meta = json.loads((model_dir / "triemine-model.json").read_text(encoding="utf-8"))
+    meta.pop("origin", None)  # the CTranslate2 directory does not travel: fairseq decodes
+    (out / "triemine-model.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    for p in model_dir.iterdir():
+        if p.suffix in (".txt", ".spm"):
+            shutil.copy(p, out / p.name)
+    info = {"bits": bits, "group": PACK_GROUP, "tensors": index}
+    (out / "pack.json").write_text(json.dumps(info), encoding="utf-8")
+    return {"bits": bits, "group": PACK_GROUP, "rounded_tensors": len(qs),
+            "bytes": sum(p.stat().st_size for p in out.iterdir())}
+
+
+def unpack_model(pack: Path, out: Path) -> Path:
+    """A model directory at ``out`` from :func:`pack_model`'s ``pack``."""
+    import torch
+
+    info = json.loads((pack / "pack.json").read_text(encoding="utf-8"))
+    ckpt = torch.load(pack / "skeleton.pt", map_location="cpu", weights_only=False)
+    with lzma.open(pack / "weights.xz", "rb") as f:
+        q_all = np.frombuffer(f.read(), dtype=np.int8)
+    s_all = np.load(pack / "scales.npy")
+    q_at = s_at = 0
+    state = ckpt["model"]
+    for t in info["tensors"]:
+        if t["alias"] is not None:
+            state[t["key"]] = state[t["alias"]]
+            continue
+        n = int(np.prod(t["shape"]))
+        ng = -(-n // info["group"])
+        w = _unround(q_all[q_at:q_at + n], s_all[s_at:s_at + ng], t["shape"])
+        state[t["key"]] = torch.from_numpy(np.ascontiguousarray(w))
+        q_at, s_at = q_at + n, s_at + ng
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(ckpt, out / "checkpoint.pt")
+    for p in pack.iterdir():
+        if p.suffix in (".txt", ".spm") or p.name == "triemine-model.json":
+            shutil.copy(p, out / p.name)
+    return out
+
+
+def pack_fidelity(model_dir: Path, packed_dir: Path, data: Path, n: int = 64) -> dict:
+    """How close the rounded weights are to the model's: forced scores of the sample's first
+    ``n`` gold pairs (mean and largest difference, nats a sentence) and greedy translations of
+    their sources (identical fraction)."""
+    from triemine.decoding.model_dir import load_model_dir
+    from triemine.mining.translate import make_translator
+
+    pairs = _gold_pairs(data)[:n]
+    res = {}
+    outs = []
+    for d in (model_dir, packed_dir):
+        m = load_model_dir(d)
+        src, tgt = [m.encode_source(s) for s, _ in pairs], [m.encode_target(t) for _, t in pairs]
+        from triemine.scoring.forced import ForcedScorer
+        sc = ForcedScorer(m).score_pairs(src, tgt, np.arange(len(pairs)), np.arange(len(pairs)))
+        hyp = make_translator(m, beam=1, backend="fairseq")([s for s, _ in pairs])
+        outs.append((sc, hyp))
+    diff = np.abs(outs[0][0] - outs[1][0])
+    res["score_diff_mean_nats"] = round(float(diff.mean()), 4)
+    res["score_diff_max_nats"] = round(float(diff.max()), 4)
+    res["score_mean_nats"] = round(float(outs[0][0].mean()), 4)
+    res["translations_identical"] = round(float(np.mean([a == b for a, b in
+                                                         zip(outs[0][1], outs[1][1])])), 4)
+    res["pairs"] = len(pairs)
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+
+
+def _tiny_sample(out: Path, n: int) -> Path:
+    """The tiny model's synthetic language pair in the sample's layout: ``n`` sources, their
+    translations and as many other targets, the first half of the sources with a gold pair."""
+    from triemine.decoding.testing import synthetic_pairs
+
+    pairs = synthetic_pairs(2 * n, seed=5)
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out / SAMPLE[0], [f"zh-{i:06d}\t{s}" for i, (s, _) in enumerate(pairs[:n])])
+    _write(out / SAMPLE[1], [f"en-{i:06d}\t{t}" for i, (_, t) in enumerate(pairs[:n // 2]
+                                                                          + pairs[n:])])
+    _write(out / SAMPLE[2], [f"zh-{i:06d}\ten-{i:06d}" for i in range(n // 2)])
+    return out
+
+
+def _sample(data: Path):
+    from triemine.corpus import read_corpus
+
+    return read_corpus(data / SAMPLE[0]), read_corpus(data / SAMPLE[1])
+
+
+def _gold_pairs(data: Path):
+    """``[(zh text, en text)]`` of the sample's gold pairs, in the gold file's order."""
+    from triemine.evaluation.bucc import read_gold
+
+    src, tgt = _sample(data)
+    s_of = {i: t for i, t in zip(src.ids, src.texts)}
+    t_of = {i: t for i, t in zip(tgt.ids, tgt.texts)}
+    return [(s_of[a], t_of[b]) for a, b in read_gold(data / SAMPLE[2]) if a in s_of and b in t_of]
+
+
+def _pairs(data: Path, n: int, seed: int = 0):
+    """``(sources, targets)`` texts of ``n`` pairs: the gold pairs, then random pairs."""
+    src, tgt = _sample(data)
+    gold = _gold_pairs(data)[:n]
+    rng = np.random.default_rng(seed)
+    ok_s = [t for t in src.texts if t.strip()]
+    ok_t = [t for t in tgt.texts if t.strip()]
+    more = n - len(gold)
+    s = [a for a, _ in gold] + [ok_s[i] for i in rng.integers(0, len(ok_s), more)]
+    t = [b for _, b in gold] + [ok_t[i] for i in rng.integers(0, len(ok_t), more)]
+    return s, t
+
+
+# ---------------------------------------------------------------------------------------------
+# timing
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+        torch.cuda.synchronize()
+
+
+def _timed(fn, device: str):
+    _sync(device)
+    t0 = time.perf_counter()
+    out = fn()
+    _sync(device)
+    return out, time.perf_counter() - t0
+
+
+def _one_core():
+    """A context with torch on one thread (the workers' setting), restored after."""
+    import contextlib
+
+    import torch
+
+    @contextlib.contextmanager
+    def ctx():
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+    return ctx()
+
+
+def _tf32(on: bool):
+    import contextlib
+
+    import torch
+
+    @contextlib.contextmanager
+    def ctx():
+        before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    return ctx()
+
+
+# ---------------------------------------------------------------------------------------------
+# stages
+
+
+def stage_scores(gpu, cpu, device: str, srcs, tgts, configs, n_cpu: int, prior: bool) -> dict:
+    """Forced scores (``prior``: of the targets given the empty source) of every pair on the
+    device at each ``(max_tokens, chunk)`` of ``configs``, fp32 and TF32, and of the first
+    ``n_cpu`` on one CPU core (the scorer's CPU defaults)."""
+    from triemine.scoring.forced import ForcedScorer
+
+    def enc(m):
+        return [m.encode_source(s) for s in srcs], [m.encode_target(t) for t in tgts]
+
+    def run(model, s, t, dev, cfg, n):
+        mt, chunk = cfg or (None, 256)
+        sc = ForcedScorer(model, max_tokens=mt, chunk=chunk, device=dev)
+        idx = np.arange(n)
+        if prior:
+            return lambda: sc.prior(t[:n])
+        return lambda: sc.score_pairs(s, t, idx, idx)
+
+    n = len(tgts)
+    s_g, t_g = enc(gpu)
+    res = {"items": n, "target_tokens": int(sum(len(x) for x in t_g)),
+           "source_tokens": int(sum(len(x) for x in s_g))}
+    run(gpu, s_g, t_g, device, configs[0], min(n, 256))()  # warm-up: kernels, allocator
+    ref = None
+    for precision in ("fp32", "tf32"):
+        rows = {}
+        with _tf32(precision == "tf32"):
+            for cfg in configs:
+                got, secs = _timed(run(gpu, s_g, t_g, device, cfg, n), device)
+                key = f"max_tokens={cfg[0]},chunk={cfg[1]}"
+                rows[key] = {"s": round(secs, 3), "per_s": round(n / secs, 1)}
+                if ref is None:
+                    ref = got
+                else:
+                    rows[key]["max_diff_vs_first_nats"] = float(np.abs(got - ref).max())
+        res[precision] = rows
+    s_c, t_c = enc(cpu)
+    with _one_core():
+        run(cpu, s_c, t_c, "cpu", None, min(n_cpu, 16))()  # warm-up
+        got, secs = _timed(run(cpu, s_c, t_c, "cpu", None, n_cpu), "cpu")
+    res["cpu_one_thread"] = {"items": n_cpu, "s": round(secs, 3), "per_s": round(n_cpu / secs, 2),
+                             "max_diff_vs_gpu_fp32_nats": float(np.abs(got - ref[:n_cpu]).max())}
+    best = max(r["per_s"] for r in res["fp32"].values())
+    res["gpu_fp32_best_per_s"] = best
+    res["cores_per_gpu_fp32"] = round(best / res["cpu_one_thread"]["per_s"], 1)
+    return res
+
+
+def _write(path: Path, lines) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def _rows(tsv: Path):
+    """The TSV's ``(source id, target id)`` rows and their score column."""
+    from triemine.tsv import read_mined
+
+    m = read_mined(tsv)
+    return list(zip(m.src_ids, m.tgt_ids)), m.col("score")
+
+
+def stage_trie(gpu, cpu, device: str, data: Path, work: Path, n: int, n_cpu: int, beam: int,
+               batch_sizes) -> dict:
+    """The trie search of the first ``n`` sample sources on the device at each batch size and of
+    the first ``n_cpu`` on one CPU core (default batch size), with the rows compared."""
+    from triemine.decoding.driver import mine_to_tsv
+    from triemine.decoding.settings import SearchSettings
+    from triemine.decoding.trie_cache import get_trie
+
+    src, tgt = _sample(data)
+    lines = [f"{i}\t{t}" for i, t in zip(src.ids, src.texts) if t.strip()]
+    srcs = _write(work / "trie.src", lines[:n])
+    few = _write(work / "trie.cpu.src", lines[:n_cpu])
+    target = data / SAMPLE[1]
+    (trie, build_s) = _timed(lambda: get_trie(gpu, target), "cpu")
+    res = {"sources": n, "beam": beam, "targets": trie.n_lines, "trie_build_s": round(build_s, 2)}
+    warm = _write(work / "trie.warm.src", lines[:8])
+    mine_to_tsv(gpu, warm, target, work / "warm.tsv", trie=trie, device=device,
+                search=SearchSettings(beam=beam))
+    for b in batch_sizes:
+        out = work / f"trie.gpu.{b}.tsv"
+        search = SearchSettings(beam=beam, batch_size=b)
+        _, secs = _timed(lambda: mine_to_tsv(gpu, srcs, target, out, trie=trie, device=device,
+                                             search=search), device)
+        res[f"batch_{b}"] = {"s": round(secs, 2), "sent_per_s": round(n / secs, 2)}
+    first = work / f"trie.gpu.{batch_sizes[0]}.tsv"
+    with _one_core():
+        out = work / "trie.cpu.tsv"
+        search = SearchSettings(beam=beam, batch_size=batch_sizes[0])
+        _, secs = _timed(lambda: mine_to_tsv(cpu, few, target, out, trie=trie, search=search),
+                         "cpu")
+    res["cpu_one_thread"] = {"sources": n_cpu, "s": round(secs, 2),
+                             "sent_per_s": round(n_cpu / secs, 3)}
+    g_rows, g_scores = _rows(first)
+    c_rows, c_scores = _rows(out)
+    keep = [i for i, r in enumerate(g_rows) if r[0] in {c[0] for c in c_rows}]
+    same = [g_rows[i] for i in keep] == c_rows
+    res["cpu_one_thread"]["rows_identical_to_gpu"] = same
+    if same and c_rows:
+        res["cpu_one_thread"]["max_score_diff_vs_gpu"] = float(np.abs(g_scores[keep]
+                                                                      - c_scores).max())
+    best = max(v["sent_per_s"] for k, v in res.items() if k.startswith("batch_"))
+    res["gpu_best_sent_per_s"] = best
+    res["cores_per_gpu"] = round(best / res["cpu_one_thread"]["sent_per_s"], 1)
+    return res
+
+
+def stage_translate(gpu, cpu, device: str, srcs, n_cpu: int) -> dict:
+    """Greedy translations (``mt-only``'s beam 1) by the fairseq decoder, on the device and on
+    one CPU core, the first ``n_cpu`` compared."""
+    from triemine.mining.translate import make_translator, translate_lines
+
+    tr = make_translator(gpu, beam=1, device=device, backend="fairseq")
+    translate_lines(tr, srcs[:32])  # warm-up
+    hyp, secs = _timed(lambda: translate_lines(tr, srcs), device)
+    res = {"sources": len(srcs), "s": round(secs, 2), "sent_per_s": round(len(srcs) / secs, 2)}
+    trc = make_translator(cpu, beam=1, device="cpu", backend="fairseq")
+    with _one_core():
+        translate_lines(trc, srcs[:4])
+        hyp_c, secs = _timed(lambda: translate_lines(trc, srcs[:n_cpu]), "cpu")
+    res["cpu_one_thread"] = {"sources": n_cpu, "s": round(secs, 2),
+                             "sent_per_s": round(n_cpu / secs, 3),
+                             "identical_to_gpu": round(float(np.mean([a == b for a, b in
+                                                                      zip(hyp, hyp_c)])), 4)}
+    res["cores_per_gpu"] = round(res["sent_per_s"] / res["cpu_one_thread"]["sent_per_s"], 1)
+    return res
+
+
+def _topk_ip(q, db, k: int, block: int):
+    """Exact top-k inner products of ``q`` against ``db`` (torch tensors on one device), ``db``
+    in blocks of ``block`` rows, merged: ``(sims, idx)``."""
+    import torch
+
+    best_s = best_i = None
+    for start in range(0, db.size(0), block):
+        sims = q @ db[start:start + block].T
+        s, i = sims.topk(min(k, sims.size(1)), dim=1)
+        i = i + start
+        if best_s is None:
+            best_s, best_i = s, i
+        else:
+            s, j = torch.cat([best_s, s], 1).topk(k, dim=1)
+            best_i = torch.cat([best_i, i], 1).gather(1, j)
+            best_s = s
+    return best_s, best_i
+
+
+def stage_knn(device: str, queries: int, rows: int, dim: int, k: int, block: int,
+              n_cpu: int) -> dict:
+    """Exact inner-product top-k of ``queries`` random unit rows against ``rows`` (float32 and
+    float16 on the device), and of ``n_cpu`` queries against the same rows on one CPU core."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    db = torch.nn.functional.normalize(torch.randn(rows, dim, generator=g), dim=1)
+    q = torch.nn.functional.normalize(torch.randn(queries, dim, generator=g), dim=1)
+    madds = queries * rows * dim
+    res = {"queries": queries, "rows": rows, "dim": dim, "k": k, "block": block}
+    ref = None
+    dbd, qd = db.to(device), q.to(device)
+    for name, dtype in (("fp32", torch.float32), ("fp16", torch.float16)):
+        if name == "fp16" and not device.startswith("cuda"):
+            continue
+        a, b = qd.to(dtype), dbd.to(dtype)
+        with _tf32(False):
+            _topk_ip(a[:64], b, k, block)  # warm-up
+            (s, i), secs = _timed(lambda: _topk_ip(a, b, k, block), device)
+        res[name] = {"s": round(secs, 4), "madds_per_s": float(f"{madds / secs:.3g}")}
+        if ref is None:
+            ref = i.cpu()
+        else:
+            res[name]["top1_same_as_fp32"] = round(float((i.cpu()[:, 0] == ref[:, 0])
+                                                         .float().mean()), 4)
+    with _one_core():
+        (s, i), secs = _timed(lambda: _topk_ip(q[:n_cpu], db, k, block), "cpu")
+    res["cpu_one_thread"] = {"queries": n_cpu, "s": round(secs, 3),
+                             "madds_per_s": float(f"{n_cpu * rows * dim / secs:.3g}"),
+                             "ids_identical_to_gpu_fp32": bool(torch.equal(i, ref[:n_cpu]))}
+    res["cores_per_gpu_fp32"] = round(res["fp32"]["madds_per_s"]
+                                      / res["cpu_one_thread"]["madds_per_s"], 1)
+    if "fp16" in res:
+        res["cores_per_gpu_fp16"] = round(res["fp16"]["madds_per_s"]
+                                          / res["cpu_one_thread"]["madds_per_s"], 1)
+    return res
+
+
+def stage_knn_job(device: str, work: Path, queries: int, rows: int, dim: int, k: int,
+                  n_cpu: int) -> dict:
+    """The mining job's own sharded exact kNN (:func:`triemine.distributed.knn_jobs.knn_searches`,
+    both directions' cells in this process) on ``device`` over random unit rows written as the
+    job writes its embeddings, the first ``n_cpu`` queries of each direction checked against the
+    search on one CPU thread."""
+    import torch
+
+    from triemine.distributed.knn_jobs import knn_searches
+    from triemine.distributed.local import InlinePool
+    from triemine.embedding.knn import device_knn
+
+    rng = np.random.default_rng(0)
+    paths = {}
+    for name, n in (("src", queries), ("tgt", rows)):
+        x = rng.standard_normal((n, dim), dtype=np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        paths[name] = work / f"knn_job.{name}.npy"
+        np.save(paths[name], x)
+        del x
+    searches = [(paths["src"], paths["tgt"], "fwd"), (paths["tgt"], paths["src"], "bwd")]
+    (out, secs) = _timed(lambda: knn_searches(searches, k, work / "knn_job", InlinePool(),
+                                              device=device), device)
+    madds = 2 * queries * rows * dim
+    res = {"queries": queries, "rows": rows, "dim": dim, "k": k, "both_directions_s": round(secs, 2),
+           "madds_per_s": float(f"{madds / secs:.3g}")}
+    same = []
+    with _one_core():
+        for (q_path, d_path, _), (_, idx) in zip(searches, out):
+            q = np.load(q_path, mmap_mode="r")[:n_cpu]
+            _, want = device_knn(np.asarray(q), np.load(d_path, mmap_mode="r"), k, "cpu")
+            same.append(bool(np.array_equal(np.asarray(idx[:n_cpu]), want)))
+    res["cpu_check"] = {"queries_each_way": n_cpu, "ids_identical": same}
+    res["torch_threads"] = torch.get_num_threads()
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _device_info(device: str) -> dict:
+    import torch
+
+    info = {"device": device, "torch": torch.__version__, "machine": machine()}
+    if device.startswith("cuda"):
+        p = torch.cuda.get_device_properties(0)
+        info.update(gpu=p.name, gpu_memory_gb=round(p.total_memory / 2 ** 30, 1),
+                    cuda=torch.version.cuda)
+    return info
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny synthetic model, every stage on the CPU, small sizes (< 1 min)")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--model", help="model directory (default: the imported OPUS-MT model)")
+    ap.add_argument("--packed", help="a --pack-model directory: rebuild the model from it")
+    ap.add_argument("--data", help="directory with the BUCC zh-en sample (default: shared)")
+    ap.add_argument("--work", help="scratch directory (default: a temporary one)")
+    ap.add_argument("--stages", default="scores,priors,trie,translate,knn,knn_job")
+    ap.add_argument("--pairs", type=int, default=10000)
+    ap.add_argument("--priors", type=int, default=5000)
+    ap.add_argument("--sources", type=int, default=512)
+    ap.add_argument("--beam", type=int, default=5)
+    ap.add_argument("--scorer", default="4096:256,16384:256,16384:2048",
+                    help="the scorer's max_tokens:chunk settings on the device")
+    ap.add_argument("--batch-sizes", default="64,256")
+    ap.add_argument("--knn-queries", type=int, default=8624)
+    ap.add_argument("--knn-rows", type=int, default=1_000_000)
+    ap.add_argument("--cpu-items", type=int, default=128, help="pairs and priors on one CPU core")
+    ap.add_argument("--cpu-sources", type=int, default=16, help="sources on one CPU core")
+    ap.add_argument("--pack-model", help="write the model's rounded weights to --out and stop")
+    ap.add_argument("--out", help="with --pack-model: the directory to write")
+    ap.add_argument("--bits", type=int, default=6, help="with --pack-model: bits a weight")
+    args = ap.parse_args(argv)
+
+    from triemine.paths import BUCC_ZH_EN, shared_path
+
+    data = Path(args.data) if args.data else Path(shared_path(*BUCC_ZH_EN, SAMPLE[0])).parent
+    work = Path(args.work or tempfile.mkdtemp(prefix="gpu_bench."))
+    work.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+
+    if args.pack_model:
+        from benchlib import shared_model_dir
+
+        model_dir = shared_model_dir(args.pack_model if args.pack_model != "default" else None,
+                                     "gpu_bench")
+        out = Path(args.out or work / "pack")
+        res = pack_model(model_dir, out, args.bits)
+        rebuilt = unpack_model(out, work / "unpacked")
+        res["fidelity"] = pack_fidelity(model_dir, rebuilt, data)
+        res["out"] = str(out)
+        print(json.dumps(res))
+        return 0
+
+    if args.quick:  # torch's CPU device under another name: every off-CPU code path, here
+        args.device = "cpu:0"
+        args.pairs, args.priors, args.sources = 64, 64, 16
+        args.scorer, args.batch_sizes = "512:256,2048:1024", "8,16"
+        args.knn_queries, args.knn_rows = 64, 20000
+        args.cpu_items, args.cpu_sources = 32, 4
+        model_dir = cached_tiny_model()[0]
+    elif args.packed:
+        model_dir = unpack_model(Path(args.packed), work / "model")
+    else:
+        from benchlib import shared_model_dir
+        model_dir = shared_model_dir(args.model, "gpu_bench")
+
+    import torch
+
+    from triemine.decoding.model_dir import load_model_dir
+
+    res_threads = torch.get_num_threads()
+    os.environ.setdefault("TRIEMINE_CACHE", str(work / "cache"))
+    stages = [s for s in args.stages.split(",") if s]
+    res = {**_device_info(args.device), "model": str(model_dir),
+           "weights": ("tiny synthetic model" if args.quick else
+                       "rounded for transfer (--packed): timing, not quality" if args.packed
+                       else "as imported"),
+           "cpu_threads_for_cpu_rows": 1, "torch_threads_for_device_rows": res_threads,
+           "stages": {}}
+    needs_model = [s for s in stages if not s.startswith("knn")]
+    if needs_model:
+        gpu, load_s = _timed(lambda: load_model_dir(model_dir, device=args.device), args.device)
+        cpu = load_model_dir(model_dir)
+        res["model_load_s"] = round(load_s, 2)
+    sizes = [tuple(int(v) for v in x.split(":")) for x in args.scorer.split(",")]
+    batch_sizes = [int(x) for x in args.batch_sizes.split(",")]
+    if args.quick:  # the tiny model's sources are its own synthetic language
+        data = _tiny_sample(work / "data", 400)
+    for stage in stages:
+        t0 = time.perf_counter()
+        try:
+            if stage in ("scores", "priors"):
+                n = args.pairs if stage == "scores" else args.priors
+                s, t = _pairs(data, n, seed=0 if stage == "scores" else 1)
+                out = stage_scores(gpu, cpu, args.device, s, t, sizes, args.cpu_items,
+                                   prior=stage == "priors")
+            elif stage == "trie":
+                out = stage_trie(gpu, cpu, args.device, data, work, args.sources,
+                                 args.cpu_sources, args.beam, batch_sizes)
+            elif stage == "translate":
+                s, _ = _pairs(data, args.sources, seed=2)
+                out = stage_translate(gpu, cpu, args.device, s, args.cpu_sources)
+            elif stage == "knn":
+                out = stage_knn(args.device, args.knn_queries, args.knn_rows, 512, 4,
+                                1 << 18, min(args.knn_queries, 64))
+            elif stage == "knn_job":
+                out = stage_knn_job(args.device, work, args.knn_queries, args.knn_rows, 512, 4,
+                                    min(args.knn_queries, 64))
+            else:
+                raise SystemExit(f"gpu_bench: unknown stage {stage!r}")
+        except Exception as exc:  # one stage's failure is reported; the others still run
+            import traceback
+            traceback.print_exc()
+            out = {"error": f"{type(exc).__name__}: {exc}"}
+        out["wall_s"] = round(time.perf_counter() - t0, 2)
+        if args.device.startswith("cuda"):
+            out["gpu_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2 ** 20)
+            torch.cuda.reset_peak_memory_stats()
+        res["stages"][stage] = out
+        print(f"{stage}: {json.dumps(out)}", file=sys.stderr, flush=True)
+    res["wall_s"] = round(time.perf_counter() - t_start, 2)
+    print(json.dumps(res))
+    return 1 if any("error" in v for v in res["stages"].values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
