@@ -129,15 +129,17 @@ def test_scorer_inputs_go_where_the_model_is(tiny_model):
     the meta device stands in for a GPU, which this machine lacks."""
     import copy
 
-    from triemine.scoring.forced import CPU_MAX_TOKENS, MAX_TOKENS
+    from triemine.scoring.forced import CHUNK, CPU_CHUNK, CPU_MAX_TOKENS, MAX_TOKENS
 
     on_cpu = ForcedScorer(tiny_model)
-    assert (on_cpu.device, on_cpu.max_tokens) == ("cpu", CPU_MAX_TOKENS)
+    assert (on_cpu.device, on_cpu.max_tokens, on_cpu.chunk) == ("cpu", CPU_MAX_TOKENS, CPU_CHUNK)
     elsewhere = copy.copy(tiny_model)
     elsewhere.models = [copy.deepcopy(tiny_model.model).to("meta")]
     sc = ForcedScorer(elsewhere)
-    assert (sc.device, sc.max_tokens) == ("meta", MAX_TOKENS)
-    assert ForcedScorer(elsewhere, device="cpu", max_tokens=64).max_tokens == 64
+    assert (sc.device, sc.max_tokens, sc.chunk) == ("meta", MAX_TOKENS, CHUNK)
+    assert MAX_TOKENS > CPU_MAX_TOKENS and CHUNK > CPU_CHUNK
+    small = ForcedScorer(elsewhere, device="cpu", max_tokens=64, chunk=32)
+    assert (small.max_tokens, small.chunk) == (64, 32)
 
 
 def test_int8_output_precision_approximates_fp32(tiny_model):

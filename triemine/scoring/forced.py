@@ -104,10 +104,16 @@ def _cpu_product(feats: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor]
 ARITHMETIC = 2
 
 # target tokens per decoder batch: on the CPU 512 (measured above: 3-5 % faster than 4,096 with one
-# thread, the workers' setting, 4 % slower with two, and 110-220 MB less resident); elsewhere the
-# earlier 4,096 (no GPU measured)
+# thread, the workers' setting, 4 % slower with two, and 110-220 MB less resident); elsewhere
+# 16,384 with output chunks of 2,048 positions: measured on an NVIDIA H200 in fp32
+# (bench/gpu_bench.py, OPUS-MT's shapes, 10,000 and 20,000 of the BUCC sample's pairs,
+# 2026-11-26), 8,250-8,310 pairs a second where 4,096 tokens and chunks of 256 gave 7,260;
+# 65,536 / 8,192 gave 8,270 and 262,144 / 8,192 7,890 (about 200 of that machine's cores, one
+# thread each); GPU memory at 16,384 / 2,048: 2.0 GB for the model and the batch
 CPU_MAX_TOKENS = 512
-MAX_TOKENS = 4096
+MAX_TOKENS = 16384
+CPU_CHUNK = 256
+CHUNK = 2048
 
 
 class ForcedScorer:
@@ -119,7 +125,7 @@ class ForcedScorer:
             ``CPU_MAX_TOKENS`` on the CPU, ``MAX_TOKENS`` elsewhere.
         device: where the inputs go; default: the device of the model's weights.
         chunk: positions per output-projection chunk (memory: one ``chunk x vocabulary`` float
-            buffer, kept).
+            buffer, kept); default ``CPU_CHUNK`` on the CPU, ``CHUNK`` elsewhere.
         precision: ``"fp32"`` (exact) or ``"int8-output"``: the output projection (about 60% of
             the arithmetic of an OPUS-MT decoder) as a dynamically quantised int8 matrix with
             per-row weight scales (CPU only; an approximation whose fidelity the README reports).
@@ -127,7 +133,7 @@ class ForcedScorer:
 
     PRECISIONS = ("fp32", "int8-output")
 
-    def __init__(self, model, max_tokens: Optional[int] = None, chunk: int = 256,
+    def __init__(self, model, max_tokens: Optional[int] = None, chunk: Optional[int] = None,
                  device: Optional[str] = None, precision: str = "fp32"):
         self.model = model
         self.net = model.model
@@ -137,8 +143,9 @@ class ForcedScorer:
         self.src_pad = model.src_dict.pad()
         self.tgt_pad = model.tgt_dict.pad()
         self.eos = model.tgt_dict.eos()
-        self.max_tokens = int(max_tokens or (CPU_MAX_TOKENS if device == "cpu" else MAX_TOKENS))
-        self.chunk = int(chunk)
+        on_cpu = device == "cpu"
+        self.max_tokens = int(max_tokens or (CPU_MAX_TOKENS if on_cpu else MAX_TOKENS))
+        self.chunk = int(chunk or (CPU_CHUNK if on_cpu else CHUNK))
         self.device = device
         self.empty_source = torch.tensor([model.src_dict.eos()], dtype=torch.long)
         if precision not in self.PRECISIONS:
