@@ -285,13 +285,16 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
 
 
 def _trie_search(opts: MineOptions, model, source, target, output, pool, resume, progress) -> dict:
+    from triemine.decoding.batching import device_batch_size
     from triemine.decoding.driver import mine_to_tsv
     from triemine.decoding.settings import SearchSettings
     from triemine.decoding.task import load_trie_for_dict
 
     trie = load_trie_for_dict(opts.trie, model.tgt_dict) if opts.trie else None
+    batch = opts.batch_size if opts.batch_size is not None else \
+        device_batch_size(opts.search_beam, opts.device)
     search = SearchSettings(
-        mode=opts.mode, beam=opts.search_beam, nbest=opts.nbest, batch_size=opts.batch_size,
+        mode=opts.mode, beam=opts.search_beam, nbest=opts.nbest, batch_size=batch,
         max_tokens=opts.max_tokens, sort_window=opts.sort_window, prior_weight=opts.prior_weight,
         with_prior=opts.priors, max_length=opts.max_length, trie_nbest=opts.trie_nbest,
         target_shards=opts.target_shards, shard_sources=opts.shard_size)

@@ -17,6 +17,13 @@ import numpy as np
 # at beam 90 it gives 3, near the 4 the decoding benchmark uses.
 ROWS_PER_STEP = 320
 MAX_BATCH = 64
+# Off the CPU a default batch aims at this many rows: measured on an NVIDIA H200 (OPUS-MT's
+# shapes, beam 5, pre-expansion, the BUCC sample's sources against its 13,589-sentence trie,
+# bench/gpu_bench.py, 2026-11-26): 64 sources a batch 224 sentences a second, 256 449-501, 1,024
+# 643 (13.1 GB of GPU memory at its peak; 256: 3.4 GB); the search's rows identical to one CPU
+# thread's.  A smaller card takes --batch-size.
+DEVICE_ROWS_PER_STEP = 5120
+DEVICE_MAX_BATCH = 1024
 # Sources are decoded in batches of similar length within blocks of this many batches.
 SORT_WINDOW = 8
 # A job is cut into at least this many blocks when it has the sources for them (never blocks of
@@ -47,6 +54,14 @@ def plan_batches(lengths: Sequence[int], batch_size: int,
     if start < len(lengths):
         plan.append((start, len(lengths)))
     return plan
+
+
+def device_batch_size(beam: int, device: str) -> Optional[int]:
+    """The default batch of a search on ``device``: None on the CPU (:func:`resolve_batch_size`
+    decides), else ``DEVICE_ROWS_PER_STEP // beam`` sources (1 to ``DEVICE_MAX_BATCH``)."""
+    if device == "cpu":
+        return None
+    return max(1, min(DEVICE_MAX_BATCH, DEVICE_ROWS_PER_STEP // max(1, int(beam))))
 
 
 def resolve_batch_size(batch_size: Optional[int], beam: int) -> int:
