@@ -976,6 +976,9 @@ def test_ivf_knn_sharded_is_the_same_on_any_pool_finds_the_neighbours_and_rebuil
     assert knn_method(8624, 1_000_000) == "exact"  # the haystack: about 9 x 10^9 pairs
     assert knn_method(1_000_000, 1_000_000) == "hnsw"
     assert knn_method(10**9, 1000) == "exact"  # a small database: nothing to cluster
+    # off the CPU the exact search at any size (a GPU's products; docs/scale.md), unless told
+    assert knn_method(10**8, 10**8, device="cuda") == "exact"
+    assert knn_method(10**8, 10**8, "hnsw", device="cuda") == "hnsw"
     with pytest.raises(ValueError):
         knn_method(1, 1, "annoy")
 

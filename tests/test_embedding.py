@@ -223,3 +223,34 @@ def test_exact_knn_of_a_small_block_is_exact_and_independent_of_earlier_faiss_se
     finally:
         faiss.cvar.distance_compute_blas_threshold = saved
     assert np.array_equal(again[0], sims) and np.array_equal(again[1], idx)
+
+
+@pytest.mark.parametrize("query_block,row_block", [(1, 1), (3, 7), (64, 500), (8192, 65536)])
+def test_the_device_search_finds_the_exact_neighbours_in_blocks_with_ties_to_the_lower_row(
+        query_block, row_block):
+    """The exact search off the CPU (torch's products, here on torch's CPU device): the same
+    neighbours as faiss's exact search for any blocks, similarities within float32 rounding,
+    most similar first and, among tied rows kept, the lower row first, as the grid's merge
+    orders them (a duplicated database row ties exactly; faiss itself lists tied rows in its
+    heap's order, here the higher first)."""
+    from triemine.embedding.knn import device_knn, knn
+
+    rng = np.random.default_rng(9)
+    db = rng.standard_normal((900, 32)).astype(np.float32)
+    db[450] = db[17]  # an exact tie wherever row 17 is found
+    db /= np.linalg.norm(db, axis=1, keepdims=True)
+    q = np.concatenate([db[[17, 3, 450]], rng.standard_normal((60, 32)).astype(np.float32)])
+    want_s, want_i = knn(q, db, 4)
+    order = np.lexsort((want_i, -want_s), axis=1)  # faiss puts tied rows in its heap's order
+    want_s, want_i = np.take_along_axis(want_s, order, 1), np.take_along_axis(want_i, order, 1)
+    sims, idx = device_knn(q, db, 4, "cpu", query_block=query_block, row_block=row_block)
+    assert idx.dtype == np.int64 and sims.dtype == np.float32 and idx.shape == (63, 4)
+    assert np.array_equal(idx, want_i)
+    np.testing.assert_allclose(sims, want_s, atol=1e-5)
+    assert idx[0, :2].tolist() == [17, 450] and idx[2, :2].tolist() == [17, 450]
+    assert (np.diff(sims, axis=1) <= 0).all()
+    # through knn(): any device but "cpu" (torch's "cpu:0" here) takes the device search
+    got = knn(q, db, 4, device="cpu:0")
+    assert np.array_equal(got[1], want_i)
+    few = knn(q[:2], db[:3], 10, device="cpu:0")  # k above the database: all of its rows
+    assert few[1].shape == (2, 3) and sorted(few[1][1].tolist()) == [0, 1, 2]

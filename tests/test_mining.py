@@ -324,6 +324,42 @@ def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_mo
     mine_pipeline(tiny_model, src, tgt, out, other)  # without --resume: starts over
 
 
+def test_a_job_off_the_cpu_finds_the_same_pairs_and_never_resumes_a_cpu_jobs_work(
+        tiny_model, corpora, tmp_path, monkeypatch):
+    """``device`` other than "cpu" (torch's "cpu:0" here, which takes every off-CPU path on this
+    machine without a GPU): the kNN cells are torch's exact search over DEVICE_KNN_DATABASE_ROWS
+    database rows each, the trie search's batches and the scorer's the device's defaults; the
+    same candidate pairs as the CPU's job, the same scores up to the last bits, and the work of a
+    job on the CPU is not resumed on another device (other bits) nor the other way round."""
+    import json
+
+    from triemine.distributed import knn_jobs
+    from triemine.mining.run import PipelineConfig, mine_pipeline
+
+    monkeypatch.setattr(knn_jobs, "DEVICE_KNN_DATABASE_ROWS", 7)  # several cells a direction
+    src, tgt, _, _ = corpora
+    cfg = PipelineConfig(candidates=("trie", "knn"), encoder="cipher", min_margin=None, beam=3,
+                         priors=True, combination=_combination(tmp_path))
+    on_cpu, off_cpu = tmp_path / "cpu.tsv", tmp_path / "device.tsv"
+    mine_pipeline(tiny_model, src, tgt, on_cpu, cfg)
+    mine_pipeline(tiny_model, src, tgt, off_cpu, cfg, device="cpu:0")
+    a, b = read_mined(on_cpu), read_mined(off_cpu)
+    assert list(zip(a.src_ids, a.tgt_ids)) == list(zip(b.src_ids, b.tgt_ids)) and len(a) > 10
+    for col in ("score", "prior", "cipher_margin", "combined"):
+        assert b.col(col) == pytest.approx(a.col(col), abs=1e-4), col
+    work = tmp_path / "device.tsv.work"
+    manifest = json.loads((work / "knn.cipher.fwd.shards" / "manifest.json").read_text())
+    key = manifest["key"]["settings"]
+    assert key["device"] == "cpu:0" and key["database_rows"] == 7
+    n_tgt = np.load(work / "emb.cipher.tgt.npy", mmap_mode="r").shape[0]
+    assert len(manifest["done"]) == -(-n_tgt // 7) > 1  # one query range, the targets in 7s
+    assert {c["database"] for c in manifest["done"].values()} == {7, n_tgt % 7 or 7}
+    with pytest.raises(InputError, match="cannot resume"):
+        mine_pipeline(tiny_model, src, tgt, on_cpu, cfg, device="cpu:0", resume=True)
+    with pytest.raises(InputError, match="cannot resume"):
+        mine_pipeline(tiny_model, src, tgt, off_cpu, cfg, resume=True)
+
+
 def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_them(
         tiny_model, corpora, tmp_path, monkeypatch):
     """The scored candidates go to one file per column and come back a block of rows at a time,

@@ -46,6 +46,12 @@ INDEX_MIN_ROWS = 65536
 # English rows' centroids, so they need many probes.
 IVF_NPROBE = None
 IVF_PROBE_FRACTION = 8
+# Off the CPU a cell is up to the plan's ``rows`` queries against this many database rows, read
+# from their mapped file a block at a time (triemine.embedding.knn.device_knn): a GPU's products
+# are some 300 CPU cores' (measured on an H200), so a cell of 131,072 queries x 2^23 rows takes
+# about 36 s there, where the CPU's cells of 131,072 x 131,072 would be half a second of
+# arithmetic each and 6 MB of merged lists (3.7 TB of cell files a direction at 10^8 x 10^8)
+DEVICE_KNN_DATABASE_ROWS = 1 << 23
 
 
 def ivf_nprobe(n_database: int) -> int:
@@ -57,13 +63,17 @@ def ivf_nprobe(n_database: int) -> int:
     return min(nlist, max(64, nlist // IVF_PROBE_FRACTION))
 
 
-def knn_method(n_queries: int, n_database: int, index: str = "auto") -> str:
+def knn_method(n_queries: int, n_database: int, index: str = "auto", device: str = "cpu") -> str:
     """``exact``, ``ivf`` or ``hnsw`` for a search of ``n_queries`` against ``n_database``
-    rows."""
+    rows; ``auto`` on a ``device`` other than the CPU is the exact search at any size (an H200's
+    products: 1.6 x 10^13 multiply-adds a second, 177 GPU-hours for both directions at 10^8 x
+    10^8, where the CPU's HNSW graphs are projected at 21,000 core-hours; docs/scale.md)."""
     if index not in KNN_INDEXES:
         raise ValueError(f"kNN index must be one of {', '.join(KNN_INDEXES)}, not {index!r}")
     if index != "auto":
         return index
+    if device != "cpu":
+        return "exact"
     big = n_queries * n_database > KNN_EXACT_PAIRS and n_database >= INDEX_MIN_ROWS
     return "hnsw" if big else "exact"
 
@@ -72,24 +82,26 @@ def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path,
                 name: str, progress: bool = False, resume: bool = True,
                 rows: int = KNN_SHARD_ROWS, index: str = "auto",
                 nprobe: Optional[int] = IVF_NPROBE, graph_rows: Optional[int] = None,
-                ef_search: Optional[int] = None):
+                ef_search: Optional[int] = None, device: str = "cpu"):
     """``(sim, idx)``, each (n_queries, k'): the top-k inner products of every row of
     ``queries_path`` against ``database_path`` (``.npy`` files, memory-mapped), in shards on
     ``pool`` (an ``InlinePool``: in this process); shards live in ``work_dir/<name>.shards/``.
 
     ``exact`` (:func:`knn_method` chooses by size): a grid of shards (up to ``rows`` queries
     against up to ``rows`` database rows each) merged per query, the k best of its shards by
-    similarity, ties to the lower row, as one exhaustive search ranks them.  ``ivf``: the
-    database in an IVF index (``work_dir/<name>.ivf/``, built once: quantiser trained on a seeded
+    similarity, ties to the lower row (faiss lists exactly tied rows of one cell in its heap's
+    order).  ``ivf``: the database in an IVF index (``work_dir/<name>.ivf/``, built once: quantiser trained on a seeded
     sample, rows assigned to lists by an exact grid search against the centroids), searched in
     shards of ``rows`` queries probing ``nprobe`` lists each (None: :func:`ivf_nprobe`).
     ``hnsw``: HNSW graphs of ``graph_rows`` database rows each, built on the pool one thread a
     graph, walked by a grid of ``rows`` queries x one graph with ``ef_search`` candidates
     (None: :func:`triemine.embedding.hnsw.graph_plan`'s; :func:`_hnsw_sharded`).  Every way the
-    plan depends on the data alone, so any number of workers gives the same bits."""
+    plan depends on the data alone, so any number of workers gives the same bits.  ``device``:
+    where the exact cells run (off the CPU: ``DEVICE_KNN_DATABASE_ROWS`` database rows a cell);
+    the indexes are faiss's on the CPU."""
     n_q = np.load(queries_path, mmap_mode="r").shape[0]
     n_d = np.load(database_path, mmap_mode="r").shape[0]
-    method = knn_method(n_q, n_d, index) if n_d else "exact"
+    method = knn_method(n_q, n_d, index, device) if n_d else "exact"
     if method == "ivf":
         return _ivf_sharded(queries_path, database_path, k, work_dir, pool, name=name,
                             progress=progress, resume=resume, rows=rows, nprobe=nprobe)
@@ -98,14 +110,14 @@ def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path,
                              progress=progress, resume=resume, rows=rows, graph_rows=graph_rows,
                              ef_search=ef_search)
     return _grid_sharded(queries_path, database_path, k, work_dir, pool, name=name,
-                         progress=progress, resume=resume, rows=rows)
+                         progress=progress, resume=resume, rows=rows, device=device)
 
 
 def knn_searches(searches: Sequence[tuple], k: int, work_dir: Path, pool, *,
                  progress: bool = False, resume: bool = True, rows: int = KNN_SHARD_ROWS,
                  index: str = "auto", nprobe: Optional[int] = IVF_NPROBE,
                  graph_rows: Optional[int] = None,
-                 ef_search: Optional[int] = None) -> List[tuple]:
+                 ef_search: Optional[int] = None, device: str = "cpu") -> List[tuple]:
     """:func:`knn_sharded` of every ``(queries_path, database_path, name)`` of ``searches``
     (a job's two directions), ``(sim, idx)`` of each.  The exact ones' cells are queued on
     ``pool`` together (each direction of a small job is a single cell: one after the other,
@@ -116,33 +128,36 @@ def knn_searches(searches: Sequence[tuple], k: int, work_dir: Path, pool, *,
     for i, (queries_path, database_path, name) in enumerate(searches):
         n_q = np.load(queries_path, mmap_mode="r").shape[0]
         n_d = np.load(database_path, mmap_mode="r").shape[0]
-        if (knn_method(n_q, n_d, index) if n_d else "exact") == "exact":
+        if (knn_method(n_q, n_d, index, device) if n_d else "exact") == "exact":
             exact.append(i)
     plans = [_grid_plan(searches[i][0], searches[i][1], k, work_dir, name=searches[i][2],
-                        resume=resume, rows=rows) for i in exact]
+                        resume=resume, rows=rows, device=device) for i in exact]
     for i, res in zip(exact, _grid_searches(plans, pool, progress)):
         out[i] = res
     for i, (queries_path, database_path, name) in enumerate(searches):
         if out[i] is None:
             out[i] = knn_sharded(queries_path, database_path, k, work_dir, pool, name=name,
                                  progress=progress, resume=resume, rows=rows, index=index,
-                                 nprobe=nprobe, graph_rows=graph_rows, ef_search=ef_search)
+                                 nprobe=nprobe, graph_rows=graph_rows, ef_search=ef_search,
+                                 device=device)
     return out
 
 
 def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, *, name: str,
                resume: bool, rows: int, stale: str = "refuse",
-               graphs: Optional[ShardStore] = None, ef_search: int = 0) -> tuple:
+               graphs: Optional[ShardStore] = None, ef_search: int = 0,
+               device: str = "cpu") -> tuple:
     """The search as a grid of cells, ``rows`` queries against a range of database rows each
-    (``rows`` of them, or with ``graphs`` one graph's rows, walked through its graph), merged
-    per query.  The cells of one graph are planned together, so a worker walking them keeps
+    (``rows`` of them, off the CPU ``DEVICE_KNN_DATABASE_ROWS``, or with ``graphs`` one graph's
+    rows, walked through its graph), merged per query.  The cells of one graph are planned together, so a worker walking them keeps
     that graph loaded.  Returns ``(store, make_task, finish)``: the cells' store and tasks, and
     ``finish()``, the merged ``(sim, idx)`` once every cell is done."""
     n_q = np.load(queries_path, mmap_mode="r").shape[0]
     n_d = np.load(database_path, mmap_mode="r").shape[0]
     kk = min(int(k), n_d)
     q_ranges = [(a, min(a + rows, n_q)) for a in range(0, n_q, rows)] or [(0, 0)]
-    d_ranges = ([(a, min(a + rows, n_d)) for a in range(0, n_d, rows)] or [(0, 0)]
+    d_rows = rows if device == "cpu" or graphs is not None else DEVICE_KNN_DATABASE_ROWS
+    d_ranges = ([(a, min(a + d_rows, n_d)) for a in range(0, n_d, d_rows)] or [(0, 0)]
                 if graphs is None else [(g.start, g.end) for g in graphs.shards])
     cell = ({(qi, di): qi * len(d_ranges) + di for qi in range(len(q_ranges))
              for di in range(len(d_ranges))} if graphs is None else
@@ -152,6 +167,8 @@ def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, 
     shards = [Shard(i, i, i + 1) for i in range(len(grid))]  # one grid cell each
     key = {"queries": content_sha256(queries_path), "database": content_sha256(database_path),
            "k": kk, "rows": rows}
+    if device != "cpu" and graphs is None:  # other products, other cells: never mixed
+        key.update(device=device, database_rows=d_rows)
     if graphs is not None:  # new graphs (a rebuilt shard) make the old cells stale
         key.update(graphs=graphs.key, graph_bytes=[e["bytes"] for e in graphs.entries()],
                    ef_search=int(ef_search))
@@ -161,7 +178,7 @@ def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, 
         return KnnShardTask(s.id, os.path.abspath(queries_path), os.path.abspath(database_path),
                             q, d, kk, graph="" if graphs is None else
                             os.path.abspath(graphs.path(graphs.shards[di].id)),
-                            ef_search=int(ef_search))
+                            ef_search=int(ef_search), device=device if graphs is None else "cpu")
     store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards, resume=resume,
                        ext="npz", unit="cells", stale=stale)
 
@@ -169,7 +186,9 @@ def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, 
         parts = [np.load(io.BytesIO(store.read(cell[qi, di]))) for di in range(len(d_ranges))]
         sim = np.concatenate([p["sim"] for p in parts], axis=1)
         idx = np.concatenate([p["idx"] for p in parts], axis=1)
-        if len(parts) > 1:  # by similarity, then the lower row
+        if len(parts) > 1:  # by similarity, then the lower row (within a cell faiss lists
+            # exactly tied rows in its heap's order, the higher one first as measured; the plan,
+            # and so which cells merge, is the same for any workers)
             order = np.lexsort((idx, -sim), axis=1)[:, :kk]
             sim, idx = np.take_along_axis(sim, order, axis=1), np.take_along_axis(idx, order, 1)
         return sim, idx
@@ -196,11 +215,12 @@ def _grid_searches(plans: Sequence[tuple], pool, progress: bool) -> List[tuple]:
 
 def _grid_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
                   name: str, progress: bool, resume: bool, rows: int, stale: str = "refuse",
-                  graphs: Optional[ShardStore] = None, ef_search: int = 0):
+                  graphs: Optional[ShardStore] = None, ef_search: int = 0,
+                  device: str = "cpu"):
     """:func:`_grid_plan`'s search, run and merged: ``(sim, idx)``."""
     return _grid_searches([_grid_plan(queries_path, database_path, k, work_dir, name=name,
                                       resume=resume, rows=rows, stale=stale, graphs=graphs,
-                                      ef_search=ef_search)], pool, progress)[0]
+                                      ef_search=ef_search, device=device)], pool, progress)[0]
 
 
 def _merged_lists(store: ShardStore, work_dir: Path, name: str, n_rows: int, k: int,

@@ -116,6 +116,7 @@ class KnnShardTask:
     nprobe: int = 0
     graph: str = ""          # the HNSW graph of the base rows (triemine.embedding.hnsw) instead
     ef_search: int = 0
+    device: str = "cpu"      # an exact search's device (triemine.embedding.knn.device_knn)
 
 
 @dataclass(frozen=True)
@@ -382,7 +383,7 @@ class ShardWorker:
         if task.graph:
             return self._graph_search(task, q)
         d = np.load(task.database, mmap_mode="r")[task.base[0]:task.base[1]]
-        sim, idx = knn(q, d, task.k)
+        sim, idx = knn(q, d, task.k, device=task.device)
         buf = io.BytesIO()
         np.savez(buf, sim=sim, idx=idx + task.base[0])
         return buf.getvalue(), {"queries": len(q), "database": len(d)}

@@ -214,7 +214,7 @@ class EncoderKnn(Generator):
             (fwd_sim, fwd_idx), (bwd_sim, bwd_idx) = knn_searches(
                 [(emb["src"], emb["tgt"], f"knn.{cfg.encoder}.fwd"),
                  (emb["tgt"], emb["src"], f"knn.{cfg.encoder}.bwd")], cfg.k, job.work, pool,
-                progress=job.progress, index=cfg.knn_index)
+                progress=job.progress, index=cfg.knn_index, device=job.device)
         space = embedding_space(xs, ys, cfg.encoder, cfg.k, origin=self.bit,
                                 neighbours=(fwd_idx, fwd_sim, bwd_idx, bwd_sim), work=job.work)
         # written a range of sources at a time: the driver holds one range's candidates

@@ -131,9 +131,10 @@ def _work(out_path: Path) -> Path:
     return Path(str(out_path) + ".work")
 
 
-def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
+def _settings_digest(model, source, target, cfg: PipelineConfig, device: str = "cpu") -> dict:
     """The job's resume key: the model, the corpora, the settings and the arithmetic of its
-    scores and of its kNN search (other code or another faiss gives other last bits)."""
+    scores and of its kNN search (other code, another faiss or another device gives other last
+    bits; the CPU's keys name no device, as before devices were told apart)."""
     from triemine.decoding.fingerprint import model_fingerprint
     from triemine.decoding.lengths import LENGTH_RULE
     from triemine.embedding.knn import search_arithmetic
@@ -148,8 +149,10 @@ def _settings_digest(model, source, target, cfg: PipelineConfig) -> dict:
         config["trie_rows"] = "line columns"  # older job's search is not resumed
     # the skip masks (and the trie search's batches) are cut by the length rule's counts
     arithmetic = {"scores": ARITHMETIC, "lengths": LENGTH_RULE}
+    if device != "cpu":
+        arithmetic["device"] = device
     if "knn" in cfg.candidates:
-        arithmetic["knn"] = search_arithmetic()
+        arithmetic["knn"] = search_arithmetic(device)
     return json.loads(json.dumps({"model": model_fingerprint(model), "source": content_sha256(source),
                                   "target": content_sha256(target), "config": config,
                                   "arithmetic": arithmetic}))
@@ -180,7 +183,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     long_src, long_tgt = _too_long(model, reverse_model, src, tgt, cfg.max_length)
     out_path = Path(out_path)
     work = _work(out_path)
-    settings = _settings_digest(model, source_path, target_path, cfg)
+    settings = _settings_digest(model, source_path, target_path, cfg, device)
     if reverse_model is not None:
         from triemine.decoding.fingerprint import model_fingerprint
         settings["reverse_model"] = model_fingerprint(reverse_model)
