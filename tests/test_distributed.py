@@ -757,6 +757,36 @@ def test_translation_shards_are_one_pass_lines_on_workers_and_resume(tiny_model,
         run(inline, "three", lines=6)
 
 
+def test_the_fairseq_translator_decodes_a_whole_batch_together_off_the_cpu(tiny_model, corpora,
+                                                                            monkeypatch):
+    """The fairseq decoder's sub-batch: SUB_BATCH sources on the CPU, the whole batch on any
+    other device (measured on an H200: 720 sentences a second against 154 in 32s); the
+    translations of the tiny model are the same whatever the sub-batch."""
+    from triemine.corpus import read_corpus
+    from triemine.decoding import generator
+    from triemine.mining import translate
+
+    texts = list(read_corpus(corpora[0]).texts)
+    sizes = []
+    real = generator.TrieSequenceGenerator.generate
+    monkeypatch.setattr(generator.TrieSequenceGenerator, "generate", lambda self, models, sample,
+                        **kw: (sizes.append(sample["net_input"]["src_tokens"].size(0)),
+                               real(self, models, sample, **kw))[1])
+    got = {}
+    for device in ("cpu", "cpu:0"):
+        sizes.clear()
+        got[device] = translate.translate_lines(
+            translate.make_translator(tiny_model, beam=2, device=device, backend="fairseq"),
+            texts, batch=translate.TRANSLATE_BATCH)
+        want = translate.SUB_BATCH if device == "cpu" else translate.DEVICE_SUB_BATCH
+        assert max(sizes) == min(want, sum(bool(t.strip()) for t in texts)), device
+    assert got["cpu"] == got["cpu:0"]
+    assert translate.DEVICE_SUB_BATCH == translate.TRANSLATE_BATCH > translate.SUB_BATCH
+    one = translate.make_translator(tiny_model, beam=2, backend="fairseq", sub=3)
+    sizes.clear()
+    assert translate.translate_lines(one, texts) == got["cpu"] and max(sizes) == 3
+
+
 def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeypatch):
     """Line shards of whole encoder batches give the very rows of one encode() call; a run that
     stopped after some shards redoes only the others; the merged file is reused when complete."""
