@@ -20,7 +20,9 @@ What runs on the GPU, each stage after a warm-up, timed with the device synchron
 * ``knn``: an exact inner-product top-k over float32 (and float16) rows as plain torch products
   on the device, the shape of the haystack's kNN (queries x rows x 512): the arithmetic's rate;
 * ``knn_job``: the mining job's own sharded exact kNN, both directions, on the device
-  (:func:`triemine.embedding.knn.device_knn` in the job's cells) over the same shape.
+  (:func:`triemine.embedding.knn.device_knn` in the job's cells) over the same shape;
+* ``knn_cell``: one such cell from memory at the job's query range (``--cell-queries``
+  131,072 queries against ``--knn-rows``), the shape of the cells at 10^7-10^8.
 
 Each stage also runs a slice of the same items on the CPU of the same machine with one thread
 (``torch.set_num_threads(1)``, the workers' setting), which gives the ratio "one GPU = N cores"
@@ -397,15 +399,24 @@ def stage_trie(gpu, cpu, device: str, data: Path, work: Path, n: int, n_cpu: int
     return res
 
 
-def stage_translate(gpu, cpu, device: str, srcs, n_cpu: int) -> dict:
-    """Greedy translations (``mt-only``'s beam 1) by the fairseq decoder, on the device and on
-    one CPU core, the first ``n_cpu`` compared."""
+def stage_translate(gpu, cpu, device: str, srcs, n_cpu: int, subs) -> dict:
+    """Greedy translations (``mt-only``'s beam 1) by the fairseq decoder, on the device with each
+    sub-batch of ``subs`` and on one CPU core, the first ``n_cpu`` compared with the first's."""
     from triemine.mining.translate import make_translator, translate_lines
 
-    tr = make_translator(gpu, beam=1, device=device, backend="fairseq")
-    translate_lines(tr, srcs[:32])  # warm-up
-    hyp, secs = _timed(lambda: translate_lines(tr, srcs), device)
-    res = {"sources": len(srcs), "s": round(secs, 2), "sent_per_s": round(len(srcs) / secs, 2)}
+    res = {"sources": len(srcs)}
+    hyp = None
+    for sub in subs:
+        tr = make_translator(gpu, beam=1, device=device, backend="fairseq", sub=sub)
+        translate_lines(tr, srcs[:32])  # warm-up
+        got, secs = _timed(lambda: translate_lines(tr, srcs), device)
+        res[f"sub_{sub}"] = {"s": round(secs, 2), "sent_per_s": round(len(srcs) / secs, 2)}
+        if hyp is None:
+            hyp = got
+        else:
+            res[f"sub_{sub}"]["identical_to_first"] = round(float(np.mean(
+                [a == b for a, b in zip(hyp, got)])), 4)
+    res["sent_per_s"] = max(v["sent_per_s"] for k, v in res.items() if k.startswith("sub_"))
     trc = make_translator(cpu, beam=1, device="cpu", backend="fairseq")
     with _one_core():
         translate_lines(trc, srcs[:4])
@@ -502,6 +513,15 @@ def stage_knn_job(device: str, work: Path, queries: int, rows: int, dim: int, k:
     madds = 2 * queries * rows * dim
     res = {"queries": queries, "rows": rows, "dim": dim, "k": k, "both_directions_s": round(secs, 2),
            "madds_per_s": float(f"{madds / secs:.3g}")}
+    for i, name in enumerate(("fwd", "bwd")):  # each direction alone, new cells
+        _, t = _timed(lambda: knn_searches([searches[i][:2] + (f"{name}.again",)], k,
+                                           work / "knn_job", InlinePool(), device=device), device)
+        res[f"{name}_s"] = round(t, 2)
+    q_mem = np.load(paths["src"])
+    d_mem = np.load(paths["tgt"])
+    _, t = _timed(lambda: device_knn(q_mem, d_mem, k, device), device)
+    res["fwd_in_memory_s"] = round(t, 2)  # the search alone: no files, no cells
+    del q_mem, d_mem
     same = []
     with _one_core():
         for (q_path, d_path, _), (_, idx) in zip(searches, out):
@@ -510,6 +530,26 @@ def stage_knn_job(device: str, work: Path, queries: int, rows: int, dim: int, k:
             same.append(bool(np.array_equal(np.asarray(idx[:n_cpu]), want)))
     res["cpu_check"] = {"queries_each_way": n_cpu, "ids_identical": same}
     res["torch_threads"] = torch.get_num_threads()
+    return res
+
+
+def stage_knn_cell(device: str, queries: int, rows: int, dim: int, k: int) -> dict:
+    """One exact kNN cell as the job plans it off the CPU (``queries`` rows of a query range
+    against ``rows`` database rows, :func:`triemine.embedding.knn.device_knn` with its blocks)
+    from memory, timed twice: the copies to the device and the products."""
+    from triemine.embedding.knn import DEVICE_QUERY_BLOCK, DEVICE_ROW_BLOCK, device_knn
+
+    rng = np.random.default_rng(1)
+    d = rng.standard_normal((rows, dim), dtype=np.float32)
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    q = d[rng.integers(0, rows, queries)] + 0.01 * rng.standard_normal((queries, dim),
+                                                                        dtype=np.float32)
+    res = {"queries": queries, "rows": rows, "dim": dim, "k": k,
+           "blocks": [DEVICE_QUERY_BLOCK, DEVICE_ROW_BLOCK]}
+    for run in ("first_s", "again_s"):
+        _, t = _timed(lambda: device_knn(q, d, k, device), device)
+        res[run] = round(t, 3)
+    res["madds_per_s"] = float(f"{queries * rows * dim / res['again_s']:.3g}")
     return res
 
 
@@ -536,7 +576,7 @@ def main(argv=None) -> int:
     ap.add_argument("--packed", help="a --pack-model directory: rebuild the model from it")
     ap.add_argument("--data", help="directory with the BUCC zh-en sample (default: shared)")
     ap.add_argument("--work", help="scratch directory (default: a temporary one)")
-    ap.add_argument("--stages", default="scores,priors,trie,translate,knn,knn_job")
+    ap.add_argument("--stages", default="scores,priors,trie,translate,knn,knn_job,knn_cell")
     ap.add_argument("--pairs", type=int, default=10000)
     ap.add_argument("--priors", type=int, default=5000)
     ap.add_argument("--sources", type=int, default=512)
@@ -544,18 +584,22 @@ def main(argv=None) -> int:
     ap.add_argument("--scorer", default="4096:256,16384:256,16384:2048",
                     help="the scorer's max_tokens:chunk settings on the device")
     ap.add_argument("--batch-sizes", default="64,256")
+    ap.add_argument("--translate-subs", default="32,256",
+                    help="the fairseq decoder's sub-batches for the translations")
     ap.add_argument("--knn-queries", type=int, default=8624)
     ap.add_argument("--knn-rows", type=int, default=1_000_000)
+    ap.add_argument("--cell-queries", type=int, default=131072,
+                    help="queries of the knn_cell stage (a full query range of the job's cells)")
     ap.add_argument("--cpu-items", type=int, default=128, help="pairs and priors on one CPU core")
     ap.add_argument("--cpu-sources", type=int, default=16, help="sources on one CPU core")
     ap.add_argument("--pack-model", help="write the model's rounded weights to --out and stop")
     ap.add_argument("--out", help="with --pack-model: the directory to write")
-    ap.add_argument("--bits", type=int, default=6, help="with --pack-model: bits a weight")
+    ap.add_argument("--bits", type=int, default=5, help="with --pack-model: bits a weight")
     args = ap.parse_args(argv)
 
     from triemine.paths import BUCC_ZH_EN, shared_path
 
-    data = Path(args.data) if args.data else Path(shared_path(*BUCC_ZH_EN, SAMPLE[0])).parent
+    data = Path(args.data) if args.data else None  # the shared sample, when a stage reads it
     work = Path(args.work or tempfile.mkdtemp(prefix="gpu_bench."))
     work.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -568,18 +612,27 @@ def main(argv=None) -> int:
         out = Path(args.out or work / "pack")
         res = pack_model(model_dir, out, args.bits)
         rebuilt = unpack_model(out, work / "unpacked")
-        res["fidelity"] = pack_fidelity(model_dir, rebuilt, data)
+        res["fidelity"] = pack_fidelity(model_dir, rebuilt, data or Path(
+            shared_path(*BUCC_ZH_EN, SAMPLE[0])).parent)
         res["out"] = str(out)
         print(json.dumps(res))
         return 0
 
+    stages = [s for s in args.stages.split(",") if s]
+    needs_model = [s for s in stages if not s.startswith("knn")]
+    if data is None and needs_model and not args.quick:
+        data = Path(shared_path(*BUCC_ZH_EN, SAMPLE[0])).parent
+    model_dir = None
     if args.quick:  # torch's CPU device under another name: every off-CPU code path, here
         args.device = "cpu:0"
         args.pairs, args.priors, args.sources = 64, 64, 16
         args.scorer, args.batch_sizes = "512:256,2048:1024", "8,16"
-        args.knn_queries, args.knn_rows = 64, 20000
+        args.translate_subs = "4,16"
+        args.knn_queries, args.knn_rows, args.cell_queries = 64, 20000, 256
         args.cpu_items, args.cpu_sources = 32, 4
-        model_dir = cached_tiny_model()[0]
+        model_dir = cached_tiny_model()[0] if needs_model else None
+    elif not needs_model:
+        pass
     elif args.packed:
         model_dir = unpack_model(Path(args.packed), work / "model")
     else:
@@ -592,14 +645,12 @@ def main(argv=None) -> int:
 
     res_threads = torch.get_num_threads()
     os.environ.setdefault("TRIEMINE_CACHE", str(work / "cache"))
-    stages = [s for s in args.stages.split(",") if s]
     res = {**_device_info(args.device), "model": str(model_dir),
            "weights": ("tiny synthetic model" if args.quick else
                        "rounded for transfer (--packed): timing, not quality" if args.packed
                        else "as imported"),
            "cpu_threads_for_cpu_rows": 1, "torch_threads_for_device_rows": res_threads,
            "stages": {}}
-    needs_model = [s for s in stages if not s.startswith("knn")]
     if needs_model:
         gpu, load_s = _timed(lambda: load_model_dir(model_dir, device=args.device), args.device)
         cpu = load_model_dir(model_dir)
@@ -621,10 +672,13 @@ def main(argv=None) -> int:
                                  args.cpu_sources, args.beam, batch_sizes)
             elif stage == "translate":
                 s, _ = _pairs(data, args.sources, seed=2)
-                out = stage_translate(gpu, cpu, args.device, s, args.cpu_sources)
+                out = stage_translate(gpu, cpu, args.device, s, args.cpu_sources,
+                                      [int(x) for x in args.translate_subs.split(",")])
             elif stage == "knn":
                 out = stage_knn(args.device, args.knn_queries, args.knn_rows, 512, 4,
                                 1 << 18, min(args.knn_queries, 64))
+            elif stage == "knn_cell":
+                out = stage_knn_cell(args.device, args.cell_queries, args.knn_rows, 512, 4)
             elif stage == "knn_job":
                 out = stage_knn_job(args.device, work, args.knn_queries, args.knn_rows, 512, 4,
                                     min(args.knn_queries, 64))

@@ -32,7 +32,7 @@ def test_gpu_bench_quick_runs_every_stage_on_torchs_cpu_device_with_parity():
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["device"] == "cpu:0"
     st = out["stages"]
-    assert set(st) == {"scores", "priors", "trie", "translate", "knn", "knn_job"}
+    assert set(st) == {"scores", "priors", "trie", "translate", "knn", "knn_job", "knn_cell"}
     assert not any("error" in v for v in st.values())
     for name in ("scores", "priors"):
         assert st[name]["cpu_one_thread"]["max_diff_vs_gpu_fp32_nats"] < 1e-3
