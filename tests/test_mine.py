@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -294,24 +293,33 @@ def test_default_batch_size_follows_the_beam():
         resolve_batch_size(0, 5)
 
 
-def test_a_search_off_the_cpu_batches_more_sources_by_default():
-    """Off the CPU the default batch is DEVICE_ROWS_PER_STEP rows (measured on an H200: 1,024
-    sources at beam 5 decoded 2.9x as fast as the CPU's 64); the CPU keeps its default, and a
-    batch size that was asked for is kept on any device, in the mining job's trie generator too."""
-    from types import SimpleNamespace
+def test_a_search_off_the_cpu_batches_more_sources_by_default(tiny_model, corpora, tmp_path):
+    """Off the CPU the search's default batch is DEVICE_ROWS_PER_STEP rows (measured on an H200:
+    1,024 sources at beam 5 decoded 2.9x as fast as the CPU's 64) and its padded source tokens
+    at most DEVICE_ROW_TOKENS over the beam; the CPU keeps its defaults, and a batch or a cap
+    that was asked for is kept.  The driver applies them, so its resume key records them, and
+    the search finds the same matches (torch's "cpu:0" stands in for a GPU)."""
+    from triemine.decoding.batching import DEVICE_ROW_TOKENS, device_batch
 
-    from triemine.decoding.batching import device_batch_size
-    from triemine.mining.generators import REGISTRY
-    from triemine.mining.run import CONFIGS
-
-    assert device_batch_size(5, "cpu") is None
-    assert [device_batch_size(b, "cuda") for b in (1, 5, 90, 10_000)] == [1024, 1024, 56, 1]
-    trie = REGISTRY["trie"]
-    for device, cfg, want in (("cuda", CONFIGS["combined"], 1024), ("cpu", CONFIGS["combined"], None),
-                              ("cuda:1", replace(CONFIGS["combined"], batch_size=7), 7)):
-        job = SimpleNamespace(cfg=replace(cfg, beam=5), device=device, target_shards=1,
-                              shard_sources=None)
-        assert trie._settings(job).batch_size == want, device
+    assert device_batch(5, "cpu") == (None, None)
+    assert device_batch(5, "cuda") == (1024, DEVICE_ROW_TOKENS // 5)
+    assert [device_batch(b, "cuda")[0] for b in (1, 90, 10_000)] == [1024, 56, 1]
+    base = SearchSettings(beam=5)
+    assert base.on_device("cpu") is base
+    on = base.on_device("cuda:1")
+    assert (on.batch_size, on.max_tokens) == (1024, DEVICE_ROW_TOKENS // 5)
+    told = SearchSettings(beam=5, batch_size=7, max_tokens=99).on_device("cuda")
+    assert (told.batch_size, told.max_tokens) == (7, 99)
+    src, tgt, _ = corpora
+    search = SearchSettings(beam=3)
+    mine_to_tsv(tiny_model, src, tgt, tmp_path / "cpu.tsv", search=search)
+    mine_to_tsv(tiny_model, src, tgt, tmp_path / "dev.tsv", search=search, device="cpu:0")
+    key = json.loads((tmp_path / "dev.tsv.progress").read_text())["settings"]
+    assert (key["batch_size"], key["max_tokens"]) == (1024, DEVICE_ROW_TOKENS // 3)
+    assert json.loads((tmp_path / "cpu.tsv.progress").read_text())["settings"]["batch_size"] == 64
+    a, b = read_mined(tmp_path / "cpu.tsv"), read_mined(tmp_path / "dev.tsv")
+    assert list(zip(a.src_ids, a.tgt_ids)) == list(zip(b.src_ids, b.tgt_ids)) and len(a) > 10
+    assert b.col("score") == pytest.approx(a.col("score"), abs=1e-4)
 
 
 def test_bad_batching_is_refused_before_the_output_is_touched(tiny_model, corpora, tmp_path):

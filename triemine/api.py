@@ -150,6 +150,9 @@ class MineOptions:
             raise InputError("--target-shards builds a trie per target range: not with --trie")
         if self.sharded and self.debug:
             raise InputError("--debug checks the search in this process: not with --workers/--ray")
+        if self.ray is not None and self.device.startswith("cuda:"):
+            raise InputError(f"--device {self.device} with --ray: Ray gives each actor one GPU of "
+                             "its own (as cuda); pass --device cuda")
 
     def pipeline_config(self):
         """The mining job's :class:`~triemine.mining.run.PipelineConfig` (not for ``paper``)."""
@@ -285,16 +288,13 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
 
 
 def _trie_search(opts: MineOptions, model, source, target, output, pool, resume, progress) -> dict:
-    from triemine.decoding.batching import device_batch_size
     from triemine.decoding.driver import mine_to_tsv
     from triemine.decoding.settings import SearchSettings
     from triemine.decoding.task import load_trie_for_dict
 
     trie = load_trie_for_dict(opts.trie, model.tgt_dict) if opts.trie else None
-    batch = opts.batch_size if opts.batch_size is not None else \
-        device_batch_size(opts.search_beam, opts.device)
     search = SearchSettings(
-        mode=opts.mode, beam=opts.search_beam, nbest=opts.nbest, batch_size=batch,
+        mode=opts.mode, beam=opts.search_beam, nbest=opts.nbest, batch_size=opts.batch_size,
         max_tokens=opts.max_tokens, sort_window=opts.sort_window, prior_weight=opts.prior_weight,
         with_prior=opts.priors, max_length=opts.max_length, trie_nbest=opts.trie_nbest,
         target_shards=opts.target_shards, shard_sources=opts.shard_size)

@@ -24,6 +24,12 @@ MAX_BATCH = 64
 # thread's.  A smaller card takes --batch-size.
 DEVICE_ROWS_PER_STEP = 5120
 DEVICE_MAX_BATCH = 1024
+# ... and its padded source tokens times the beam at most this (a batch of 32,768 source tokens at
+# beam 5): the decoder keeps every row's keys and values of its source (24 KB a source token a row
+# for OPUS-MT's six layers), which for 5,120 rows of 200-token sources would be 25 GB.  With it,
+# on another H200 machine whose CPU core searched 2.99 sentences a second (4.25-4.75 on the
+# first): 537 a second at 1,024 sources, 9.1 GB at its peak.
+DEVICE_ROW_TOKENS = 163840
 # Sources are decoded in batches of similar length within blocks of this many batches.
 SORT_WINDOW = 8
 # A job is cut into at least this many blocks when it has the sources for them (never blocks of
@@ -56,12 +62,16 @@ def plan_batches(lengths: Sequence[int], batch_size: int,
     return plan
 
 
-def device_batch_size(beam: int, device: str) -> Optional[int]:
-    """The default batch of a search on ``device``: None on the CPU (:func:`resolve_batch_size`
-    decides), else ``DEVICE_ROWS_PER_STEP // beam`` sources (1 to ``DEVICE_MAX_BATCH``)."""
+def device_batch(beam: int, device: str) -> Tuple[Optional[int], Optional[int]]:
+    """``(sources, padded source tokens)`` of a default batch of a search on ``device``:
+    ``(None, None)`` on the CPU (:func:`resolve_batch_size` decides, no token cap), else
+    ``DEVICE_ROWS_PER_STEP // beam`` sources (1 to ``DEVICE_MAX_BATCH``) and
+    ``DEVICE_ROW_TOKENS // beam`` tokens."""
     if device == "cpu":
-        return None
-    return max(1, min(DEVICE_MAX_BATCH, DEVICE_ROWS_PER_STEP // max(1, int(beam))))
+        return None, None
+    beam = max(1, int(beam))
+    return (max(1, min(DEVICE_MAX_BATCH, DEVICE_ROWS_PER_STEP // beam)),
+            max(1, DEVICE_ROW_TOKENS // beam))
 
 
 def resolve_batch_size(batch_size: Optional[int], beam: int) -> int:

@@ -86,13 +86,15 @@ def mine_to_tsv(model, source_path, target_path, out_path, *,
                 progress: bool = False, stop_after_blocks: Optional[int] = None) -> MineSummary:
     """Mine ``source_path`` against ``target_path`` and write the mining TSV to ``out_path``.
 
-    ``search``: the settings (their defaults are the paper's search); ``search.priors`` computes
+    ``search``: the settings (their defaults are the paper's search; off the CPU the device's
+    batches, :meth:`SearchSettings.on_device`); ``search.priors`` computes
     the trie's node priors once (:mod:`triemine.scoring.prior`, cached beside the trie) and adds
     the columns ``prior`` and ``pmi``.  ``pool``: run in shards on it (``search.target_shards``
     > 1 without a pool: in shards in this process); ``trie``: a loaded trie instead of the
     cached one.  ``stop_after_blocks`` (in this process only) stops after that many blocks, as
     an interrupted run would.
     """
+    search = search.on_device(device)  # a GPU's larger batches, unless told
     if pool is None and search.target_shards > 1:
         pool = make_pool(0)
     if pool is not None and stop_after_blocks is not None:

@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass, replace
 from typing import List, Optional
 
-from triemine.decoding.batching import MIN_BLOCKS, SORT_WINDOW, block_size, resolve_batch_size
+from triemine.decoding.batching import (MIN_BLOCKS, SORT_WINDOW, block_size, device_batch,
+                                        resolve_batch_size)
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.decoding.lengths import LENGTH_RULE
 from triemine.tsv import column_order
@@ -86,6 +87,16 @@ class SearchSettings:
         if self.block_sources is not None:
             return self.block_sources
         return self.sort_window * self.sources_per_batch
+
+    def on_device(self, device: str) -> "SearchSettings":
+        """These settings as a search on ``device`` runs them: off the CPU a batch and a token
+        cap left unset take the device's defaults (:func:`~triemine.decoding.batching.device_batch`),
+        so they are in the resume key and the shards' tasks; on the CPU unchanged."""
+        sources, tokens = device_batch(self.beam, device)
+        if sources is None:
+            return self
+        return replace(self, batch_size=self.batch_size if self.batch_size is not None else sources,
+                       max_tokens=self.max_tokens if self.max_tokens is not None else tokens)
 
     def for_job(self, n_nonempty: int) -> "SearchSettings":
         """These settings with the blocks of a job of ``n_nonempty`` sources

@@ -122,13 +122,10 @@ class TrieSearch(Generator):
                          columns=columns), None
 
     def _settings(self, job: Job):
-        from triemine.decoding.batching import device_batch_size
         from triemine.decoding.settings import SearchSettings
 
         cfg = job.cfg
-        batch = cfg.batch_size if cfg.batch_size is not None else \
-            device_batch_size(cfg.beam, job.device)
-        return SearchSettings(mode=cfg.mode, beam=cfg.beam, batch_size=batch,
+        return SearchSettings(mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
                               sort_window=cfg.sort_window, prior_weight=cfg.prior_weight,
                               token_counts=True, line_numbers=True, trie_nbest=cfg.trie_nbest,
                               max_length=cfg.max_length, target_shards=job.target_shards,
