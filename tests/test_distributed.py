@@ -606,6 +606,13 @@ def test_cuda_actors_ask_for_one_gpu_each_and_need_a_gpu():
     pool = make_pool(2, ray="local", device="cuda")
     assert pool.options()["num_gpus"] == 1 and pool.options()["num_cpus"] == 1
     assert make_pool(2, ray="local").options()["num_gpus"] == 0
+    # an actor's one GPU is its cuda: a device index is refused before any work
+    from triemine.api import MineOptions
+    from triemine.errors import InputError
+
+    with pytest.raises(InputError, match="--device cuda:1 with --ray"):
+        MineOptions(ray="local", device="cuda:1").check()
+    MineOptions(ray="local", device="cuda").check()
 
 
 # -- target shards ------------------------------------------------------------------------------------
@@ -785,6 +792,20 @@ def test_the_fairseq_translator_decodes_a_whole_batch_together_off_the_cpu(tiny_
     one = translate.make_translator(tiny_model, beam=2, backend="fairseq", sub=3)
     sizes.clear()
     assert translate.translate_lines(one, texts) == got["cpu"] and max(sizes) == 3
+    # the job's translation cache names the sub-batch off the CPU (other padding, other bits)
+    from triemine.distributed.jobs import cached_translations, inline_model_pool
+
+    cache = corpora[0].parent / "translations"
+    for device in ("cpu", "cpu:0"):
+        lines, _ = cached_translations(tiny_model, corpora[0], cache,
+                                       inline_model_pool(tiny_model, device), beam=2,
+                                       device=device)
+        assert lines == got["cpu"]
+    assert len(list(cache.glob("*.txt"))) == 2
+    monkeypatch.setattr(translate, "DEVICE_SUB_BATCH", 5)  # another sub-batch: another cache
+    cached_translations(tiny_model, corpora[0], cache, inline_model_pool(tiny_model, "cpu:0"),
+                        beam=2, device="cpu:0")
+    assert len(list(cache.glob("*.txt"))) == 3
 
 
 def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeypatch):

@@ -288,6 +288,24 @@ def test_a_new_arithmetic_is_never_mixed_with_cached_or_resumed_bits(tiny_model,
     target_priors(tiny_model, texts, np.array([0, 2]), cache_dir=tmp_path, scores=scores)
     assert calls == [[0, 2], [0, 2]]  # computed again, not read from the older arithmetic's
     assert run._settings_digest(tiny_model, src, tgt, cfg) != key
+    # another device's products are other bits: its caches and keys are its own, the CPU's
+    # stay as they were before devices were told apart
+    from triemine.mining.features import prior_table
+
+    assert forced.arithmetic("cpu") == str(forced.ARITHMETIC)
+    assert forced.arithmetic("cuda") != forced.arithmetic("cuda:1") != forced.arithmetic("cpu")
+    prior_table(tiny_model, texts, np.array([0, 2]), cache_dir=tmp_path, scores=scores,
+                device="cuda")
+    assert calls[-1] == [0, 2] and len(calls) == 3  # not the CPU's cached values
+    on_gpu = run._settings_digest(tiny_model, src, tgt, cfg, "cuda")
+    assert on_gpu["arithmetic"]["device"] == "cuda" and "device" not in key["arithmetic"]
+    assert "faiss" in on_gpu["arithmetic"]["knn"] and "torch" in on_gpu["arithmetic"]["knn"]
+    import copy
+
+    elsewhere = copy.copy(tiny_model)
+    elsewhere.models = [copy.deepcopy(tiny_model.model).to("meta")]
+    assert prior_path(tmp_path / "t.trie", elsewhere).name.endswith(".meta.npy")
+    assert prior_path(tmp_path / "t.trie", tiny_model).name.endswith(f".a{forced.ARITHMETIC}.npy")
 
 
 def test_priors_are_computed_a_range_of_lines_at_a_time_into_a_mapped_cache(tiny_model, tmp_path,

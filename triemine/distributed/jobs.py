@@ -23,7 +23,7 @@ from triemine.distributed.shards import Shard, ShardStore, execute, execute_all,
 from triemine.distributed.worker import (EmbedShardTask, ModelSpec, ScoreShardTask,
                                          TranslateShardTask)
 from triemine.mining.features import corpus_key, exact_scores, score_chunk
-from triemine.mining.translate import TRANSLATE_BATCH, translation_backend
+from triemine.mining.translate import TRANSLATE_BATCH, sub_batch, translation_backend
 from triemine.outfile import atomic_write, npy_header
 from triemine.paths import content_sha256, remember_sha256
 
@@ -259,8 +259,11 @@ def cached_translations(model, source_path, cache: Path, pool, *, beam: int = 4,
         raise ValueError(f"translation shards must be whole batches of {batch} lines")
     backend = translation_backend(model)
     texts = open_corpus(source_path).texts
+    # off the CPU the fairseq decoder's sub-batch (which moves the last bits) is in the keys too;
+    # the CPU's keys are those of before it was
+    sub = {"sub": sub_batch(device)} if backend == "fairseq" and device != "cpu" else {}
     key = corpus_key(model, texts, f"translations|{backend}|beam={beam}|batch={batch}|"
-                                   f"device={device}")
+                                   f"device={device}" + "".join(f"|sub={v}" for v in sub.values()))
     cache = Path(cache)
     cache.mkdir(parents=True, exist_ok=True)
     path, n = cache / f"{key}.txt", len(texts)
@@ -273,7 +276,7 @@ def cached_translations(model, source_path, cache: Path, pool, *, beam: int = 4,
         store = ShardStore(cache / f"{key}{SHARDS_SUFFIX}",
                            {"model": model_fingerprint(model), "corpus": content_sha256(source_path),
                             "lines": n, "backend": backend, "beam": int(beam),
-                            "batch": int(batch), "device": device},
+                            "batch": int(batch), "device": device, **sub},
                            plan_shards(range(0, n, lines), n, lines), resume=True,
                            stale="restart", ext="txt", unit="lines")
         spec, corpus = model_spec(model, device), os.path.abspath(source_path)

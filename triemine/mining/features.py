@@ -200,9 +200,11 @@ def prior_range(line: int) -> int:
 
 def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, node_prior=None,
                 cache_dir: Optional[Path] = None, progress: bool = False,
-                precision: str = "fp32", scores=None, work: Optional[Path] = None) -> np.ndarray:
+                precision: str = "fp32", scores=None, work: Optional[Path] = None,
+                device: str = "cpu") -> np.ndarray:
     """log P(target line | empty source) of every target line (NaN where unknown), computed
-    for ``lines`` (line numbers, or a boolean mask over the lines) where not yet known.
+    for ``lines`` (line numbers, or a boolean mask over the lines) where not yet known, on
+    ``device`` (which the cache's key names off the CPU: other products, other bits).
 
     With a trie and its node priors a line of the trie has the prior of its terminal node
     (free; the table is then in memory, 8 bytes a line beside the trie's own).  The other needed
@@ -234,18 +236,18 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
         rest = wanted & np.isnan(table)
         if rest.any():
             forced = prior_table(model, tgt_texts, rest, cache_dir=cache_dir, progress=progress,
-                                 precision=precision, scores=scores, work=work)
+                                 precision=precision, scores=scores, work=work, device=device)
             for a in range(0, n, PRIOR_RANGE):
                 part = slice(a, a + PRIOR_RANGE)
                 table[part] = np.where(rest[part], forced[part], table[part])
         return table
     path = old = None
     if cache_dir is not None and n:
-        from triemine.scoring.forced import ARITHMETIC
+        from triemine.scoring.forced import arithmetic
 
         cache_dir.mkdir(parents=True, exist_ok=True)
-        # forced: no node priors (which older caches held); no bits of older code
-        what = f"prior/{precision}/forced/arithmetic {ARITHMETIC}"
+        # forced: no node priors (which older caches held); no bits of older code or another device
+        what = f"prior/{precision}/forced/arithmetic {arithmetic(device)}"
         path = cache_dir / f"{corpus_key(model, tgt_texts, what)}.npy"
         if path.is_file():
             cached = np.load(path, mmap_mode="r")

@@ -385,7 +385,7 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
         return out
     table = prior_table(job.model, job.tgt.texts, lines, trie=job.trie,
                         node_prior=job.node_prior, cache_dir=cache_dir("priors"),
-                        progress=job.progress, scores=sharded, work=job.work)
+                        progress=job.progress, scores=sharded, work=job.work, device=job.device)
 
     def blocks():
         for a, b in store.bounds():

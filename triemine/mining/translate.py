@@ -25,6 +25,12 @@ SUB_BATCH = 32
 DEVICE_SUB_BATCH = TRANSLATE_BATCH
 
 
+def sub_batch(device: str) -> int:
+    """The fairseq decoder's default sub-batch on ``device`` (the translations' last bits depend
+    on it: the translation cache's key names it off the CPU)."""
+    return SUB_BATCH if device == "cpu" else DEVICE_SUB_BATCH
+
+
 def ct2_origin(model) -> Optional[Path]:
     origin = (getattr(model, "meta", None) or {}).get("origin")
     if origin and (Path(origin) / "model.bin").is_file():
@@ -51,8 +57,7 @@ def make_translator(model, beam: int = 4, device: str = "cpu", backend: str = "a
         return _ct2_translator(model, origin, beam, device)
     if backend != "fairseq":
         raise ValueError(f"unknown translation backend {backend!r}")
-    return _fairseq_translator(model, beam, device,
-                               sub or (SUB_BATCH if device == "cpu" else DEVICE_SUB_BATCH))
+    return _fairseq_translator(model, beam, device, sub or sub_batch(device))
 
 
 def translate_lines(translate: Callable[[List[str]], List[str]], texts: Sequence[str],

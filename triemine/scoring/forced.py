@@ -103,6 +103,18 @@ def _cpu_product(feats: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor]
 # cache never mixes old bits with new.  2: the output projection through numpy's BLAS.
 ARITHMETIC = 2
 
+
+def arithmetic(device: str = "cpu") -> str:
+    """What the bits of the scores depend on besides the model and the texts, for the keys of
+    what keeps them (``ARITHMETIC`` on the CPU, as before devices were told apart; off the CPU
+    the device too, whose products and batches are others)."""
+    return str(ARITHMETIC) if device == "cpu" else f"{ARITHMETIC} on {device}"
+
+
+def weights_device(model) -> str:
+    """The device of a loaded model directory's weights (``"cpu"``, ``"cuda:0"``, ...)."""
+    return str(next(model.model.parameters()).device)
+
 # target tokens per decoder batch: on the CPU 512 (measured above: 3-5 % faster than 4,096 with one
 # thread, the workers' setting, 4 % slower with two, and 110-220 MB less resident); elsewhere
 # 16,384 with output chunks of 2,048 positions: measured on an NVIDIA H200 in fp32

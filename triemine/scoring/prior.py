@@ -44,10 +44,12 @@ def compute_node_priors(model, trie, progress: bool = False,
 
 def prior_path(trie_path, model) -> Path:
     """Where the node priors of the trie at ``trie_path`` under ``model``'s weights are kept."""
-    from triemine.scoring.forced import ARITHMETIC
+    from triemine.scoring.forced import ARITHMETIC, weights_device
 
     tag = model.weights_digest if getattr(model, "path", None) is not None else "unknown"
-    return Path(f"{trie_path}.prior.{tag}.a{ARITHMETIC}.npy")
+    device = weights_device(model)  # computed where the weights are: that device's bits
+    where = "" if device == "cpu" else "." + "".join(c if c.isalnum() else "-" for c in device)
+    return Path(f"{trie_path}.prior.{tag}.a{ARITHMETIC}{where}.npy")
 
 
 def get_node_priors(model, trie, progress: bool = False) -> np.ndarray:
