@@ -274,19 +274,10 @@ def _one_core():
 
 
 def _tf32(on: bool):
-    import contextlib
+    """TF32 products allowed (``on``) or not, restored after (the package's one switch)."""
+    from triemine.embedding.knn import matmul_precision
 
-    import torch
-
-    @contextlib.contextmanager
-    def ctx():
-        before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
-        try:
-            yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
-    return ctx()
+    return matmul_precision(tf32=on)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -517,11 +508,9 @@ def stage_knn_job(device: str, work: Path, queries: int, rows: int, dim: int, k:
         _, t = _timed(lambda: knn_searches([searches[i][:2] + (f"{name}.again",)], k,
                                            work / "knn_job", InlinePool(), device=device), device)
         res[f"{name}_s"] = round(t, 2)
-    q_mem = np.load(paths["src"])
-    d_mem = np.load(paths["tgt"])
+    q_mem, d_mem = np.load(paths["src"]), np.load(paths["tgt"])
     _, t = _timed(lambda: device_knn(q_mem, d_mem, k, device), device)
     res["fwd_in_memory_s"] = round(t, 2)  # the search alone: no files, no cells
-    del q_mem, d_mem
     same = []
     with _one_core():
         for (q_path, d_path, _), (_, idx) in zip(searches, out):

@@ -326,11 +326,13 @@ def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_mo
 
 def test_a_job_off_the_cpu_finds_the_same_pairs_and_never_resumes_a_cpu_jobs_work(
         tiny_model, corpora, tmp_path, monkeypatch):
-    """``device`` other than "cpu" (torch's "cpu:0" here, which takes every off-CPU path on this
+    """``device`` other than "cpu" (torch's "cpu:0" here, which takes the off-CPU plans on this
     machine without a GPU): the kNN cells are torch's exact search over DEVICE_KNN_DATABASE_ROWS
-    database rows each, the trie search's batches and the scorer's the device's defaults; the
-    same candidate pairs as the CPU's job, the same scores up to the last bits, and the work of a
-    job on the CPU is not resumed on another device (other bits) nor the other way round."""
+    database rows each, the trie search's batches the device's; the same candidate pairs as the
+    CPU's job, the same scores up to the last bits, and the work of a job on the CPU is not
+    resumed on another device (other bits) nor the other way round.  (The scorer follows its
+    weights' device, which torch reports as "cpu" here; bench/gpu_bench.py --quick gives it
+    "cpu:0" itself.)"""
     import json
 
     from triemine.distributed import knn_jobs

@@ -46,12 +46,16 @@ INDEX_MIN_ROWS = 65536
 # English rows' centroids, so they need many probes.
 IVF_NPROBE = None
 IVF_PROBE_FRACTION = 8
-# Off the CPU a cell is up to the plan's ``rows`` queries against this many database rows, read
+# Off the CPU a cell is up to DEVICE_KNN_QUERY_ROWS queries against this many database rows, read
 # from their mapped file a block at a time (triemine.embedding.knn.device_knn): a GPU's products
-# are some 300 CPU cores' (measured on an H200), so a cell of 131,072 queries x 2^23 rows takes
-# about 36 s there, where the CPU's cells of 131,072 x 131,072 would be half a second of
-# arithmetic each and 6 MB of merged lists (3.7 TB of cell files a direction at 10^8 x 10^8)
+# are some 300 CPU cores' (measured on an H200: 1.51 x 10^13 multiply-adds a second), where the
+# CPU's cells of 131,072 x 131,072 would be a second of arithmetic each and 6 MB of merged lists
+# (3.7 TB of cell files a direction at 10^8 x 10^8)
 DEVICE_KNN_DATABASE_ROWS = 1 << 23
+# ... and up to this many queries (2 GB on the device at 512 dimensions): each query range reads
+# the whole database once, 205 GB a range at 10^8 rows, so fewer ranges read less (96 of them a
+# direction at 10^8, each cell about 5 minutes of products)
+DEVICE_KNN_QUERY_ROWS = 1 << 20
 
 
 def ivf_nprobe(n_database: int) -> int:
@@ -97,8 +101,8 @@ def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path,
     graph, walked by a grid of ``rows`` queries x one graph with ``ef_search`` candidates
     (None: :func:`triemine.embedding.hnsw.graph_plan`'s; :func:`_hnsw_sharded`).  Every way the
     plan depends on the data alone, so any number of workers gives the same bits.  ``device``:
-    where the exact cells run (off the CPU: ``DEVICE_KNN_DATABASE_ROWS`` database rows a cell);
-    the indexes are faiss's on the CPU."""
+    where the exact cells run (off the CPU: cells of ``DEVICE_KNN_QUERY_ROWS`` x
+    ``DEVICE_KNN_DATABASE_ROWS``); the indexes are faiss's on the CPU."""
     n_q = np.load(queries_path, mmap_mode="r").shape[0]
     n_d = np.load(database_path, mmap_mode="r").shape[0]
     method = knn_method(n_q, n_d, index, device) if n_d else "exact"
@@ -148,15 +152,18 @@ def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, 
                graphs: Optional[ShardStore] = None, ef_search: int = 0,
                device: str = "cpu") -> tuple:
     """The search as a grid of cells, ``rows`` queries against a range of database rows each
-    (``rows`` of them, off the CPU ``DEVICE_KNN_DATABASE_ROWS``, or with ``graphs`` one graph's
-    rows, walked through its graph), merged per query.  The cells of one graph are planned together, so a worker walking them keeps
+    (``rows`` of them, or with ``graphs`` one graph's rows, walked through its graph; off the CPU
+    ``DEVICE_KNN_QUERY_ROWS`` queries against ``DEVICE_KNN_DATABASE_ROWS`` rows), merged per
+    query.  The cells of one graph are planned together, so a worker walking them keeps
     that graph loaded.  Returns ``(store, make_task, finish)``: the cells' store and tasks, and
     ``finish()``, the merged ``(sim, idx)`` once every cell is done."""
     n_q = np.load(queries_path, mmap_mode="r").shape[0]
     n_d = np.load(database_path, mmap_mode="r").shape[0]
     kk = min(int(k), n_d)
-    q_ranges = [(a, min(a + rows, n_q)) for a in range(0, n_q, rows)] or [(0, 0)]
-    d_rows = rows if device == "cpu" or graphs is not None else DEVICE_KNN_DATABASE_ROWS
+    on_cpu = device == "cpu" or graphs is not None
+    q_rows = rows if on_cpu else DEVICE_KNN_QUERY_ROWS
+    d_rows = rows if on_cpu else DEVICE_KNN_DATABASE_ROWS
+    q_ranges = [(a, min(a + q_rows, n_q)) for a in range(0, n_q, q_rows)] or [(0, 0)]
     d_ranges = ([(a, min(a + d_rows, n_d)) for a in range(0, n_d, d_rows)] or [(0, 0)]
                 if graphs is None else [(g.start, g.end) for g in graphs.shards])
     cell = ({(qi, di): qi * len(d_ranges) + di for qi in range(len(q_ranges))
@@ -167,8 +174,8 @@ def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, 
     shards = [Shard(i, i, i + 1) for i in range(len(grid))]  # one grid cell each
     key = {"queries": content_sha256(queries_path), "database": content_sha256(database_path),
            "k": kk, "rows": rows}
-    if device != "cpu" and graphs is None:  # other products, other cells: never mixed
-        key.update(device=device, database_rows=d_rows)
+    if not on_cpu:  # other products, other cells: never mixed
+        key.update(device=device, query_rows=q_rows, database_rows=d_rows)
     if graphs is not None:  # new graphs (a rebuilt shard) make the old cells stale
         key.update(graphs=graphs.key, graph_bytes=[e["bytes"] for e in graphs.entries()],
                    ef_search=int(ef_search))

@@ -15,6 +15,7 @@ sentences' neighbourhoods.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shutil
 from dataclasses import dataclass
@@ -66,27 +67,55 @@ def set_faiss(dim: int, threads: Optional[int] = None) -> None:
 # Off the CPU the exact search is torch's float32 products (TF32 off), DEVICE_QUERY_BLOCK queries
 # against DEVICE_ROW_BLOCK database rows at a time (a 2 GB block of similarities), each block's top
 # k merged into every query's running best on the device; the database is copied to the device a
-# block at a time, once per call.  Measured on an NVIDIA H200 (bench/gpu_bench.py, 2026-11-26):
-# 8,624 queries against 10^6 rows of 512 dimensions, blocks of 262,144 rows, 0.28 s: 1.57 x 10^13
-# multiply-adds a second with the top 4 (about 330 of the faiss rate per CPU-second on the
-# project's AMD EPYC, 400 of one core of that machine's Xeon); float16 3.4x that, its top 1
-# the same for 99.66 % of the queries, so not used.
+# block at a time, once per call.  Measured on an NVIDIA H200 (bench/gpu_bench.py knn_cell,
+# 2026-11-26): 131,072 queries against 10^6 rows of 512 dimensions from memory, 4.45 s: 1.51 x
+# 10^13 multiply-adds a second with the top 4, the copies included (plain products with the rows
+# already on the device: 1.57 x 10^13; about 310-330 of the faiss rate per CPU-second on the
+# project's AMD EPYC); float16 3.4x that, its top 1 the same for 99.66 % of the queries, so not
+# used.
 DEVICE_QUERY_BLOCK = 8192
 DEVICE_ROW_BLOCK = 65536
 
 
 def search_arithmetic(device: str = "cpu") -> str:
-    """What the exact search's bits depend on besides the vectors and the plan (faiss's version,
-    the BLAS rule; off the CPU torch's version, the device and the blocks): part of the mining
-    job's resume key, so a resumed job never mixes cells of another."""
-    if device != "cpu":
-        import torch
-
-        return (f"torch {torch.__version__} on {device}, float32, blocks of "
-                f"{DEVICE_QUERY_BLOCK} x {DEVICE_ROW_BLOCK}")
+    """What the search's bits depend on besides the vectors and the plan (faiss's version and
+    BLAS rule, which the indexes use on any device; off the CPU also torch's version, the
+    device and the blocks of the exact cells): part of the mining job's resume key, so a
+    resumed job never mixes cells of another.  The device is named as given: a job resumed on
+    another model of GPU, or sharded over actors of several models, mixes their last bits."""
     import faiss
 
-    return f"faiss {faiss.__version__}, BLAS from {BLAS_FROM_QUERIES} queries"
+    cpu = f"faiss {faiss.__version__}, BLAS from {BLAS_FROM_QUERIES} queries"
+    if device == "cpu":
+        return cpu
+    import torch
+
+    return (f"{cpu}; exact cells: torch {torch.__version__} on {device}, float32, blocks of "
+            f"{DEVICE_QUERY_BLOCK} x {DEVICE_ROW_BLOCK}")
+
+
+@contextlib.contextmanager
+def matmul_precision(tf32: bool = False):
+    """torch's float32 matrix products on CUDA devices exact (``tf32`` False) or TF32 for the
+    duration, whatever was set before (restored after): through ``fp32_precision`` where torch
+    has it, whose legacy ``allow_tf32`` flag raises once the newer setting was used."""
+    import torch
+
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        old = matmul.fp32_precision
+        matmul.fp32_precision = "tf32" if tf32 else "ieee"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision = old
+    else:
+        old = matmul.allow_tf32
+        matmul.allow_tf32 = tf32
+        try:
+            yield
+        finally:
+            matmul.allow_tf32 = old
 
 
 def device_knn(q: np.ndarray, d: np.ndarray, k: int, device: str,
@@ -97,27 +126,21 @@ def device_knn(q: np.ndarray, d: np.ndarray, k: int, device: str,
     ``topk``'s choice).  ``d`` may be memory-mapped: it is read a block at a time."""
     import torch
 
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False  # exact float32 products, whatever was set
-    try:
-        with torch.no_grad():
-            qt = torch.from_numpy(np.ascontiguousarray(q)).to(device)
-            best_s = torch.full((len(q), k), -np.inf, dtype=torch.float32, device=device)
-            best_i = torch.full((len(q), k), -1, dtype=torch.int64, device=device)
-            for b in range(0, d.shape[0], row_block):
-                rows = torch.from_numpy(np.ascontiguousarray(d[b:b + row_block],
-                                                             dtype=np.float32)).to(device)
-                kk = min(k, rows.shape[0])
-                for a in range(0, len(q), query_block):
-                    s, i = (qt[a:a + query_block] @ rows.T).topk(kk, dim=1)
-                    s = torch.cat([best_s[a:a + query_block], s], 1)
-                    i = torch.cat([best_i[a:a + query_block], i + b], 1)
-                    top = s.topk(k, dim=1)
-                    best_s[a:a + query_block] = top.values
-                    best_i[a:a + query_block] = i.gather(1, top.indices)
-            sims, idx = best_s.cpu().numpy(), best_i.cpu().numpy()
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
+    with matmul_precision(tf32=False), torch.no_grad():  # exact float32, whatever was set
+        qt = torch.from_numpy(np.array(q, dtype=np.float32)).to(device)  # copies: maps stay
+        best_s = torch.full((len(q), k), -np.inf, dtype=torch.float32, device=device)
+        best_i = torch.full((len(q), k), -1, dtype=torch.int64, device=device)
+        for b in range(0, d.shape[0], row_block):
+            rows = torch.from_numpy(np.array(d[b:b + row_block], dtype=np.float32)).to(device)
+            kk = min(k, rows.shape[0])
+            for a in range(0, len(q), query_block):
+                s, i = (qt[a:a + query_block] @ rows.T).topk(kk, dim=1)
+                s = torch.cat([best_s[a:a + query_block], s], 1)
+                i = torch.cat([best_i[a:a + query_block], i + b], 1)
+                top = s.topk(k, dim=1)
+                best_s[a:a + query_block] = top.values
+                best_i[a:a + query_block] = i.gather(1, top.indices)
+        sims, idx = best_s.cpu().numpy(), best_i.cpu().numpy()
     order = np.lexsort((idx, -sims), axis=1)  # by similarity, then the lower row
     return np.take_along_axis(sims, order, 1), np.take_along_axis(idx, order, 1)
 
