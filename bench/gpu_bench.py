@@ -39,6 +39,7 @@ of speed, not of quality.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import lzma
 import os
@@ -170,6 +171,7 @@ def pack_fidelity(model_dir: Path, packed_dir: Path, data: Path, n: int = 64) ->
     their sources (identical fraction)."""
     from triemine.decoding.model_dir import load_model_dir
     from triemine.mining.translate import make_translator
+    from triemine.scoring.forced import ForcedScorer
 
     pairs = _gold_pairs(data)[:n]
     res = {}
@@ -177,7 +179,6 @@ def pack_fidelity(model_dir: Path, packed_dir: Path, data: Path, n: int = 64) ->
     for d in (model_dir, packed_dir):
         m = load_model_dir(d)
         src, tgt = [m.encode_source(s) for s, _ in pairs], [m.encode_target(t) for _, t in pairs]
-        from triemine.scoring.forced import ForcedScorer
         sc = ForcedScorer(m).score_pairs(src, tgt, np.arange(len(pairs)), np.arange(len(pairs)))
         hyp = make_translator(m, beam=1, backend="fairseq")([s for s, _ in pairs])
         outs.append((sc, hyp))
@@ -256,28 +257,17 @@ def _timed(fn, device: str):
     return out, time.perf_counter() - t0
 
 
+@contextlib.contextmanager
 def _one_core():
-    """A context with torch on one thread (the workers' setting), restored after."""
-    import contextlib
-
+    """torch on one thread (the workers' setting) for the duration, restored after."""
     import torch
 
-    @contextlib.contextmanager
-    def ctx():
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
-    return ctx()
-
-
-def _tf32(on: bool):
-    """TF32 products allowed (``on``) or not, restored after (the package's one switch)."""
-    from triemine.embedding.knn import matmul_precision
-
-    return matmul_precision(tf32=on)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,13 +278,14 @@ def stage_scores(gpu, cpu, device: str, srcs, tgts, configs, n_cpu: int, prior: 
     """Forced scores (``prior``: of the targets given the empty source) of every pair on the
     device at each ``(max_tokens, chunk)`` of ``configs``, fp32 and TF32, and of the first
     ``n_cpu`` on one CPU core (the scorer's CPU defaults)."""
+    from triemine.embedding.knn import matmul_precision
     from triemine.scoring.forced import ForcedScorer
 
     def enc(m):
         return [m.encode_source(s) for s in srcs], [m.encode_target(t) for t in tgts]
 
     def run(model, s, t, dev, cfg, n):
-        mt, chunk = cfg or (None, 256)
+        mt, chunk = cfg or (None, None)  # None: the scorer's defaults for the device
         sc = ForcedScorer(model, max_tokens=mt, chunk=chunk, device=dev)
         idx = np.arange(n)
         if prior:
@@ -309,7 +300,7 @@ def stage_scores(gpu, cpu, device: str, srcs, tgts, configs, n_cpu: int, prior: 
     ref = None
     for precision in ("fp32", "tf32"):
         rows = {}
-        with _tf32(precision == "tf32"):
+        with matmul_precision(tf32=precision == "tf32"):
             for cfg in configs:
                 got, secs = _timed(run(gpu, s_g, t_g, device, cfg, n), device)
                 key = f"max_tokens={cfg[0]},chunk={cfg[1]}"
@@ -421,22 +412,12 @@ def stage_translate(gpu, cpu, device: str, srcs, n_cpu: int, subs) -> dict:
 
 
 def _topk_ip(q, db, k: int, block: int):
-    """Exact top-k inner products of ``q`` against ``db`` (torch tensors on one device), ``db``
-    in blocks of ``block`` rows, merged: ``(sims, idx)``."""
-    import torch
+    """The device search's merge (:func:`triemine.embedding.knn.topk_blocks`) over ``db``, a
+    tensor already where ``q`` is, in blocks of ``block`` rows, all queries in one product."""
+    from triemine.embedding.knn import topk_blocks
 
-    best_s = best_i = None
-    for start in range(0, db.size(0), block):
-        sims = q @ db[start:start + block].T
-        s, i = sims.topk(min(k, sims.size(1)), dim=1)
-        i = i + start
-        if best_s is None:
-            best_s, best_i = s, i
-        else:
-            s, j = torch.cat([best_s, s], 1).topk(k, dim=1)
-            best_i = torch.cat([best_i, i], 1).gather(1, j)
-            best_s = s
-    return best_s, best_i
+    blocks = ((b, db[b:b + block]) for b in range(0, db.size(0), block))
+    return topk_blocks(q, blocks, k, query_block=max(1, len(q)))
 
 
 def stage_knn(device: str, queries: int, rows: int, dim: int, k: int, block: int,
@@ -444,6 +425,8 @@ def stage_knn(device: str, queries: int, rows: int, dim: int, k: int, block: int
     """Exact inner-product top-k of ``queries`` random unit rows against ``rows`` (float32 and
     float16 on the device), and of ``n_cpu`` queries against the same rows on one CPU core."""
     import torch
+
+    from triemine.embedding.knn import matmul_precision
 
     g = torch.Generator().manual_seed(0)
     db = torch.nn.functional.normalize(torch.randn(rows, dim, generator=g), dim=1)
@@ -456,7 +439,7 @@ def stage_knn(device: str, queries: int, rows: int, dim: int, k: int, block: int
         if name == "fp16" and not device.startswith("cuda"):
             continue
         a, b = qd.to(dtype), dbd.to(dtype)
-        with _tf32(False):
+        with matmul_precision(tf32=False):
             _topk_ip(a[:64], b, k, block)  # warm-up
             (s, i), secs = _timed(lambda: _topk_ip(a, b, k, block), device)
         res[name] = {"s": round(secs, 4), "madds_per_s": float(f"{madds / secs:.3g}")}

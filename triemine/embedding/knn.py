@@ -118,28 +118,42 @@ def matmul_precision(tf32: bool = False):
             matmul.allow_tf32 = old
 
 
+def topk_blocks(q, blocks, k: int, query_block: int = DEVICE_QUERY_BLOCK):
+    """``(sims, idx)`` tensors (``len(q) x k``, float32 and int64, on ``q``'s device): the ``k``
+    largest inner products of every row of ``q`` (a tensor) with the rows of ``blocks``, an
+    iterable of ``(first row, tensor of rows)`` on ``q``'s device and of its dtype, unsorted among
+    ties; each block's top k merged into every query's running best, ``query_block`` queries at
+    a time (the similarities a product holds: ``query_block x`` block rows)."""
+    import torch
+
+    best_s = torch.full((len(q), k), -np.inf, dtype=torch.float32, device=q.device)
+    best_i = torch.full((len(q), k), -1, dtype=torch.int64, device=q.device)
+    for b, rows in blocks:
+        kk = min(k, rows.shape[0])
+        for a in range(0, len(q), query_block):
+            s, i = (q[a:a + query_block] @ rows.T).topk(kk, dim=1)
+            s = torch.cat([best_s[a:a + query_block], s.float()], 1)
+            i = torch.cat([best_i[a:a + query_block], i + b], 1)
+            top = s.topk(k, dim=1)
+            best_s[a:a + query_block] = top.values
+            best_i[a:a + query_block] = i.gather(1, top.indices)
+    return best_s, best_i
+
+
 def device_knn(q: np.ndarray, d: np.ndarray, k: int, device: str,
                query_block: int = DEVICE_QUERY_BLOCK, row_block: int = DEVICE_ROW_BLOCK):
-    """:func:`knn`'s search as torch products on ``device``: ``(sims, idx)`` of the ``k`` best
-    rows of ``d`` (``k <= len(d)``) for every row of ``q``, most similar first, ties to the lower
-    row among the k kept (which of several rows tied at the k-th place is kept is torch's
-    ``topk``'s choice).  ``d`` may be memory-mapped: it is read a block at a time."""
+    """:func:`knn`'s search as torch products on ``device`` (:func:`topk_blocks`): ``(sims,
+    idx)`` of the ``k`` best rows of ``d`` (``k <= len(d)``) for every row of ``q``, most
+    similar first, ties to the lower row among the k kept (which of several rows tied at the
+    k-th place is kept is torch's ``topk``'s choice).  ``d`` may be memory-mapped: it is copied
+    to the device a block of ``row_block`` rows at a time."""
     import torch
 
     with matmul_precision(tf32=False), torch.no_grad():  # exact float32, whatever was set
         qt = torch.from_numpy(np.array(q, dtype=np.float32)).to(device)  # copies: maps stay
-        best_s = torch.full((len(q), k), -np.inf, dtype=torch.float32, device=device)
-        best_i = torch.full((len(q), k), -1, dtype=torch.int64, device=device)
-        for b in range(0, d.shape[0], row_block):
-            rows = torch.from_numpy(np.array(d[b:b + row_block], dtype=np.float32)).to(device)
-            kk = min(k, rows.shape[0])
-            for a in range(0, len(q), query_block):
-                s, i = (qt[a:a + query_block] @ rows.T).topk(kk, dim=1)
-                s = torch.cat([best_s[a:a + query_block], s], 1)
-                i = torch.cat([best_i[a:a + query_block], i + b], 1)
-                top = s.topk(k, dim=1)
-                best_s[a:a + query_block] = top.values
-                best_i[a:a + query_block] = i.gather(1, top.indices)
+        blocks = ((b, torch.from_numpy(np.array(d[b:b + row_block], dtype=np.float32))
+                   .to(device)) for b in range(0, d.shape[0], row_block))
+        best_s, best_i = topk_blocks(qt, blocks, k, query_block)
         sims, idx = best_s.cpu().numpy(), best_i.cpu().numpy()
     order = np.lexsort((idx, -sims), axis=1)  # by similarity, then the lower row
     return np.take_along_axis(sims, order, 1), np.take_along_axis(idx, order, 1)
