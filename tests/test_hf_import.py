@@ -282,3 +282,36 @@ def test_recovery_on_a_same_script_pair(models, ct2_same_script, tmp_path):
     base = compare_segmentations(gold, [lm.encode(t) for t in held_out])
     # measured: pieces 0.927 vs 0.912; sentences 0.30 vs 0.41
     assert ours[1] > base[1]
+
+
+def test_an_import_is_all_or_nothing(models, tmp_path, monkeypatch):
+    """The model directory appears whole or not at all; re-importing replaces it whole with the
+    same checkpoint bytes; a directory that is not a model directory is never replaced."""
+    import triemine.models.convert as convert
+
+    hf_dir, fs_dir = models["opus_mt_layout"]
+    out = tmp_path / "m"
+
+    def broken_copy(src, dst, *a, **k):  # the import dies after the checkpoint was written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(convert.shutil, "copyfile", broken_copy)
+    with pytest.raises(KeyboardInterrupt):
+        import_model(hf_dir, out, "de", "en")
+    monkeypatch.undo()
+    assert not out.exists() and os.listdir(tmp_path) == []  # no half directory, no stage left
+
+    import_model(hf_dir, out, "de", "en")
+    first = (out / "checkpoint.pt").read_bytes()
+    (out / "stale.txt").write_text("from an older import")
+    import_model(hf_dir, out, "de", "en")
+    assert sorted(os.listdir(out)) == sorted(os.listdir(fs_dir))
+    assert (out / "checkpoint.pt").read_bytes() == first  # the stage's name is not in the bytes
+    assert sorted(os.listdir(tmp_path)) == ["m"]
+
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("mine")
+    with pytest.raises(InputError, match="not a trie-mine model directory"):
+        import_model(hf_dir, mine, "de", "en")
+    assert os.listdir(mine) == ["keep.txt"]

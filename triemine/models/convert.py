@@ -31,7 +31,7 @@ from triemine.models.hf_marian import convert_hf_marian, is_hf_marian_dir
 from triemine.models.segmentation import recover_target_spm
 from triemine.models.segmentation.recover import is_default_model
 from triemine.models.vocab import check_target_spm
-from triemine.models.writer import write_model_dir
+from triemine.models.writer import staged_model_dir, write_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -82,13 +82,14 @@ def import_hf_marian_model(hf_dir, out_dir, source_lang: str = "zh", target_lang
     sd, model_args, src_vocab, tgt_vocab, cfg = convert_hf_marian(hf_dir)
     tspm = Path(target_spm) if target_spm is not None else hf_dir / "target.spm"
     coverage = check_target_spm(tspm, tgt_vocab.tokens)
-    write_model_dir(out_dir, sd, model_args, src_vocab, tgt_vocab, source_lang, target_lang,
-                    hf_dir, {"input_format": "hf-marian", "target_spm": "given",
-                             "target_spm_pieces_in_vocab": coverage,
-                             "shared_vocabulary": src_vocab.tokens == tgt_vocab.tokens,
-                             "hf_config": cfg})
-    shutil.copyfile(hf_dir / "source.spm", out_dir / "source.spm")
-    shutil.copyfile(tspm, out_dir / "target.spm")
+    with staged_model_dir(out_dir) as stage:
+        write_model_dir(stage, sd, model_args, src_vocab, tgt_vocab, source_lang, target_lang,
+                        hf_dir, {"input_format": "hf-marian", "target_spm": "given",
+                                 "target_spm_pieces_in_vocab": coverage,
+                                 "shared_vocabulary": src_vocab.tokens == tgt_vocab.tokens,
+                                 "hf_config": cfg}, final_dir=out_dir)
+        shutil.copyfile(hf_dir / "source.spm", stage / "source.spm")
+        shutil.copyfile(tspm, stage / "target.spm")
     return out_dir
 
 
@@ -121,29 +122,29 @@ def import_ct2_model(ct2_dir, out_dir, source_lang: str = "zh", target_lang: str
                              "translates (a few thousand lines; --estimation-text FILE); or "
                              "pass the model's own target model (--target-spm PATH), or "
                              "--no-recover-target", ct2_dir)
-    (out_dir / "target.spm").unlink(missing_ok=True)
-    write_model_dir(out_dir, sd, model_args, src_vocab, tgt_vocab, source_lang, target_lang,
-                    ct2_dir, {"input_format": "ctranslate2", "spec": model.spec,
-                              "revision": model.revision, "binary_version": model.binary_version,
-                              "target_spm": None, "shared_vocabulary": model.shared_vocabulary,
-                              "target_spm_pieces_in_vocab": spm_coverage,
-                              "ct2_config": model.config})
-    if src_spm.is_file():
-        shutil.copyfile(src_spm, out_dir / "source.spm")
-    target_status = None
-    if target_spm is not None:
-        shutil.copyfile(target_spm, out_dir / "target.spm")
-        target_status = "given"
-    elif recover_target and src_spm.is_file():
-        recover_target_spm(ct2_dir, out_dir / "target.spm", model=model,
-                           estimation_sources=estimation_sources)
-        target_status = "recovered"
-    elif recover_target:
-        logger.warning("%s has neither a target nor a source sentencepiece model; no "
-                       "target.spm written (pass --target-spm PATH)", ct2_dir)
-    meta_path = out_dir / "triemine-model.json"
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    meta["target_spm"] = target_status
-    meta_path.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    with staged_model_dir(out_dir) as stage:
+        write_model_dir(stage, sd, model_args, src_vocab, tgt_vocab, source_lang, target_lang,
+                        ct2_dir, {"input_format": "ctranslate2", "spec": model.spec,
+                                  "revision": model.revision, "binary_version": model.binary_version,
+                                  "target_spm": None, "shared_vocabulary": model.shared_vocabulary,
+                                  "target_spm_pieces_in_vocab": spm_coverage,
+                                  "ct2_config": model.config}, final_dir=out_dir)
+        if src_spm.is_file():
+            shutil.copyfile(src_spm, stage / "source.spm")
+        target_status = None
+        if target_spm is not None:
+            shutil.copyfile(target_spm, stage / "target.spm")
+            target_status = "given"
+        elif recover_target and src_spm.is_file():
+            recover_target_spm(ct2_dir, stage / "target.spm", model=model,
+                               estimation_sources=estimation_sources)
+            target_status = "recovered"
+        elif recover_target:
+            logger.warning("%s has neither a target nor a source sentencepiece model; no "
+                           "target.spm written (pass --target-spm PATH)", ct2_dir)
+        meta_path = stage / "triemine-model.json"
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta["target_spm"] = target_status
+        meta_path.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out_dir
 
