@@ -19,7 +19,8 @@ Problems reported, one line each:
 * measurement history in ``.py`` files: an ISO date (``2026-11-25``) anywhere in the file, or a
   commit hash in a comment or a docstring (a word of 7-40 hex digits with at least one digit and
   one letter; hex constants in code are never read). Docstrings and comments state contracts;
-  what was measured and when goes to ``docs/decisions.md`` and the benchmark records.
+  what was measured and when goes to ``docs/decisions.md`` and the benchmark records;
+* a link ``docs/decisions.md#anchor`` in a ``.py`` file whose anchor is no heading there.
 
 Usage::
 
@@ -28,7 +29,7 @@ Usage::
 prints one line per problem and exits 1 if there is any. From Python:
 ``layout_problems(root) -> list[str]`` (``root`` the package folder), or the single checks
 :func:`import_cycles`, :func:`missing_inits`, :func:`long_modules`, :func:`long_functions`,
-:func:`history_marks`.
+:func:`history_marks`, :func:`decision_links`.
 """
 from __future__ import annotations
 
@@ -282,11 +283,40 @@ def history_marks(root) -> List[str]:
     return sorted(set(problems))
 
 
+DECISION_LINK = re.compile(r"docs/decisions\.md#([a-z0-9_-]+)")
+
+
+def _anchor(title: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to dashes."""
+    return re.sub(r"[^a-z0-9 _-]", "", title.strip().lower()).replace(" ", "-")
+
+
+def decision_links(root) -> List[str]:
+    """One line per ``docs/decisions.md#anchor`` named in a ``.py`` file under ``root`` that no
+    heading of ``docs/decisions.md`` (beside the package folder) has; none without that file."""
+    root = Path(root)
+    page = root.parent / "docs" / "decisions.md"
+    if not page.is_file():
+        return []
+    anchors = {_anchor(h) for h in re.findall(r"^#+ (.*)$", page.read_text(encoding="utf-8"),
+                                               re.M)}
+    problems = []
+    for path in _source_files(root):
+        if path.suffix != ".py":
+            continue
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for m in DECISION_LINK.finditer(line):
+                if m.group(1) not in anchors:
+                    problems.append(f"broken link in {path.relative_to(root.parent)}:{lineno}: "
+                                    f"{m.group(0)} (no such heading)")
+    return problems
+
+
 def layout_problems(root) -> List[str]:
     """Every problem, in the order: cycles, missing ``__init__.py``, long modules, long
-    functions, dates and commit hashes."""
+    functions, dates and commit hashes, broken links to ``docs/decisions.md``."""
     return import_cycles(root) + missing_inits(root) + long_modules(root) + \
-        long_functions(root) + history_marks(root)
+        long_functions(root) + history_marks(root) + decision_links(root)
 
 
 def main(argv=None) -> int:

@@ -105,3 +105,12 @@ def test_history_marks_in_comments_and_docstrings_only(tmp_path):
 def test_package_has_no_history_marks():
     root = Path(__file__).resolve().parents[1] / "triemine"
     assert check_layout.history_marks(root) == []
+
+
+def test_decision_links_name_headings(tmp_path):
+    root = tmp_path / "pkg"
+    _write(root, "__init__.py", "# see docs/decisions.md#why-numpys-blas and docs/decisions.md#gone\n")
+    assert check_layout.decision_links(root) == []          # no docs/decisions.md: nothing to check
+    _write(tmp_path, "docs/decisions.md", "# Decisions\n\n## Area\n\n### Why numpy's BLAS\n")
+    assert check_layout.decision_links(root) == [
+        "broken link in pkg/__init__.py:1: docs/decisions.md#gone (no such heading)"]
