@@ -15,7 +15,12 @@ Problems reported, one line each:
   ``__init__.py`` (setuptools' ``find:`` skips them, so the wheel would lack their modules);
 * modules over :data:`MAX_MODULE_LINES` lines (``.py`` and ``.pyx``);
 * functions over :data:`MAX_FUNCTION_LINES` lines, from ``def`` to the last line of the body;
-  methods count as functions, functions nested in a function count in the outer one.
+  methods count as functions, functions nested in a function count in the outer one;
+* measurement history in ``.py`` files: an ISO date (``2026-11-25``) anywhere in the file, or a
+  commit hash in a comment or a docstring (a word of 7-40 hex digits with at least one digit and
+  one letter; hex constants in code are never read). Docstrings and comments state contracts;
+  what was measured and when goes to ``docs/decisions.md`` and the benchmark records;
+* a link ``docs/decisions.md#anchor`` in a ``.py`` file whose anchor is no heading there.
 
 Usage::
 
@@ -23,14 +28,17 @@ Usage::
 
 prints one line per problem and exits 1 if there is any. From Python:
 ``layout_problems(root) -> list[str]`` (``root`` the package folder), or the single checks
-:func:`import_cycles`, :func:`missing_inits`, :func:`long_modules`, :func:`long_functions`.
+:func:`import_cycles`, :func:`missing_inits`, :func:`long_modules`, :func:`long_functions`,
+:func:`history_marks`, :func:`decision_links`.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import io
 import re
 import sys
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Set, Tuple
@@ -237,10 +245,78 @@ def long_functions(root, limit: int = MAX_FUNCTION_LINES) -> List[str]:
     return sorted(problems)
 
 
+ISO_DATE = re.compile(r"\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b")
+COMMIT_HASH = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+
+
+def _prose(text: str) -> Iterator[Tuple[int, str]]:
+    """``(line, text)`` of every comment and every docstring (any statement that is a bare string
+    literal) of a Python source, one item per line of it."""
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0], tok.string
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and \
+                isinstance(node.value.value, str):
+            for i, line in enumerate(node.value.value.splitlines()):
+                yield node.lineno + i, line
+
+
+def history_marks(root) -> List[str]:
+    """One line per ISO date in a ``.py`` file and per commit hash in its comments and
+    docstrings (approximate line numbers inside a docstring with escapes or continuations)."""
+    root = Path(root)
+    problems = []
+    for path in _source_files(root):
+        if path.suffix != ".py":
+            continue
+        rel = path.relative_to(root.parent)
+        text = path.read_text(encoding="utf-8")
+        for lineno, line in enumerate(text.splitlines(), 1):
+            for m in ISO_DATE.finditer(line):
+                problems.append(f"date in {rel}:{lineno}: {m.group(0)} (history belongs in "
+                                f"docs/decisions.md)")
+        for lineno, line in _prose(text):
+            for m in COMMIT_HASH.finditer(line):
+                problems.append(f"commit hash in {rel}:{lineno}: {m.group(0)} (history belongs "
+                                f"in docs/decisions.md)")
+    return sorted(set(problems))
+
+
+DECISION_LINK = re.compile(r"docs/decisions\.md#([a-z0-9_-]+)")
+
+
+def _anchor(title: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to dashes."""
+    return re.sub(r"[^a-z0-9 _-]", "", title.strip().lower()).replace(" ", "-")
+
+
+def decision_links(root) -> List[str]:
+    """One line per ``docs/decisions.md#anchor`` named in a ``.py`` file under ``root`` that no
+    heading of ``docs/decisions.md`` (beside the package folder) has; none without that file."""
+    root = Path(root)
+    page = root.parent / "docs" / "decisions.md"
+    if not page.is_file():
+        return []
+    anchors = {_anchor(h) for h in re.findall(r"^#+ (.*)$", page.read_text(encoding="utf-8"),
+                                               re.M)}
+    problems = []
+    for path in _source_files(root):
+        if path.suffix != ".py":
+            continue
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for m in DECISION_LINK.finditer(line):
+                if m.group(1) not in anchors:
+                    problems.append(f"broken link in {path.relative_to(root.parent)}:{lineno}: "
+                                    f"{m.group(0)} (no such heading)")
+    return problems
+
+
 def layout_problems(root) -> List[str]:
     """Every problem, in the order: cycles, missing ``__init__.py``, long modules, long
-    functions."""
-    return import_cycles(root) + missing_inits(root) + long_modules(root) + long_functions(root)
+    functions, dates and commit hashes, broken links to ``docs/decisions.md``."""
+    return import_cycles(root) + missing_inits(root) + long_modules(root) + \
+        long_functions(root) + history_marks(root) + decision_links(root)
 
 
 def main(argv=None) -> int:

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Compare feature sets for the combined score on mining-job TSVs (the README's feature table).
+"""Compare feature sets for the combined score on mining-job TSVs
+(docs/decisions.md#feature-set-of-the-combined-score).
 
 Each feature set's normalisation is fitted without gold on the sample TSV's candidates
 (``Combination.fit``, as ``scripts/fit_combination.py`` does), then evaluated one-to-one: tuned

@@ -4,7 +4,7 @@
 Its sentencepiece models are trained on the first 3000 lines of the shared de-en text, so it has
 an OPUS-MT download's files (config.json, model.safetensors, source.spm, target.spm, vocab.json,
 tokenizer_config.json, generation_config.json); its weights are random, so its translations are
-nonsense. It stands in for a real OPUS-MT download in the README's "Mining your own data" and in
+nonsense. It stands in for a real OPUS-MT download in docs/usage.md and in
 the tests. Needs ``transformers`` (installed with the package's ``test`` extra).
 
     python scripts/make_hf_marian_test_model.py OUT_DIR [--seed N]

@@ -75,3 +75,42 @@ def test_the_package_keeps_the_layout_rules():
     120."""
     root = Path(__file__).resolve().parents[1] / "triemine"
     assert check_layout.layout_problems(root) == []
+
+
+def test_history_marks_in_comments_and_docstrings_only(tmp_path):
+    root = tmp_path / "pkg"
+    _write(root, "__init__.py", '"""cheap"""\n')
+    _write(root, "clean.py",
+           '"""Hashes of chunks: ``sha256(...)``; 123456789 is digits only, deadbeefcafe letters."""\n'
+           "PRIME = 1000003  # a constant\n"
+           "MASK = 0xdeadbeef1234\n"
+           "KEY = 'abc1234def'  # a string in code, not a docstring\n")
+    _write(root, "dirty.py",
+           '"""Scores.\n\nFaster since 1593d58 (measured 2026-11-25)."""\n'
+           "X = 1  # chunk of 428 pairs, see 44e2d76\n"
+           "def f():\n"
+           '    """Inner docstring naming ab12cd3ef."""\n'
+           "STAMP = '2026-11-26'\n")
+    problems = check_layout.history_marks(root)
+    assert problems == sorted([
+        "commit hash in pkg/dirty.py:3: 1593d58 (history belongs in docs/decisions.md)",
+        "commit hash in pkg/dirty.py:4: 44e2d76 (history belongs in docs/decisions.md)",
+        "commit hash in pkg/dirty.py:6: ab12cd3ef (history belongs in docs/decisions.md)",
+        "date in pkg/dirty.py:3: 2026-11-25 (history belongs in docs/decisions.md)",
+        "date in pkg/dirty.py:7: 2026-11-26 (history belongs in docs/decisions.md)",
+    ]), problems
+    assert all("history belongs" in p for p in check_layout.layout_problems(root))
+
+
+def test_package_has_no_history_marks():
+    root = Path(__file__).resolve().parents[1] / "triemine"
+    assert check_layout.history_marks(root) == []
+
+
+def test_decision_links_name_headings(tmp_path):
+    root = tmp_path / "pkg"
+    _write(root, "__init__.py", "# see docs/decisions.md#why-numpys-blas and docs/decisions.md#gone\n")
+    assert check_layout.decision_links(root) == []          # no docs/decisions.md: nothing to check
+    _write(tmp_path, "docs/decisions.md", "# Decisions\n\n## Area\n\n### Why numpy's BLAS\n")
+    assert check_layout.decision_links(root) == [
+        "broken link in pkg/__init__.py:1: docs/decisions.md#gone (no such heading)"]

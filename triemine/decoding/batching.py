@@ -11,30 +11,24 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-# A default batch aims at this many decoder rows per step (sources x beam): measured on the
-# OPUS-MT zh-en model, 2 threads, beam 5 (README, "Mining speed"), length-sorted batches of 32 or
-# 64 sources decode 1.16-1.26x faster than 16 (32 and 64 within run-to-run noise of each other);
-# at beam 90 it gives 3, near the 4 the decoding benchmark uses.
+# A default batch aims at this many decoder rows per step (sources x beam), at most MAX_BATCH
+# sources: 64 at beam 5, 16 at beam 20, 3 at beam 90 (see docs/decisions.md#trie-search-batches).
 ROWS_PER_STEP = 320
 MAX_BATCH = 64
-# Off the CPU a default batch aims at this many rows: measured on an NVIDIA H200 (OPUS-MT's
-# shapes, beam 5, pre-expansion, the BUCC sample's sources against its 13,589-sentence trie,
-# bench/gpu_bench.py, 2026-11-26): 64 sources a batch 224 sentences a second, 256 449-501, 1,024
-# 643 (13.1 GB of GPU memory at its peak; 256: 3.4 GB); the search's rows identical to one CPU
-# thread's.  A smaller card takes --batch-size.
+# Off the CPU a default batch aims at this many rows, at most DEVICE_MAX_BATCH sources (see
+# docs/decisions.md#device-batch-sizes).  A smaller card takes --batch-size.
 DEVICE_ROWS_PER_STEP = 5120
 DEVICE_MAX_BATCH = 1024
 # ... and its padded source tokens times the beam at most this (a batch of 32,768 source tokens at
 # beam 5): the decoder keeps every row's keys and values of its source (24 KB a source token a row
-# for OPUS-MT's six layers), which for 5,120 rows of 200-token sources would be 25 GB.  With it,
-# on another H200 machine whose CPU core searched 2.99 sentences a second (4.25-4.75 on the
-# first): 537 a second at 1,024 sources, 9.1 GB at its peak.
+# for OPUS-MT's six layers), which for 5,120 rows of 200-token sources would be 25 GB
+# (see docs/decisions.md#device-token-cap).
 DEVICE_ROW_TOKENS = 163840
 # Sources are decoded in batches of similar length within blocks of this many batches.
 SORT_WINDOW = 8
 # A job is cut into at least this many blocks when it has the sources for them (never blocks of
-# less than one batch), so that a small job still has blocks for several workers' shards: a
-# 120-source job at beam 5 was one block of 8 batches, one shard, 0.80x with two workers.
+# less than one batch), so that a small job still has blocks for several workers' shards
+# (see docs/decisions.md#minimum-blocks-per-job).
 MIN_BLOCKS = 16
 
 

@@ -59,8 +59,8 @@ def model_limits(model) -> tuple:
     return int(net.encoder.max_positions()), int(net.decoder.max_positions())
 
 
-# lines tokenised per batched call: the pieces of one chunk are held at a time (a million
-# lines' pieces were 760 MB of the driver's memory, measured on the haystack's targets)
+# lines tokenised per batched call: the pieces of one chunk are held at a time, never a whole
+# corpus's (see docs/decisions.md#token-lengths-in-chunks-and-cached)
 LENGTH_CHUNK = 65536
 # what token_lengths counts, in the cache's key and the trie search's resume key (another rule,
 # other cached lengths, other batches)
@@ -94,9 +94,8 @@ def corpus_token_lengths(spm, spm_path, texts: Sequence[str]) -> np.ndarray:
     the sentencepiece model's file: every later call on that corpus with that model reads them,
     memory-mapped read-only (the driver's heap does not hold 4 bytes a line: 400 MB at 10^8).
     A mining job asks for the target corpus's lengths at its start and again in its trie
-    search's driver and in every worker with ``--max-length``; a million lines took 6.8 s to
-    tokenise each time (measured 2026-11-25, the haystack's targets), 3.5 % of the trie search
-    of 1,024 sources on two workers."""
+    search's driver and in every worker with ``--max-length``, so each reads them rather than
+    tokenising again (see docs/decisions.md#token-lengths-in-chunks-and-cached)."""
     file_key = getattr(texts, "file_key", None)
     key = file_key() if file_key is not None else None
     if key is None or spm_path is None or not os.path.isfile(spm_path):

@@ -30,25 +30,19 @@ from triemine.paths import content_sha256
 # database rows (one exact pass); corpora of this size or less are one shard, the very call the
 # single process made before kNN was sharded
 KNN_SHARD_ROWS = 131072
-# the exact search up to this many query x database pairs (about 90 s a direction with two
-# workers at the 9.4 x 10^7 pairs/s per process measured on 512-dim USE vectors, 2026-11-25);
-# above, HNSW graphs (triemine.embedding.hnsw), when the database has at least INDEX_MIN_ROWS
-# rows: on the haystack's million rows they found the exact top 4 with recall 0.995 where IVF
-# reached 0.975, but their build and walk took 6x the exact search's CPU seconds there (8,624
-# queries: too few to pay for a build; docs/scale.md)
+# the exact search up to this many query x database pairs; above, HNSW graphs
+# (triemine.embedding.hnsw), when the database has at least INDEX_MIN_ROWS rows (see
+# docs/decisions.md#knn-index-choice-auto)
 KNN_EXACT_PAIRS = 2 ** 34
 INDEX_MIN_ROWS = 65536
-# lists probed per query; None: an eighth of the lists, at least 64 (ivf_nprobe).  Measured on
-# the haystack (8,624 Chinese sources against 1,000,000 English targets, 4,000 lists,
-# bench/haystack_bench.py --ivf-from): recall@4 against the exact search 0.856 probing 64
-# lists, 0.949 probing 256, 0.975 probing 512; the gold target in the top 4 for 98.4 %, 99.2 %
-# and 99.2 % of the gold sources (99.2 % exact).  Cross-lingual queries sit away from the
-# English rows' centroids, so they need many probes.
+# lists probed per query; None: an eighth of the lists, at least 64 (ivf_nprobe).
+# Cross-lingual queries sit away from the English rows' centroids, so they need many probes
+# (see docs/decisions.md#ivf-recall).
 IVF_NPROBE = None
 IVF_PROBE_FRACTION = 8
 # Off the CPU a cell is up to DEVICE_KNN_QUERY_ROWS queries against this many database rows, read
 # from their mapped file a block at a time (triemine.embedding.knn.device_knn): a GPU's products
-# are some 300 CPU cores' (measured on an H200: 1.51 x 10^13 multiply-adds a second), where the
+# are some 300 CPU cores' (see docs/decisions.md#device-knn), where the
 # CPU's cells of 131,072 x 131,072 would be a second of arithmetic each and 6 MB of merged lists
 # (3.7 TB of cell files a direction at 10^8 x 10^8)
 DEVICE_KNN_DATABASE_ROWS = 1 << 23
@@ -69,9 +63,8 @@ def ivf_nprobe(n_database: int) -> int:
 
 def knn_method(n_queries: int, n_database: int, index: str = "auto", device: str = "cpu") -> str:
     """``exact``, ``ivf`` or ``hnsw`` for a search of ``n_queries`` against ``n_database``
-    rows; ``auto`` on a ``device`` other than the CPU is the exact search at any size (an H200's
-    products: 1.6 x 10^13 multiply-adds a second, 177 GPU-hours for both directions at 10^8 x
-    10^8, where the CPU's HNSW graphs are projected at 21,000 core-hours; docs/scale.md)."""
+    rows; ``auto`` on a ``device`` other than the CPU is the exact search at any size (see
+    docs/decisions.md#device-knn)."""
     if index not in KNN_INDEXES:
         raise ValueError(f"kNN index must be one of {', '.join(KNN_INDEXES)}, not {index!r}")
     if index != "auto":

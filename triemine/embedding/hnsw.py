@@ -28,22 +28,19 @@ from typing import Optional
 
 import numpy as np
 
-# links per node and the build's candidate list (faiss's M and efConstruction), as measured by
-# scripts/knn_index_study.py
+# links per node and the build's candidate list (faiss's M and efConstruction), chosen with
+# scripts/knn_index_study.py (see docs/decisions.md#hnsw-graph-parameters)
 M = 32
 EF_CONSTRUCTION = 64
 # rows per graph (graph_plan): an eighth of the database (8 graphs built side by side), at
-# least MIN_GRAPH_ROWS and at most MAX_GRAPH_ROWS (what a building worker holds: 2^18 rows of
-# 512 float32 dimensions are a 0.6 GB graph built by one thread in about 2 min, measured; 2^22
-# a 9.7 GB one, about 40 min, extrapolated)
+# least MIN_GRAPH_ROWS and at most MAX_GRAPH_ROWS (what a building worker holds; see
+# docs/decisions.md#hnsw-graph-parameters)
 MIN_GRAPH_ROWS = 1 << 18
 MAX_GRAPH_ROWS = 1 << 22
 MAX_PARALLEL_GRAPHS = 8
 # the search's candidates (efSearch) for a graph of MIN_GRAPH_ROWS, scaled by the square root
-# of the graph's rows.  Measured on the haystack (8,624 Chinese queries, 1,000,000 English rows,
-# bench/haystack_bench.py --hnsw-from, README): 4 graphs of 2^18 rows at efSearch 512, recall@4
-# 0.995 against the exact search; one graph of 10^6 rows (scripts/knn_index_study.py) needed
-# efSearch 1024, the rule's value, for 0.991 (512 gave 0.982)
+# of the graph's rows: larger graphs need more candidates for the same recall (see
+# docs/decisions.md#hnsw-graph-parameters)
 EF_SEARCH = 512
 
 

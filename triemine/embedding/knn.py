@@ -38,9 +38,8 @@ def _as_f32(a: np.ndarray, name: str) -> np.ndarray:
 
 
 # faiss searches a block of queries by matrix products (BLAS) only from a size on, and one by one
-# below it; from this many queries on the products are faster (measured: 200 USE queries
-# against 50,000 rows, one thread, faiss 1.15.1, AMD EPYC, 2026-11-25: one by one 0.98 s, BLAS
-# 0.11 s; 4 queries about even, 1 query 5.7 ms against 15.6 ms)
+# below it; from this many queries on the products are faster
+# (see docs/decisions.md#faiss-blas-threshold)
 BLAS_FROM_QUERIES = 4
 
 
@@ -67,12 +66,7 @@ def set_faiss(dim: int, threads: Optional[int] = None) -> None:
 # Off the CPU the exact search is torch's float32 products (TF32 off), DEVICE_QUERY_BLOCK queries
 # against DEVICE_ROW_BLOCK database rows at a time (a 2 GB block of similarities), each block's top
 # k merged into every query's running best on the device; the database is copied to the device a
-# block at a time, once per call.  Measured on an NVIDIA H200 (bench/gpu_bench.py knn_cell,
-# 2026-11-26): 131,072 queries against 10^6 rows of 512 dimensions from memory, 4.45 s: 1.51 x
-# 10^13 multiply-adds a second with the top 4, the copies included (plain products with the rows
-# already on the device: 1.57 x 10^13; about 310-330 of the faiss rate per CPU-second on the
-# project's AMD EPYC); float16 3.4x that, its top 1 the same for 99.66 % of the queries, so not
-# used.
+# block at a time, once per call (float16 is not used: see docs/decisions.md#device-knn).
 DEVICE_QUERY_BLOCK = 8192
 DEVICE_ROW_BLOCK = 65536
 
@@ -180,9 +174,7 @@ def knn(queries: np.ndarray, database: np.ndarray, k: int, threads: Optional[int
 
     set_faiss(d.shape[1], threads)
     # faiss's search without an index: the very function IndexFlatIP.search calls (the same
-    # bits), with no copy of the database into one (a cell's 131,072 x 512 rows: 268 MB and a
-    # tenth of a second; 200 queries against 50,000 rows took 0.19 s with the copy, 0.11 s
-    # without, one thread, faiss 1.15.1, 2026-11-25)
+    # bits), with no copy of the database into one (see docs/decisions.md#exact-knn-without-an-index)
     sims, idx = faiss.knn(q, d, k, metric=faiss.METRIC_INNER_PRODUCT)
     return sims, idx.astype(np.int64)
 

@@ -138,9 +138,8 @@ class MarginSpace:
     def fill_features(self, cands: "CandidateSet") -> "CandidateSet":
         """``cands`` with this space's columns for every pair: computed (:meth:`features`) for
         the pairs that lack them, those this space proposed keep theirs (the same bits: the
-        same function of the same rows).  With one generator that is no work at all, where
-        every pair's two embedding rows used to be read again (random reads of the embedding
-        files: two 2 kB rows a candidate with USE)."""
+        same function of the same rows).  With one generator that is no work at all (no random
+        reads of the embedding files)."""
         names = self.columns
         have = {c: cands.col_or_nan(c) for c in names}
         todo = np.flatnonzero(np.isnan(have[names[0]]) | np.isnan(have[names[1]]))

@@ -33,8 +33,7 @@ from triemine.outfile import atomic_open, atomic_write, npy_bytes, npy_header, w
 # triemine.distributed.jobs is whole chunks, so both runs compute the same bits): SCORE_CHUNK,
 # but a quarter of a smaller job, never under MIN_SCORE_CHUNK (score_chunk), so that a job of a
 # thousand pairs is shards for several workers rather than one.  Not smaller: a chunk is also
-# the window its pairs are length-sorted in, and chunks of 428 pairs (a 16th of the BUCC
-# sample's 6,842) scored 18-23 % slower than one call over all of them (measured 2026-11-25)
+# the window its pairs are length-sorted in (see docs/decisions.md#scoring-chunk-size)
 SCORE_CHUNK = 2000
 MIN_SCORE_CHUNK = 256
 SCORE_SHARDS = 4

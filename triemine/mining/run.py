@@ -55,7 +55,7 @@ TRIE_KNOBS = ("mode", "beam", "prior_weight", "trie_nbest", "batch_size", "sort_
 
 @dataclass
 class PipelineConfig:
-    """What ``trie-mine`` runs (the defaults are the measured winner; see the README)."""
+    """What ``trie-mine`` runs (the defaults are the measured winner; see docs/mining.md)."""
 
     candidates: Tuple[str, ...] = ("knn",)
     # encoder kNN
@@ -103,7 +103,7 @@ class PipelineConfig:
         return key
 
 
-# The named configurations, measured and compared by bench/bucc_bench.py (README, "Results").
+# The named configurations, measured and compared by bench/bucc_bench.py (docs/results.md#bucc_bench).
 # ``paper`` is not a PipelineConfig: it is the plain trie search (triemine.decoding.driver), whose TSV
 # keeps every match with the paper's columns and is selected best-per-source by ce_word.
 CONFIGS = {
@@ -145,7 +145,7 @@ def _settings_digest(model, source, target, cfg: PipelineConfig, device: str = "
     if "trie" not in cfg.candidates:  # knobs of a stage this job does not run
         for knob in TRIE_KNOBS:
             config.pop(knob)
-    else:  # the search's TSV has the line columns the generator reads (since 2026-11-25): an
+    else:  # the search's TSV has the line columns the generator reads: an
         config["trie_rows"] = "line columns"  # older job's search is not resumed
     # the skip masks (and the trie search's batches) are cut by the length rule's counts
     arithmetic = {"scores": ARITHMETIC, "lengths": LENGTH_RULE}

@@ -17,10 +17,8 @@ from typing import Callable, List, Optional, Sequence
 
 TRANSLATE_BATCH = 256  # texts a backend call (each sorted by length into sub-batches, below)
 # the fairseq decoder's sub-batch (sources decoded together) on the CPU, and on any other device
-# the whole batch: measured on an NVIDIA H200 (bench/gpu_bench.py, 1,024 of the BUCC sample's
-# sources, greedy, 2026-11-26), 154 sentences a second in sub-batches of 32, 470 in 128, 720 in
-# 256; 5 of the 1,024 translations differ from the sub-batches of 32's (other padding, other
-# last bits), and the translation cache's key names the device
+# the whole batch (see docs/decisions.md#device-batch-sizes); other sub-batches give other
+# padding and last bits, so the translation cache's key names the device
 SUB_BATCH = 32
 DEVICE_SUB_BATCH = TRANSLATE_BATCH
 

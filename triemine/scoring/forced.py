@@ -9,19 +9,11 @@ the scorer keeps, and only the gold token's logit and the log-sum-exp are kept, 
 at ``chunk x vocabulary``.
 
 Batches are small on the CPU (``CPU_MAX_TOKENS``), and no chunk allocates a fresh ``chunk x
-vocabulary`` tensor: a fresh one of 266 MB cost more in page faults than its matrix product on
-the measuring box.  Measured on 600-900 of the BUCC sample's candidate pairs after 300 of
-warm-up (OPUS-MT zh-en, AMD EPYC, idle, 2026-11-25): one thread 16.3 pairs a second before,
-19.1 now (18.1-18.5 with the kept buffer and 4,096-token batches), two threads 28.2 before,
-33.0 now (34.4); the matrix products are then about 90 % of the time.  Whole jobs: the BUCC
-sample's exact scores 30.6 -> 37.3 pairs a second and its priors 41 -> 47 a second on two
-threads, the quick haystack's 16.8 -> 21.2 pairs a second on one.  On the CPU the output
-projection then goes through numpy's BLAS (:func:`_cpu_product`, 1.6x torch's on that
-product): 900 of the quick haystack's candidates after 300 of warm-up, 16.3 -> 20.0 pairs a
-second on one thread, 28.9 -> 32.6 on two (2026-11-25), in the last bits the same scores
-(at most 4.5e-5 nats a sentence).
-Other batch sizes give other sums' orders: scores differ in the last bits (at most 6e-5 nats
-a sentence there), the same for any number of workers.
+vocabulary`` tensor (see docs/decisions.md#exact-scorer-kept-output-buffer).  On the CPU the
+output projection goes through numpy's BLAS (:func:`_cpu_product`; see
+docs/decisions.md#output-projection-through-numpys-blas).
+The bits of a score depend on the batch sizes (the order of the sums) but not on the number of
+workers: every worker count scores the same chunks.
 
 The **prior** of a target is its probability under the same decoder given an empty source (the
 source is only EOS).  It is what the decoder's language model alone expects; the pointwise mutual
@@ -78,16 +70,12 @@ def _cpu_product(feats: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor]
     """``out = feats @ w.T + b`` on the CPU, through numpy's BLAS (OpenBLAS in numpy's wheels),
     written into ``out`` (``n x vocabulary``, float32, contiguous).
 
-    Measured for OPUS-MT's output projection (``256 x 512 @ 512 x 65,001``, one thread, AMD
-    EPYC with AVX-512, 2026-11-25): torch's ``addmm`` 59 GFLOP/s, numpy 93; the whole scorer
-    1.19x on one thread and 1.09x on two.  A single row is computed as two (``out`` has room):
-    numpy hands one row to a matrix-vector product, which sums in another order, so a row's
-    bits would depend on whether it was alone in its chunk.  Measured on that box with
-    OpenBLAS's SkylakeX kernel, each row's bits are the same for any number of rows and of
-    threads (torch's differed with the threads); with its Haswell kernel (which
-    ``OPENBLAS_CORETYPE=Haswell`` picks, as some machines set) a row's bits depend on how many
-    rows share the product (a few 1e-6 in a logit, measured 2026-11-26).  Nothing relies on it:
-    the shards of every worker count are the same chunks, so the same products."""
+    Why numpy: docs/decisions.md#output-projection-through-numpys-blas.  A single row is
+    computed as two (``out`` has room): numpy hands one row to a matrix-vector product, which
+    sums in another order, so a row's bits would depend on whether it was alone in its chunk.
+    Some OpenBLAS kernels (e.g. ``OPENBLAS_CORETYPE=Haswell``) make a row's bits depend on how
+    many rows share the product; nothing relies on it: the shards of every worker count are
+    the same chunks, so the same products."""
     x = feats.detach()
     if x.size(0) == 1:
         x = x.expand(2, -1)
@@ -115,13 +103,8 @@ def weights_device(model) -> str:
     """The device of a loaded model directory's weights (``"cpu"``, ``"cuda:0"``, ...)."""
     return str(next(model.model.parameters()).device)
 
-# target tokens per decoder batch: on the CPU 512 (measured above: 3-5 % faster than 4,096 with one
-# thread, the workers' setting, 4 % slower with two, and 110-220 MB less resident); elsewhere
-# 16,384 with output chunks of 2,048 positions: measured on an NVIDIA H200 in fp32
-# (bench/gpu_bench.py, OPUS-MT's shapes, 10,000 and 20,000 of the BUCC sample's pairs,
-# 2026-11-26), 8,250-8,310 pairs a second where 4,096 tokens and chunks of 256 gave 7,260;
-# 65,536 / 8,192 gave 8,270 and 262,144 / 8,192 7,890 (about 200 of that machine's cores, one
-# thread each); GPU memory at 16,384 / 2,048: 2.0 GB for the model and the batch
+# target tokens per decoder batch and positions per output-projection chunk: on the CPU 512 /
+# 256, elsewhere 16,384 / 2,048 (see docs/decisions.md#exact-scorer-batch-sizes)
 CPU_MAX_TOKENS = 512
 MAX_TOKENS = 16384
 CPU_CHUNK = 256
@@ -140,7 +123,8 @@ class ForcedScorer:
             buffer, kept); default ``CPU_CHUNK`` on the CPU, ``CHUNK`` elsewhere.
         precision: ``"fp32"`` (exact) or ``"int8-output"``: the output projection (about 60% of
             the arithmetic of an OPUS-MT decoder) as a dynamically quantised int8 matrix with
-            per-row weight scales (CPU only; an approximation whose fidelity the README reports).
+            per-row weight scales (CPU only; an approximation, not used by any job: see
+            docs/decisions.md#int8-output-projection).
     """
 
     PRECISIONS = ("fp32", "int8-output")
