@@ -5,7 +5,8 @@ tasks and report ``(task, ok, value)``.
 
 A shard directory holds::
 
-    manifest.json        {"key": {settings, shard ranges}, "done": {id: {...}}}, atomic
+    manifest.json        {"key": {settings, shard ranges}, "done": {id: {bytes, crc32, ...}}},
+                         atomic
     manifest.log         one JSON line a shard recorded since manifest.json was written
     shard-000007.<ext>   the output of shard 7, written atomically before the manifest names it
 
@@ -21,7 +22,9 @@ driver renames it into place, then names it in the manifest, so the rule holds f
 
 The manifest is written by the driver alone, after the shard's file is complete on disk, so a
 killed worker or a killed driver can never leave a shard recorded but incomplete; a file without
-a manifest entry (driver killed between the two writes) is simply redone.
+a manifest entry (driver killed between the two writes) is simply redone.  A resumed run reads
+every recorded shard's file whole against its recorded length and CRC32: one damaged since
+(truncated, emptied, changed in place) is named in a warning and computed again.
 """
 from __future__ import annotations
 
@@ -32,11 +35,13 @@ import os
 import shutil
 import time
 import warnings
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
+from triemine.checksum import crc32_range
 from triemine.errors import InputError, OutputError, TrieMineError
 from triemine.outfile import atomic_write
 
@@ -139,8 +144,8 @@ class ShardStore:
                 self.done = {k: v for k, v in old.get("done", {}).items()
                              if self._complete(int(k), v)}
                 for k in sorted(set(old.get("done", {})) - set(self.done), key=int):
-                    warnings.warn(f"{self.path(int(k))}: shard file missing, truncated or "
-                                  "replaced since it was recorded; computing it again",
+                    warnings.warn(f"{self.path(int(k))}: shard file missing, truncated, "
+                                  "damaged or replaced since it was recorded; computing it again",
                                   stacklevel=2)
             else:
                 shutil.rmtree(self.dir)
@@ -151,9 +156,17 @@ class ShardStore:
         self.compact()
 
     def _complete(self, shard_id: int, entry: dict) -> bool:
+        """The shard's file is there, of its recorded length and CRC32 (read whole: a shard
+        damaged in place keeping its size is computed again, never merged)."""
         path = self.path(shard_id)
-        return (shard_id in self.by_id and path.is_file()
-                and path.stat().st_size == entry.get("bytes"))
+        if not (shard_id in self.by_id and path.is_file()
+                and path.stat().st_size == entry.get("bytes")):
+            return False
+        try:
+            with open(path, "rb") as f:
+                return crc32_range(f, 0, entry["bytes"]) == entry.get("crc32")
+        except (OSError, EOFError, TypeError):
+            return False
 
     def compact(self) -> None:
         """``manifest.json`` rewritten with every recorded shard, then the log removed (a
@@ -188,11 +201,13 @@ class ShardStore:
         if isinstance(payload, FilePayload):
             os.replace(payload.path, self.path(shard.id))
             size = self.path(shard.id).stat().st_size
+            with open(self.path(shard.id), "rb") as f:
+                crc = crc32_range(f, 0, size)
         else:
             atomic_write(self.path(shard.id), payload, "shard file")
-            size = len(payload)
-        self.done[str(shard.id)] = {"start": shard.start, "end": shard.end,
-                                    "bytes": size, "finished": time.time(), **(info or {})}
+            size, crc = len(payload), zlib.crc32(payload)
+        self.done[str(shard.id)] = {"start": shard.start, "end": shard.end, "bytes": size,
+                                    "crc32": crc, "finished": time.time(), **(info or {})}
         self._log(shard.id)
 
     def read(self, shard_id: int) -> bytes:
