@@ -132,7 +132,7 @@ def verify_npy(path, what: str = "file") -> Tuple[np.dtype, tuple, int]:
             version = fmt.read_magic(f)
             shape, fortran, dtype = (fmt.read_array_header_1_0 if version == (1, 0) else
                                      fmt.read_array_header_2_0)(f)
-        except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        except Exception as exc:  # any parser error (ValueError, TokenError, ...): damaged
             raise DamagedFile(p, f"unreadable .npy header ({exc})", what) from None
         offset = f.tell()
         f.seek(0)
