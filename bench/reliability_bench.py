@@ -21,6 +21,12 @@ Four measurements (issue 9), each a count that must be 0 (or true):
    killed holding a shard, the driver killed between stages, a full disk while writing (a
    1 MiB tmpfs, root only), line indexes and kNN indexes truncated or from another corpus, the
    merged embeddings truncated (:func:`bench_faults`): ``faults_handled`` of ``faults_measured``.
+6. **Content digests** (issue 37, :func:`bench_digest`): SHA-256 GB/s on a synthetic file,
+   extrapolated to 10^8 lines a side; the sample's corpora hashed uncached and cached.
+7. **Damaged caches and work files** (issue 37, full mode only, :func:`bench_damage`): every
+   file of the cache and the work directory damaged in place, truncated, emptied; a source
+   sentence changed in place under ``--resume``: ``damage_silent_wrong``, ``damage_tracebacks``,
+   ``damage_rows_lost`` (each must be 0).
 
 Half of the damaged trie files keep valid checksums (the payload is damaged and both checksums
 recomputed), so that the structural checks, not the CRC, must catch them.
@@ -468,6 +474,138 @@ def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
     return res
 
 
+def bench_digest(work: Path, size_mb: int = 1024) -> dict:
+    """The content digest's cost (issue 37): SHA-256 GB/s of one thread over a ``size_mb`` MiB
+    synthetic file (page-cached after its first read), extrapolated to 10^8 lines a side (the
+    BUCC sample's mean line length), and the sample's two corpora hashed uncached then cached
+    (``content_sha256`` read against the file's stamp)."""
+    import shutil
+
+    from triemine import paths
+
+    big = work / "digest.bin"
+    with open(big, "wb") as f:
+        block = np.random.default_rng(0).integers(0, 256, 64 << 20, dtype=np.uint8).tobytes()
+        for _ in range(size_mb // 64):
+            f.write(block)
+    paths.file_sha256(big)  # into the page cache
+    t = time.perf_counter()
+    paths.file_sha256(big)
+    gbs = big.stat().st_size / (time.perf_counter() - t) / 1e9
+    big.unlink()
+    sample = [paths.shared_path(*paths.BUCC_ZH_EN, f"zh-en.sample.{s}") for s in ("zh", "en")]
+    per_line = sum(p.stat().st_size for p in sample) / sum(
+        p.read_bytes().count(b"\n") for p in sample)
+    cache = work / "digest-cache"
+    os.environ["TRIEMINE_CACHE"], old = str(cache), os.environ.get("TRIEMINE_CACHE")
+    try:
+        t = time.perf_counter()
+        for p in sample:
+            paths.content_sha256(p)
+        cold = time.perf_counter() - t
+        t = time.perf_counter()
+        for p in sample:
+            paths.content_sha256(p)
+        warm = time.perf_counter() - t
+    finally:
+        if old is None:
+            os.environ.pop("TRIEMINE_CACHE")
+        else:
+            os.environ["TRIEMINE_CACHE"] = old
+        shutil.rmtree(cache, ignore_errors=True)
+    return {"digest": "sha256", "digest_threads": 1, "digest_file_mb": size_mb,
+            "digest_gb_s": round(gbs, 2), "digest_bytes_per_line": round(per_line, 1),
+            "digest_1e8_lines_a_side_s": round(2e8 * per_line / 1e9 / gbs, 1),
+            "digest_sample_cold_s": round(cold, 4), "digest_sample_cached_s": round(warm, 5)}
+
+
+def _damage(path: Path, how: str, rng: random.Random) -> None:
+    """``same-size``: a run of random bytes in the file's middle; ``truncated``: half of it;
+    ``emptied``: nothing left."""
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[:len(data) // 2])
+    elif how == "emptied":
+        path.write_bytes(b"")
+    else:
+        mid = len(data) // 2
+        n = max(1, min(64, len(data) - mid))
+        path.write_bytes(data[:mid] + bytes(rng.randrange(256) for _ in range(n)) + data[mid + n:])
+
+
+def bench_damage(model_dir, work: Path, rng: random.Random, n_sources: int = 40,
+                 configs=("job", "paper", "default")) -> dict:
+    """Issue 37: every cache and work file damaged (same size, truncated, emptied), then the job
+    run again (``--resume``); and a source sentence changed in place (same size, mtime restored)
+    under ``--resume``.  Per configuration (``job``: mt-only; ``default``: combined): ``silent_wrong`` (exit 0, output not the undamaged
+    run's), ``tracebacks``, ``rows_lost`` (an exit 0 with fewer rows), ``cases``."""
+    from triemine.decoding.testing import synthetic_pairs
+
+    pairs = synthetic_pairs(n_sources, seed=37, min_len=3)
+    src, tgt = work / "d.src", work / "d.tgt"
+    src.write_text("".join(a + "\n" for a, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(b + "\n" for _, b in pairs[::2]), encoding="utf-8")
+    res = {}
+    for config in configs:
+        cache, out = work / f"dmg-cache-{config}", work / f"dmg-{config}.tsv"
+        env = _env(cache)
+
+        def run(*extra):
+            return subprocess.run(_mine_cmd(model_dir, src, tgt, out, extra, config=config),
+                                  env=env, capture_output=True, text=True, timeout=600)
+        if run().returncode != 0:
+            res[config] = "reference run failed"
+            continue
+        want = out.read_bytes()
+        files = sorted(p for root in (cache, Path(str(out) + ".work"),
+                                      Path(str(out) + ".shards"))
+                       if root.is_dir() for p in root.rglob("*")
+                       if p.is_file() and not p.name.endswith(".lock")
+                       and "models" not in p.parts)
+        counts = {"cases": 0, "silent_wrong": 0, "tracebacks": 0, "rows_lost": 0}
+        for path in files:
+            for how in ("same-size", "truncated", "emptied"):
+                if not path.is_file():
+                    continue
+                keep = path.read_bytes()
+                _damage(path, how, rng)
+                p = run("--resume")
+                counts["cases"] += 1
+                counts["tracebacks"] += "Traceback" in p.stderr
+                if p.returncode == 0 and out.read_bytes() != want:
+                    counts["silent_wrong"] += 1
+                    counts["rows_lost"] += out.read_bytes().count(b"\n") < want.count(b"\n")
+                    print(f"silent wrong: {config} {how} {path}", file=sys.stderr)
+                if p.returncode != 0 and p.returncode != 2:
+                    counts["tracebacks"] += "Traceback" not in p.stderr
+                if path.exists() and path.read_bytes() != keep and p.returncode == 0:
+                    pass  # rebuilt by the run (a cache written again)
+                run()  # a clean state for the next case
+        # a source sentence changed in place, same size, mtime restored, then --resume
+        data = src.read_bytes()
+        st = os.stat(src)
+        mid = data.index(b"\n", len(data) // 2) + 1
+        changed = data[:mid] + data[mid:mid + 1].swapcase() + data[mid + 1:]
+        if changed == data:
+            changed = data[:mid] + (b"A" if data[mid:mid + 1] != b"A" else b"B") + data[mid + 1:]
+        src.write_bytes(changed)
+        os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+        p = run("--resume")
+        resumed = out.read_bytes()
+        fresh = run()
+        counts["cases"] += 1
+        counts["tracebacks"] += "Traceback" in p.stderr
+        counts["silent_wrong"] += p.returncode == 0 and resumed != out.read_bytes()
+        counts["content_change_refused_or_recomputed"] = int(
+            fresh.returncode == 0 and (p.returncode == 2 or resumed == out.read_bytes()))
+        src.write_bytes(data)
+        res[config] = counts
+    res["damage_silent_wrong"] = sum(c["silent_wrong"] for c in res.values() if isinstance(c, dict))
+    res["damage_tracebacks"] = sum(c["tracebacks"] for c in res.values() if isinstance(c, dict))
+    res["damage_rows_lost"] = sum(c["rows_lost"] for c in res.values() if isinstance(c, dict))
+    return res
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer files and kills (about 1 min)")
@@ -477,7 +615,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--only", default=None,
                     help="comma-separated measurements to run (tries, text, kill, job_kill, "
-                         "concurrent, faults); the others are reported as not run")
+                         "concurrent, faults, digest, damage); the others are reported as not run")
     args = ap.parse_args(argv)
     n_trie = args.trie_files or (1000 if args.quick else 10000)
     n_text = args.text_files or (250 if args.quick else 2000)
@@ -503,7 +641,10 @@ def main(argv=None) -> int:
                          ("concurrent", lambda: bench_concurrent(model_dir, work,
                                                                  500 if args.quick else 5000)),
                          ("faults", lambda: bench_faults(model_dir, work)
-                          if not args.quick else {"faults": "not run in --quick (about 80 s)"})):
+                          if not args.quick else {"faults": "not run in --quick (about 80 s)"}),
+                         ("digest", lambda: bench_digest(work, 256 if args.quick else 1024)),
+                         ("damage", lambda: bench_damage(model_dir, work, rng)
+                          if not args.quick else {"damage": "not run in --quick"})):
             if args.only and name not in args.only.split(","):
                 report[name] = "not run (--only)"
                 continue
@@ -521,7 +662,10 @@ def main(argv=None) -> int:
              "concurrent": lambda r: (r["concurrent_exit_codes"] == [0, 0] and
                                       r["concurrent_cached_tries"] == 1 and
                                       r["concurrent_identical"]),
-             "faults": lambda r: r.get("faults_handled") == r.get("faults_measured")}
+             "faults": lambda r: r.get("faults_handled") == r.get("faults_measured"),
+             "digest": lambda r: True,
+             "damage": lambda r: (r.get("damage_silent_wrong") == 0
+                                  and r.get("damage_tracebacks") == 0)}
     report["ok"] = all(ok(report) for name, ok in goals.items()
                        if not str(report.get(name, "")).startswith("not run"))
     print(json.dumps(report, ensure_ascii=False))
