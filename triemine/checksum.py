@@ -189,11 +189,16 @@ def cached_npy(path, what: str, dtype=None, shape: Optional[tuple] = None,
         return None
 
 
+def json_crc32(data) -> int:
+    """CRC32 of ``data``'s canonical JSON (sorted keys): the checksum of a sealed JSON document,
+    of a shard manifest and its log lines, of a progress file."""
+    return zlib.crc32(json.dumps(data, sort_keys=True).encode("utf-8"))
+
+
 def dumps_sealed(data) -> bytes:
     """``data`` (JSON-serialisable) as a sealed JSON document."""
-    body = json.dumps(data, sort_keys=True)
-    return json.dumps({"crc32": zlib.crc32(body.encode("utf-8")), "data": json.loads(body)},
-                      sort_keys=True).encode("utf-8")
+    data = json.loads(json.dumps(data))
+    return json.dumps({"crc32": json_crc32(data), "data": data}, sort_keys=True).encode("utf-8")
 
 
 def loads_sealed(raw: bytes, path, what: str = "file"):
@@ -205,7 +210,7 @@ def loads_sealed(raw: bytes, path, what: str = "file"):
     except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise DamagedFile(path, f"unreadable ({type(exc).__name__}: {exc})"
                           if raw else "empty", what) from None
-    if zlib.crc32(json.dumps(data, sort_keys=True).encode("utf-8")) != crc:
+    if json_crc32(data) != crc:
         raise DamagedFile(path, "checksum mismatch (the file was changed after it was written)",
                           what)
     return data

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -97,16 +96,26 @@ def content_sha256(path: os.PathLike | str) -> str:
     corpora and their embeddings are hundreds of GB, and every stage and every ``--resume``
     asks for their keys).  Every resume and cache key derives from this digest of the whole
     content, never from the stamp alone: the stamp only says when the digest must be computed
-    again.  A digest file that does not parse or whose stamp is not the file's is ignored and
-    written again."""
+    again.  The digest file is sealed JSON (:mod:`triemine.checksum`): one whose stamp is not
+    the file's is written again; one that is damaged (does not parse, checksum mismatch) is named
+    in a warning and written again."""
+    import logging
+
+    from triemine.checksum import read_sealed
+    from triemine.errors import DamagedFile
+
     stamp = file_stamp(path)
     where = _digest_path(stamp["path"])
     try:
-        saved = json.loads(where.read_text(encoding="utf-8"))
-        if saved.get("stamp") == stamp and isinstance(saved.get("sha256"), str):
+        saved = read_sealed(where, "file digest")
+        if not (isinstance(saved, dict) and isinstance(saved.get("sha256"), str)):
+            raise DamagedFile(where, "not a digest record", "file digest")
+        if saved.get("stamp") == stamp:
             return saved["sha256"]
-    except (OSError, ValueError, AttributeError):
+    except OSError:
         pass
+    except DamagedFile as exc:
+        logging.getLogger(__name__).warning("%s; computing the digest again", exc)
     digest = file_sha256(stamp["path"])
     if file_stamp(path) == stamp:  # not changed while it was read: the digest is this version's
         remember_sha256(path, digest, stamp)
@@ -119,8 +128,9 @@ def remember_sha256(path: os.PathLike | str, digest: str, stamp: dict | None = N
     stamp = stamp or file_stamp(path)
     where = _digest_path(stamp["path"])
     where.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(where, json.dumps({"stamp": stamp, "sha256": digest}).encode("utf-8"),
-                 "file digest")
+    from triemine.checksum import dumps_sealed
+
+    atomic_write(where, dumps_sealed({"stamp": stamp, "sha256": digest}), "file digest")
 
 
 # Well-known shared resources (relative to shared_root()).

@@ -19,7 +19,7 @@ import numpy as np
 
 from triemine.distributed.jobs import SHARDS_SUFFIX, progress_bar
 from triemine.distributed.shards import (MANIFEST, Shard, ShardStore, execute, execute_all,
-                                         plan_shards)
+                                         plan_shards, read_key)
 from triemine.distributed.worker import GraphShardTask, KnnShardTask
 from triemine.embedding.knn import KNN_INDEXES
 from triemine.checksum import cached_npy, load_npy, npy_writer, write_npy
@@ -342,10 +342,8 @@ def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
     key = {"database": content_sha256(database_path), "m": hnsw.M,
            "ef_construction": hnsw.EF_CONSTRUCTION, "faiss": faiss.__version__}
     directory = Path(work_dir) / f"{name}.hnsw"
-    try:  # graphs of another database (or built otherwise) are named, then built again
-        old = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))["key"]["settings"]
-    except (OSError, ValueError, KeyError, TypeError):
-        old = None
+    old = (read_key(directory) or {}).get("settings")  # graphs of another database (or built
+    # otherwise) are named, then built again
     if resume and old is not None and old != json.loads(json.dumps(key)):
         warnings.warn(f"{directory / MANIFEST}: HNSW graphs built for another database or "
                       f"other settings ({old}; this job: {key}); building them again",
