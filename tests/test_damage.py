@@ -2,44 +2,23 @@
 a damaged cache or work file (changed in place keeping its size, truncated, emptied) is rebuilt
 or computed again under ``--resume`` with a warning naming it, and the output is byte-identical
 to the undamaged run's."""
-import json
 import logging
 import random
 import shutil
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
-from triemine.checksum import json_crc32
 from triemine.cli import mine_main
 from triemine.decoding.testing import synthetic_pairs
 from triemine.distributed.shards import LOG, MANIFEST
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from reliability_bench import _as_logged, _damage  # noqa: E402  the bench's own damage
+
 HOW = ("same-size", "truncated", "emptied")
-
-
-def _damage(path, how, rng):
-    data = path.read_bytes()
-    if how == "truncated":
-        path.write_bytes(data[:len(data) // 2])
-    elif how == "emptied":
-        path.write_bytes(b"")
-    else:
-        mid = len(data) // 2
-        n = max(1, min(16, len(data) - mid))
-        path.write_bytes(data[:mid] + bytes(a ^ rng.randrange(1, 256) for a in data[mid:mid + n])
-                         + data[mid + n:])
-
-
-def _as_logged(manifest):
-    """The manifest's shards moved to its log: a driver killed before it folded the log."""
-    doc = json.loads(manifest.read_text())
-    doc.pop("manifest_crc32")
-    empty = {"key": doc["key"], "done": {}}
-    manifest.write_text(json.dumps(dict(empty, manifest_crc32=json_crc32(empty))))
-    lines = [dict(e, id=int(k)) for k, e in doc["done"].items()]
-    (manifest.parent / LOG).write_text("".join(
-        json.dumps(dict(e, line_crc32=json_crc32(e))) + "\n" for e in lines))
 
 
 @pytest.mark.parametrize("config", ["mt-only", "paper"])
@@ -88,11 +67,11 @@ def test_damaged_caches_and_work_files_are_rebuilt_with_a_warning_output_unchang
             shutil.copytree(snap, live)
             path = live / rel
             if logged:
-                _as_logged(path)
+                assert _as_logged(path.parent) == 1
                 path = path.parent / LOG
             if mode == "early":
                 shutil.rmtree(live / "o.tsv.work" / "candidates.cols")
-            _damage(path, how, rng)
+            assert _damage(path, how, rng)
             caplog.clear()
             with warnings.catch_warnings(record=True) as caught, \
                     caplog.at_level(logging.WARNING):
