@@ -722,8 +722,9 @@ def bench_damage(model_dir, work: Path, rng: random.Random, n_sources: int = 24,
         counts["silent_wrong"] += wrong
         if wrong or tb:
             print(f"content change: {config} exit {rc}\n{err[-1500:]}", file=sys.stderr)
+        fresh = out.read_bytes()  # the change shows in a fresh run; the resume refused or agreed
         counts["content_change_refused_or_recomputed"] = int(
-            fresh_rc == 0 and resumed != want and (rc == 2 or resumed == out.read_bytes()))
+            fresh_rc == 0 and fresh != want and (rc == 2 or resumed == fresh))
         res[config] = counts
         shutil.rmtree(root, ignore_errors=True)
     done = [c for c in res.values() if isinstance(c, dict)]
