@@ -70,14 +70,3 @@ def npy_header(dtype, shape) -> bytes:
         "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
         "shape": tuple(shape)})
     return buf.getvalue()
-
-
-def write_npy(path: Path, arr, what: str = "file") -> None:
-    """``arr`` (C order) as a ``.npy`` file, atomically, its bytes written from the array
-    itself (:func:`npy_bytes` makes two copies of it)."""
-    import numpy as np
-
-    arr = np.ascontiguousarray(arr)
-    with atomic_open(path, what) as f:
-        f.write(npy_header(arr.dtype, arr.shape))
-        f.write(memoryview(arr).cast("B"))
