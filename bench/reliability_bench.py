@@ -481,6 +481,8 @@ def bench_ray_cluster(model_dir, work: Path, n_sources: int = 60) -> dict:
     * ``ray_connect_failures``: ``trie-mine --ray ADDRESS`` with no cluster there, no token, a
       wrong token, and a port where nothing answers: each exit 2 with one line, in seconds
       (``ray_connect_failure_s``; the goal is 30 s at most);
+    * ``ray_unshared_cache`` (root only): a third node that does not see the driver's cache
+      (:func:`_ray_unshared_cache`): the job stops at once with one line naming it;
     * ``ray_node_lost``: the default job with ``--ray ADDRESS``, each shard made to last 2 s;
       once one is done, node 2's raylet and workers are SIGKILLed: the job finishes on the head
       with the uninterrupted run's bytes, the shard the node held redone (1 when all of it).
@@ -530,6 +532,7 @@ def bench_ray_cluster(model_dir, work: Path, n_sources: int = 60) -> dict:
                                        for k, (ok, s, line) in outcomes.items()}
         res["ray_connect_failure_s"] = max(s for _ok, s, _line in outcomes.values())
         res["ray_connect_failures_clean"] = int(all(ok for ok, _s, _l in outcomes.values()))
+        res.update(_ray_unshared_cache(cluster, model_dir, src, tgt, work))
 
         faults = work / "r-faults"
         faults.mkdir(exist_ok=True)
@@ -560,6 +563,38 @@ def bench_ray_cluster(model_dir, work: Path, n_sources: int = 60) -> dict:
         import shutil
         shutil.rmtree(root, ignore_errors=True)
     return res
+
+
+def _ray_unshared_cache(cluster, model_dir, src, tgt, work: Path) -> dict:
+    """A third node that does not see the driver's cache (``ray_unshared_cache`` 1 when the
+    job stops with one line naming the node and the directory): started in a mount namespace
+    where the cache is an empty tmpfs (root only), lost again afterwards."""
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return {"ray_unshared_cache": "not measured: a mount namespace needs root"}
+    cache = work / "r-cache-hidden"
+    cache.mkdir(exist_ok=True)
+    hide = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            f'mount -t tmpfs none "{cache}" && exec "$@"', "sh"]
+    try:
+        cluster.add_node(2, prefix=hide)
+    except RuntimeError as exc:
+        return {"ray_unshared_cache": f"not measured: {str(exc).splitlines()[0][:200]}"}
+    try:
+        out = work / "r-unshared.tsv"
+        env = dict(cluster.client_env(), TRIEMINE_CACHE=str(cache), PYTHONPATH=str(REPO))
+        t = time.perf_counter()
+        p = subprocess.run(_mine_cmd(model_dir, src, tgt, out, ("--ray", cluster.address),
+                                     config="default"), env=env, capture_output=True,
+                           text=True, timeout=300)
+        last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+        return {"ray_unshared_cache_s": round(time.perf_counter() - t, 2),
+                "ray_unshared_cache_line": last[:300],
+                "ray_unshared_cache": int(_clean(p) and not out.exists() and
+                                          f"node {cluster.ip(2)} does not see {cache}" in last)}
+    finally:
+        cluster.kill_node(2)
 
 
 def main(argv=None) -> int:
@@ -621,6 +656,7 @@ def main(argv=None) -> int:
                                       r["concurrent_identical"]),
              "faults": lambda r: r.get("faults_handled") == r.get("faults_measured"),
              "ray_cluster": lambda r: (r["ray_connect_failures_clean"] == 1 and
+                                       r["ray_unshared_cache"] != 0 and  # or not measured
                                        r["ray_connect_failure_s"] <= 30 and
                                        r["ray_node_lost"] == 1 and
                                        r["ray_cluster_left_processes"] == 0)}

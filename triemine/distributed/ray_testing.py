@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Sequence, Set
 
 import triemine
 
@@ -104,9 +104,10 @@ class LocalCluster:
         env.update(extra)
         return {k: v for k, v in env.items() if v is not None}
 
-    def _ray(self, *args: str) -> None:
+    def _ray(self, *args: str, prefix: Sequence[str] = ()) -> None:
         ray = Path(sys.executable).with_name("ray")
-        cmd = [str(ray) if ray.exists() else "ray", "start", *args, "--num-cpus", str(self.cpus),
+        cmd = [*prefix, str(ray) if ray.exists() else "ray", "start", *args,
+               "--num-cpus", str(self.cpus),
                "--object-store-memory", str(self.object_store_mb << 20),
                "--disable-usage-stats"]
         r = subprocess.run(cmd, env=self.node_env(), capture_output=True, text=True, timeout=120)
@@ -120,9 +121,14 @@ class LocalCluster:
         self._ray("--head", "--node-ip-address", self.ip(0), "--port", str(self.port),
                   "--temp-dir", str(self.temp), "--include-dashboard", "false")
         for k in range(1, self.nodes):
-            self._ray("--address", self.address, "--node-ip-address", self.ip(k),
-                      *(["--resources", '{"second": 1}'] if k == 1 else []))
+            self.add_node(k)
         return self
+
+    def add_node(self, node: int, prefix: Sequence[str] = ()) -> None:
+        """Start node ``node`` (``127.0.0.<node + 2>``) and join it to the head; ``prefix``: a
+        command that runs ``ray start ...`` (its remaining arguments), e.g. in a namespace."""
+        self._ray("--address", self.address, "--node-ip-address", self.ip(node),
+                  *(["--resources", '{"second": 1}'] if node == 1 else []), prefix=prefix)
 
     def pids(self) -> Set[int]:
         """This cluster's processes now (those naming its temp folder, and their children)."""
