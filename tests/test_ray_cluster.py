@@ -7,7 +7,8 @@ failing to connect (no token, a wrong token, ``RAY_AUTH_MODE`` set wrong, a port
 answers) is one line and exit 2; a node lost mid-job (its raylet and workers SIGKILLed) loses
 nothing.  The cluster is stopped by its own processes (never ``ray stop``, which would stop
 other clusters of the machine).  One node of 1 CPU each: the two 1-CPU actors of a job can only
-be on different nodes.  The lost-node test is last: the cluster has one node after it.
+be on different nodes (the lost-node test sees the second node's worker die).  The lost-node
+test is last: the cluster has one node after it.
 """
 import json
 import os
@@ -81,10 +82,6 @@ def _cli(env, args, timeout=300):
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def _summary(stderr: str) -> dict:
-    return json.loads([ln for ln in stderr.splitlines() if ln.startswith("{")][-1])
-
-
 @pytest.mark.parametrize("job", list(JOBS))
 def test_a_job_on_two_nodes_of_a_token_cluster_gives_the_one_process_bytes(
         cluster, tiny_model_dir, inputs, one_process, tmp_path, job):
@@ -96,8 +93,6 @@ def test_a_job_on_two_nodes_of_a_token_cluster_gives_the_one_process_bytes(
              _args(tiny_model_dir, src, tgt, out, job, "--ray", cluster.address, *SHARDS[job]))
     assert r.returncode == 0, r.stderr[-3000:]
     assert out.read_bytes() == one_process[job]
-    if job == "paper":  # two actors of 1 CPU: one on each node
-        assert len(_summary(r.stderr)["worker_cpu_s"]) == 2
 
 
 def _refused(cluster, tiny_model_dir, inputs, tmp_path, address=None, **env):
