@@ -27,6 +27,11 @@ Four measurements (issue 9), each a count that must be 0 (or true):
    file of the cache and the work directory damaged in place, truncated, emptied; a source
    sentence changed in place under ``--resume``: ``damage_silent_wrong``, ``damage_tracebacks``,
    ``damage_rows_lost`` (each must be 0).
+8. **A Ray cluster started with ``ray start``** (issue 42, full mode only: about a minute): two
+   nodes with token authentication on loopback addresses; ``--ray ADDRESS`` with no cluster, no
+   token, a wrong token, a silent port: one line, exit 2, ``ray_connect_failure_s`` at most 30;
+   a node SIGKILLed mid-job: ``ray_node_lost`` 1 when the output is the uninterrupted bytes
+   (:func:`bench_ray_cluster`).
 
 Half of the damaged trie files keep valid checksums (the payload is damaged and both checksums
 recomputed), so that the structural checks, not the CRC, must catch them.
@@ -737,6 +742,130 @@ def bench_damage(model_dir, work: Path, rng: random.Random, n_sources: int = 24,
     return res
 
 
+def bench_ray_cluster(model_dir, work: Path, n_sources: int = 60) -> dict:
+    """A Ray cluster started as users start one (``ray start --head`` and a second node, token
+    authentication, loopback addresses: :class:`triemine.distributed.ray_testing.LocalCluster`),
+    about a minute:
+
+    * ``ray_connect_failures``: ``trie-mine --ray ADDRESS`` with no cluster there, no token, a
+      wrong token, and a port where nothing answers: each exit 2 with one line, in seconds
+      (``ray_connect_failure_s``; the goal is 30 s at most);
+    * ``ray_unshared_cache`` (root only): a third node that does not see the driver's cache
+      (:func:`_ray_unshared_cache`): the job stops at once with one line naming it;
+    * ``ray_node_lost``: the default job with ``--ray ADDRESS``, each shard made to last 2 s;
+      once one is done, node 2's raylet and workers are SIGKILLed: the job finishes on the head
+      with the uninterrupted run's bytes, the shard the node held redone (1 when all of it).
+    The cluster's processes are stopped by pid, not by ``ray stop`` (other clusters live on)."""
+    import socket
+
+    from triemine.decoding.testing import synthetic_pairs
+    from triemine.distributed.ray_testing import LocalCluster, free_loopback_port
+
+    pairs = synthetic_pairs(n_sources, seed=31, min_len=3)
+    src, tgt = work / "r.src", work / "r.tgt"
+    src.write_text("".join(a + "\n" for a, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(b + "\n" for _, b in pairs[::2]) +
+                   "".join(b + "\n" for _, b in synthetic_pairs(240, seed=32)), encoding="utf-8")
+    ref = work / "r-ref.tsv"
+    subprocess.run(_mine_cmd(model_dir, src, tgt, ref, config="default"), check=True,
+                   env=_env(work / "r-cache"), stderr=subprocess.DEVNULL)
+    res: dict = {}
+    root = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # Ray's socket paths must stay short
+    cluster = LocalCluster(root, nodes=2, cpus=1)
+    try:
+        t = time.perf_counter()
+        cluster.start()
+        res["ray_cluster_start_s"] = round(time.perf_counter() - t, 2)
+
+        def run(address, **env):
+            out = work / "r-refused.tsv"
+            e = dict(cluster.client_env(**env), TRIEMINE_CACHE=str(work / "r-cache"),
+                     PYTHONPATH=str(REPO))
+            t0 = time.perf_counter()
+            p = subprocess.run(_mine_cmd(model_dir, src, tgt, out, ("--ray", address),
+                                         config="default"), env=e, capture_output=True,
+                               text=True, timeout=120)
+            lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+            return (p.returncode == 2 and len(lines) == 1 and not out.exists(),
+                    round(time.perf_counter() - t0, 2), lines[-1][:200] if lines else "")
+
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(4)
+            cases = {"no_cluster": (f"127.0.0.1:{free_loopback_port()}", {}),
+                     "no_token": (cluster.address, {"RAY_AUTH_TOKEN_PATH": None}),
+                     "wrong_token": (cluster.address, {"RAY_AUTH_TOKEN": "not-the-token"}),
+                     "silent_port": ("127.0.0.1:%d" % silent.getsockname()[1], {})}
+            outcomes = {name: run(address, **env) for name, (address, env) in cases.items()}
+        res["ray_connect_failures"] = {k: {"one_line_exit_2": ok, "s": s, "line": line}
+                                       for k, (ok, s, line) in outcomes.items()}
+        res["ray_connect_failure_s"] = max(s for _ok, s, _line in outcomes.values())
+        res["ray_connect_failures_clean"] = int(all(ok for ok, _s, _l in outcomes.values()))
+        res.update(_ray_unshared_cache(cluster, model_dir, src, tgt, work))
+
+        faults = work / "r-faults"
+        faults.mkdir(exist_ok=True)
+        log = faults / "computed.log"
+        out = work / "r-lost.tsv"
+        env = dict(cluster.client_env(), TRIEMINE_CACHE=str(work / "r-cache-lost"),
+                   PYTHONPATH=str(REPO),
+                   TRIEMINE_TEST_FAULTS=json.dumps({"dir": str(faults), "delay": 2.0}))
+        t = time.perf_counter()
+        job = subprocess.Popen(_mine_cmd(model_dir, src, tgt, out, ("--ray", cluster.address),
+                                         config="default"), env=env, stderr=subprocess.PIPE,
+                               text=True)
+        while job.poll() is None and not (log.exists() and log.read_text().split()):
+            time.sleep(0.02)
+        killed = cluster.kill_node(1)
+        _, err = job.communicate(timeout=600)
+        res["ray_node_lost_s"] = round(time.perf_counter() - t, 2)
+        res["ray_node_lost_killed_pids"] = len(killed)
+        res["ray_node_lost_exit"] = job.returncode
+        res["ray_node_lost_redone"] = err.count("died holding shard")
+        res["ray_node_lost"] = int(bool(killed) and job.returncode == 0 and out.is_file()
+                                   and out.read_bytes() == ref.read_bytes()
+                                   and res["ray_node_lost_redone"] > 0)
+        if not res["ray_node_lost"]:
+            res["ray_node_lost_stderr"] = err[-1500:]
+    finally:
+        res["ray_cluster_left_processes"] = len(cluster.stop())
+        import shutil
+        shutil.rmtree(root, ignore_errors=True)
+    return res
+
+
+def _ray_unshared_cache(cluster, model_dir, src, tgt, work: Path) -> dict:
+    """A third node that does not see the driver's cache (``ray_unshared_cache`` 1 when the
+    job stops with one line naming the node and the directory): started in a mount namespace
+    where the cache is an empty tmpfs (root only), lost again afterwards."""
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return {"ray_unshared_cache": "not measured: a mount namespace needs root"}
+    cache = work / "r-cache-hidden"
+    cache.mkdir(exist_ok=True)
+    hide = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            f'mount -t tmpfs none "{cache}" && exec "$@"', "sh"]
+    try:
+        cluster.add_node(2, prefix=hide)
+    except RuntimeError as exc:
+        return {"ray_unshared_cache": f"not measured: {str(exc).splitlines()[0][:200]}"}
+    try:
+        out = work / "r-unshared.tsv"
+        env = dict(cluster.client_env(), TRIEMINE_CACHE=str(cache), PYTHONPATH=str(REPO))
+        t = time.perf_counter()
+        p = subprocess.run(_mine_cmd(model_dir, src, tgt, out, ("--ray", cluster.address),
+                                     config="default"), env=env, capture_output=True,
+                           text=True, timeout=300)
+        last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+        return {"ray_unshared_cache_s": round(time.perf_counter() - t, 2),
+                "ray_unshared_cache_line": last[:300],
+                "ray_unshared_cache": int(_clean(p) and not out.exists() and
+                                          f"node {cluster.ip(2)} does not see {cache}" in last)}
+    finally:
+        cluster.kill_node(2)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer files and kills (about 1 min)")
@@ -746,7 +875,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--only", default=None,
                     help="comma-separated measurements to run (tries, text, kill, job_kill, "
-                         "concurrent, faults, digest, damage); the others are reported as not run")
+                         "concurrent, faults, digest, damage, ray_cluster); the others are "
+                         "reported as not run")
     args = ap.parse_args(argv)
     n_trie = args.trie_files or (1000 if args.quick else 10000)
     n_text = args.text_files or (250 if args.quick else 2000)
@@ -775,7 +905,10 @@ def main(argv=None) -> int:
                           if not args.quick else {"faults": "not run in --quick (about 80 s)"}),
                          ("digest", lambda: bench_digest(work, 256 if args.quick else 1024)),
                          ("damage", lambda: bench_damage(model_dir, work, rng)
-                          if not args.quick else {"damage": "not run in --quick"})):
+                          if not args.quick else {"damage": "not run in --quick"}),
+                         ("ray_cluster", lambda: bench_ray_cluster(model_dir, work)
+                          if not args.quick else
+                          {"ray_cluster": "not run in --quick (about a minute)"})):
             if args.only and name not in args.only.split(","):
                 report[name] = "not run (--only)"
                 continue
@@ -798,7 +931,12 @@ def main(argv=None) -> int:
              "damage": lambda r: (r.get("damage_silent_wrong") == 0
                                   and r.get("damage_tracebacks") == 0
                                   and r.get("damage_rows_lost") == 0
-                                  and r.get("damage_configs_run") == r.get("damage_configs"))}
+                                  and r.get("damage_configs_run") == r.get("damage_configs")),
+             "ray_cluster": lambda r: (r["ray_connect_failures_clean"] == 1 and
+                                       r["ray_unshared_cache"] != 0 and  # or not measured
+                                       r["ray_connect_failure_s"] <= 30 and
+                                       r["ray_node_lost"] == 1 and
+                                       r["ray_cluster_left_processes"] == 0)}
     report["ok"] = all(ok(report) for name, ok in goals.items()
                        if not str(report.get(name, "")).startswith("not run"))
     print(json.dumps(report, ensure_ascii=False))
