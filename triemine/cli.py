@@ -288,13 +288,13 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--estimation-lines must be >= 1")
         model_dir = Path(args.model_dir) if args.model_dir else shared_path(*OPUS_MT_ZH_EN_CT2)
         out = Path(args.output) if args.output else cache_root() / "models" / "opus-mt-zh-en"
-        fmt = detect_model_format(model_dir)
-        if fmt != "ctranslate2" and (args.estimation_text or args.check):
-            parser.error("--estimation-text and --check apply to CTranslate2 models only")
         check_distinct([("-o", out / name) for name in MODEL_FILES] + [
             ("-o", out / f"dict.{lang}.txt") for lang in (args.source_lang, args.target_lang)],
             [("MODEL_DIR", model_dir), ("--target-spm", args.target_spm),
              ("--estimation-text", args.estimation_text)])
+        fmt = detect_model_format(model_dir)
+        if fmt != "ctranslate2" and (args.estimation_text or args.check):
+            parser.error("--estimation-text and --check apply to CTranslate2 models only")
         estimation = (sentences(args.estimation_text, args.estimation_lines,
                                 "sentences in the estimation text")
                       if args.estimation_text else None)

@@ -131,11 +131,15 @@ def same_file(a, b) -> bool:
 
 def _expand_inputs(inputs):
     """``(label, path)`` of every input file: a folder (a model directory) stands for itself
-    and the files in it."""
-    for label, path in inputs:
+    and the files in it; ``(label, path, True)``: a job's output read back, with its side
+    files."""
+    for x in inputs:
+        label, path, sides = (tuple(x) + (False,))[:3]
         if path is None:
             continue
         yield label, os.fspath(path)
+        if sides:
+            yield from ((f"{label}'s {s}", os.fspath(path) + s) for s in SIDE_FILES)
         if os.path.isdir(path):
             with os.scandir(path) as entries:
                 for e in entries:
@@ -175,12 +179,12 @@ def check_distinct(outputs, inputs=()) -> None:
     ins = list(_expand_inputs(inputs))
     for i, (label, path, folder) in enumerate(outs):
         if not folder and os.path.lexists(path) and not os.path.isfile(path):
-            raise InputError(f"{label}: {describe(path)}: an output must be a regular file",
-                             path)
+            raise InputError(f"{label} {path} {describe(path)}: an output must be a regular "
+                             "file")
         for in_label, in_path in ins:
             if same_file(path, in_path) or (folder and _real(in_path).startswith(
                     _real(path) + os.sep)):
-                where = "is" if same_file(path, in_path) else "holds"
+                where = "is the same file as" if same_file(path, in_path) else "holds"
                 raise InputError(f"{label} {path} {where} the {in_label} {in_path}: an output "
                                  "must not be an input (choose another output path)")
         for other_label, other, _ in outs[:i]:
