@@ -127,7 +127,7 @@ def check_device(device, local: bool = True) -> str:
             raise InputError(f"--device {device}: this machine has no such device (available: "
                              f"{', '.join(available)})")
     if not well_formed:
-        raise InputError(f"--device {device!r}: not a device trie-mine can use (cpu, cuda or "
+        raise InputError(f"--device {device}: not a device trie-mine can use (cpu, cuda or "
                          f"cuda:N; available here: {', '.join(available)})")
     return device
 
