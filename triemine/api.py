@@ -347,7 +347,7 @@ def mine(source: Texts, target: Texts, *, model, config: str = "combined",
         out = os.fspath(output) if output is not None else os.path.join(tmp, "mined.tsv")
         try:
             return run(opts, model, src, tgt, out, resume=resume, progress=progress,
-                       select=True, given=threshold, thresholds=thresholds)
+                       select=True, given=threshold, thresholds=thresholds, api=True)
         except InputError as exc:
             raise _named(exc, tmp) from None
 
@@ -356,7 +356,7 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
         progress: bool = False, select: bool = False,
         given: Optional[Mapping[str, float]] = None,
         thresholds: Optional[os.PathLike | str] = None,
-        bitext: Optional[os.PathLike | str] = None) -> MiningResult:
+        bitext: Optional[os.PathLike | str] = None, api: bool = False) -> MiningResult:
     """Run the job ``opts`` describes, write the mining TSV to ``output``; with ``select``, also
     choose the kept pairs (``given`` thresholds over the ``thresholds`` file over the shipped
     default).  ``model``: a directory or a loaded model.
@@ -364,10 +364,13 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
     Before any work: every output (``output`` with its side files and work folders,
     ``bitext``) is checked against every input and each other
     (:func:`triemine.outfile.check_distinct`), and ``output`` is locked for the run
-    (:func:`triemine.outfile.output_lock`: a second job on it is refused)."""
+    (:func:`triemine.outfile.output_lock`: a second job on it is refused); ``api``: name them
+    as :func:`mine`'s arguments (``output``), not as ``trie-mine``'s flags (``-o``)."""
     opts.check()
-    inputs = _inputs(opts, model, source, target, thresholds)
-    check_distinct([("-o", output, True), ("--bitext", bitext)], inputs)
+    name = (lambda flag: _ARGUMENTS.get(flag, flag)) if api else (lambda flag: flag)
+    inputs = [(name(flag), path) for flag, path in _inputs(opts, model, source, target,
+                                                            thresholds)]
+    check_distinct([(name("-o"), output, True), (name("--bitext"), bitext)], inputs)
     for what, path in (("source file", source), ("target file", target),
                        ("trie file", opts.trie)):  # fail before the slow model load
         if path is not None and describe(path):
@@ -379,6 +382,13 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
                              given, saved)
     result.inputs = inputs
     return result
+
+
+# mine()'s argument for each of trie-mine's flags that name files
+_ARGUMENTS = {"-o": "output", "--bitext": "bitext", "--source": "source", "--target": "target",
+              "--model": "model", "--reverse-model": "reverse_model", "--trie": "trie",
+              "--target-spm": "target_spm", "--thresholds": "thresholds",
+              "--combination": "combination"}
 
 
 def _inputs(opts: MineOptions, model, source, target, thresholds) -> List[Tuple[str, str]]:
