@@ -25,6 +25,7 @@ from triemine.outfile import check_distinct, output_lock
 from triemine.tsv import read_mined, write_rows
 
 from test_decoding import OTHER, PAIRS
+from test_first_hour import _job  # the mining job with the tiny pair's encoder
 from test_mining import CipherEncoder  # noqa: F401  (registers the tiny pair's encoder)
 
 
@@ -47,11 +48,6 @@ def pair(tmp_path):
     Combination("test", ["cipher_margin", "ce_token"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0],
                 "test").save(comb)
     return src, tgt, str(comb)
-
-
-def _job(model_dir, src, tgt, comb, *extra):
-    return ["--model", str(model_dir), "--source", str(src), "--target", str(tgt),
-            "--encoder", "cipher", "--min-margin", "0", "--combination", comb, "-q", *extra]
 
 
 def _err(capsys, main, argv):

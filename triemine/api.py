@@ -11,7 +11,8 @@
     result.write_tsv("kept.tsv")               # the kept rows with all their scores
 
 ``source`` and ``target`` are corpus files (plain text, or BUCC ``id<TAB>sentence``) or lists of
-sentences.  ``model`` is a trie-mine model directory (``trie-mine-import``) or a loaded one.
+sentences: each item one sentence, its id its 1-based position; a tab inside an item is kept
+as text (never read as ``id<TAB>sentence``; the TSV shows it as a space).  ``model`` is a trie-mine model directory (``trie-mine-import``) or a loaded one.
 Every candidate with its scores is written to ``output`` (the mining TSV; a temporary file when
 not given) and returned as ``result.candidates``; ``result.pairs`` are the ones the selection
 keeps: the configuration's rule (one-to-one for the mining job, best per source for ``paper``)
@@ -335,7 +336,13 @@ def mine(source: Texts, target: Texts, *, model, config: str = "combined",
     """Mine ``source`` against ``target`` (module docstring); ``options`` are
     :class:`MineOptions` fields (``workers=2``, ``beam=5``, ``max_length=200``, ...).
     ``threshold``: ``{score name: value}`` overriding the shipped default, e.g.
-    ``{"combined": 5.0}``; ``thresholds``: a file from ``trie-mine-eval --save-thresholds``."""
+    ``{"combined": 5.0}``; ``thresholds``: a file from ``trie-mine-eval --save-thresholds``.
+
+    Raises :class:`triemine.InputError` (before any work) for every bad argument, naming it:
+    a list item that is not a ``str`` or holds a line break (``source[3]: ...``, the 0-based
+    index), a list without one non-blank sentence, a threshold that is not a finite number or
+    names no score, an unknown option or one of the wrong type, a ``device`` this machine does
+    not have, an ``output`` that is one of the inputs; never an internal temporary path."""
     _check_arguments(source, target, model, output, thresholds, resume, progress, options)
     if not isinstance(config, str):
         raise InputError(f"config: expected a configuration name, got {config!r}")

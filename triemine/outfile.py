@@ -1,10 +1,15 @@
-"""Writing a file whole or not at all: the one rule every writer of the jobs' files follows
-(shard files and manifests, merged embeddings, line indexes).
+"""Writing a file whole or not at all: the one rule every writer of the tools' files follows
+(shard files and manifests, merged embeddings, line indexes, mining TSVs and their sidecars,
+bitexts, thresholds, reports, tries, model directories).
 
 The bytes go to ``<path>.tmp<pid>``, are flushed and synced, and the file is renamed over
 ``path``; a failed write (a full disk, a quota) removes the partial file and raises
 :class:`~triemine.errors.OutputError` naming ``path`` and the reason, so a reader sees the old
 file or the new one, and a rerun with ``--resume`` goes on from the finished work.
+
+Also here, the two rules every tool applies to its outputs before any work:
+:func:`check_distinct` (no output is an input or another output) and :func:`output_lock` (one
+job per output).
 """
 from __future__ import annotations
 

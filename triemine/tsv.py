@@ -110,8 +110,13 @@ class Mined:
 
 # -- sidecars ------------------------------------------------------------------------------------
 
+# what to do about a mining TSV or sidecar that could not be written (filter and eval have no
+# --resume; trie-mine keeps its finished stages for it)
+WRITE_HINT = "fix this and run again; trie-mine keeps its finished work for --resume"
+
+
 def _atomic_write_text(path: Path, text: str) -> None:
-    write_text(path, text, "output")
+    write_text(path, text, "output", WRITE_HINT)
 
 
 def read_meta(tsv_path) -> Dict[str, object]:
@@ -260,7 +265,7 @@ def write_row_blocks(path, columns: Sequence[str], blocks: Iterable[Mapping[str,
             yield text.encode("utf-8")
     if meta is not None:  # a sidecar of an earlier file never describes this one
         Path(os.fspath(path) + META_SUFFIX).unlink(missing_ok=True)
-    atomic_write(path, chunks(), "output")
+    atomic_write(path, chunks(), "output", WRITE_HINT)
     if meta is not None:
         write_meta(path, dict(meta, rows=rows))
 
