@@ -251,7 +251,7 @@ def test_a_device_this_machine_lacks_is_refused_before_the_model_loads(tiny_mode
 
     src, tgt, comb = pair
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    devices = ["tpu", "garbage", "cuda:99", "cuda:x", "cpu:0"] + ([] if gpus else ["cuda"])
+    devices = ["tpu", "garbage", "cuda:99", "cuda:x", "cpu:x"] + ([] if gpus else ["cuda"])
     broken = tmp_path / "model"  # a model that cannot load: the refusal comes first
     broken.mkdir()
     for device in devices:

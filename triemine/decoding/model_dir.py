@@ -109,12 +109,13 @@ class ModelDir:
 
 
 def check_device(device, local: bool = True) -> str:
-    """``device`` checked before any model loads: ``cpu``, ``cuda`` or ``cuda:N``; with
+    """``device`` checked before any model loads: ``cpu`` (``cpu:N``, torch's same device),
+    ``cuda`` or ``cuda:N``; with
     ``local``, one this machine has (a device of a Ray cluster is the cluster's to check).
     An :class:`InputError` naming the device and the ones available otherwise; returns it."""
-    if device == "cpu":
-        return device
     name, colon, index = str(device).partition(":")
+    if device == "cpu" or (name == "cpu" and index.isdigit() and index.isascii()):
+        return device
     well_formed = (isinstance(device, str) and name == "cuda"
                    and (not colon or (index.isdigit() and index.isascii())))
     available = ["cpu"]
@@ -148,7 +149,8 @@ def load_model_dir(path, target_spm=None, device: str = "cpu", *,
     check_device(device)
     root = Path(path)
     if not root.is_dir():
-        raise InputError("model directory does not exist", root)
+        raise InputError("model directory does not exist" if not root.exists() else
+                         "is not a directory (a model directory is expected)", root)
     meta_path = root / "triemine-model.json"
     if not meta_path.is_file():
         raise InputError("missing triemine-model.json (not a trie-mine model directory)", root)
