@@ -279,7 +279,6 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
 
         from triemine.corpus import sentences
         from triemine.models.convert import detect_model_format, import_model
-        from triemine.models.writer import MODEL_FILES
         from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
@@ -288,10 +287,9 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--estimation-lines must be >= 1")
         model_dir = Path(args.model_dir) if args.model_dir else shared_path(*OPUS_MT_ZH_EN_CT2)
         out = Path(args.output) if args.output else cache_root() / "models" / "opus-mt-zh-en"
-        check_distinct([("-o", out / name) for name in MODEL_FILES] + [
-            ("-o", out / f"dict.{lang}.txt") for lang in (args.source_lang, args.target_lang)],
-            [("MODEL_DIR", model_dir), ("--target-spm", args.target_spm),
-             ("--estimation-text", args.estimation_text)])
+        check_distinct([("-o", out, "folder")],  # replaced whole (a staged directory)
+                       [("MODEL_DIR", model_dir), ("--target-spm", args.target_spm),
+                        ("--estimation-text", args.estimation_text)])
         fmt = detect_model_format(model_dir)
         if fmt != "ctranslate2" and (args.estimation_text or args.check):
             parser.error("--estimation-text and --check apply to CTranslate2 models only")

@@ -154,15 +154,16 @@ def _expand_inputs(inputs):
 
 def _expand_outputs(outputs):
     """``(label, path, is_folder)`` of every file and folder the ``outputs`` write: each is
-    ``(label, path)`` or ``(label, path, True)`` for a job's ``-o`` with its side files and
-    folders (:data:`SIDE_FILES`, :data:`SIDE_DIRS`)."""
+    ``(label, path)``, ``(label, path, True)`` for a job's ``-o`` with its side files and
+    folders (:data:`SIDE_FILES`, :data:`SIDE_DIRS`), or ``(label, path, "folder")`` for a
+    folder written whole (an imported model directory)."""
     for out in outputs:
         label, path, sides = (tuple(out) + (False,))[:3]
         if path is None:
             continue
         path = os.fspath(path)
-        yield label, path, False
-        if sides:
+        yield label, path, sides == "folder"
+        if sides is True:
             for suffix in SIDE_FILES:
                 yield f"{label} (its {suffix})", path + suffix, False
             for suffix in SIDE_DIRS:
@@ -173,12 +174,13 @@ def check_distinct(outputs, inputs=()) -> None:
     """Refuse, before any work, an output that is an input or another output: an
     :class:`~triemine.errors.InputError` naming both (``--bitext X is the same file as -o X``).
 
-    ``outputs``: ``(label, path)`` pairs, or ``(label, path, True)`` for a job's ``-o`` whose
-    side files and work folders count as outputs too; ``inputs``: ``(label, path)`` pairs (a
+    ``outputs``: ``(label, path)`` pairs, ``(label, path, True)`` for a job's ``-o`` whose
+    side files and work folders count as outputs too, or ``(label, path, "folder")`` for a
+    folder that is replaced whole; ``inputs``: ``(label, path)`` pairs (a
     folder, such as a model directory, stands for the files in it); ``None`` paths are left
     out.  Two paths are one file when :func:`same_file` says so (hard links and symbolic links
-    count); an input inside an output's work folder is refused too (that folder is removed
-    when a job starts over).  An existing output that is not a regular file (a folder, a
+    count); an input inside an output folder is refused too (a work folder is removed when a
+    job starts over, an imported model directory replaced whole).  An existing output that is not a regular file (a folder, a
     FIFO, a device) is refused: the atomic writer would replace it."""
     outs = list(_expand_outputs(outputs))
     ins = list(_expand_inputs(inputs))

@@ -26,19 +26,12 @@ import torch
 from triemine.errors import InputError, OutputError
 from triemine.models.marian import MODEL_NAME, marian_base
 from triemine.models.vocab import FAIRSEQ_SPECIALS, VocabMap
-from triemine.outfile import atomic_open, write_text
-
-# the files of a model directory besides its dictionaries (dict.SRC.txt, dict.TGT.txt)
-MODEL_FILES = ("checkpoint.pt", "source.spm", "target.spm", "triemine-model.json")
 
 
 def write_dictionary(path: Path, vocab: VocabMap) -> None:
-    write_text(path, "".join(f"{tok} 1\n" for tok in vocab.tokens[len(FAIRSEQ_SPECIALS):]),
-               "dictionary", hint="")
-
-
-# the files of a model directory besides its dictionaries (dict.SRC.txt, dict.TGT.txt)
-MODEL_FILES = ("checkpoint.pt", "source.spm", "target.spm", "triemine-model.json")
+    with open(path, "w", encoding="utf-8") as f:
+        for tok in vocab.tokens[len(FAIRSEQ_SPECIALS):]:
+            f.write(f"{tok} 1\n")
 
 
 def _checkpoint_args(out_dir: Path, source_lang: str, target_lang: str, model_args: dict):
@@ -101,12 +94,13 @@ def write_model_dir(out_dir: Path, sd: Dict[str, torch.Tensor], model_args: dict
          "lr_scheduler_state": {"best": None}, "num_updates": 0}],
         "extra_state": {"triemine": {"origin": str(origin.resolve())}},
         "last_optimizer_state": None}
-    with atomic_open(out_dir / "checkpoint.pt", "checkpoint", hint="") as f:
-        torch.save(state, f)
+    tmp = out_dir / "checkpoint.pt.tmp"
+    torch.save(state, tmp)
+    tmp.replace(out_dir / "checkpoint.pt")
     full = {"format": 1, "source_lang": source_lang, "target_lang": target_lang,
             "origin": str(origin.resolve()), "arch": "marian_transformer",
             "source_vocab_size": len(src_vocab.tokens), "target_vocab_size": len(tgt_vocab.tokens),
             "fairseq_specials": list(FAIRSEQ_SPECIALS), **meta, "model_args": model_args}
-    write_text(out_dir / "triemine-model.json", json.dumps(full, indent=2, ensure_ascii=False)
-               + "\n", "model file", hint="")
+    (out_dir / "triemine-model.json").write_text(json.dumps(full, indent=2, ensure_ascii=False)
+                                                 + "\n", encoding="utf-8")
     return out_dir
