@@ -539,7 +539,11 @@ def bench_trust(model_dir, work: Path) -> dict:
     os.environ["TRIEMINE_CACHE"] = str(d / "cache")
     try:
         for case in cases:
-            case(model_dir, d, src, tgt, res, examples)
+            try:
+                case(model_dir, d, src, tgt, res, examples)
+            except Exception as exc:  # noqa: BLE001 - the case itself crashed: a traceback
+                res[f"{case.__name__.lstrip('_')}_traceback"] = 1
+                examples.append(f"{case.__name__}: {type(exc).__name__}: {exc}"[:300])
     finally:
         if old_cache is None:
             os.environ.pop("TRIEMINE_CACHE", None)

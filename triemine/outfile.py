@@ -238,7 +238,7 @@ def output_lock(output):
     mine = f"{os.getpid()} {host}\n".encode("utf-8")
     tmp = lock.with_name(f"{lock.name}.tmp{os.getpid()}")
     try:
-        atomic_write(tmp, mine, "lock file")
+        atomic_write(tmp, mine, "lock file", hint="")
         for _ in range(3):
             try:
                 os.link(tmp, lock)  # atomic: fails when a lock exists
@@ -256,7 +256,7 @@ def output_lock(output):
         else:
             raise InputError("cannot take the lock (other jobs keep taking it)", lock)
     except OSError as exc:
-        raise OutputError(lock, exc, "lock file") from None
+        raise OutputError(lock, exc, "lock file", hint="") from None
     finally:
         tmp.unlink(missing_ok=True)
     try:
