@@ -472,3 +472,22 @@ def test_refusals_name_no_flag_the_tool_lacks(tmp_path, tiny_model_dir, pair, ca
     rc, err = _err(capsys, mine_main, _job(tiny_model_dir, tmp_path, tgt, comb, "-o",
                                            str(tmp_path / "o.tsv")))
     assert rc == 2 and "is a directory" in err, err
+
+
+def test_a_paper_run_records_its_rows_only_when_it_finishes(tiny_model, pair, tmp_path):
+    """A killed ``--config paper`` run leaves its TSV at the final name: its sidecar says
+    ``rows: null`` until the run (resumed) finishes, so the readers refuse it meanwhile."""
+    from triemine.decoding import SearchSettings, mine_to_tsv
+
+    src, tgt, _ = pair
+    out = tmp_path / "p.tsv"
+    search = SearchSettings(mode="pre", beam=3, batch_size=1, sort_window=1)
+    s = mine_to_tsv(tiny_model, src, tgt, out, search=search, stop_after_blocks=1)
+    assert s.decoded < 10
+    assert json.loads((tmp_path / "p.tsv.meta.json").read_text())["rows"] is None
+    with pytest.raises(InputError, match="has not finished"):
+        read_mined(out)
+    mine_to_tsv(tiny_model, src, tgt, out, search=search, resume=True)
+    rows = len(out.read_text(encoding="utf-8").splitlines()) - 1
+    assert rows > 0 and json.loads((tmp_path / "p.tsv.meta.json").read_text())["rows"] == rows
+    assert len(read_mined(out)) == rows
