@@ -21,7 +21,13 @@ Measurements (issue 9 and later), each a count that must be 0 (or true):
    killed holding a shard, the driver killed between stages, a full disk while writing (a
    1 MiB tmpfs, root only), line indexes and kNN indexes truncated or from another corpus, the
    merged embeddings truncated (:func:`bench_faults`): ``faults_handled`` of ``faults_measured``.
-6. **What the tools write** (issue 37, :func:`bench_trust`, about a minute): outputs equal to
+6. **Content digests** (issue 37, :func:`bench_digest`): SHA-256 GB/s on a synthetic file,
+   extrapolated to 10^8 lines a side; the sample's corpora hashed uncached and cached.
+7. **Damaged caches and work files** (issue 37, full mode only, :func:`bench_damage`): every
+   file of the cache and the work directory damaged in place, truncated, emptied; a source
+   sentence changed in place under ``--resume``: ``damage_silent_wrong``, ``damage_tracebacks``,
+   ``damage_rows_lost`` (each must be 0).
+8. **What the tools write** (issue 37, :func:`bench_trust`, about a minute): outputs equal to
    inputs for every tool (hard and symbolic links too), the Python API's bad items and
    arguments and a tab inside a sentence, devices this machine lacks, ``--workers 16`` on a
    job of one shard, the output lock (live and stale), writes into a missing folder and onto
@@ -207,7 +213,9 @@ def bench_text(work: Path, n: int, rng: random.Random) -> dict:
 # retrieval, exact scores and priors, each stage resumable)
 CONFIG_ARGS = {"paper": ("--config", "paper", "--pre-expansion", "--beam", "4", "--batch-size", "4"),
                "job": ("--config", "mt-only", "--batch-size", "4"),
-               "default": ()}
+               "default": (),
+               "ivf": ("--knn-index", "ivf"),
+               "hnsw": ("--knn-index", "hnsw")}
 
 
 def _mine_cmd(model_dir, src, tgt, out, extra=(), config="paper"):
@@ -475,7 +483,7 @@ def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
     return res
 
 
-# -- 6. what the tools write (issue 37) ----------------------------------------------------------
+# -- 8. what the tools write (issue 37) ----------------------------------------------------------
 
 def _outcome(call, expect_refusal: bool, ok_message=lambda err: True) -> tuple:
     """``(kind, stderr)`` of an in-process CLI or API call: ``ok`` (refused with exit 2 or an
@@ -804,6 +812,267 @@ def _trust_cut_tsv(model_dir, d, src, tgt, res, examples) -> None:
     _tally(res, "cut", outcomes, {}, examples)
 
 
+def bench_digest(work: Path, size_mb: int = 1024) -> dict:
+    """The content digest's cost (issue 37): SHA-256 GB/s of one thread over a ``size_mb`` MiB
+    synthetic file (page-cached after its first read), extrapolated to 10^8 lines a side (the
+    BUCC sample's mean line length), and the sample's two corpora hashed uncached then cached
+    (``content_sha256`` read against the file's stamp)."""
+    import shutil
+
+    from triemine import paths
+
+    big = work / "digest.bin"
+    with open(big, "wb") as f:
+        block = np.random.default_rng(0).integers(0, 256, 64 << 20, dtype=np.uint8).tobytes()
+        for _ in range(size_mb // 64):
+            f.write(block)
+    paths.file_sha256(big)  # into the page cache
+    t = time.perf_counter()
+    paths.file_sha256(big)
+    gbs = big.stat().st_size / (time.perf_counter() - t) / 1e9
+    big.unlink()
+    sample = [paths.shared_path(*paths.BUCC_ZH_EN, f"zh-en.sample.{s}") for s in ("zh", "en")]
+    per_line = sum(p.stat().st_size for p in sample) / sum(
+        p.read_bytes().count(b"\n") for p in sample)
+    cache = work / "digest-cache"
+    os.environ["TRIEMINE_CACHE"], old = str(cache), os.environ.get("TRIEMINE_CACHE")
+    try:
+        t = time.perf_counter()
+        for p in sample:
+            paths.content_sha256(p)
+        cold = time.perf_counter() - t
+        t = time.perf_counter()
+        for p in sample:
+            paths.content_sha256(p)
+        warm = time.perf_counter() - t
+    finally:
+        if old is None:
+            os.environ.pop("TRIEMINE_CACHE")
+        else:
+            os.environ["TRIEMINE_CACHE"] = old
+        shutil.rmtree(cache, ignore_errors=True)
+    return {"digest": "sha256", "digest_threads": 1, "digest_file_mb": size_mb,
+            "digest_gb_s": round(gbs, 2), "digest_bytes_per_line": round(per_line, 1),
+            "digest_1e8_lines_a_side_s": round(2e8 * per_line / 1e9 / gbs, 1),
+            "digest_sample_cold_s": round(cold, 4), "digest_sample_cached_s": round(warm, 5)}
+
+
+def _damage(path: Path, how: str, rng: random.Random) -> bool:
+    """``same-size``: up to 64 bytes in the file's middle each XOR-ed with a nonzero byte (the size
+    kept, the bytes surely changed); ``truncated``: half of it; ``emptied``: nothing left.  False
+    when the file cannot be damaged that way (an empty file)."""
+    data = path.read_bytes()
+    if not data:
+        return False
+    if how == "truncated":
+        path.write_bytes(data[:len(data) // 2])
+    elif how == "emptied":
+        path.write_bytes(b"")
+    else:
+        mid = len(data) // 2
+        n = max(1, min(64, len(data) - mid))
+        flip = bytes(a ^ rng.randrange(1, 256) for a in data[mid:mid + n])
+        path.write_bytes(data[:mid] + flip + data[mid + n:])
+    return True
+
+
+def _damage_kind(path: Path, cache: Path, out: Path) -> str:
+    """What a damaged file is, for the per-kind counts: ``cache/<folder>``, ``work/<name>``
+    (``*.cols/`` and ``*.shards/`` files by their folder's suffix), ``out/<suffix>``."""
+    if cache in path.parents:
+        return "cache/" + path.relative_to(cache).parts[0]
+    rel = path.relative_to(out.parent).parts
+    if len(rel) == 1:
+        return "out/" + (rel[0][len(out.name):] or "tsv")
+    import re
+
+    inner = rel[1:]
+    if len(inner) > 1:
+        folder = inner[0].rsplit(".", 1)[-1]
+        return f"work/{folder}/" + ("file" if folder == "cols" else re.sub(r"\d+", "N", inner[-1]))
+    return "work/" + re.sub(r"\.[0-9a-f]{16}\.", ".H.", inner[0])
+
+
+def _as_logged(root: Path) -> int:
+    """Every shard manifest under ``root`` turned into the state of a driver killed before it
+    folded its log: ``manifest.json`` with no shard done, each shard a line of ``manifest.log``
+    (:mod:`triemine.distributed.shards`'s format).  Returns the number of logs written."""
+    from triemine.checksum import json_crc32
+    from triemine.distributed import shards
+
+    n = 0
+    for manifest in root.rglob(shards.MANIFEST):
+        doc = json.loads(manifest.read_text(encoding="utf-8"))
+        doc.pop("manifest_crc32")
+        if not doc["done"]:
+            continue
+        empty = {"key": doc["key"], "done": {}}
+        manifest.write_text(json.dumps(dict(empty, manifest_crc32=json_crc32(empty))))
+        lines = []
+        for k, entry in doc["done"].items():
+            entry = dict(entry, id=int(k))
+            lines.append(json.dumps(dict(entry, line_crc32=json_crc32(entry))) + "\n")
+        (manifest.parent / shards.LOG).write_text("".join(lines))
+        n += 1
+    return n
+
+
+def _forked_mine(argv, cache: Path, log: Path) -> int:
+    """``trie-mine ARGV`` in a forked child (the parent has imported the package, so a run costs
+    its work, not the imports; the child starts from the parent's state, which ran no job), its
+    stderr in ``log``; an exception that escapes the CLI is printed as a traceback there.
+    Returns the exit status."""
+    pid = os.fork()
+    if pid == 0:  # child
+        rc = 1
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 2)
+            os.dup2(fd, 1)
+            sys.stderr = open(2, "w", closefd=False)
+            os.environ["TRIEMINE_CACHE"] = str(cache)
+            from triemine.cli import mine_main
+            try:
+                rc = mine_main(list(argv))
+            except SystemExit as exc:
+                rc = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:  # what the user would see: a traceback
+                import traceback
+                traceback.print_exc()
+                rc = 1
+        finally:
+            sys.stderr.flush()
+            os._exit(rc)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def bench_damage(model_dir, work: Path, rng: random.Random, n_sources: int = 24,
+                 configs=("job", "paper", "default", "ivf", "hnsw")) -> dict:
+    """Issue 37: every file a run leaves (its cache, work directory, shards and sidecars, and the
+    TSV) damaged three ways (same size, truncated, emptied), one at a time from a snapshot of the
+    undamaged run, then the job run again with ``--resume``; and a source sentence changed in
+    place (same size, mtime restored) under ``--resume``.  The shard manifests are damaged a
+    second time as logs (:func:`_as_logged`: each shard a line of ``manifest.log``).  Per
+    configuration (``job``: mt-only; ``paper``: the trie search; ``default``: combined; ``ivf``,
+    ``hnsw``: combined with that kNN index): ``silent_wrong`` (exit 0, TSV or bitext not the
+    undamaged run's), ``tracebacks``, ``rows_lost`` (an exit 0 with fewer rows), ``refused``
+    (exit 2), ``warned`` (a warning named the file), ``unwarned`` (exit 0, the file was damaged,
+    read again — changed by the run — and no warning named it), ``cases`` and ``damaged``
+    (files damaged per kind).  Runs are forked from this process (no interpreter start per
+    run)."""
+    import shutil
+
+    import triemine.cli  # noqa: F401  imported once, before the forks
+    import triemine.api  # noqa: F401
+    from triemine.decoding.testing import synthetic_pairs
+    from triemine.tsv import META_SUFFIX
+
+    pairs = synthetic_pairs(n_sources, seed=37, min_len=3)
+    res = {}
+    for config in configs:
+        root = work / f"damage-{config}"
+        live, snap = root / "live", root / "snap"
+        live.mkdir(parents=True)
+        src, tgt = root / "d.src", root / "d.tgt"
+        src.write_text("".join(a + "\n" for a, _ in pairs), encoding="utf-8")
+        tgt.write_text("".join(b + "\n" for _, b in pairs[::2]), encoding="utf-8")
+        cache, out, log = live / "cache", live / "d.tsv", root / "stderr.txt"
+        argv = _mine_cmd(model_dir, src, tgt, out, ("--bitext", str(live / "d.bitext")),
+                         config=config)[3:]
+
+        def run(*extra):
+            return _forked_mine(argv + list(extra), cache, log)
+        if run() != 0:
+            res[config] = "reference run failed: " + log.read_text()[-2000:]
+            continue
+        want, want_bitext = out.read_bytes(), (live / "d.bitext").read_bytes()
+        shutil.copytree(live, snap, symlinks=True)
+        logged = root / "logged"
+        shutil.copytree(live, logged, symlinks=True)
+        _as_logged(logged)
+        files = sorted((p.relative_to(live), snap) for p in live.rglob("*")
+                       if p.is_file() and not p.name.endswith(".lock") and p.name != "d.bitext")
+        files += sorted((p.relative_to(logged), logged) for p in logged.rglob("manifest.log"))
+        counts = {"cases": 0, "silent_wrong": 0, "tracebacks": 0, "rows_lost": 0, "refused": 0,
+                  "warned": 0, "unwarned": 0, "damaged": {}}
+        for rel, base in files:
+            kind = _damage_kind(live / rel, cache, out)
+            for how in ("same-size", "truncated", "emptied"):
+                shutil.rmtree(live)
+                shutil.copytree(base, live, symlinks=True)
+                path = live / rel
+                if not _damage(path, how, rng):
+                    continue
+                bad = path.read_bytes()
+                counts["damaged"][kind] = counts["damaged"].get(kind, 0) + 1
+                rc = run("--resume")
+                err = log.read_text(errors="replace")
+                counts["cases"] += 1
+                tb = "Traceback" in err or rc not in (0, 2)
+                counts["tracebacks"] += tb
+                counts["refused"] += rc == 2
+                named = path.name in err or str(rel) in err
+                counts["warned"] += named
+                if rc == 2:
+                    print(f"refused: {config} {how} {rel}: {err.strip().splitlines()[-1]}",
+                          file=sys.stderr)
+                got = out.read_bytes() if out.is_file() else b""
+                wrong = rc == 0 and (got != want or (live / "d.bitext").read_bytes() != want_bitext)
+                counts["silent_wrong"] += wrong
+                counts["rows_lost"] += rc == 0 and got.count(b"\n") < want.count(b"\n")
+                reread = not path.exists() or path.read_bytes() != bad
+                if rc == 0 and not wrong and reread and not named and path != out \
+                        and not path.name.endswith(META_SUFFIX):
+                    counts["unwarned"] += 1
+                    print(f"unwarned: {config} {how} {rel}", file=sys.stderr)
+                if wrong or tb:
+                    print(f"{'silent wrong' if wrong else 'traceback'}: {config} {how} {rel} "
+                          f"(exit {rc})\n{err[-1500:]}", file=sys.stderr)
+        # a source sentence changed in place, same size, mtime restored, then --resume
+        shutil.rmtree(live)
+        shutil.copytree(snap, live, symlinks=True)
+        data = src.read_bytes()
+        st = os.stat(src)
+        lines = data.split(b"\n")
+        rows = want.split(b"\n")[1:-1]  # a source with rows in the TSV: its first two words
+        line = int(rows[len(rows) // 2].split(b"\t")[0]) - 1  # swapped (same size, same words)
+        words = lines[line].split(b" ")
+        j = next(i for i in range(1, len(words)) if words[i] != words[0]
+                 and len(words[i]) == len(words[0]))
+        words[0], words[j] = words[j], words[0]
+        lines[line] = b" ".join(words)
+        changed = b"\n".join(lines)
+        assert len(changed) == len(data) and changed != data
+        src.write_bytes(changed)
+        os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+        rc = run("--resume")
+        err = log.read_text(errors="replace")
+        resumed = out.read_bytes()
+        shutil.rmtree(live)
+        live.mkdir()
+        fresh_rc = run()
+        counts["cases"] += 1
+        tb = "Traceback" in err or rc not in (0, 2)
+        counts["tracebacks"] += tb
+        wrong = rc == 0 and resumed != out.read_bytes()
+        counts["silent_wrong"] += wrong
+        if wrong or tb:
+            print(f"content change: {config} exit {rc}\n{err[-1500:]}", file=sys.stderr)
+        fresh = out.read_bytes()  # the change shows in a fresh run; the resume refused or agreed
+        counts["content_change_refused_or_recomputed"] = int(
+            fresh_rc == 0 and fresh != want and (rc == 2 or resumed == fresh))
+        res[config] = counts
+        shutil.rmtree(root, ignore_errors=True)
+    done = [c for c in res.values() if isinstance(c, dict)]
+    res["damage_silent_wrong"] = sum(c["silent_wrong"] for c in done)
+    res["damage_tracebacks"] = sum(c["tracebacks"] for c in done)
+    res["damage_rows_lost"] = sum(c["rows_lost"] for c in done)
+    res["damage_cases"] = sum(c["cases"] for c in done)
+    res["damage_configs_run"] = len(done)
+    res["damage_configs"] = len(configs)
+    return res
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer files and kills (about 1 min)")
@@ -813,7 +1082,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--only", default=None,
                     help="comma-separated measurements to run (tries, text, kill, job_kill, "
-                         "concurrent, faults, trust); the others are reported as not run")
+                         "concurrent, faults, digest, damage, trust); the others are reported as not run")
     args = ap.parse_args(argv)
     n_trie = args.trie_files or (1000 if args.quick else 10000)
     n_text = args.text_files or (250 if args.quick else 2000)
@@ -840,6 +1109,9 @@ def main(argv=None) -> int:
                                                                  500 if args.quick else 5000)),
                          ("faults", lambda: bench_faults(model_dir, work)
                           if not args.quick else {"faults": "not run in --quick (about 80 s)"}),
+                         ("digest", lambda: bench_digest(work, 256 if args.quick else 1024)),
+                         ("damage", lambda: bench_damage(model_dir, work, rng)
+                          if not args.quick else {"damage": "not run in --quick"}),
                          ("trust", lambda: bench_trust(model_dir, work))):
             if args.only and name not in args.only.split(","):
                 report[name] = "not run (--only)"
@@ -859,6 +1131,11 @@ def main(argv=None) -> int:
                                       r["concurrent_cached_tries"] == 1 and
                                       r["concurrent_identical"]),
              "faults": lambda r: r.get("faults_handled") == r.get("faults_measured"),
+             "digest": lambda r: True,
+             "damage": lambda r: (r.get("damage_silent_wrong") == 0
+                                  and r.get("damage_tracebacks") == 0
+                                  and r.get("damage_rows_lost") == 0
+                                  and r.get("damage_configs_run") == r.get("damage_configs")),
              "trust": lambda r: (r["trust_silent_wrong"] == 0 and r["trust_traceback"] == 0
                                  and r["trust_inputs_overwritten"] == 0
                                  and r["trust_rows_lost"] == 0)}

@@ -1,6 +1,7 @@
 """The line-offset index: open_corpus reads what read_corpus reads (ids, texts, empty lines,
 format, errors) without holding the text, and an index that is truncated, foreign or stale is
 named and rebuilt, never used."""
+import logging
 import os
 import shutil
 
@@ -163,7 +164,7 @@ def test_missing_file_and_directory(tmp_path):
         open_corpus(tmp_path, cache=tmp_path / "cache")
 
 
-def test_content_digest_is_read_once_per_version_of_a_file(tmp_path, monkeypatch):
+def test_content_digest_is_read_once_per_version_of_a_file(tmp_path, monkeypatch, caplog):
     """Cache and resume keys hash whole files (corpora, embeddings: hundreds of GB at 10^8 a
     side); the digest is kept with the file's stamp and the file is read whole again only when
     the stamp changes (another size, mtime or first or last MiB)."""
@@ -190,8 +191,17 @@ def test_content_digest_is_read_once_per_version_of_a_file(tmp_path, monkeypatch
     assert len(reads) == 1
 
     saved = paths._digest_path(os.path.realpath(p))
-    saved.write_text("{not json", encoding="utf-8")  # a damaged digest file: ignored, rewritten
-    assert paths.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest() and len(reads) == 2
-    assert json.loads(saved.read_text(encoding="utf-8"))["stamp"] == paths.file_stamp(p)
+    saved.write_text("{not json", encoding="utf-8")  # a damaged digest file: named, rewritten
+    with caplog.at_level(logging.WARNING, logger="triemine.paths"):
+        assert paths.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest()
+    assert len(reads) == 2 and str(saved) in caplog.text
+    assert json.loads(saved.read_text(encoding="utf-8"))["data"]["stamp"] == paths.file_stamp(p)
+    raw = saved.read_bytes()  # a digit of the digest changed, the JSON still parses: named too
+    at = raw.index(b'"sha256": "') + 11
+    saved.write_bytes(raw[:at] + (b"0" if raw[at:at + 1] != b"0" else b"1") + raw[at + 1:])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="triemine.paths"):
+        assert paths.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest()
+    assert len(reads) == 3 and "checksum mismatch" in caplog.text
     with pytest.raises(FileNotFoundError):
         paths.content_sha256(tmp_path / "missing.bin")

@@ -259,7 +259,7 @@ def test_block_plans_of_an_array_are_the_sequential_plans():
     assert plan_blocks(np.zeros(5, dtype=np.int32), 2, None, 4) == [(0, 5)]
 
 
-def test_a_small_job_gets_blocks_and_shards_for_several_workers():
+def test_a_small_job_gets_blocks_and_shards_for_several_workers(tmp_path):
     """A 120-source job at beam 5 was one block of 8 batches of 64, hence one shard, and two
     workers ran it at 0.80x of one: blocks are now at most a 16th of the job (never under one
     batch) and default shards at most a 16th too; a large job keeps its 8-batch blocks."""
@@ -282,8 +282,11 @@ def test_a_small_job_gets_blocks_and_shards_for_several_workers():
     assert SearchSettings(beam=5, shard_sources=300).shard_size(120) == 300  # as given
     # the blocks are in the resume key where they differ from the 8-batch default, so a run
     # planned with other blocks is never continued; large jobs keep their older keys
-    assert small.resume_key(None, "s", "t", 120)["block_sources"] == 64
-    assert "block_sources" not in large.resume_key(None, "s", "t", 100_000)
+    src, tgt = tmp_path / "s", tmp_path / "t"  # the key hashes the corpora's content
+    src.write_text("a\n", encoding="utf-8")
+    tgt.write_text("b\n", encoding="utf-8")
+    assert small.resume_key(None, src, tgt, 120)["block_sources"] == 64
+    assert "block_sources" not in large.resume_key(None, src, tgt, 100_000)
 
 
 def test_default_batch_size_follows_the_beam():

@@ -361,7 +361,7 @@ def open_corpus(path: os.PathLike | str, format: str = "auto", cache=None) -> Co
     if describe(p):
         raise InputError(f"corpus file {describe(p)}", p)
     header, offsets, empty, skipped, buf = load_or_build(p, format, _validate(p, format), cache)
-    stamp = header.get("corpus")  # the file's stamp, taken before it was mapped
+    stamp = header.get("stamp")  # the file's stamp, taken before it was mapped
     fmt = header["format"]
     return Corpus(p, fmt, _Lines(buf, offsets, fmt, "ids", p, skipped, stamp),
                   _Lines(buf, offsets, fmt, "texts", p, skipped, stamp), empty.tolist(), skipped,

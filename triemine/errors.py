@@ -42,3 +42,16 @@ class OutputError(TrieMineError):
 
 class TrieFormatError(InputError):
     """A trie file that is truncated, foreign, of another version or corrupted."""
+
+
+class DamagedFile(TrieMineError):
+    """A cache or work-directory file whose checksum, length or header is not what its writer
+    recorded (truncated, emptied, overwritten, foreign, or an older triemine's unchecked file).
+    A cache's reader rebuilds it with a warning naming the file; a job's reader computes the
+    state again, or refuses naming the file and what to delete (docs/decisions.md)."""
+
+    def __init__(self, path, problem: str, what: str = "file"):
+        self.path = os.fspath(path)
+        self.problem = problem
+        self.what = what
+        super().__init__(f"{self.path}: damaged {what}: {problem}")

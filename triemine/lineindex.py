@@ -9,17 +9,19 @@ File layout (little-endian)::
 
     b"TMLINES1"                     magic, 8 bytes
     uint64                          header length h
-    h bytes                         JSON header: the corpus's stamp (real path, size, mtime, SHA-256
-                                    of its first and last MiB), the number of lines n, the format
-                                    and how many empty lines follow
+    h bytes                         JSON header: the corpus's real path, size and SHA-256 of its
+                                    whole content, the number of lines n, the format, how many
+                                    empty and skipped lines follow and the CRC32 of the arrays
     (n + 1) x uint64                offset of every line's first byte, then the end of the data
     n_empty x int64                 1-based numbers of the empty lines (blank or skipped)
     n_skipped x int64               1-based numbers of the skipped (bad) lines, a subset of those
 
 A line's bytes run from its offset to the next one, less its ``\\n`` and a ``\\r`` before it.
-An index whose file is shorter or longer than its header says, whose header does not parse, or
-whose stamp is not the corpus's (another file, or this one changed since) is never used: it is
-rebuilt, and a warning names the index file and the reason.  The parsing rules (formats, ids,
+An index whose file is shorter or longer than its header says, whose header does not parse, whose
+arrays do not have their checksum (damaged in place), or whose corpus digest is not the corpus's
+(another file, or this one changed since: :func:`triemine.paths.content_sha256`, read again only
+when the file's stamp changes) is never used: it is rebuilt, and a warning names the index file
+and the reason.  The parsing rules (formats, ids,
 empty lines, UTF-8) are :mod:`triemine.corpus`'s, which builds the index through
 :func:`build_index`.
 """
@@ -30,16 +32,18 @@ import mmap
 import os
 import struct
 import warnings
+import zlib
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
 from triemine.outfile import atomic_write
-from triemine.paths import cache_name, cache_root, file_stamp
+from triemine.checksum import crc32_range
+from triemine.paths import cache_name, cache_root, content_sha256, file_stamp
 
 MAGIC = b"TMLINES1"
-VERSION = 2                  # 2: the skipped lines
+VERSION = 3                  # 2: the skipped lines; 3: the corpus digest, the checksum
 SCAN_BYTES = 64 << 20        # newline scan window
 BOM = b"\xef\xbb\xbf"
 
@@ -75,12 +79,14 @@ def write_index(path: Path, header: dict, offsets: np.ndarray, empty: Sequence[i
                 skipped: Sequence[int] = ()) -> None:
     """Atomically: a reader sees the whole old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = [np.ascontiguousarray(offsets, dtype="<u8").tobytes(),
+              np.asarray(empty, dtype="<i8").tobytes(), np.asarray(skipped, dtype="<i8").tobytes()]
+    crc = 0
+    for a in arrays:
+        crc = zlib.crc32(a, crc)
     head = json.dumps(dict(header, version=VERSION, n_lines=len(offsets) - 1,
-                           n_empty=len(empty), n_skipped=len(skipped))).encode("utf-8")
-    atomic_write(path, [MAGIC + struct.pack("<Q", len(head)) + head,
-                        np.ascontiguousarray(offsets, dtype="<u8").tobytes(),
-                        np.asarray(empty, dtype="<i8").tobytes(),
-                        np.asarray(skipped, dtype="<i8").tobytes()], "line index")
+                           n_empty=len(empty), n_skipped=len(skipped), crc32=crc)).encode("utf-8")
+    atomic_write(path, [MAGIC + struct.pack("<Q", len(head)) + head] + arrays, "line index")
 
 
 def _lines_array(path: Path, offset: int, n: int) -> np.ndarray:
@@ -88,9 +94,10 @@ def _lines_array(path: Path, offset: int, n: int) -> np.ndarray:
             else np.zeros(0, dtype=np.int64))
 
 
-def read_index(path: Path, stamp: dict) -> Tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
+def read_index(path: Path, corpus: dict) -> Tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
     """``(header, offsets, empty lines, skipped lines)``, the arrays memory-mapped;
-    :class:`StaleIndex` when the file is not a whole index of the corpus ``stamp`` describes."""
+    :class:`StaleIndex` when the file is not a whole, undamaged index of the corpus that
+    ``corpus`` (its real ``path``, ``size`` and ``sha256``) describes."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         if f.read(8) != MAGIC:
@@ -113,10 +120,13 @@ def read_index(path: Path, stamp: dict) -> Tuple[dict, np.ndarray, np.ndarray, n
         raise StaleIndex(f"it is {'truncated' if size < want else 'longer than its header says'}"
                          f" ({size} bytes, its header says {want})")
     old = header.get("corpus", {})
-    for field in ("path", "size", "mtime_ns", "ends_sha256"):
-        if old.get(field) != stamp[field]:
+    for field in ("path", "size", "sha256"):
+        if old.get(field) != corpus[field]:
             raise StaleIndex(f"it was built for another corpus or an older version of this one "
-                             f"({field}: {old.get(field)!r}, the corpus has {stamp[field]!r})")
+                             f"({field}: {old.get(field)!r}, the corpus has {corpus[field]!r})")
+    with open(path, "rb") as f:
+        if crc32_range(f, body, size) != header.get("crc32"):
+            raise StaleIndex("it is damaged (checksum mismatch)")
     offsets = np.memmap(path, dtype="<u8", mode="r", offset=body, shape=(n + 1,))
     empty = _lines_array(path, body + 8 * (n + 1), n_empty)
     skipped = _lines_array(path, body + 8 * (n + 1 + n_empty), n_skipped)
@@ -133,16 +143,20 @@ def open_mmap(path):
 
 def load_or_build(corpus_path, format: str, build: Callable[[object, np.ndarray], dict],
                   cache: Optional[Path] = None):
-    """``(header, offsets, empty, skipped, mmap)`` of ``corpus_path``'s index, built with
+    """``(header, offsets, empty, skipped, mmap)`` of ``corpus_path``'s index (``header["stamp"]``:
+    the corpus's :func:`~triemine.paths.file_stamp`, taken before it was mapped), built with
     ``build(mmap, offsets) -> header fields`` (which validates the lines and finds the empty and
     the skipped ones) when there is no usable one; an unusable one is named in a warning with its
     reason, then rebuilt."""
     stamp = file_stamp(corpus_path)
     path = index_path(corpus_path, format, cache)
     buf = open_mmap(stamp["path"])
+    corpus = {"path": stamp["path"], "size": stamp["size"],
+              "sha256": content_sha256(stamp["path"])}
     if path.exists():
         try:
-            return (*read_index(path, stamp), buf)
+            header, *arrays = read_index(path, corpus)
+            return (dict(header, stamp=stamp), *arrays, buf)
         except StaleIndex as exc:
             warnings.warn(f"{path}: line index of {corpus_path} not used, {exc}; rebuilding it",
                           stacklevel=2)
@@ -153,5 +167,6 @@ def load_or_build(corpus_path, format: str, build: Callable[[object, np.ndarray]
     fields = build(buf, offsets)
     empty = np.asarray(fields.pop("empty_lines"), dtype=np.int64)
     skipped = np.asarray(fields.pop("skipped_lines"), dtype=np.int64)
-    write_index(path, dict(fields, corpus=stamp), offsets, empty, skipped)
-    return (*read_index(path, stamp), buf)
+    write_index(path, dict(fields, corpus=corpus), offsets, empty, skipped)
+    header, *arrays = read_index(path, corpus)
+    return (dict(header, stamp=stamp), *arrays, buf)

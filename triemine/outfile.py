@@ -103,17 +103,6 @@ def npy_header(dtype, shape) -> bytes:
     return buf.getvalue()
 
 
-def write_npy(path: Path, arr, what: str = "file") -> None:
-    """``arr`` (C order) as a ``.npy`` file, atomically, its bytes written from the array
-    itself (:func:`npy_bytes` makes two copies of it)."""
-    import numpy as np
-
-    arr = np.ascontiguousarray(arr)
-    with atomic_open(path, what) as f:
-        f.write(npy_header(arr.dtype, arr.shape))
-        f.write(memoryview(arr).cast("B"))
-
-
 # -- outputs that are not inputs -----------------------------------------------------------------
 
 # what ``trie-mine -o OUT`` writes beside OUT: files, then folders (every stage's state)

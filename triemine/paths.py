@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -65,22 +64,16 @@ def file_sha256(path: os.PathLike | str) -> str:
     return h.hexdigest()
 
 
-STAMP_BYTES = 1 << 20  # hashed at the head and the tail of a file by file_stamp
-
-
 def file_stamp(path: os.PathLike | str) -> dict:
-    """What identifies a file cheaply: real path, size, mtime and the SHA-256 of its first and
-    last MiB (a replaced or edited file changes at least one; a file of 2 MiB or less is hashed
-    whole)."""
+    """What identifies one version of a file without reading it: its real path, size, mtime,
+    ctime, inode and device.  Every write changes the ctime (restoring the mtime with ``utime``
+    changes it too) and a file replaced by a rename has another inode, so a stamp that still
+    holds means the same bytes; a cache of a file's digest keyed by its stamp is read again
+    after any change (short of a raw write to the device or a clock set back)."""
     p = os.path.realpath(path)
     st = os.stat(p)
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        h.update(f.read(STAMP_BYTES))
-        if st.st_size > STAMP_BYTES:
-            f.seek(max(STAMP_BYTES, st.st_size - STAMP_BYTES))
-            h.update(f.read())
-    return {"path": p, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ends_sha256": h.hexdigest()}
+    return {"path": p, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns, "inode": st.st_ino, "device": st.st_dev}
 
 
 def cache_name(path: os.PathLike | str, suffix: str) -> str:
@@ -101,18 +94,31 @@ def content_sha256(path: os.PathLike | str) -> str:
     is kept in ``$TRIEMINE_CACHE/digests/`` with the file's :func:`file_stamp` and read from
     there while the stamp holds (what cache and resume keys use: at 10^8 sentences a side the
     corpora and their embeddings are hundreds of GB, and every stage and every ``--resume``
-    asks for their keys).  A digest file that does not parse or whose stamp is not the file's
-    is ignored and written again."""
+    asks for their keys).  Every resume and cache key derives from this digest of the whole
+    content, never from the stamp alone: the stamp only says when the digest must be computed
+    again.  The digest file is sealed JSON (:mod:`triemine.checksum`): one whose stamp is not
+    the file's is written again; one that is damaged (does not parse, checksum mismatch) is named
+    in a warning and written again."""
+    import logging
+
+    from triemine.checksum import read_sealed
+    from triemine.errors import DamagedFile
+
     stamp = file_stamp(path)
     where = _digest_path(stamp["path"])
     try:
-        saved = json.loads(where.read_text(encoding="utf-8"))
-        if saved.get("stamp") == stamp and isinstance(saved.get("sha256"), str):
+        saved = read_sealed(where, "file digest")
+        if not (isinstance(saved, dict) and isinstance(saved.get("sha256"), str)):
+            raise DamagedFile(where, "not a digest record", "file digest")
+        if saved.get("stamp") == stamp:
             return saved["sha256"]
-    except (OSError, ValueError, AttributeError):
+    except OSError:
         pass
+    except DamagedFile as exc:
+        logging.getLogger(__name__).warning("%s; computing the digest again", exc)
     digest = file_sha256(stamp["path"])
-    remember_sha256(path, digest, stamp)
+    if file_stamp(path) == stamp:  # not changed while it was read: the digest is this version's
+        remember_sha256(path, digest, stamp)
     return digest
 
 
@@ -122,8 +128,9 @@ def remember_sha256(path: os.PathLike | str, digest: str, stamp: dict | None = N
     stamp = stamp or file_stamp(path)
     where = _digest_path(stamp["path"])
     where.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(where, json.dumps({"stamp": stamp, "sha256": digest}).encode("utf-8"),
-                 "file digest")
+    from triemine.checksum import dumps_sealed
+
+    atomic_write(where, dumps_sealed({"stamp": stamp, "sha256": digest}), "file digest")
 
 
 # Well-known shared resources (relative to shared_root()).

@@ -16,8 +16,11 @@ Sidecars:
   still appending them): a reader refuses a file that holds other rows than that, e.g. one cut
   at a line boundary or a killed run's (:func:`check_rows`; files without the key, written
   before it was added, are read as they are);
-* ``OUT.tsv.progress``: the run settings, the number of sources done and the byte offset of the
-  last complete block of sources, which makes ``--resume`` exact (nothing lost, nothing duplicated).
+* ``OUT.tsv.progress``: the run settings, the number of sources done, the byte offset of the
+  last complete block of sources and the CRC32 of the output up to it, which makes ``--resume``
+  exact (nothing lost, nothing duplicated), and a CRC32 of the whole record.  A progress file
+  that is damaged, or an output that is not what it records (truncated, emptied, changed in
+  place), is named in a warning and the run starts over.
 
 Reading accepts a UTF-8 BOM and CRLF line ends; everything else that is wrong is an
 :class:`~triemine.errors.InputError` naming the file, the line and the problem.
@@ -27,12 +30,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from triemine.checksum import crc32_range, json_crc32
 from triemine.errors import InputError
 from triemine.outfile import atomic_write, describe, write_text
 from triemine.textfile import decode_utf8, open_binary, read_bytes, read_json
@@ -172,43 +177,72 @@ def _progress_settings(path: str) -> Dict[str, object]:
     return {k: settings[k] for k in ("model", "source", "target", "mode", "beam", "nbest") if k in settings}
 
 
-def write_progress(tsv_path, settings: dict, done: int, offset: int) -> None:
+def write_progress(tsv_path, settings: dict, done: int, offset: int, crc32: int) -> None:
+    """The progress record: ``done`` sources written, the output's first ``offset`` bytes (whose
+    CRC32 is ``crc32``) hold them."""
+    prog = {"settings": settings, "sources_done": done, "offset": offset, "tsv_crc32": crc32}
     _atomic_write_text(Path(os.fspath(tsv_path) + PROGRESS_SUFFIX),
-                       json.dumps({"settings": settings, "sources_done": done, "offset": offset}))
+                       json.dumps(dict(prog, crc32=json_crc32(prog))))
 
 
-def prepare_resume(tsv_path, settings: dict, header: str) -> int:
-    """Validate an interrupted output, truncate it to its last complete block, return the number
-    of sources done (the first source to mine)."""
+def _read_progress(prog_path: Path) -> dict:
+    """The progress record; ``ValueError`` (and its kin) when it is damaged."""
+    with open(prog_path, "rb") as f:
+        prog = json.loads(f.read().decode("utf-8"))
+    crc = prog.pop("crc32")
+    if crc != json_crc32(prog):
+        raise ValueError("checksum mismatch")
+    if not isinstance(prog["settings"], dict):
+        raise TypeError("settings is not an object")
+    if int(prog["sources_done"]) < 0 or int(prog["offset"]) <= 0:
+        raise ValueError("negative counts")
+    int(prog["tsv_crc32"])
+    return prog
+
+
+def prepare_resume(tsv_path, settings: dict, header: str) -> Optional[Tuple[int, int]]:
+    """Validate an interrupted output and truncate it to its last complete block: ``(sources
+    done (the first source to mine), CRC32 of the output kept)``; ``None`` when the run must
+    start over: its progress file is damaged, or the output is not what it records (a warning
+    names the file).  :class:`InputError` (``cannot resume``) when the output is not this
+    command's: another header and no progress file of ours, or other settings."""
     out_path = Path(tsv_path)
     prog_path = Path(os.fspath(tsv_path) + PROGRESS_SUFFIX)
     with open(out_path, "rb") as f:
         first = f.readline().decode("utf-8", "replace").rstrip("\r\n")
-    if first != header:
-        raise InputError(f"cannot resume: unexpected header (expected {header!r}; is this the "
-                         "output of the same trie-mine command?)", out_path, 1)
     if not prog_path.is_file():
+        if first != header:
+            raise InputError(f"cannot resume: unexpected header (expected {header!r}; is this "
+                             "the output of the same trie-mine command?)", out_path, 1)
         raise InputError("cannot resume: progress file missing (was the run started with this "
                          "trie-mine?)", prog_path)
     try:
-        prog = json.loads(decode_utf8(read_bytes(prog_path), prog_path))
-        done, offset, old = int(prog["sources_done"]), int(prog["offset"]), prog["settings"]
-        if not isinstance(old, dict):
-            raise TypeError("settings is not an object")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise InputError(f"cannot resume: unreadable progress file ({exc})", prog_path) from None
+        prog = _read_progress(prog_path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        if first != header:
+            raise InputError(f"cannot resume: unexpected header (expected {header!r}; is this "
+                             "the output of the same trie-mine command?)", out_path, 1)
+        warnings.warn(f"{prog_path}: damaged progress file ({type(exc).__name__}: {exc}); "
+                      "starting the run over", stacklevel=2)
+        return None
+    old = prog["settings"]
     diff = [k for k in settings if old.get(k) != settings[k]]
     if diff:
         raise InputError("cannot resume: the run used different settings ("
                          + ", ".join(f"{k}: {old.get(k)!r} != {settings[k]!r}" for k in diff)
                          + ")", prog_path)
+    done, offset = int(prog["sources_done"]), int(prog["offset"])
     size = out_path.stat().st_size
-    if not 0 < offset <= size or done < 0:
-        raise InputError(f"cannot resume: output has {size} bytes, the progress file records "
-                         f"{offset} and {done} sources done", out_path)
+    with open(out_path, "rb") as f:
+        crc = crc32_range(f, 0, offset) if offset <= size else None
+    if crc != prog["tsv_crc32"]:
+        warnings.warn(f"{out_path}: the output is not what {prog_path.name} records "
+                      f"({'truncated' if offset > size else 'changed'} since it was written: "
+                      f"{size} bytes, {offset} recorded); starting the run over", stacklevel=2)
+        return None
     with open(out_path, "r+b") as f:
         f.truncate(offset)
-    return done
+    return done, crc
 
 
 # -- rows ----------------------------------------------------------------------------------------

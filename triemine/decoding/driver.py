@@ -22,12 +22,14 @@ count as done.
 from __future__ import annotations
 
 import os
+import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 import numpy as np
 
+from triemine.checksum import crc32_range
 from triemine.corpus import open_pair, skipped_counts
 from triemine.decoding.batching import plan_blocks
 from triemine.decoding.matches import match_rows
@@ -146,19 +148,22 @@ def _prepare(model, source_path, target_path, search: SearchSettings, trie, shar
 def _in_process(model, run: _Run, search: SearchSettings, out_path: Path, *, device: str,
                 resume: bool, debug: bool, progress: bool,
                 stop_after_blocks: Optional[int]) -> MineSummary:
-    start = 0
-    if resume and out_path.exists():
-        start = prepare_resume(out_path, run.key, run.header)
+    resumed = prepare_resume(out_path, run.key, run.header) \
+        if resume and out_path.exists() else None
+    if resumed is not None:
+        start, crc = resumed
         f = open(out_path, "r+b")
         f.seek(0, os.SEEK_END)
     else:
+        start, head = 0, (run.header + "\n").encode("utf-8")
         f = open(out_path, "wb")
-        f.write((run.header + "\n").encode("utf-8"))
+        f.write(head)
+        crc = zlib.crc32(head)
     src, tgt = run.src, run.tgt
     trie = run.tries[0][0]
     with f:
         f.flush()
-        write_progress(out_path, run.key, start, f.tell())
+        write_progress(out_path, run.key, start, f.tell(), crc)
         rows = decoded = with_matches = blocks = 0
         for s, e, results in mine_batches(model, src.texts, trie, search, device=device,
                                           debug=debug, start=start, progress=progress,
@@ -166,9 +171,11 @@ def _in_process(model, run: _Run, search: SearchSettings, out_path: Path, *, dev
             flat = [m for ms in results for m in ms]
             text = match_rows(flat, search.columns, src.ids, src.texts, tgt.ids, tgt.texts,
                               run.skip_tgt)
-            f.write(text.encode("utf-8"))
+            data = text.encode("utf-8")
+            f.write(data)
             f.flush()
-            write_progress(out_path, run.key, e, f.tell())
+            crc = zlib.crc32(data, crc)
+            write_progress(out_path, run.key, e, f.tell(), crc)
             rows += text.count("\n")
             decoded += e - s
             with_matches += sum(1 for ms in results if ms)
@@ -212,7 +219,8 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
     with progress_bar(n, reused, f"mine ({search.mode}, shards)", "sent", progress) as bar:
         computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
     size = store.merge_to(out_path, (run.header + "\n").encode("utf-8"))
-    write_progress(out_path, run.key, n, size)
+    with open(out_path, "rb") as f:
+        write_progress(out_path, run.key, n, size, crc32_range(f, 0, size))
     entries = store.entries()
     return MineSummary(sources=n, decoded=sum(len(store.by_id[i]) for i in computed),
                        rows=total(entries, "rows"),

@@ -25,7 +25,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from triemine.errors import InputError, OutputError
-from triemine.outfile import write_npy
+from triemine.checksum import cached_npy, write_npy
 from triemine.paths import cache_root, content_sha256
 
 logger = logging.getLogger(__name__)
@@ -103,12 +103,9 @@ def corpus_token_lengths(spm, spm_path, texts: Sequence[str]) -> np.ndarray:
     key = dict(key, spm=content_sha256(spm_path), rule=LENGTH_RULE)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:32]
     path = cache_root() / "lengths" / f"{digest}.npy"
-    try:
-        cached = np.load(path, mmap_mode="r")
-        if cached.shape == (len(texts),) and cached.dtype == np.int32:
-            return cached
-    except (OSError, ValueError, EOFError):  # absent, or not a whole array: computed again
-        pass
+    cached = cached_npy(path, "token lengths cache", np.int32, (len(texts),))
+    if cached is not None:
+        return cached
     out = token_lengths(spm, texts)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -116,8 +116,14 @@ class SearchSettings:
     def resume_key(self, model, source_path, target_path, n_sources: int) -> dict:
         """What the output depends on, as the sidecars record it and resume checks it (the same
         bytes for the one-process and the sharded run)."""
+        from triemine.paths import content_sha256
+
         return {"model": model_fingerprint(model),
                 "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
+                # what the corpora hold, not only where they are: a corpus edited in place
+                # (even keeping its size and mtime) is never resumed
+                "source_sha256": content_sha256(source_path),
+                "target_sha256": content_sha256(target_path),
                 "mode": self.mode, "beam": self.beam, "nbest": self.nbest,
                 "batch_size": self.sources_per_batch, "sort_window": self.sort_window,
                 "max_tokens": self.max_tokens, "n_sources": n_sources,

@@ -14,7 +14,9 @@ from typing import List, Tuple
 
 import numpy as np
 
-from triemine.errors import InputError
+from triemine.checksum import discard
+from triemine.errors import DamagedFile, InputError, TrieFormatError
+from triemine.outfile import atomic_write
 from triemine.paths import cache_root, content_sha256
 from triemine.textfile import read_bytes
 from triemine.trie import FORMAT_VERSION, Trie
@@ -47,8 +49,12 @@ def get_trie(model, target_path, nbest: int = 1, cache_dir=None, progress: bool 
     cache.mkdir(parents=True, exist_ok=True)
     path = cache / f"{trie_cache_key(model, target_path, nbest)}.trie"
     if path.is_file():
-        logger.info("reusing cached trie %s", path)
-        return Trie.load(path)
+        try:
+            trie = Trie.load(path)
+            logger.info("reusing cached trie %s", path)
+            return trie
+        except TrieFormatError as exc:  # a cache: rebuilt, the damaged file named
+            discard(DamagedFile(path, exc.problem, "trie cache"))
     trie, stats = build_trie_from_corpus(target_path, model.target_spm, model.tgt_dict,
                                          nbest=nbest, unk="map", progress=progress)
     if len(trie) == 0:
@@ -97,10 +103,11 @@ def target_shard_tries(model, target_path, k: int, trie_nbest: int = 1,
     out = []
     for i, (a, b) in enumerate(ranges):
         part = where / f"{digest}.{i + 1}-of-{len(ranges)}.txt"
+        text = b"".join(line + b"\n" for line in lines[a:b])
+        if part.is_file() and content_sha256(part) != hashlib.sha256(text).hexdigest():
+            discard(DamagedFile(part, "not the lines of its range", "target shard cache"))
         if not part.is_file():
-            tmp = part.with_name(part.name + f".tmp{os.getpid()}")
-            tmp.write_bytes(b"".join(line + b"\n" for line in lines[a:b]))
-            os.replace(tmp, part)
+            atomic_write(part, text, "target shard")
         if not any(x.strip() for x in lines[a:b]):
             continue  # an empty range holds no sentence to find
         out.append((get_trie(model, part, trie_nbest, progress=progress), a))

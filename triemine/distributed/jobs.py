@@ -24,8 +24,11 @@ from triemine.distributed.worker import (EmbedShardTask, ModelSpec, ScoreShardTa
                                          TranslateShardTask)
 from triemine.mining.features import corpus_key, exact_scores, score_chunk
 from triemine.mining.translate import TRANSLATE_BATCH, sub_batch, translation_backend
+from triemine.checksum import (TRAILER, cached_npy, discard, dumps_sealed, load_npy, npy_writer,
+                               read_sealed)
+from triemine.errors import DamagedFile
 from triemine.outfile import atomic_write, npy_header
-from triemine.paths import content_sha256, remember_sha256
+from triemine.paths import content_sha256, file_sha256, remember_sha256
 
 SHARDS_SUFFIX = ".shards"
 HASH_ROWS = 1 << 20  # pairs hashed at a time for a shard store's key
@@ -184,13 +187,11 @@ def embed_corpora(encoder: str, corpora: Sequence[tuple], pool, *, progress: boo
             store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
                                ext="npy", unit="lines")
             if Path(out_path).is_file() and not store.pending():
-                try:  # a merged file that was truncated or replaced is merged again
-                    merged = np.load(out_path, mmap_mode="r")
-                    if merged.ndim == 2 and merged.shape[0] == n_lines:
-                        done[i] = merged
-                        continue
-                except (OSError, ValueError):
-                    pass
+                # a merged file that was truncated, damaged or replaced is merged again
+                merged = cached_npy(out_path, "embeddings", np.float32)
+                if merged is not None and merged.ndim == 2 and merged.shape[0] == n_lines:
+                    done[i] = merged
+                    continue
             corpus = os.path.abspath(corpus_path)
 
             def make_task(s: Shard, corpus=corpus, blank=blank) -> EmbedShardTask:
@@ -206,7 +207,7 @@ def embed_corpora(encoder: str, corpora: Sequence[tuple], pool, *, progress: boo
     for (store, _make, _bar), i in zip(runs, todo):
         corpus_path, n_lines, out_path = corpora[i][:3]
         _merge_rows(store, n_lines, getattr(ENCODERS[encoder], "dim", 0), Path(out_path))
-        done[i] = np.load(out_path, mmap_mode="r")
+        done[i] = load_npy(out_path, "embeddings")
     return done
 
 
@@ -217,16 +218,17 @@ def _merge_rows(store: ShardStore, n_rows: int, dim: int, out_path: Path) -> Non
     parts = (np.ascontiguousarray(np.load(io.BytesIO(store.read(s.id))), dtype=np.float32)
              for s in store.shards)
     first = next(parts, np.zeros((0, dim), dtype=np.float32))
-    header = npy_header(np.float32, (n_rows, first.shape[1] if first.ndim == 2 else dim))
-    digest = hashlib.sha256()
-
-    def hashed(chunks):  # the kNN's keys name the file by content: hash it as it is written
-        for chunk in chunks:
-            digest.update(chunk)
-            yield chunk
-    atomic_write(out_path, hashed(itertools.chain([header, first.tobytes()],
-                                                  (part.tobytes() for part in parts))),
-                 "embeddings")
+    shape = (n_rows, first.shape[1] if first.ndim == 2 else dim)
+    digest = hashlib.sha256()  # the kNN's keys name the file by content: hashed as written
+    with npy_writer(out_path, np.float32, shape, "embeddings") as f:
+        digest.update(npy_header(np.float32, shape))
+        for part in itertools.chain([first], parts):
+            raw = memoryview(np.ascontiguousarray(part, dtype=np.float32)).cast("B")
+            digest.update(raw)
+            f.write(raw)
+    with open(out_path, "rb") as f:  # and the checksum trailer after them
+        f.seek(-TRAILER.size, os.SEEK_END)
+        digest.update(f.read())
     remember_sha256(out_path, digest.hexdigest())
 
 
@@ -301,6 +303,8 @@ def cached_translations(model, source_path, cache: Path, pool, *, beam: int = 4,
                 raise RuntimeError(f"{store.path(s.id)}: not one translation a line of "
                                    f"{source_path} {s.start + 1}-{s.end}; the shards are removed")
         store.merge_to(path)
+        atomic_write(_sum_path(path), dumps_sealed({"sha256": file_sha256(path)}),
+                     "translations checksum")
         stats = shard_stats(store, computed)
         shutil.rmtree(store.dir)
         done = _read_translations(path, n)
@@ -309,11 +313,28 @@ def cached_translations(model, source_path, cache: Path, pool, *, beam: int = 4,
         return done, stats
 
 
+def _sum_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sum")
+
+
 def _read_translations(path: Path, n: int) -> Optional[List[str]]:
-    """The ``n`` lines of ``path``, or None when it is missing or not ``n`` whole lines."""
+    """The ``n`` lines of ``path``, or None when it is missing, not ``n`` whole lines, or not
+    the bytes its checksum file (``<path>.sum``, sealed JSON) records: a damaged cache is
+    named in a warning and removed (computed again)."""
     try:  # bytes: a translation may hold a carriage return, which read_text makes a newline
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        want = read_sealed(_sum_path(path), "translations checksum").get("sha256")
+        if hashlib.sha256(raw).hexdigest() != want:
+            raise DamagedFile(path, "checksum mismatch (changed after it was written)",
+                              "translations cache")
+        text = raw.decode("utf-8")
+    except (OSError, DamagedFile, AttributeError, UnicodeDecodeError) as exc:
+        discard(exc if isinstance(exc, DamagedFile) else
+                DamagedFile(path, f"unverifiable ({exc})", "translations cache"))
+        _sum_path(path).unlink(missing_ok=True)
         return None
     lines = text.split("\n")
     if lines[-1] != "" or len(lines) != n + 1:

@@ -19,10 +19,10 @@ import numpy as np
 
 from triemine.distributed.jobs import SHARDS_SUFFIX, progress_bar
 from triemine.distributed.shards import (MANIFEST, Shard, ShardStore, execute, execute_all,
-                                         plan_shards)
+                                         plan_shards, read_key)
 from triemine.distributed.worker import GraphShardTask, KnnShardTask
 from triemine.embedding.knn import KNN_INDEXES
-from triemine.outfile import atomic_write, npy_bytes, npy_header
+from triemine.checksum import cached_npy, load_npy, npy_writer, write_npy
 from triemine.paths import content_sha256
 
 
@@ -238,25 +238,18 @@ def _merged_lists(store: ShardStore, work_dir: Path, name: str, n_rows: int, k: 
                                     sort_keys=True).encode("utf-8")).hexdigest()[:16]
     path = work_dir / f"{name}.lists.{tag}.npy"
     dtype = np.dtype([("sim", "<f4", (k,)), ("idx", "<i8", (k,))])
-    if path.is_file():
-        try:
-            lists = np.load(path, mmap_mode="r")
-            if lists.shape == (n_rows,) and lists.dtype == dtype:
-                return lists["sim"], lists["idx"]
-        except (OSError, ValueError):
-            pass
+    if path.is_file():  # damaged: named in a warning, written again from the shards
+        lists = cached_npy(path, "neighbour lists", dtype, (n_rows,))
+        if lists is not None:
+            return lists["sim"], lists["idx"]
     for old in work_dir.glob(f"{name}.lists.*.npy"):  # an earlier run's
         old.unlink(missing_ok=True)
-    def records():
-        yield npy_header(dtype, (n_rows,))
+    with npy_writer(path, dtype, (n_rows,), "neighbour lists") as f:
         for sim, idx in blocks:
             rec = np.empty(len(sim), dtype=dtype)
             rec["sim"], rec["idx"] = sim, idx
-            yield rec.tobytes()
-    atomic_write(path, records(), "neighbour lists")
-    lists = np.load(path, mmap_mode="r")
-    if lists.shape != (n_rows,):
-        raise RuntimeError(f"{path}: {lists.shape[0]} rows of neighbour lists, not {n_rows}")
+            f.write(rec)
+    lists = load_npy(path, "neighbour lists")
     return lists["sim"], lists["idx"]
 
 
@@ -282,10 +275,10 @@ def ivf_index(database_path: Path, work_dir: Path, pool, *, name: str, progress:
             warnings.warn(f"{exc}; building it again", stacklevel=2)
     directory.mkdir(parents=True, exist_ok=True)
     centroids = directory / "centroids.npy"
-    atomic_write(centroids, npy_bytes(ivf.train_centroids(db, nlist, seed)), "kNN centroids")
+    write_npy(centroids, ivf.train_centroids(db, nlist, seed), "kNN centroids")
     _, assign = _grid_sharded(database_path, centroids, 1, directory, pool, name="assign",
                                progress=progress, resume=resume, rows=rows, stale="restart")
-    index = ivf.build_index(np.load(centroids), db, assign[:, 0])
+    index = ivf.build_index(load_npy(centroids, "kNN centroids", mmap=False), db, assign[:, 0])
     path = ivf.write_index(index, directory, key)
     del index
     return path
@@ -342,10 +335,8 @@ def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
     key = {"database": content_sha256(database_path), "m": hnsw.M,
            "ef_construction": hnsw.EF_CONSTRUCTION, "faiss": faiss.__version__}
     directory = Path(work_dir) / f"{name}.hnsw"
-    try:  # graphs of another database (or built otherwise) are named, then built again
-        old = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))["key"]["settings"]
-    except (OSError, ValueError, KeyError, TypeError):
-        old = None
+    old = (read_key(directory) or {}).get("settings")  # graphs of another database (or built
+    # otherwise) are named, then built again
     if resume and old is not None and old != json.loads(json.dumps(key)):
         warnings.warn(f"{directory / MANIFEST}: HNSW graphs built for another database or "
                       f"other settings ({old}; this job: {key}); building them again",

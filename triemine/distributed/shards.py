@@ -5,15 +5,19 @@ tasks and report ``(task, ok, value)``.
 
 A shard directory holds::
 
-    manifest.json        {"key": {settings, shard ranges}, "done": {id: {...}}}, atomic
-    manifest.log         one JSON line a shard recorded since manifest.json was written
+    manifest.json        {"key": {settings, shard ranges}, "done": {id: {bytes, crc32, ...}},
+                         "manifest_crc32": CRC32 of the rest}, atomic
+    manifest.log         one JSON line a shard recorded since manifest.json was written, each
+                         with its ``line_crc32``
     shard-000007.<ext>   the output of shard 7, written atomically before the manifest names it
 
 A finished shard is one line appended to the log (and synced), not a rewrite of the manifest:
 at 1.5 x 10^5 scoring shards (3 x 10^8 candidates) rewriting it every time wrote terabytes.
 The log is folded into ``manifest.json`` when the store is opened and when a run of shards ends
 (:meth:`ShardStore.compact`); :func:`read_done` reads both, as a resumed run does (a line cut
-short by a killed driver is ignored: its shard is redone).
+short by a killed driver is ignored: its shard is redone).  A resumed run names in a warning a
+manifest whose checksum does not hold (every shard is computed again) and a whole log line that
+does not parse or whose checksum does not hold (its shard is computed again).
 
 A shard whose output is too large to send through the pool (a graph index of GBs) is written by
 its worker to a temporary file beside its shard file and returned as a :class:`FilePayload`; the
@@ -21,7 +25,9 @@ driver renames it into place, then names it in the manifest, so the rule holds f
 
 The manifest is written by the driver alone, after the shard's file is complete on disk, so a
 killed worker or a killed driver can never leave a shard recorded but incomplete; a file without
-a manifest entry (driver killed between the two writes) is simply redone.
+a manifest entry (driver killed between the two writes) is simply redone.  A resumed run reads
+every recorded shard's file whole against its recorded length and CRC32: one damaged since
+(truncated, emptied, changed in place) is named in a warning and computed again.
 """
 from __future__ import annotations
 
@@ -32,11 +38,13 @@ import os
 import shutil
 import time
 import warnings
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
+from triemine.checksum import crc32_range, json_crc32
 from triemine.errors import InputError, OutputError, TrieMineError
 from triemine.outfile import atomic_write
 
@@ -127,7 +135,7 @@ class ShardStore:
         self.done: Dict[str, dict] = {}
         manifest = self.dir / MANIFEST
         if self.dir.is_dir():
-            old = _read_manifest(self.dir)
+            old = _read_manifest(self.dir, warn=resume)
             if resume and old is not None and old.get("key") != self.key:
                 if stale == "restart":
                     old, resume = None, False
@@ -139,8 +147,8 @@ class ShardStore:
                 self.done = {k: v for k, v in old.get("done", {}).items()
                              if self._complete(int(k), v)}
                 for k in sorted(set(old.get("done", {})) - set(self.done), key=int):
-                    warnings.warn(f"{self.path(int(k))}: shard file missing, truncated or "
-                                  "replaced since it was recorded; computing it again",
+                    warnings.warn(f"{self.path(int(k))}: shard file missing, truncated, "
+                                  "damaged or replaced since it was recorded; computing it again",
                                   stacklevel=2)
             else:
                 shutil.rmtree(self.dir)
@@ -151,20 +159,30 @@ class ShardStore:
         self.compact()
 
     def _complete(self, shard_id: int, entry: dict) -> bool:
+        """The shard's file is there, of its recorded length and CRC32 (read whole: a shard
+        damaged in place keeping its size is computed again, never merged)."""
         path = self.path(shard_id)
-        return (shard_id in self.by_id and path.is_file()
-                and path.stat().st_size == entry.get("bytes"))
+        if not (shard_id in self.by_id and path.is_file()
+                and path.stat().st_size == entry.get("bytes")):
+            return False
+        try:
+            with open(path, "rb") as f:
+                return crc32_range(f, 0, entry["bytes"]) == entry.get("crc32")
+        except (OSError, EOFError, TypeError):
+            return False
 
     def compact(self) -> None:
         """``manifest.json`` rewritten with every recorded shard, then the log removed (a
         driver killed between the two leaves entries in both: the same ones)."""
+        doc = {"key": self.key, "done": self.done}
         atomic_write(self.dir / MANIFEST,
-                     json.dumps({"key": self.key, "done": self.done}, indent=1).encode("utf-8"),
+                     json.dumps(dict(doc, manifest_crc32=json_crc32(doc)), indent=1).encode("utf-8"),
                      "shard manifest")
         (self.dir / LOG).unlink(missing_ok=True)
 
     def _log(self, shard_id: int) -> None:
-        line = json.dumps(dict(self.done[str(shard_id)], id=shard_id)) + "\n"
+        entry = dict(self.done[str(shard_id)], id=shard_id)
+        line = json.dumps(dict(entry, line_crc32=json_crc32(entry))) + "\n"
         try:
             with open(self.dir / LOG, "a", encoding="utf-8") as f:
                 f.write(line)
@@ -188,11 +206,13 @@ class ShardStore:
         if isinstance(payload, FilePayload):
             os.replace(payload.path, self.path(shard.id))
             size = self.path(shard.id).stat().st_size
+            with open(self.path(shard.id), "rb") as f:
+                crc = crc32_range(f, 0, size)
         else:
             atomic_write(self.path(shard.id), payload, "shard file")
-            size = len(payload)
-        self.done[str(shard.id)] = {"start": shard.start, "end": shard.end,
-                                    "bytes": size, "finished": time.time(), **(info or {})}
+            size, crc = len(payload), zlib.crc32(payload)
+        self.done[str(shard.id)] = {"start": shard.start, "end": shard.end, "bytes": size,
+                                    "crc32": crc, "finished": time.time(), **(info or {})}
         self._log(shard.id)
 
     def read(self, shard_id: int) -> bytes:
@@ -219,28 +239,50 @@ class ShardStore:
 IN_FLIGHT = 1024
 
 
-def _read_manifest(directory: Path) -> Optional[dict]:
-    """The manifest of a shard directory with the log's entries folded in, or ``None``.  The
-    log is read first: a run that folds it into the manifest between the two reads leaves
-    both entries in the manifest read second."""
+def _read_manifest(directory: Path, warn: bool = False) -> Optional[dict]:
+    """The manifest of a shard directory with the log's entries folded in, or ``None`` (none,
+    or damaged: with ``warn``, named in a warning).  The log is read first: a run that folds it
+    into the manifest between the two reads leaves both entries in the manifest read second.
+    A log line that is damaged is left out (its shard is redone), with ``warn`` named in a
+    warning; the last line, when it has no line end, silently (a driver killed writing it)."""
+    path = Path(directory) / MANIFEST
     try:
-        log = (Path(directory) / LOG).read_bytes().splitlines()
+        raw = (Path(directory) / LOG).read_bytes()
     except OSError:
-        log = []
+        raw = b""
     try:
-        old = json.loads((Path(directory) / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        old = json.loads(path.read_text(encoding="utf-8"))
+        crc = old.pop("manifest_crc32")
+        if crc != json_crc32(old):
+            raise ValueError("checksum mismatch")
+    except OSError:
         return None
-    if not isinstance(old, dict):
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # UnicodeDecodeError too
+        if warn:
+            warnings.warn(f"{path}: damaged shard manifest ({type(exc).__name__}: {exc}); "
+                          "computing its shards again", stacklevel=3)
         return None
     done = dict(old.get("done", {}))
-    for line in log:
+    lines = raw.split(b"\n")
+    for number, line in enumerate(lines[:-1], 1):  # lines[-1]: after the last line end
         try:
             entry = json.loads(line.decode("utf-8"))
+            crc = entry.pop("line_crc32")
+            if crc != json_crc32(entry):
+                raise ValueError("checksum mismatch")
             done[str(int(entry.pop("id")))] = entry
-        except (ValueError, KeyError, TypeError, AttributeError):  # UnicodeDecodeError too
-            continue  # the last line of a driver killed while it wrote it
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            if warn:
+                warnings.warn(f"{Path(directory) / LOG}: line {number}: damaged shard record "
+                              f"({type(exc).__name__}: {exc}); its shard is computed again",
+                              stacklevel=3)
     return dict(old, done=done)
+
+
+def read_key(directory) -> Optional[dict]:
+    """The key (``{"settings": ..., "shards": ...}``) of a directory's manifest, or ``None``
+    (none, or damaged)."""
+    return (_read_manifest(Path(directory)) or {}).get("key")
 
 
 def read_done(directory) -> Dict[str, dict]:

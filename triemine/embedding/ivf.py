@@ -10,9 +10,9 @@ and adding are cheap next to embedding the corpus.  Product quantisation would s
 that is the next step for corpora whose index cannot be memory-mapped from local disk.
 
 The index file ``<dir>/index.faiss`` is written once, atomically, with ``<dir>/index.json``
-beside it: the key it was built for (the database's fingerprint, lists, seed) and the file's size.
-An index whose key is not the job's or whose file is not the size written there (truncated,
-replaced) is never used: :func:`load_index` raises :class:`StaleIndex` naming the file and the
+beside it: the key it was built for (the database's fingerprint, lists, seed), the file's size
+and its CRC32.  An index whose key is not the job's or whose file is not the size or the CRC32
+written there (truncated, replaced, changed in place) is never used: :func:`load_index` raises :class:`StaleIndex` naming the file and the
 reason, and the caller rebuilds it.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Optional
 
 import numpy as np
 
+from triemine.checksum import crc32_range
 from triemine.embedding.knn import set_faiss
 from triemine.errors import OutputError
 
@@ -94,7 +95,10 @@ def write_index(index, directory: Path, key: dict) -> Path:
         faiss.write_index(index, str(tmp))
         os.replace(tmp, path)
         tmp = directory / f"{META}.tmp{os.getpid()}"
-        tmp.write_text(json.dumps({"key": key, "bytes": path.stat().st_size}), encoding="utf-8")
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            crc = crc32_range(f, 0, size)
+        tmp.write_text(json.dumps({"key": key, "bytes": size, "crc32": crc}), encoding="utf-8")
         os.replace(tmp, meta)
     except (OSError, RuntimeError) as exc:  # faiss reports a failed write as a RuntimeError
         tmp.unlink(missing_ok=True)
@@ -120,6 +124,13 @@ def check_index(directory: Path, key: dict) -> Path:
     if size != info.get("bytes"):
         raise StaleIndex(f"{path}: {size} bytes, {info.get('bytes')} when written "
                          "(truncated or replaced)")
+    try:
+        with open(path, "rb") as f:
+            crc = crc32_range(f, 0, size)
+    except EOFError:
+        crc = None
+    if crc != info.get("crc32"):
+        raise StaleIndex(f"{path}: damaged (checksum mismatch: changed after it was written)")
     return path
 
 

@@ -16,7 +16,6 @@ sentences' neighbourhoods.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,11 +204,11 @@ def row_means(sim, path: Optional[Path] = None, block: int = 1 << 20) -> np.ndar
     """The margin's neighbourhood term of every sentence: the mean of each row of ``sim``
     (n, k), float32 (float64 for float64 rows; 0 for rows with no neighbours), ``block`` rows at
     a time, so that ``sim`` may be a memory-mapped list of 10^8 rows.  With ``path`` the means
-    are written there (a ``.npy``, atomically) and returned memory-mapped: the driver's heap
+    are written there (a sealed ``.npy``, :mod:`triemine.checksum`, atomically) and returned memory-mapped: the driver's heap
     then holds none of their 4 bytes a sentence (400 MB a side at 10^8); their pages are the
     kernel's to drop.  The same bits for any ``block``, with or without ``path`` (each row's
     mean is its own reduction)."""
-    from triemine.outfile import atomic_write, npy_header
+    from triemine.checksum import load_npy, npy_writer
 
     n, k = (sim.shape[0], sim.shape[1]) if np.ndim(sim) == 2 else (len(sim), 0)
     dtype = np.result_type(getattr(sim, "dtype", np.float32), np.float32)  # float32 or float64
@@ -217,10 +216,10 @@ def row_means(sim, path: Optional[Path] = None, block: int = 1 << 20) -> np.ndar
                np.zeros(min(block, n - a), dtype=dtype)) for a in range(0, n, block))
     if path is None:
         return np.concatenate(list(blocks)) if n else np.zeros(0, dtype=dtype)
-    atomic_write(Path(path), itertools.chain([npy_header(dtype, (n,))],
-                                             (part.tobytes() for part in blocks)),
-                 "neighbour means")
-    return np.load(path, mmap_mode="r")
+    with npy_writer(Path(path), dtype, (n,), "neighbour means") as f:
+        for part in blocks:
+            f.write(part)
+    return load_npy(path, "neighbour means")
 
 
 def margin_neighbours(src_emb: np.ndarray, tgt_emb: np.ndarray, k: int = 4,

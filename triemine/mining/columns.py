@@ -1,8 +1,9 @@
 """Candidate sets on disk: the one format of the mining job's stages.
 
-A store is a directory with one ``.npy`` per column (``src.npy``, ``tgt.npy``: int64 line
-indices; ``origin.npy``: uint8 generator bits; every feature column float64) and
-``columns.json`` (the row count, the feature columns in order, the stages done), written last::
+A store is a directory with one sealed ``.npy`` per column (:mod:`triemine.checksum`; ``src.npy``,
+``tgt.npy``: int64 line indices; ``origin.npy``: uint8 generator bits; every feature column
+float64) and ``columns.json`` (sealed JSON: the row count, the feature columns in order, the
+stages done), written last::
 
     OUT.tsv.work/knn.cols/           a generator's candidates (sorted by source, then target)
     OUT.tsv.work/candidates.cols/    every generator's, united and filtered; the exact scores
@@ -13,12 +14,15 @@ file is streamed, its header written last) and read block by block (:meth:`Colum
 plain reads, nothing stays mapped), so a stage holds one block of candidates, not the set: at
 10^8 sources a side the set is about 3 x 10^8 candidates, 10 GB of columns before any score.
 Columns are replaced whole and atomically (:meth:`ColumnStore.put_columns`), the index after
-them, so a stage cut short is done again and a finished one is never done twice.
+them, so a stage cut short is done again and a finished one is never done twice.  A resumed job
+opens a store with :meth:`ColumnStore.open`, which verifies every column's checksum: a damaged
+store (an index or a column file truncated, emptied or changed in place) is named in a warning
+and its stage computed again.
 """
 from __future__ import annotations
 
 import contextlib
-import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -27,40 +31,65 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet
-from triemine.outfile import atomic_open, atomic_write, npy_header
+from triemine.checksum import TRAILER, dumps_sealed, npy_writer, read_sealed, verify_npy
+from triemine.errors import DamagedFile
+from triemine.outfile import atomic_write
+
+logger = logging.getLogger(__name__)
 
 BLOCK = 65536  # rows a block when a stage reads a store
 INDEX = "columns.json"  # written last: a store is complete when it exists
 BASE = {"src": np.dtype(np.int64), "tgt": np.dtype(np.int64), "origin": np.dtype(np.uint8)}
-_HEADER = 128  # a 1-d .npy's header: the same length for any row count up to 10^40
 
 
 class ColumnStore:
     """A complete store (module docstring): ``n`` rows, feature ``columns``, stages ``done``."""
 
-    def __init__(self, where: Path, n: int, columns: Sequence[str], done: Sequence[str] = ()):
+    def __init__(self, where: Path, n: int, columns: Sequence[str], done: Sequence[str] = (),
+                 verify: bool = False):
+        """The store's column files, their headers read (with ``verify``, their checksums too:
+        :class:`~triemine.errors.DamagedFile` when one does not hold)."""
         self.dir, self.n = Path(where), int(n)
         self.columns, self.done = list(columns), list(done)
         self._layout = {}
         fmt = np.lib.format
         for name in list(BASE) + self.columns:
-            with open(self.path(name), "rb") as f:
+            path = self.path(name)
+            want = BASE.get(name, np.dtype(np.float64))
+            if verify:
+                dtype, shape, offset = verify_npy(path, "candidate column")
+                if shape != (self.n,) or dtype != want:
+                    raise DamagedFile(path, f"{shape} {dtype}, not {self.n} rows of {want}",
+                                      "candidate column")
+                self._layout[name] = (dtype, offset)
+                continue
+            with open(path, "rb") as f:
                 version = fmt.read_magic(f)
                 shape, fortran, dtype = (fmt.read_array_header_1_0 if version == (1, 0) else
                                          fmt.read_array_header_2_0)(f)
                 offset = f.tell()
-                whole = os.fstat(f.fileno()).st_size == offset + self.n * dtype.itemsize
+                whole = os.fstat(f.fileno()).st_size == \
+                    offset + self.n * dtype.itemsize + TRAILER.size
                 if shape != (self.n,) or fortran or dtype.hasobject or not whole:
-                    raise ValueError(f"{self.path(name)}: not {self.n} rows a candidate")
+                    raise ValueError(f"{path}: not {self.n} rows a candidate")
                 self._layout[name] = (dtype, offset)
 
     @classmethod
     def open(cls, where: Path) -> Optional["ColumnStore"]:
-        """The store at ``where`` when it is complete and whole, else ``None``."""
+        """The store at ``where`` when it is complete and undamaged (every checksum verified),
+        else ``None``: not written to the end, or damaged (a warning names the file; the
+        caller computes the stage again)."""
         try:
-            index = json.loads((Path(where) / INDEX).read_text(encoding="utf-8"))
-            return cls(where, index["n"], index["columns"], index.get("done", ()))
-        except (OSError, ValueError, KeyError, TypeError):
+            index = read_sealed(Path(where) / INDEX, "candidate store index")
+            return cls(where, index["n"], index["columns"], index.get("done", ()), verify=True)
+        except FileNotFoundError:
+            return None
+        except DamagedFile as exc:
+            logger.warning("%s; computing the stage again", exc)
+            return None
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            logger.warning("%s: damaged candidate store (%s); computing the stage again",
+                           where, exc)
             return None
 
     def __len__(self) -> int:
@@ -153,16 +182,15 @@ def write_set(where: Path, cands: CandidateSet, done: Sequence[str] = ()) -> Col
 
 
 def _write_index(where: Path, n: int, columns: Sequence[str], done: Sequence[str]) -> None:
-    atomic_write(Path(where) / INDEX, json.dumps(
-        {"n": int(n), "columns": list(columns), "done": list(done)}).encode("utf-8"),
-        "candidates")
+    atomic_write(Path(where) / INDEX, dumps_sealed(
+        {"n": int(n), "columns": list(columns), "done": list(done)}), "candidates")
 
 
 @contextlib.contextmanager
 def _column_files(where: Path, dtypes: Dict[str, np.dtype], what: str):
-    """Column files (``with _column_files(...) as files: files.write(block)``), each through
-    :func:`~triemine.outfile.atomic_open` behind a reserved header that is written once the
-    row count is known.  On a clean exit every file replaces its column, the first column last
+    """Column files (``with _column_files(...) as files: files.write(block)``), each a sealed
+    ``.npy`` (:func:`~triemine.checksum.npy_writer`) whose header is written once the row count
+    is known.  On a clean exit every file replaces its column, the first column last
     (a stage's work is that column's NaN rows: a crash between two renames leaves it to do);
     on an error the files not yet renamed stay as they were (an OSError names its file)."""
     where = Path(where)
@@ -171,16 +199,9 @@ def _column_files(where: Path, dtypes: Dict[str, np.dtype], what: str):
         for name in dtypes:  # entered in order, so closed (and renamed) in reverse
             for stale in where.glob(f"{name}.npy.tmp*"):  # a killed writer's (GBs at scale)
                 stale.unlink(missing_ok=True)
-            f = stack.enter_context(atomic_open(where / f"{name}.npy", what))
-            f.write(b"\0" * _HEADER)
-            files.f[name] = f
+            files.f[name] = stack.enter_context(npy_writer(where / f"{name}.npy", dtypes[name],
+                                                           what=what))
         yield files
-        for name, f in files.f.items():
-            header = npy_header(dtypes[name], (files.n,))
-            if len(header) != _HEADER:  # cannot happen below 10^40 rows
-                raise ValueError(f"a .npy header of {len(header)} bytes")
-            f.seek(0)
-            f.write(header)
 
 
 class _Writer:

@@ -27,7 +27,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet
-from triemine.outfile import atomic_open, atomic_write, npy_bytes, npy_header, write_npy
+from triemine.checksum import cached_npy, load_npy, npy_writer, write_npy
 
 # pairs per forced-decoding chunk (the cache, progress and shard unit: a scoring shard of
 # triemine.distributed.jobs is whole chunks, so both runs compute the same bits): SCORE_CHUNK,
@@ -63,12 +63,15 @@ def _chunked(work_dir: Optional[Path], name: str, n: int, chunk: int, compute):
     for start in range(0, n, chunk):
         end = min(start + chunk, n)
         path = work_dir / f"{name}.{start:09d}-{end:09d}.npy" if work_dir is not None else None
-        if path is not None and path.is_file():
-            out[start:end] = np.load(path)
+        done = None
+        if path is not None and path.is_file():  # a damaged one is computed again (warned)
+            done = cached_npy(path, "score chunk", np.float64, (end - start,), mmap=False)
+        if done is not None:
+            out[start:end] = done
         else:
             out[start:end] = np.asarray(compute(start, end), dtype=np.float64)
             if path is not None:
-                atomic_write(path, npy_bytes(out[start:end]), "score chunk")
+                write_npy(path, out[start:end], "score chunk")
     return out
 
 
@@ -248,10 +251,7 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
         # forced: no node priors (which older caches held); no bits of older code or another device
         what = f"prior/{precision}/forced/arithmetic {arithmetic(device)}"
         path = cache_dir / f"{corpus_key(model, tgt_texts, what)}.npy"
-        if path.is_file():
-            cached = np.load(path, mmap_mode="r")
-            if cached.shape == (n,) and cached.dtype == np.float64:
-                old = cached
+        old = cached_npy(path, "priors cache", np.float64, (n,))
     spill = None if work is None else Path(work) / "priors.new"
     if spill is not None:
         shutil.rmtree(spill, ignore_errors=True)  # a killed run's: recomputed from its shards
@@ -263,9 +263,8 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
         for need, vals in new.values():
             table[need] = vals
         return table
-    with atomic_open(path, "priors cache") as f:  # the old values and the new, then renamed
-        f.write(npy_header(np.float64, (n,)))
-        offset = f.tell()
+    with npy_writer(path, np.float64, (n,), "priors cache") as f:  # old and new, then renamed
+        offset = f.f.tell()
         for a in range(0, n, PRIOR_RANGE):
             chunk = np.array(old[a:a + PRIOR_RANGE]) if old is not None else \
                 np.full(min(PRIOR_RANGE, n - a), np.nan)
@@ -306,7 +305,7 @@ def _new_priors(model, tgt_texts, old, wanted: np.ndarray, progress, precision, 
             files = (spill / f"{a}.lines.npy", spill / f"{a}.priors.npy")
             for path, arr in zip(files, (need, vals)):
                 write_npy(path, arr, "new priors")
-            need, vals = (np.load(path, mmap_mode="r") for path in files)
+            need, vals = (load_npy(path, "new priors") for path in files)
         new[a] = (need, vals)
     return new
 

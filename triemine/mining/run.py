@@ -31,10 +31,11 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from triemine.checksum import dumps_sealed, read_sealed
 from triemine.decoding import lengths
 from triemine.decoding.batching import SORT_WINDOW
 from triemine.embedding.knn import KNN_INDEXES
-from triemine.errors import InputError
+from triemine.errors import DamagedFile, InputError
 from triemine.filtering.selection import PAPER
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.columns import ColumnStore, write_store
@@ -192,8 +193,12 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     settings_file = work / "settings.json"
     if work.is_dir():
         try:  # written atomically before any stage: missing means nothing was computed yet
-            old = json.loads(settings_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            old = read_sealed(settings_file, "job settings")
+        except OSError:
+            old = None
+        except DamagedFile as exc:  # nothing in the directory can be trusted: start over
+            if resume:
+                logger.warning("%s; cannot resume from it: starting the job over", exc)
             old = None
         if resume and old is not None and old != settings:
             raise InputError("cannot resume: the job used other settings, model or corpora "
@@ -201,7 +206,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         if not resume or old != settings:
             shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
-    atomic_write(settings_file, json.dumps(settings).encode("utf-8"), "job settings")
+    atomic_write(settings_file, dumps_sealed(settings), "job settings")
 
     job = Job(model, src, tgt, source_path, target_path, cfg, work, device=device,
               progress=progress, pool=pool, shard_sources=shard_sources,

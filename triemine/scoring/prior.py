@@ -8,7 +8,8 @@ hypotheses by ``log P(y|x) - lambda * log P(y|empty)`` (prior-corrected pre-expa
 match gets its sentence prior (the prior of its terminal node) for free, which is what the
 pointwise mutual information needs.
 
-File: ``<trie file>.prior.<model fingerprint>.a<arithmetic>.npy`` (float32, one value per node,
+File: ``<trie file>.prior.<model fingerprint>.a<arithmetic>.npy`` (a sealed ``.npy``,
+:mod:`triemine.checksum`: damaged, it is rebuilt with a warning; float32, one value per node,
 root 0; the arithmetic is :data:`triemine.scoring.forced.ARITHMETIC`, so a newer scorer's bits
 are never mixed with a cached older pass's).
 """
@@ -21,7 +22,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from triemine.outfile import atomic_write, npy_bytes
+from triemine.checksum import cached_npy, load_npy, write_npy
 
 logger = logging.getLogger(__name__)
 
@@ -58,12 +59,10 @@ def get_node_priors(model, trie, progress: bool = False) -> np.ndarray:
     if getattr(trie, "path", None) is None:
         return compute_node_priors(model, trie, progress)
     path = prior_path(trie.path, model)
-    if path.is_file():
-        arr = np.load(path, mmap_mode="r")
-        if arr.shape == (int(trie.n_nodes),) and arr.dtype == np.float32:
-            return arr
-        logger.warning("ignoring %s: it does not fit the trie (shape %s)", path, arr.shape)
+    arr = cached_npy(path, "node priors cache", np.float32, (int(trie.n_nodes),))
+    if arr is not None:
+        return arr
     prior = compute_node_priors(model, trie, progress)
-    atomic_write(path, npy_bytes(prior), "node priors")
+    write_npy(path, prior, "node priors")
     logger.info("node priors written to %s", path)
-    return np.load(path, mmap_mode="r")
+    return load_npy(path, "node priors cache")
