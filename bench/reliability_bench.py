@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reliability: damaged inputs never crash, an interrupted run resumes exactly, concurrent runs agree.
 
-Four measurements (issue 9), each a count that must be 0 (or true):
+Measurements (issue 9 and later), each a count that must be 0 (or true):
 
 1. **Trie files**: byte flips, truncations, random headers, random bytes and a valid file of
    another format version, written as files and loaded as ``trie-mine --trie`` loads them
@@ -27,7 +27,14 @@ Four measurements (issue 9), each a count that must be 0 (or true):
    file of the cache and the work directory damaged in place, truncated, emptied; a source
    sentence changed in place under ``--resume``: ``damage_silent_wrong``, ``damage_tracebacks``,
    ``damage_rows_lost`` (each must be 0).
-8. **A Ray cluster started with ``ray start``** (issue 42, full mode only: about a minute): two
+8. **What the tools write** (issue 37, :func:`bench_trust`, about a minute): outputs equal to
+   inputs for every tool (hard and symbolic links too), the Python API's bad items and
+   arguments and a tab inside a sentence, devices this machine lacks, ``--workers 16`` on a
+   job of one shard, the output lock (live and stale), writes into a missing folder and onto
+   a full disk, cut or unfinished mining TSVs, a TSV corpus that lost most tabs: each case
+   ``ok``, ``silent_wrong`` or ``traceback``; ``trust_silent_wrong``, ``trust_traceback``,
+   ``trust_inputs_overwritten`` and ``trust_rows_lost`` must be 0.
+9. **A Ray cluster started with ``ray start``** (issue 42, full mode only: about a minute): two
    nodes with token authentication on loopback addresses; ``--ray ADDRESS`` with no cluster, no
    token, a wrong token, a silent port: one line, exit 2, ``ray_connect_failure_s`` at most 30;
    a node SIGKILLed mid-job: ``ray_node_lost`` 1 when the output is the uninterrupted bytes
@@ -481,6 +488,335 @@ def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
     return res
 
 
+# -- 8. what the tools write (issue 37) ----------------------------------------------------------
+
+def _outcome(call, expect_refusal: bool, ok_message=lambda err: True) -> tuple:
+    """``(kind, stderr)`` of an in-process CLI or API call: ``ok`` (refused with exit 2 or an
+    InputError whose message passes ``ok_message``, or accepted when no refusal is expected),
+    ``silent_wrong`` (accepted what must be refused, or refused without saying why) or
+    ``traceback`` (any other exception escaped)."""
+    import contextlib
+    import io
+
+    from triemine.errors import InputError
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = call()
+    except SystemExit as exc:  # argparse's refusal
+        code = exc.code
+    except InputError as exc:  # the Python API's refusal
+        err.write(str(exc))
+        code = 2
+    except Exception as exc:  # noqa: BLE001 - a traceback for the user
+        return "traceback", f"{type(exc).__name__}: {exc}"
+    text = err.getvalue()
+    if "Traceback" in text:
+        return "traceback", text
+    if not expect_refusal:
+        return ("ok" if code in (0, None) else "silent_wrong"), text
+    return ("ok" if code == 2 and ok_message(text) else "silent_wrong"), text
+
+
+def _tally(res: dict, prefix: str, outcomes, inputs_before: dict, examples: list) -> None:
+    """Add the ``(name, kind, stderr)`` outcomes to the counts of ``res``; inputs whose bytes
+    changed since ``inputs_before`` count as overwritten."""
+    for name, kind, text in outcomes:
+        res[f"{prefix}_cases"] = res.get(f"{prefix}_cases", 0) + 1
+        res[f"{prefix}_{kind}"] = res.get(f"{prefix}_{kind}", 0) + 1
+        if kind != "ok" and len(examples) < 8:
+            examples.append(f"{name}: {kind}: {text.strip()[-200:]}")
+    res[f"{prefix}_inputs_overwritten"] = res.get(f"{prefix}_inputs_overwritten", 0) + sum(
+        1 for p, data in inputs_before.items() if not p.is_file() or p.read_bytes() != data)
+
+
+def bench_trust(model_dir, work: Path) -> dict:
+    """Issue 37's cases, each counted as ok, silent_wrong or traceback: outputs equal to inputs
+    (every tool), the Python API's bad items and arguments, unknown devices, worker counts,
+    the output lock, write failures (a missing folder, a full disk), cut mining TSVs and a TSV
+    corpus that lost most of its tabs."""
+    from triemine.decoding.testing import synthetic_pairs
+
+    d = work / "trust"
+    d.mkdir()
+    pairs = synthetic_pairs(40, seed=5)
+    src, tgt = d / "src.txt", d / "tgt.txt"
+    src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    res: dict = {}
+    examples: list = []
+    cases = [_trust_outputs, _trust_api, _trust_devices, _trust_workers, _trust_lock,
+             _trust_writes, _trust_cut_tsv]
+    old_cache = os.environ.get("TRIEMINE_CACHE")
+    os.environ["TRIEMINE_CACHE"] = str(d / "cache")
+    try:
+        for case in cases:
+            try:
+                case(model_dir, d, src, tgt, res, examples)
+            except Exception as exc:  # noqa: BLE001 - the case itself crashed: a traceback
+                res[f"{case.__name__.lstrip('_')}_traceback"] = 1
+                examples.append(f"{case.__name__}: {type(exc).__name__}: {exc}"[:300])
+    finally:
+        if old_cache is None:
+            os.environ.pop("TRIEMINE_CACHE", None)
+        else:
+            os.environ["TRIEMINE_CACHE"] = old_cache
+    kinds = ("cases", "ok", "silent_wrong", "traceback", "inputs_overwritten", "rows_lost")
+    for kind in kinds:
+        res[f"trust_{kind}"] = sum(v for k, v in res.items() if k.endswith(f"_{kind}") and
+                                   not k.startswith("trust_"))
+    res["trust_examples"] = examples
+    return res
+
+
+def _paper(model_dir, src, tgt, out, *extra):
+    from triemine.cli import mine_main
+    return lambda: mine_main([*CONFIG_ARGS["paper"], "--model", str(model_dir), "--source",
+                              str(src), "--target", str(tgt), "-o", str(out), "-q", *extra])
+
+
+def _trust_outputs(model_dir, d, src, tgt, res, examples) -> None:
+    """Every tool given an output that is one of its inputs (hard and symbolic links too)."""
+    from triemine.cli import eval_main, filter_main, trie_build_main
+    from triemine.tsv import write_rows
+
+    (d / "hard.txt").unlink(missing_ok=True)
+    os.link(src, d / "hard.txt")
+    if not (d / "sym.txt").exists():
+        (d / "sym.txt").symlink_to(tgt)
+    mined = d / "m.tsv"
+    cells = {"src_id": ["1", "2"], "tgt_id": ["1", "2"], "score": [-1.0, -2.0],
+             "ce_word": [1.0, 2.0], "ce_token": [1.0, 2.0], "src": ["a", "b"], "tgt": ["c", "e"]}
+    write_rows(mined, list(cells), cells, meta={"mode": "pre"})
+    gold = d / "zh-en.t.gold"
+    gold.write_text("1\t1\n")
+    for name in ("zh-en.t.zh", "zh-en.t.en"):
+        (d / name).write_text("1\ta\n2\tb\n")
+    (d / "o.tsv.work").mkdir(exist_ok=True)
+    inner = d / "o.tsv.work" / "src.txt"
+    inner.write_bytes(src.read_bytes())
+    ckpt = Path(model_dir) / "checkpoint.pt"
+    inputs = [src, tgt, mined, Path(str(mined) + ".meta.json"), gold, d / "zh-en.t.zh", inner,
+              ckpt]
+    before = {p: p.read_bytes() for p in inputs}
+    both = lambda err: "must not be an input" in err or "different files" in err  # noqa: E731
+    o = d / "o.tsv"
+    calls = {
+        "mine -o=source": _paper(model_dir, src, tgt, src),
+        "mine -o=target": _paper(model_dir, src, tgt, tgt),
+        "mine -o=hardlink(source)": _paper(model_dir, src, tgt, d / "hard.txt"),
+        "mine -o=symlink(target)": _paper(model_dir, src, tgt, d / "sym.txt"),
+        "mine --bitext=-o": _paper(model_dir, src, tgt, o, "--bitext", str(o)),
+        "mine --bitext=source": _paper(model_dir, src, tgt, o, "--bitext", str(src)),
+        "mine --bitext=-o.meta.json": _paper(model_dir, src, tgt, o, "--bitext",
+                                             str(o) + ".meta.json"),
+        "mine -o=checkpoint": _paper(model_dir, src, tgt, ckpt),
+        "mine source in -o.work": _paper(model_dir, inner, tgt, o),
+        "filter -o=mined": lambda: filter_main([str(mined), "--ce-max", "9", "-o", str(mined)]),
+        "filter --bitext=mined.meta": lambda: filter_main([str(mined), "--ce-max", "9",
+                                                           "--bitext", str(mined) + ".meta.json"]),
+        "eval --json=gold": lambda: eval_main([str(mined), "--gold", str(gold), "--json",
+                                               str(gold)]),
+        "eval --save-thresholds=corpus": lambda: eval_main([str(mined), "--gold", str(gold),
+                                                            "--save-thresholds",
+                                                            str(d / "zh-en.t.zh")]),
+        "trie-build -o=corpus": lambda: trie_build_main([str(tgt), "-o", str(tgt), "--spm",
+                                                         str(Path(model_dir) / "target.spm"),
+                                                         "--dict", str(ckpt)]),
+    }
+    _tally(res, "outputs", [(n, *_outcome(c, True, both)) for n, c in calls.items()], before,
+           examples)
+
+
+def _trust_api(model_dir, d, src, tgt, res, examples) -> None:
+    """``triemine.mine`` given bad items and arguments, and a tab inside a sentence (kept as
+    text: the ids are the items' positions, the text the whole item)."""
+    import triemine
+
+    targets = [t for t in tgt.read_text(encoding="utf-8").splitlines()]
+    bad = {"items: None": ([None], {}), "items: int": ([3], {}), "items: bytes": ([b"x"], {}),
+           "items: newline": (["a\nb"], {}), "items: empty list": ([], {}),
+           "source: bytes": (b"path", {}), "threshold: str": (["a"], {"threshold": {"combined": "abc"}}),
+           "threshold: nan": (["a"], {"threshold": {"combined": float("nan")}}),
+           "option: unknown": (["a"], {"bream": 3}), "option: workers str": (["a"], {"workers": "2"})}
+    outcomes = []
+    for name, (source, kw) in bad.items():
+        named = name.split(":")[0].replace("items", "source")
+        kind, text = _outcome(lambda: triemine.mine(source, targets, model=model_dir, **kw), True,
+                              lambda err: named.split()[0] in err and "triemine-" not in err)
+        outcomes.append((name, kind, text))
+    sources = [s for s in src.read_text(encoding="utf-8").splitlines()][:8]
+    sources[3] = "id3\t" + sources[3]
+
+    def tab():
+        r = triemine.mine(sources, targets, model=model_dir, config="paper",
+                          threshold={"ce_word": 1e9}, max_length=200)
+        rows = [i for i, s in enumerate(r.candidates.src_ids) if s == "4"]
+        ids_ok = set(r.candidates.src_ids) <= {str(i) for i in range(1, 9)}
+        text_ok = all(r.candidates.src[i] == sources[3].replace("\t", " ") for i in rows)
+        return 0 if ids_ok and text_ok else 1
+    outcomes.append(("items: a tab inside a sentence", *_outcome(tab, False)))
+    _tally(res, "api", outcomes, {}, examples)
+
+
+def _trust_devices(model_dir, d, src, tgt, res, examples) -> None:
+    """``--device`` this machine lacks: refused (exit 2, what is available) before the model
+    loads (the model here cannot load: a later check would say so instead)."""
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    broken = d / "no-model"
+    broken.mkdir(exist_ok=True)
+    devices = ["tpu", "garbage", f"cuda:{gpus + 2}"] + ([] if gpus else ["cuda"])
+    _tally(res, "devices", [(dev, *_outcome(_paper(broken, src, tgt, d / "dev.tsv", "--device",
+                                                   dev), True,
+                                            lambda err: "available" in err))
+                            for dev in devices], {}, examples)
+
+
+def _trust_workers(model_dir, d, src, tgt, res, examples) -> None:
+    """``--workers 16`` on a job of one shard a stage: one worker started, and one warning line
+    when the workers outnumber the cores."""
+    from triemine.distributed import local
+
+    started = []
+    real = local._Proc
+
+    def counted(*a, **k):
+        started.append(1)
+        return real(*a, **k)
+    import logging
+
+    class Lines(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+    caught = Lines()
+    logging.getLogger("triemine.distributed").addHandler(caught)
+    local._Proc = counted
+    try:
+        kind, text = _outcome(_paper(model_dir, src, tgt, d / "w.tsv", "--workers", "16",
+                                     "--shard-size", "100000"), False)
+    finally:
+        local._Proc = real
+        logging.getLogger("triemine.distributed").removeHandler(caught)
+    cores = len(os.sched_getaffinity(0))
+    warned = sum("--workers 16" in ln and "\n" not in ln for ln in caught.lines)
+    res["workers_warning"] = caught.lines[:1]
+    if kind == "ok" and (len(started) != 1 or (16 > cores and warned != 1)):
+        kind = "silent_wrong"
+    res["workers_started_for_one_shard"] = len(started)
+    _tally(res, "workers", [("--workers 16, one shard", kind, text)], {}, examples)
+
+
+def _trust_lock(model_dir, d, src, tgt, res, examples) -> None:
+    """A second job on a locked output: refused naming the lock and the pid; a stale lock
+    (a dead pid): taken over with a warning, the job runs."""
+    import socket
+
+    out = d / "locked.tsv"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        Path(str(out) + ".lock").write_text(f"{holder.pid} {socket.gethostname()}\n")
+        live = _outcome(_paper(model_dir, src, tgt, out), True,
+                        lambda err: f"pid {holder.pid}" in err and ".lock" in err)
+    finally:
+        holder.kill()
+        holder.wait()
+    stale = _outcome(_paper(model_dir, src, tgt, out), False)
+    if stale[0] == "ok" and (not out.is_file() or Path(str(out) + ".lock").exists()):
+        stale = ("silent_wrong", stale[1])
+    _tally(res, "lock", [("live holder", *live), ("stale lock", *stale)], {}, examples)
+
+
+def _trust_writes(model_dir, d, src, tgt, res, examples) -> None:
+    """Writes that fail (a missing folder; a full disk, as ``fsync`` failing with ENOSPC):
+    an error naming the final file, no temporary file left, the old file kept."""
+    import errno
+
+    from triemine.errors import OutputError
+    from triemine.filtering.selection import write_bitext, write_thresholds
+    from triemine.outfile import write_text
+    from triemine.tsv import write_meta
+
+    outcomes = []
+    real_fsync = os.fsync
+
+    def full(_fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    writers = {"write_bitext": lambda p: write_bitext([("a", "b")] * 100, p),
+               "thresholds": lambda p: write_thresholds({"filter": "ce"}, p),
+               "meta": lambda p: write_meta(Path(str(p)[:-len(".meta.json")]), {"a": 1}),
+               "reports (outfile.write_text)": lambda p: write_text(p, "x", "report", hint="")}
+    for name, write in writers.items():
+        for how in ("missing folder", "full disk"):
+            folder = d / f"w-{name}-{how.split()[0]}"
+            folder.mkdir(exist_ok=True)
+            path = (folder / "missing" / "f.meta.json") if how == "missing folder" else \
+                folder / "f.meta.json"
+            if how == "full disk":
+                path.write_text("old\n")
+                os.fsync = full
+            try:
+                write(path)
+                kind, text = "silent_wrong", "no error"
+            except OutputError as exc:
+                text = str(exc)
+                left = [p.name for p in folder.rglob("*") if ".tmp" in p.name]
+                kept = how != "full disk" or path.read_text() == "old\n"
+                kind = ("ok" if str(path) in text and ".tmp" not in text and not left and kept
+                        else "silent_wrong")
+            except Exception as exc:  # noqa: BLE001
+                kind, text = "traceback", f"{type(exc).__name__}: {exc}"
+            finally:
+                os.fsync = real_fsync
+            outcomes.append((f"{name}: {how}", kind, text))
+    _tally(res, "writes", outcomes, {}, examples)
+
+
+def _trust_cut_tsv(model_dir, d, src, tgt, res, examples) -> None:
+    """Mining TSVs cut at a line boundary, header-only, or of a run that has not finished,
+    given to trie-mine-eval and -filter (refused, or their rows are counted lost); a TSV
+    corpus that lost most of its tabs given to trie-mine (refused, or a silent plain read)."""
+    from triemine.cli import eval_main, filter_main
+    from triemine.tsv import write_rows
+
+    gold = d / "zh-en.t.gold"
+    n = 6
+    cells = {"src_id": [str(i) for i in range(1, n + 1)], "tgt_id": ["1"] * n,
+             "score": [-1.0] * n, "ce_word": [1.0] * n, "ce_token": [1.0] * n,
+             "src": ["a"] * n, "tgt": ["c"] * n}
+    outcomes, lost = [], 0
+    for name, cut in (("cut at a line boundary", 4), ("header only", 1), ("unfinished", None)):
+        mined = d / f"cut-{cut}.tsv"
+        write_rows(mined, list(cells), cells, meta={"mode": "pre"})
+        if cut is None:
+            meta = json.loads(Path(str(mined) + ".meta.json").read_text())
+            Path(str(mined) + ".meta.json").write_text(json.dumps(dict(meta, rows=None)))
+            lines = mined.read_text().splitlines(keepends=True)[:3]
+        else:
+            lines = mined.read_text().splitlines(keepends=True)[:cut]
+        mined.write_text("".join(lines))
+        for tool, call in (("eval", lambda: eval_main([str(mined), "--gold", str(gold)])),
+                           ("filter", lambda: filter_main([str(mined), "--ce-max", "9", "-o",
+                                                           str(d / "k.tsv")]))):
+            kind, text = _outcome(call, True, lambda err: ".meta.json" in err)
+            lost += (n - len(lines) + 1) if kind == "silent_wrong" else 0
+            outcomes.append((f"{tool}: {name}", kind, text))
+    lossy = d / "lossy.tsv"  # a TSV corpus with 6 of 10 tabs lost
+    lossy.write_text("".join(f"s{i}\t{s}\n" if i < 4 else f"s{i} {s}\n"
+                             for i, s in enumerate(src.read_text().splitlines()[:10])))
+    outcomes.append(("corpus: most tabs lost", *_outcome(
+        _paper(model_dir, lossy, tgt, d / "lossy-out.tsv"), True,
+        lambda err: "4 of 10" in err)))
+    res["cut_rows_lost"] = lost
+    _tally(res, "cut", outcomes, {}, examples)
+
+
 def bench_digest(work: Path, size_mb: int = 1024) -> dict:
     """The content digest's cost (issue 37): SHA-256 GB/s of one thread over a ``size_mb`` MiB
     synthetic file (page-cached after its first read), extrapolated to 10^8 lines a side (the
@@ -875,8 +1211,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--only", default=None,
                     help="comma-separated measurements to run (tries, text, kill, job_kill, "
-                         "concurrent, faults, digest, damage, ray_cluster); the others are "
-                         "reported as not run")
+                         "concurrent, faults, digest, damage, trust, ray_cluster); the others "
+                         "are reported as not run")
     args = ap.parse_args(argv)
     n_trie = args.trie_files or (1000 if args.quick else 10000)
     n_text = args.text_files or (250 if args.quick else 2000)
@@ -906,6 +1242,8 @@ def main(argv=None) -> int:
                          ("digest", lambda: bench_digest(work, 256 if args.quick else 1024)),
                          ("damage", lambda: bench_damage(model_dir, work, rng)
                           if not args.quick else {"damage": "not run in --quick"}),
+                         ("trust", lambda: bench_trust(model_dir, work)),
+
                          ("ray_cluster", lambda: bench_ray_cluster(model_dir, work)
                           if not args.quick else
                           {"ray_cluster": "not run in --quick (about a minute)"})):
@@ -932,6 +1270,10 @@ def main(argv=None) -> int:
                                   and r.get("damage_tracebacks") == 0
                                   and r.get("damage_rows_lost") == 0
                                   and r.get("damage_configs_run") == r.get("damage_configs")),
+             "trust": lambda r: (r["trust_silent_wrong"] == 0 and r["trust_traceback"] == 0
+                                 and r["trust_inputs_overwritten"] == 0
+                                 and r["trust_rows_lost"] == 0),
+
              "ray_cluster": lambda r: (r["ray_connect_failures_clean"] == 1 and
                                        r["ray_unshared_cache"] != 0 and  # or not measured
                                        r["ray_connect_failure_s"] <= 30 and

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from triemine.corpus import read_corpus
+from triemine.corpus import open_corpus, read_corpus
 from triemine.errors import InputError
 from triemine.paths import BUCC_ZH_EN, shared_path
 
@@ -33,11 +33,13 @@ def test_tsv_auto_detection_ids_and_blank_lines(tmp_path):
     assert c.empty_lines == [2, 4]
 
 
-def test_auto_falls_back_to_plain(tmp_path):
-    # one line without a tab, or an id field with a space: plain text
-    for data in ("a\tb\nno tab here\n", "two words\tsentence\n"):
+def test_auto_falls_back_to_plain(tmp_path, caplog):
+    # an id field with a space, or one TSV-looking line in 20: plain text (the latter warned)
+    few = "a\tb\n" + "".join(f"plain sentence {i}\n" for i in range(19))
+    for data in ("two words\tsentence\n", few):
         c = read_corpus(write(tmp_path, "c.txt", data.encode()))
         assert c.format == "plain" and c.texts == data.splitlines()
+    assert "1 of 20 non-blank lines look like id<TAB>sentence" in caplog.text
     c = read_corpus(write(tmp_path, "d.txt", b"x\ty\n"), format="plain")
     assert c.format == "plain" and c.texts == ["x\ty"] and c.ids == ["1"]
 
@@ -100,3 +102,28 @@ def test_real_bucc_sample_english_side():
     assert c.format == "tsv" and len(c) == 13589
     assert c.ids[0] == "en-000000001" and c.texts[0].startswith("Coalition strategy")
     assert len(set(c.ids)) == len(c.ids)
+
+
+@pytest.mark.parametrize("reader", [read_corpus, open_corpus])
+def test_auto_refuses_a_tsv_that_lost_most_tabs(tmp_path, reader, monkeypatch):
+    # 4 of 10 lines id<TAB>sentence, the others without their tab: neither format, refused
+    # with the counts (never read silently as plain text with the ids inside the sentences)
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+    data = "".join(f"s{i}\tsentence {i}\n" if i < 4 else f"s{i} sentence {i}\n"
+                   for i in range(10))
+    with pytest.raises(InputError, match="4 of 10 non-blank lines look like id<TAB>sentence"):
+        reader(write(tmp_path, "c.txt", data.encode()))
+
+
+def test_corpus_directory_and_fifo_are_named(tmp_path):
+    import os
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="is a FIFO"):
+        open_corpus(fifo)
+    with pytest.raises(InputError, match="is a directory"):
+        open_corpus(tmp_path)
+    with pytest.raises(InputError, match="corpus file not found"):
+        open_corpus(tmp_path / "missing")
+    with pytest.raises(InputError, match="is a FIFO"):
+        read_corpus(fifo)  # never blocks waiting for a writer

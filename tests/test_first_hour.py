@@ -487,7 +487,7 @@ def test_python_api_mines_lists_and_writes_bitext_and_tsv(tiny_model_dir, tmp_pa
         f"{res.pairs[0].src}\t{res.pairs[0].tgt}"
     res.write_tsv(tmp_path / "kept.tsv")
     assert read_mined(tmp_path / "kept.tsv").src_ids == [p.src_id for p in res.pairs]
-    with pytest.raises(TypeError, match="unknown option"):
+    with pytest.raises(InputError, match="unknown option"):
         triemine.mine(sources, targets, model=tiny_model_dir, bream=3)
 
 

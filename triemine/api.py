@@ -11,7 +11,8 @@
     result.write_tsv("kept.tsv")               # the kept rows with all their scores
 
 ``source`` and ``target`` are corpus files (plain text, or BUCC ``id<TAB>sentence``) or lists of
-sentences.  ``model`` is a trie-mine model directory (``trie-mine-import``) or a loaded one.
+sentences: each item one sentence, its id its 1-based position; a tab inside an item is kept
+as text (never read as ``id<TAB>sentence``; the TSV shows it as a space).  ``model`` is a trie-mine model directory (``trie-mine-import``) or a loaded one.
 Every candidate with its scores is written to ``output`` (the mining TSV; a temporary file when
 not given) and returned as ``result.candidates``; ``result.pairs`` are the ones the selection
 keeps: the configuration's rule (one-to-one for the mining job, best per source for ``paper``)
@@ -38,6 +39,7 @@ from triemine.errors import InputError
 from triemine.filtering import registry
 from triemine.filtering.selection import PAPER, Selection, choose, load_thresholds, write_bitext
 from triemine.mining.run import CONFIG_NAMES, CONFIGS, named_config
+from triemine.outfile import check_distinct, describe, output_lock
 from triemine.tsv import Mined, read_mined, write_mined
 
 Texts = Union[str, os.PathLike, Sequence[str]]
@@ -100,7 +102,11 @@ class MineOptions:
         return PAPER_BEAM if self.paper else CONFIGS["combined"].beam
 
     def check(self) -> "MineOptions":
-        """An :class:`InputError` for options that are out of range or do not apply."""
+        """An :class:`InputError` for options of the wrong type, out of range or that do not
+        apply, and for a ``device`` this machine does not have (before any model loads)."""
+        from triemine.decoding.model_dir import check_device
+
+        _check_types(self)
         if self.config not in CONFIG_NAMES:
             raise InputError(f"unknown configuration {self.config!r} "
                              f"(choose from {', '.join(CONFIG_NAMES)})")
@@ -120,6 +126,7 @@ class MineOptions:
         if self.prior_weight and self.mode != "pre":
             raise InputError("--prior-weight ranks trie children: it needs --pre-expansion")
         self._check_applies()
+        check_device(self.device, local=self.ray is None)
         return self
 
     def _check_applies(self) -> None:
@@ -166,6 +173,40 @@ class MineOptions:
                             combination=self.combination, max_length=self.max_length)
 
 
+_INTS = ("beam", "batch_size", "sort_window", "max_tokens", "max_length", "nbest", "trie_nbest",
+         "workers", "target_shards", "shard_size")
+_BOOLS = ("priors", "debug")
+_FLOATS = ("prior_weight", "min_margin")
+
+
+def _check_types(opts: MineOptions) -> None:
+    """Each option of the type its flag parses to (a Python caller can pass anything)."""
+    import math
+
+    for f in fields(opts):
+        v = getattr(opts, f.name)
+        if v is None and f.default is None:
+            continue
+        if f.name in _INTS:
+            ok = isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+        elif f.name in _BOOLS:
+            ok = isinstance(v, bool)
+        elif f.name in _FLOATS:
+            ok = (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+                  and math.isfinite(v))
+        elif f.name == "candidates":
+            ok = isinstance(v, (tuple, list)) and all(isinstance(c, str) for c in v)
+        else:
+            ok = isinstance(v, str)
+        if not ok:
+            raise InputError(f"option {f.name}: {v!r} is not a valid value (expected "
+                             f"{_KINDS.get(f.name, 'a string')})")
+
+
+_KINDS = {**{n: "an integer" for n in _INTS}, **{n: "True or False" for n in _BOOLS},
+          **{n: "a finite number" for n in _FLOATS}, "candidates": "a list of generator names"}
+
+
 @dataclass(frozen=True)
 class Pair:
     """One kept pair: ids, texts and the score that ranked it."""
@@ -186,6 +227,7 @@ class MiningResult:
     selection: Optional[Selection]
     kept: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     summary: Dict[str, object] = field(default_factory=dict)
+    inputs: List[Tuple[str, str]] = field(default_factory=list)  # what the job read
 
     @property
     def pairs(self) -> List[Pair]:
@@ -195,23 +237,96 @@ class MiningResult:
                 for i in self.kept.tolist()]
 
     def write_bitext(self, path) -> int:
-        """The kept pairs as ``src text<TAB>tgt text`` lines (atomically); how many."""
+        """The kept pairs as ``src text<TAB>tgt text`` lines (atomically); how many.  An
+        :class:`InputError` when ``path`` is one of the job's inputs or its output."""
+        self._check_output("path", path)
         m = self.candidates
         return write_bitext(((m.src[i], m.tgt[i]) for i in self.kept.tolist()), path)
 
     def write_tsv(self, path) -> None:
-        """The kept rows as a mining TSV, with every column of the candidates."""
+        """The kept rows as a mining TSV, with every column of the candidates (and its
+        ``.meta.json``); refused like :meth:`write_bitext`."""
+        self._check_output("path", path, sides=True)
         write_mined(self.candidates.take(self.kept), os.fspath(path))
+
+    def _check_output(self, label: str, path, sides: bool = False) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"{label}: expected a file path, got {type(path).__name__}")
+        check_distinct([(label, path, sides)],
+                       self.inputs + [("output", self.output, True)] * bool(self.output))
 
 
 def _corpus_file(texts: Texts, tmp: Path, name: str) -> str:
+    """A corpus file of ``texts``: a path as given, a list of sentences written to ``tmp`` as
+    ``i<TAB>sentence`` lines (ids 1, 2, ..., as a plain file's line numbers), so that a tab
+    inside a sentence is text, never an id; items that are not ``str``, hold a line break,
+    or a list without one non-blank sentence are an :class:`InputError` naming ``name`` and
+    the item's 0-based index."""
     if isinstance(texts, (str, os.PathLike)):
         return os.fspath(texts)
-    if any("\n" in t or "\r" in t for t in texts):
-        raise InputError(f"{name} sentences must not contain line breaks")
+    if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Sequence):
+        raise InputError(f"{name}: expected a corpus file path or a list of sentences (str), "
+                         f"got {type(texts).__name__}")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise InputError(f"{name}[{i}]: expected a sentence (str), got "
+                             f"{type(t).__name__} {t!r:.40}")
+        if "\n" in t or "\r" in t:
+            raise InputError(f"{name}[{i}]: a sentence must not contain a line break")
+    if not any(t.strip() for t in texts):
+        raise InputError(f"{name}: no sentences (the list is empty or every item is blank)")
     path = tmp / f"{name}.txt"
-    path.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    path.write_text("".join(f"{i}\t{t}\n" for i, t in enumerate(texts, 1)), encoding="utf-8")
     return str(path)
+
+
+def _check_threshold(threshold) -> None:
+    """``mine(threshold=...)``: a mapping of score names to finite numbers."""
+    import math
+
+    if threshold is None:
+        return
+    if not isinstance(threshold, Mapping):
+        raise InputError(f"threshold: expected a mapping of score name to number, e.g. "
+                         f"{{'combined': 5.0}}, got {type(threshold).__name__}")
+    for name, v in threshold.items():
+        if not isinstance(name, str):
+            raise InputError(f"threshold: the key {name!r} is not a score name")
+        if (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
+                or not math.isfinite(v)):
+            raise InputError(f"threshold[{name!r}]: expected a finite number, got {v!r}")
+    registry.named_thresholds(threshold.items())  # an unknown score name: the registry's error
+
+
+def _check_arguments(source, target, model, output, thresholds, resume, progress,
+                     options) -> None:
+    """:func:`mine`'s arguments of the wrong type: an :class:`InputError` naming the argument."""
+    unknown = set(options) - {f.name for f in fields(MineOptions)}
+    if unknown:
+        raise InputError(f"unknown option(s): {', '.join(sorted(unknown))} (options are the "
+                         "fields of triemine.MineOptions)")
+    if model is None or isinstance(model, (bytes, int, float)):
+        raise InputError(f"model: expected a model directory or a loaded model, got {model!r}")
+    for name, value in (("output", output), ("thresholds", thresholds)):
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise InputError(f"{name}: expected a file path, got {type(value).__name__}")
+    for name, value in (("resume", resume), ("progress", progress)):
+        if not isinstance(value, bool):
+            raise InputError(f"{name}: expected True or False, got {value!r}")
+    for name, value in (("source", source), ("target", target)):
+        if isinstance(value, (str, os.PathLike)) and not os.fspath(value):
+            raise InputError(f"{name}: an empty path")
+
+
+def _named(exc: InputError, tmp: str) -> InputError:
+    """``exc`` with the temporary corpus file of a sentence list named as its argument
+    (``source[i]`` for its line i + 1), never the internal path."""
+    for name in ("source", "target"):
+        path = os.path.join(tmp, f"{name}.txt")
+        if exc.path == path or path in str(exc):
+            where = name if exc.line is None else f"{name}[{exc.line - 1}]"
+            return InputError(f"{where}: {exc.problem.replace(path, name)}")
+    return exc
 
 
 def mine(source: Texts, target: Texts, *, model, config: str = "combined",
@@ -221,41 +336,92 @@ def mine(source: Texts, target: Texts, *, model, config: str = "combined",
     """Mine ``source`` against ``target`` (module docstring); ``options`` are
     :class:`MineOptions` fields (``workers=2``, ``beam=5``, ``max_length=200``, ...).
     ``threshold``: ``{score name: value}`` overriding the shipped default, e.g.
-    ``{"combined": 5.0}``; ``thresholds``: a file from ``trie-mine-eval --save-thresholds``."""
-    unknown = set(options) - {f.name for f in fields(MineOptions)}
-    if unknown:
-        raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    ``{"combined": 5.0}``; ``thresholds``: a file from ``trie-mine-eval --save-thresholds``.
+
+    Raises :class:`triemine.InputError` (before any work) for every bad argument, naming it:
+    a list item that is not a ``str`` or holds a line break (``source[3]: ...``, the 0-based
+    index), a list without one non-blank sentence, a threshold that is not a finite number or
+    names no score, an unknown option or one of the wrong type, a ``device`` this machine does
+    not have, an ``output`` that is one of the inputs; never an internal temporary path."""
+    _check_arguments(source, target, model, output, thresholds, resume, progress, options)
+    if not isinstance(config, str):
+        raise InputError(f"config: expected a configuration name, got {config!r}")
+    _check_threshold(threshold)
     opts = MineOptions(config=config, **options).check()
     with tempfile.TemporaryDirectory(prefix="triemine-") as tmp:
         src = _corpus_file(source, Path(tmp), "source")
         tgt = _corpus_file(target, Path(tmp), "target")
         out = os.fspath(output) if output is not None else os.path.join(tmp, "mined.tsv")
-        return run(opts, model, src, tgt, out, resume=resume, progress=progress, select=True,
-                   given=threshold, thresholds=thresholds)
+        try:
+            return run(opts, model, src, tgt, out, resume=resume, progress=progress,
+                       select=True, given=threshold, thresholds=thresholds, api=True)
+        except InputError as exc:
+            raise _named(exc, tmp) from None
 
 
 def run(opts: MineOptions, model, source: str, target: str, output: str, *, resume: bool = False,
         progress: bool = False, select: bool = False,
         given: Optional[Mapping[str, float]] = None,
-        thresholds: Optional[os.PathLike | str] = None) -> MiningResult:
+        thresholds: Optional[os.PathLike | str] = None,
+        bitext: Optional[os.PathLike | str] = None, api: bool = False) -> MiningResult:
     """Run the job ``opts`` describes, write the mining TSV to ``output``; with ``select``, also
     choose the kept pairs (``given`` thresholds over the ``thresholds`` file over the shipped
-    default).  ``model``: a directory or a loaded model."""
-    from triemine.decoding.model_dir import load_model_dir
+    default).  ``model``: a directory or a loaded model.
 
+    Before any work: every output (``output`` with its side files and work folders,
+    ``bitext``) is checked against every input and each other
+    (:func:`triemine.outfile.check_distinct`), and ``output`` is locked for the run
+    (:func:`triemine.outfile.output_lock`: a second job on it is refused); ``api``: name them
+    as :func:`mine`'s arguments (``output``), not as ``trie-mine``'s flags (``-o``)."""
     opts.check()
-    cfg = None if opts.paper else opts.pipeline_config()
+    name = (lambda flag: _ARGUMENTS.get(flag, flag)) if api else (lambda flag: flag)
+    inputs = [(name(flag), path) for flag, path in _inputs(opts, model, source, target,
+                                                            thresholds)]
+    check_distinct([(name("-o"), output, True), (name("--bitext"), bitext)], inputs)
     for what, path in (("source file", source), ("target file", target),
                        ("trie file", opts.trie)):  # fail before the slow model load
-        if path is not None and not os.path.isfile(path):
-            raise InputError(f"{what} not found", path)
+        if path is not None and describe(path):
+            raise InputError(f"{what} {describe(path)}", path)
     saved = load_thresholds(thresholds) if thresholds is not None else None
     given = registry.named_thresholds((given or {}).items())
+    with output_lock(output):
+        result = _run_locked(opts, model, source, target, output, resume, progress, select,
+                             given, saved)
+    result.inputs = inputs
+    return result
+
+
+# mine()'s argument for each of trie-mine's flags that name files
+_ARGUMENTS = {"-o": "output", "--bitext": "bitext", "--source": "source", "--target": "target",
+              "--model": "model", "--reverse-model": "reverse_model", "--trie": "trie",
+              "--target-spm": "target_spm", "--thresholds": "thresholds",
+              "--combination": "combination"}
+
+
+def _inputs(opts: MineOptions, model, source, target, thresholds) -> List[Tuple[str, str]]:
+    """``(flag, path)`` of every file the job ``opts`` reads."""
+    model_dir = model if isinstance(model, (str, os.PathLike)) else getattr(model, "path", None)
+    return [(flag, os.fspath(p)) for flag, p in (
+        ("--source", source), ("--target", target), ("--model", model_dir),
+        ("--reverse-model", opts.reverse_model), ("--trie", opts.trie),
+        ("--target-spm", opts.target_spm), ("--thresholds", thresholds),
+        ("--combination", opts.combination if opts.combination is not None
+         and os.path.isfile(opts.combination) else None)) if p is not None]
+
+
+def _run_locked(opts: MineOptions, model, source, target, output, resume, progress, select,
+                given, saved) -> MiningResult:
+    """:func:`run` once the paths are checked and the output locked."""
+    from triemine.decoding.model_dir import load_model_dir
+
+    cfg = None if opts.paper else opts.pipeline_config()
     pool = None
     if opts.sharded or opts.target_shards > 1:
-        from triemine.distributed import make_pool
-        pool = make_pool(opts.workers, ray=opts.ray, device=opts.device,
-                         threads=int(os.environ.get("OMP_NUM_THREADS") or 1))
+        from triemine.distributed import check_workers, make_pool
+        threads = int(os.environ.get("OMP_NUM_THREADS") or 1)
+        if opts.ray is None and opts.workers:
+            check_workers(opts.workers, threads, _model_bytes(model, opts.reverse_model))
+        pool = make_pool(opts.workers, ray=opts.ray, device=opts.device, threads=threads)
         if opts.ray is not None:  # fail before the slow model load (no ray, no cluster, no GPU)
             pool.check()
     if isinstance(model, (str, os.PathLike)):
@@ -285,6 +451,16 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
                            "a side; with %d lines the margins have few neighbours and unrelated "
                            "pairs can pass: check the kept pairs, or give a threshold", small)
     return result
+
+
+def _model_bytes(model, reverse_model) -> int:
+    """The size of the checkpoint(s) a worker loads (:func:`triemine.distributed.check_workers`)."""
+    total = 0
+    for m in (model, reverse_model):
+        where = m if isinstance(m, (str, os.PathLike)) else getattr(m, "path", None)
+        if where is not None and os.path.isfile(os.path.join(where, "checkpoint.pt")):
+            total += os.path.getsize(os.path.join(where, "checkpoint.pt"))
+    return total
 
 
 def _trie_search(opts: MineOptions, model, source, target, output, pool, resume, progress) -> dict:

@@ -10,7 +10,9 @@ import argparse
 import sys
 from typing import Callable, Optional, Sequence
 
+from triemine import cliargs
 from triemine.errors import InputError, TrieMineError
+from triemine.outfile import check_distinct, write_text
 
 
 def _run(prog: str, body: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser,
@@ -50,13 +52,12 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
         from triemine.trie.build import build_trie_from_corpus
         if args.nbest < 1:
             parser.error("--nbest must be >= 1")
+        check_distinct([("-o", args.output)], [("corpus", args.corpus), ("--spm", args.spm),
+                                                ("--dict", args.dict_path)])
         trie, stats = build_trie_from_corpus(args.corpus, args.spm, args.dict_path, nbest=args.nbest,
                                              format=args.format, unk=args.unk,
                                              progress=not args.quiet)
-        try:
-            trie.save(args.output)
-        except OSError as exc:
-            raise InputError(f"cannot write the trie: {exc.strerror}", args.output) from None
+        trie.save(args.output)
         if args.json:
             print(json.dumps(dict(stats.as_dict(), output=args.output)))
         else:
@@ -101,7 +102,7 @@ def _mine_parser() -> argparse.ArgumentParser:
     parser.add_argument("--beam", type=int, default=None,
                         help=f"trie search beam B (default {PAPER_BEAM} for --candidates trie, "
                              f"{defaults.beam} inside the mining job)")
-    parser.add_argument("--prior-weight", type=_finite, default=0.0,
+    parser.add_argument("--prior-weight", type=cliargs.finite, default=0.0,
                         help="rank trie hypotheses by log P(y|x) - W * log P(y|empty source) "
                              "(pre-expansion; default 0)")
     parser.add_argument("--priors", action="store_true",
@@ -112,7 +113,7 @@ def _mine_parser() -> argparse.ArgumentParser:
     parser.add_argument("--knn-index", choices=KNN_INDEXES, default=None,
                         help="knn: exact search, IVF index, HNSW graphs; default auto: "
                              "exact up to 2^34 query x database pairs (docs/scale.md)")
-    parser.add_argument("--min-margin", type=_finite, default=None,
+    parser.add_argument("--min-margin", type=cliargs.finite, default=None,
                         help="knn and retrieval: keep pairs with at least this ratio margin "
                              f"before exact scoring (default {defaults.min_margin})")
     parser.add_argument("--reverse-model", default=None, metavar="DIR",
@@ -173,7 +174,7 @@ def _mine_parser() -> argparse.ArgumentParser:
         "paper: best per source by ce_word) and threshold: by default the one tuned on the BUCC "
         "sample and shipped with the configuration")
     keep.add_argument("--bitext", metavar="OUT", help="write the kept pairs as src<TAB>tgt")
-    keep.add_argument("--threshold", type=_score_threshold, action="append", default=[],
+    keep.add_argument("--threshold", type=cliargs.score_threshold, action="append", default=[],
                       metavar="NAME=VALUE", help="override the shipped threshold, e.g. "
                       "combined=5.0 (repeatable)")
     keep.add_argument("--thresholds", metavar="JSON",
@@ -218,7 +219,7 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
         warnings.filterwarnings("ignore", category=FutureWarning)
         result = run(opts, args.model, args.source, args.target, args.output, resume=args.resume,
                      progress=not args.quiet, select=bool(args.bitext),
-                     given=dict(args.threshold), thresholds=args.thresholds)
+                     given=dict(args.threshold), thresholds=args.thresholds, bitext=args.bitext)
         if args.bitext:
             n = result.write_bitext(args.bitext)
             print(f"{args.bitext}: {n} pairs kept of {len(result.candidates)} candidates "
@@ -286,6 +287,9 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--estimation-lines must be >= 1")
         model_dir = Path(args.model_dir) if args.model_dir else shared_path(*OPUS_MT_ZH_EN_CT2)
         out = Path(args.output) if args.output else cache_root() / "models" / "opus-mt-zh-en"
+        check_distinct([("-o", out, "folder")],  # replaced whole (a staged directory)
+                       [("MODEL_DIR", model_dir), ("--target-spm", args.target_spm),
+                        ("--estimation-text", args.estimation_text)])
         fmt = detect_model_format(model_dir)
         if fmt != "ctranslate2" and (args.estimation_text or args.check):
             parser.error("--estimation-text and --check apply to CTranslate2 models only")
@@ -311,39 +315,6 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
 
 # trie-mine-filter, trie-mine-eval  (owners: triemine.filtering, triemine.evaluation)
 
-def _add_bucc_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--src-corpus", help="l1 corpus (default: the BUCC file beside the gold, "
-                        "e.g. zh-en.sample.zh)")
-    parser.add_argument("--tgt-corpus", help="l2 corpus (default: e.g. zh-en.sample.en)")
-
-
-def _finite(text: str) -> float:
-    """argparse type: a finite number (``nan``/``inf`` are refused, not silently used)."""
-    import math
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return v
-
-
-def _score_threshold(text: str):
-    """argparse type for ``--threshold NAME=VALUE``."""
-    name, eq, value = text.partition("=")
-    if not eq or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, _finite(value)
-
-
-def _filter_help() -> str:
-    from triemine.filtering.registry import ALIASES, SCORES
-    names = ", ".join(sorted(SCORES) + sorted(ALIASES))
-    return (f"'none', a score ({names}), or two joined by '+' (a union, e.g. ce+bicleaner); "
-            "a score keeps rows on its good side of the threshold")
-
-
 def filter_main(argv: Optional[Sequence[str]] = None) -> int:
     """Score mined pairs with Bicleaner and/or keep those passing thresholds."""
     parser = argparse.ArgumentParser(
@@ -361,15 +332,15 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                         "column when scored) to this TSV")
     parser.add_argument("--bitext", help="write kept pairs as 'l1 text<TAB>l2 text' (union of "
                         "directions with --second)")
-    parser.add_argument("--filter", default=None, help=_filter_help())
+    parser.add_argument("--filter", default=None, help=cliargs.filter_help())
     parser.add_argument("--rule", default=None, choices=["none", "best-per-source", "one-to-one"],
                         help="selection before filtering (default: see below)")
     parser.add_argument("--rank-by", default=None,
                         help="score ranking the rows for --rule (default: the filter's first score)")
     parser.add_argument("--thresholds", metavar="JSON", help="thresholds file from trie-mine-eval")
-    parser.add_argument("--ce-max", type=_finite, help="keep ce_word <= this")
-    parser.add_argument("--bicleaner-min", type=_finite, help="keep bicleaner >= this")
-    parser.add_argument("--threshold", type=_score_threshold, action="append", default=[],
+    parser.add_argument("--ce-max", type=cliargs.finite, help="keep ce_word <= this")
+    parser.add_argument("--bicleaner-min", type=cliargs.finite, help="keep bicleaner >= this")
+    parser.add_argument("--threshold", type=cliargs.score_threshold, action="append", default=[],
                         metavar="NAME=VALUE", help="threshold of any registered score (repeatable)")
     parser.add_argument("--bicleaner", action="store_true",
                         help="score rows with the local Bicleaner model (adds column 'bicleaner')")
@@ -400,6 +371,10 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--second combines two directions; use --bitext for the union")
         if args.batch_size < 1:
             parser.error("--batch-size must be >= 1")
+        check_distinct([("-o", args.output, True), ("--bitext", args.bitext)],
+                       cliargs.with_meta("MINED", args.mined) + cliargs.with_meta(
+                           "--second", args.second) + [("--thresholds", args.thresholds),
+                                                       ("--bicleaner-model", args.bicleaner_model)])
         given = registry.named_thresholds(
             [("ce_word", args.ce_max), ("bicleaner", args.bicleaner_min)] + args.threshold)
         saved = load_thresholds(args.thresholds) if args.thresholds else None
@@ -445,8 +420,8 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("mined", nargs="+", help="mining TSV (l1->l2); a second TSV is the "
                         "l2->l1 direction, whose pairs are united with the first's")
     parser.add_argument("--gold", required=True, help="BUCC gold file <l1>-<l2>.<split>.gold")
-    _add_bucc_args(parser)
-    parser.add_argument("--filter", default=None, help=_filter_help() + " (default: see below)")
+    cliargs.add_bucc_args(parser)
+    parser.add_argument("--filter", default=None, help=cliargs.filter_help() + " (default: see below)")
     parser.add_argument("--rank-by", default=None,
                         help="score choosing the candidates (default: see below)")
     parser.add_argument("--rule", default=None, choices=["best-per-source", "one-to-one"],
@@ -470,6 +445,11 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
 
         if len(args.mined) > 2:
             parser.error("at most two mining TSVs (one per direction)")
+        check_distinct([("--save-thresholds", args.save_thresholds), ("--json", args.json),
+                        ("--report", args.report)] + cliargs.plot_files(args.plot),
+                       [x for i, m in enumerate(args.mined) for x in cliargs.with_meta(
+                           f"MINED {i + 1}", m)] + [("--thresholds", args.thresholds)]
+                       + cliargs.bucc_inputs(args.gold, args.src_corpus, args.tgt_corpus))
         out, dirs, bucc = evaluate_files(
             args.mined, args.gold, args.src_corpus, args.tgt_corpus, filt=args.filter,
             rank_by=args.rank_by, rule=args.rule, thresholds=args.thresholds, folds=args.folds,
@@ -480,9 +460,8 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
             save_thresholds(out, args.save_thresholds)
             print(f"thresholds saved to {args.save_thresholds}")
         if args.json:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                json.dump(out.as_dict(), fh, indent=1)
-                fh.write("\n")
+            write_text(args.json, json.dumps(out.as_dict(), indent=1) + "\n", "JSON report",
+                       hint="")
         print(out.signature("strict"))
         print(out.signature("lenient"))
         if out.folds:

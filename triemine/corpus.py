@@ -8,7 +8,10 @@ blank line, whose id is ``""``) stay in place with text ``""`` and are listed in
 tab, an id with spaces or an id an earlier line has) is skipped the same way, kept in place as
 an empty line, and counted in ``skipped_lines`` with the first ones' problems in ``problems``:
 one bad line in 10^8 never ends a job.  A file with more bad lines than good ones is refused
-(:class:`InputError` at its first bad line): it is in another format or encoding.
+(:class:`InputError` at its first bad line): it is in another format or encoding.  Format
+``auto`` reads TSV when most non-blank lines look like ``id<TAB>sentence``; a file where some
+but not most do (a tenth or more: :data:`AMBIGUOUS_TSV_SHARE`) is refused with the counts, a
+few such lines in plain text are warned about and kept as text (:func:`_auto_format`).
 
 :func:`read_corpus` reads a file whole (small corpora, gold files, tests); :func:`open_corpus`
 gives the same :class:`Corpus` with ``ids`` and ``texts`` read through the file's line-offset index
@@ -28,7 +31,7 @@ import numpy as np
 from triemine.errors import InputError
 from triemine.lineindex import BOM
 from triemine.paths import content_sha256, file_stamp
-from triemine.textfile import read_bytes
+from triemine.textfile import describe, read_bytes
 
 FORMATS = ("auto", "plain", "tsv")
 logger = logging.getLogger(__name__)
@@ -97,6 +100,30 @@ def _decode_lines(data: bytes, first: int = 1) -> Tuple[List[str], Dict[int, str
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines], bad
 
 
+# ``auto`` reads a corpus as plain text when at most half of its non-blank lines look like
+# id<TAB>sentence; when this share or more do, it is neither (a TSV corpus that lost most of
+# its tabs, or two files joined) and is refused; fewer such lines are warned about
+AMBIGUOUS_TSV_SHARE = 0.1
+
+
+def _auto_format(path: str, looks: int, non_blank: int) -> str:
+    """The format ``auto`` reads a corpus of ``looks`` TSV-looking lines out of ``non_blank``
+    in: ``tsv`` when more than half look so; a corpus where :data:`AMBIGUOUS_TSV_SHARE` of
+    the lines or more (but not half) look so is an :class:`InputError` with the counts; fewer
+    are read as plain text with a warning (their tab is kept as text)."""
+    if 2 * looks > non_blank:
+        return "tsv"
+    if looks and looks >= AMBIGUOUS_TSV_SHARE * non_blank:
+        raise InputError(f"{looks} of {non_blank} non-blank lines look like id<TAB>sentence "
+                         "and the others do not: neither a plain-text nor a TSV corpus (a TSV "
+                         "file that lost tabs? give every line its id, or none)", path)
+    if looks:
+        logger.warning("%s: read as plain text, but %d of %d non-blank lines look like "
+                       "id<TAB>sentence (their first field and tab are kept as text)", path,
+                       looks, non_blank)
+    return "plain"
+
+
 def _tsv_votes(lines: Sequence[str]) -> Tuple[int, int]:
     """``(lines that look id<TAB>sentence, non-blank lines)``: ``auto`` reads a corpus as TSV
     when more than half of its non-blank lines look so."""
@@ -152,7 +179,7 @@ def _refuse_mostly_bad(path: str, format: str, skipped: Sequence[Tuple[int, str]
         line, problem = skipped[0]
         raise InputError(f"{problem}; {n_skipped} of {n_skipped + n_good} non-blank lines are bad, "
                          f"so this is not a {'UTF-8' if format == 'plain' else format.upper()} "
-                         "corpus (check --format and the encoding)", path, line)
+                         "corpus (check the file's format and encoding)", path, line)
 
 
 def _check_format(format: str) -> None:
@@ -170,8 +197,7 @@ def read_corpus(path: os.PathLike | str, format: str = "auto") -> Corpus:
     p = os.fspath(path)
     lines, bad = _decode_lines(read_bytes(p, "corpus file"))
     if format == "auto":
-        looks, non_blank = _tsv_votes(lines)
-        format = "tsv" if 2 * looks > non_blank else "plain"
+        format = _auto_format(p, *_tsv_votes(lines))
     ids, texts, empty, skipped = _parse_lines(lines, format, 1, {}, bad)
     _refuse_mostly_bad(p, format, skipped, len(skipped), len(texts) - len(empty))
     return Corpus(p, format, ids, texts, empty, [i for i, _ in skipped], skipped[:SHOWN])
@@ -279,7 +305,7 @@ def _validate(path: str, format: str):
                 view["problems"] = (view["problems"] + skipped)[:SHOWN]
                 if f == "tsv":
                     view["ids"].append(_hashes(ids, a))
-        fmt = format if format != "auto" else ("tsv" if 2 * looks > non_blank else "plain")
+        fmt = format if format != "auto" else _auto_format(path, looks, non_blank)
         view = views[fmt]
         empty, skipped, problems = view["empty"], view["skipped"], view["problems"]
         if fmt == "tsv" and view["ids"]:
@@ -332,10 +358,8 @@ def open_corpus(path: os.PathLike | str, format: str = "auto", cache=None) -> Co
 
     _check_format(format)
     p = os.fspath(path)
-    if not os.path.exists(p):
-        raise InputError("corpus file not found", p)
-    if os.path.isdir(p):
-        raise InputError("corpus file is a directory, not a file", p)
+    if describe(p):
+        raise InputError(f"corpus file {describe(p)}", p)
     header, offsets, empty, skipped, buf = load_or_build(p, format, _validate(p, format), cache)
     stamp = header.get("stamp")  # the file's stamp, taken before it was mapped
     fmt = header["format"]

@@ -28,11 +28,16 @@ class OutputError(TrieMineError):
     the system's reason; what was written before it is kept, so a rerun with ``--resume`` goes on
     from there once the cause is fixed."""
 
-    def __init__(self, path, exc: Exception, what: str = "file"):
+    RESUME = "the finished work is kept: fix this and rerun with --resume"
+
+    def __init__(self, path, exc: Exception, what: str = "file", hint: Optional[str] = None):
+        """``hint``: what the user can do, in parentheses after the reason (default
+        :data:`RESUME`; ``""``: none, for the tools that have no ``--resume``)."""
         self.path = os.fspath(path)
         reason = getattr(exc, "strerror", None) or str(exc)
-        super().__init__(f"{self.path}: cannot write the {what}: {reason} (the finished work is "
-                         "kept: fix this and rerun with --resume)")
+        hint = self.RESUME if hint is None else hint
+        super().__init__(f"{self.path}: cannot write the {what}: {reason}"
+                         + (f" ({hint})" if hint else ""))
 
 
 class TrieFormatError(InputError):

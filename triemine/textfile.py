@@ -30,17 +30,41 @@ def decode_utf8(data: bytes, path, first_line: int = 1) -> str:
     return text[1:] if text.startswith(BOM) and first_line == 1 else text
 
 
+def describe(path) -> str:
+    """What is at ``path`` when it is not a regular file: ``"not found"``, ``"a directory,
+    not a file"``, ``"a FIFO (named pipe), not a regular file"``, ...; ``""`` for a file."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "not found" + (" (a broken symbolic link)" if os.path.islink(path) else "")
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return ""
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return f"is {what}, not a regular file"
+    return "is not a regular file"
+
+
 @contextmanager
 def open_binary(path, what: str = "file"):
     """``with open_binary(path) as f``: the file for reading, a missing, unreadable or
     directory path an :class:`InputError` naming it (as :func:`read_bytes` reports them)."""
     p = os.fspath(path)
+    problem = describe(p)
+    if problem and "directory" not in problem and "not found" not in problem:
+        raise InputError(f"{what} {problem}", p)  # a FIFO would block, a device never end
     try:
         f = open(p, "rb")
     except FileNotFoundError:
         raise InputError(f"{what} not found", p) from None
     except IsADirectoryError:
-        raise InputError(f"{what} is a directory, not a file", p) from None
+        raise InputError(f"{what} is a directory, not a regular file", p) from None
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror}", p) from None
     with f:

@@ -11,7 +11,11 @@ search and the mining job alike (:func:`format_rows`, :func:`write_rows`).
 
 Sidecars:
 
-* ``OUT.tsv.meta.json``: what produced the file (model, mode, beam, ...), for signatures;
+* ``OUT.tsv.meta.json``: what produced the file (model, mode, beam, ...), for signatures, and
+  ``rows``: the number of rows the writer wrote (``null`` while a ``--config paper`` run is
+  still appending them): a reader refuses a file that holds other rows than that, e.g. one cut
+  at a line boundary or a killed run's (:func:`check_rows`; files without the key, written
+  before it was added, are read as they are);
 * ``OUT.tsv.progress``: the run settings, the number of sources done, the byte offset of the
   last complete block of sources and the CRC32 of the output up to it, which makes ``--resume``
   exact (nothing lost, nothing duplicated), and a CRC32 of the whole record.  A progress file
@@ -35,7 +39,7 @@ import numpy as np
 
 from triemine.checksum import crc32_range, json_crc32
 from triemine.errors import InputError
-from triemine.outfile import atomic_write
+from triemine.outfile import atomic_write, describe, write_text
 from triemine.textfile import decode_utf8, open_binary, read_bytes, read_json
 
 REQUIRED_COLUMNS = ("src_id", "tgt_id", "score", "ce_word", "ce_token", "src", "tgt")
@@ -111,8 +115,13 @@ class Mined:
 
 # -- sidecars ------------------------------------------------------------------------------------
 
+# what to do about a mining TSV or sidecar that could not be written (filter and eval have no
+# --resume; trie-mine keeps its finished stages for it)
+WRITE_HINT = "fix this and run again; trie-mine keeps its finished work for --resume"
+
+
 def _atomic_write_text(path: Path, text: str) -> None:
-    atomic_write(path, text.encode("utf-8"), "output")
+    write_text(path, text, "output", WRITE_HINT)
 
 
 def read_meta(tsv_path) -> Dict[str, object]:
@@ -124,6 +133,32 @@ def read_meta(tsv_path) -> Dict[str, object]:
     if not isinstance(meta, dict):
         raise InputError("expected a JSON object", meta_path, 1)
     return meta
+
+
+def check_rows(path, meta: Mapping[str, object], rows: int) -> None:
+    """Refuse a mining TSV of ``rows`` rows whose ``.meta.json`` records another count (or
+    ``null``: a run that has not finished)."""
+    if "rows" not in meta:
+        return
+    want = meta["rows"]
+    if want is None:
+        raise InputError("the run writing this file has not finished (its .meta.json records "
+                         "no row count yet): wait for it, or finish it with trie-mine --resume",
+                         path)
+    if not isinstance(want, int) or isinstance(want, bool) or want != rows:
+        raise InputError(f"holds {rows} rows but its .meta.json records {want!r}: the file was "
+                         "cut or changed after it was written (run the job again)", path)
+
+
+def count_rows(path) -> int:
+    """The rows of a mining TSV (its lines after the header), counted as a stream."""
+    n = 0
+    last = b"\n"
+    with open_binary(path, "mining TSV") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return max(0, n + (last != b"\n") - 1)
 
 
 def write_meta(tsv_path, meta: Dict[str, object]) -> None:
@@ -250,23 +285,30 @@ def write_row_blocks(path, columns: Sequence[str], blocks: Iterable[Mapping[str,
                      number: Callable[[float], str] = format_number) -> None:
     """:func:`write_rows` of the rows of ``blocks`` (each a ``cells`` mapping of the next rows),
     formatted and written one block at a time, so that the writer holds one block's text rather
-    than the whole file's (tens of GB at 10^8 rows); the same bytes however the rows are cut."""
+    than the whole file's (tens of GB at 10^8 rows); the same bytes however the rows are cut.
+    With ``meta`` (``{}`` included) the sidecar records the rows written."""
     path = Path(os.fspath(path))
+    rows = 0
 
     def chunks():
+        nonlocal rows
         yield ("\t".join(columns) + "\n").encode("utf-8")
         for cells in blocks:
-            yield format_rows(columns, cells, number).encode("utf-8")
-    atomic_write(path, chunks(), "output")
-    if meta:
-        write_meta(path, meta)
+            text = format_rows(columns, cells, number)
+            rows += text.count("\n")
+            yield text.encode("utf-8")
+    if meta is not None:  # a sidecar of an earlier file never describes this one
+        Path(os.fspath(path) + META_SUFFIX).unlink(missing_ok=True)
+    atomic_write(path, chunks(), "output", WRITE_HINT)
+    if meta is not None:
+        write_meta(path, dict(meta, rows=rows))
 
 
 def read_mined(path) -> Mined:
     """Read a mining TSV; missing columns, bad or non-finite numbers are InputErrors."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise InputError("mining TSV not found", path)
+    if describe(path):
+        raise InputError(f"mining TSV {describe(path)}", path)
     text = decode_utf8(read_bytes(path, "mining TSV"), path)
     lines_ = text.split("\n")
     if lines_ and lines_[-1] == "":
@@ -286,9 +328,11 @@ def read_mined(path) -> Mined:
         if not text_cols["src_id"][-1] or not text_cols["tgt_id"][-1]:
             raise InputError("empty src_id or tgt_id", path, no)
         line_nos.append(no)
+    meta = read_meta(path)
+    check_rows(path, meta, len(line_nos))
     return Mined(path, columns, text_cols["src_id"], text_cols["tgt_id"], text_cols["src"],
                  text_cols["tgt"], {c: np.asarray(v, dtype=np.float64) for c, v in nums.items()},
-                 np.asarray(line_nos, dtype=np.int64), read_meta(path))
+                 np.asarray(line_nos, dtype=np.int64), meta)
 
 
 def _header(line: str, path) -> List[str]:
@@ -346,12 +390,14 @@ def mined_blocks(path, numeric: Sequence[str], rows: int = 1 << 16
                              f"{' '.join(columns)})", path, 1)
         pos = [columns.index(c) for c in numeric]
         block: List[List[float]] = []
+        no = 1
         for no, raw in enumerate(f, 2):
             cells = _cells(decode_utf8(raw, path, no).rstrip("\n"), columns, path, no)
             block.append([_number(cells[i], c, path, no) for i, c in zip(pos, numeric)])
             if len(block) == rows:
                 yield dict(zip(numeric, np.asarray(block, dtype=np.float64).T))
                 block = []
+        check_rows(path, read_meta(path), no - 1)
         if block:
             yield dict(zip(numeric, np.asarray(block, dtype=np.float64).T))
 

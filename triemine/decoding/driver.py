@@ -43,7 +43,7 @@ from triemine.distributed.worker import TrieShardTask
 from triemine.errors import InputError
 from triemine.paths import content_sha256
 from triemine.scoring.prior import get_node_priors
-from triemine.tsv import prepare_resume, write_meta, write_progress
+from triemine.tsv import count_rows, prepare_resume, write_meta, write_progress
 
 
 @dataclass
@@ -103,12 +103,17 @@ def mine_to_tsv(model, source_path, target_path, out_path, *,
         raise ValueError("stop_after_blocks applies to the search in this process (no pool)")
     run = _prepare(model, source_path, target_path, search, trie, pool is not None, progress)
     search = run.search
+    meta = _meta(model, run, search)
     if pool is None:
-        write_meta(out_path, _meta(model, run, search))
-        return _in_process(model, run, search, Path(out_path), device=device, resume=resume,
-                           debug=debug, progress=progress, stop_after_blocks=stop_after_blocks)
-    return _in_shards(model, run, search, Path(out_path), pool, source_path, target_path,
-                      device=device, resume=resume, debug=debug, progress=progress)
+        write_meta(out_path, meta)
+        summary = _in_process(model, run, search, Path(out_path), device=device, resume=resume,
+                              debug=debug, progress=progress, stop_after_blocks=stop_after_blocks)
+    else:
+        summary = _in_shards(model, run, search, Path(out_path), pool, source_path, target_path,
+                             device=device, resume=resume, debug=debug, progress=progress)
+    if stop_after_blocks is None or summary.resumed_from + summary.decoded == len(run.src):
+        write_meta(out_path, dict(meta, rows=count_rows(out_path)))  # finished: its rows
+    return summary
 
 
 def _prepare(model, source_path, target_path, search: SearchSettings, trie, sharded: bool,
@@ -236,4 +241,5 @@ def _meta(model, run: _Run, search: SearchSettings) -> dict:
             "beam": search.beam, "nbest": search.nbest, "trie_nbest": search.trie_nbest,
             "prior_weight": search.prior_weight,
             "target_spm": os.path.abspath(spm) if spm is not None else None,
-            "skipped_long": run.skipped_long, "skipped_bad": run.skipped_bad}
+            "skipped_long": run.skipped_long, "skipped_bad": run.skipped_bad,
+            "rows": None}  # while the run appends rows (triemine.tsv.check_rows)

@@ -108,6 +108,31 @@ class ModelDir:
             "".join(pieces).replace("\u2581", " ").strip()
 
 
+def check_device(device, local: bool = True) -> str:
+    """``device`` checked before any model loads: ``cpu`` (``cpu:N``, torch's same device),
+    ``cuda`` or ``cuda:N``; with
+    ``local``, one this machine has (a device of a Ray cluster is the cluster's to check).
+    An :class:`InputError` naming the device and the ones available otherwise; returns it."""
+    name, colon, index = str(device).partition(":")
+    if device == "cpu" or (name == "cpu" and index.isdigit() and index.isascii()):
+        return device
+    well_formed = (isinstance(device, str) and name == "cuda"
+                   and (not colon or (index.isdigit() and index.isascii())))
+    available = ["cpu"]
+    if local or not well_formed:
+        import torch
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count:
+            available += ["cuda"] + [f"cuda:{i}" for i in range(count)]
+        if well_formed and local and (not count or (colon and int(index) >= count)):
+            raise InputError(f"--device {device}: this machine has no such device (available: "
+                             f"{', '.join(available)})")
+    if not well_formed:
+        raise InputError(f"--device {device}: not a device trie-mine can use (cpu, cuda or "
+                         f"cuda:N; available here: {', '.join(available)})")
+    return device
+
+
 def load_model_dir(path, target_spm=None, device: str = "cpu", *,
                    require_source_spm: bool = True) -> ModelDir:
     """Load ``path`` (see module docstring). Missing files raise :class:`InputError`.
@@ -121,9 +146,11 @@ def load_model_dir(path, target_spm=None, device: str = "cpu", *,
     import triemine.decoding.task  # noqa: F401
     import triemine.models.marian  # noqa: F401
 
+    check_device(device)
     root = Path(path)
     if not root.is_dir():
-        raise InputError("model directory does not exist", root)
+        raise InputError("model directory does not exist" if not root.exists() else
+                         "is not a directory (a model directory is expected)", root)
     meta_path = root / "triemine-model.json"
     if not meta_path.is_file():
         raise InputError("missing triemine-model.json (not a trie-mine model directory)", root)

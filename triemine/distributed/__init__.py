@@ -33,11 +33,59 @@ both corpora's shards, and both directions' cells, queued together),
 the exact scoring of candidate pairs and the targets' priors
 (:func:`triemine.distributed.jobs.forced_scores_sharded`).  See ``docs/scale.md``.
 """
+import os
+
 from triemine.distributed.shards import (Shard, ShardFailures, ShardStore, execute, execute_all,
                                          plan_shards)
 
 __all__ = ["Shard", "ShardFailures", "ShardStore", "execute", "execute_all", "plan_shards",
-           "make_pool"]
+           "make_pool", "check_workers"]
+
+# what one local worker needs besides its model: the interpreter, torch, buffers
+WORKER_OVERHEAD = 256 << 20
+
+
+def worker_memory(model_bytes: int) -> int:
+    """The memory one local worker is counted to need: twice its checkpoint files' size (the
+    loaded state and the model built from it, while it loads) plus :data:`WORKER_OVERHEAD`."""
+    return 2 * int(model_bytes) + WORKER_OVERHEAD
+
+
+def _available_memory() -> int:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes; 0 when unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def check_workers(workers: int, threads: int, model_bytes: int) -> None:
+    """Warn (one line) when ``workers`` local processes of ``threads`` threads each are more
+    than this machine's cores, or need more memory (:func:`worker_memory` each) than it has
+    available.  The pool starts no more workers than a stage has shards
+    (:meth:`~triemine.distributed.local.ProcessPool.reserve`), so this is the most it starts."""
+    import logging
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    need, have = workers * worker_memory(model_bytes), _available_memory()
+    problems = []
+    if workers * max(1, threads) > cores:
+        problems.append(f"{workers} x {max(1, threads)} threads on {cores} cores")
+    if have and need > have:
+        problems.append(f"about {need / 2**30:.1f} GiB for their models "
+                        f"({worker_memory(model_bytes) / 2**30:.2f} GiB each), "
+                        f"{have / 2**30:.1f} GiB available")
+    if problems:
+        logging.getLogger(__name__).warning(
+            "--workers %d: %s; the workers will compete (pass fewer)", workers,
+            "; ".join(problems))
 
 
 def make_pool(workers: int | None = 0, ray: str | None = None, device: str = "cpu",

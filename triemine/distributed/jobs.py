@@ -160,7 +160,9 @@ def embed_corpora(encoder: str, corpora: Sequence[tuple], pool, *, progress: boo
                   resume: bool = True, lines: int = EMBED_SHARD_LINES) -> List[np.ndarray]:
     """:func:`embed_sharded` of every ``(corpus_path, n_lines, out_path)`` of ``corpora``, their
     shards queued on ``pool`` together (a small corpus's lone shard does not hold the other
-    workers idle); the same files and bits as one call each."""
+    workers idle); the same files and bits as one call each.  A corpus may come with a fourth
+    item, a boolean mask of its lines to embed as empty lines (zero vectors: lines the job
+    skips, e.g. as too long, so that they are no one's neighbours)."""
     from triemine.distributed.local import InlinePool
     from triemine.embedding import ENCODERS, get_encoder
 
@@ -174,9 +176,13 @@ def embed_corpora(encoder: str, corpora: Sequence[tuple], pool, *, progress: boo
     done: List[Optional[np.ndarray]] = [None] * len(corpora)
     runs, todo = [], []
     with contextlib.ExitStack() as bars:
-        for i, (corpus_path, n_lines, out_path) in enumerate(corpora):
+        for i, (corpus_path, n_lines, out_path, *mask) in enumerate(corpora):
             key = {"encoder": encoder, "corpus": content_sha256(corpus_path),
                    "lines": int(n_lines), "batch": 256}
+            blank = (np.flatnonzero(mask[0]) if mask and mask[0] is not None
+                     else np.zeros(0, dtype=np.int64))
+            if len(blank):  # other vectors: other shards (no key change without any)
+                key["blank"] = hashlib.sha256(blank.astype("<i8").tobytes()).hexdigest()
             shards = plan_shards(range(0, n_lines, lines), n_lines, lines)
             store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
                                ext="npy", unit="lines")
@@ -188,8 +194,10 @@ def embed_corpora(encoder: str, corpora: Sequence[tuple], pool, *, progress: boo
                     continue
             corpus = os.path.abspath(corpus_path)
 
-            def make_task(s: Shard, corpus=corpus) -> EmbedShardTask:
-                return EmbedShardTask(s.id, encoder, corpus, s.start, s.end, module)
+            def make_task(s: Shard, corpus=corpus, blank=blank) -> EmbedShardTask:
+                lo, hi = np.searchsorted(blank, [s.start, s.end])
+                return EmbedShardTask(s.id, encoder, corpus, s.start, s.end, module,
+                                      tuple(blank[lo:hi].tolist()))
             reused = sum(len(store.by_id[j]) for j in store.reused)
             bar = bars.enter_context(progress_bar(n_lines, reused, f"embed ({encoder}, "
                                                   f"{Path(corpus_path).name})", "sent", progress))
@@ -197,7 +205,7 @@ def embed_corpora(encoder: str, corpora: Sequence[tuple], pool, *, progress: boo
             todo.append(i)
         execute_all(runs, pool)
     for (store, _make, _bar), i in zip(runs, todo):
-        corpus_path, n_lines, out_path = corpora[i]
+        corpus_path, n_lines, out_path = corpora[i][:3]
         _merge_rows(store, n_lines, getattr(ENCODERS[encoder], "dim", 0), Path(out_path))
         done[i] = load_npy(out_path, "embeddings")
     return done

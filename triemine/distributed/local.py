@@ -139,11 +139,19 @@ class ProcessPool:
         self.deaths = 0
 
     def __enter__(self):
-        """Start the workers (re-entrant: a nested ``with`` keeps the same warm workers)."""
+        """Open the pool (re-entrant: a nested ``with`` keeps the same warm workers).  Workers
+        start when there is work for them (:meth:`reserve`, :meth:`submit`): never more than
+        ``workers``, nor more than the largest stage has shards."""
         self._depth += 1
         if self._depth == 1:
-            self._procs = [_Proc(self._ctx, self.threads) for _ in range(self.workers)]
+            self._procs = []
         return self
+
+    def reserve(self, tasks: int) -> None:
+        """Have ``min(workers, tasks)`` workers started (all at once, before the first task of
+        a stage of ``tasks`` shards)."""
+        while len(self._procs) < min(self.workers, tasks):
+            self._procs.append(_Proc(self._ctx, self.threads))
 
     def __exit__(self, *exc):
         self._depth -= 1
@@ -200,6 +208,9 @@ class ProcessPool:
                 del waiting[p.conn]
 
     def _dispatch(self) -> None:
+        idle = sum(p.task is None for p in self._procs)
+        if len(self._queue) > idle and len(self._procs) < self.workers:
+            self.reserve(len(self._procs) + len(self._queue) - idle)
         for p in self._procs:
             if not self._queue:
                 return

@@ -333,6 +333,8 @@ def execute_all(runs: Sequence[tuple], pool) -> List[List[int]]:
         return True
     try:
         with pool:
+            if hasattr(pool, "reserve"):  # as many workers as the shards need, at most
+                pool.reserve(len(queued))
             if hasattr(pool, "warm"):  # load the model everywhere, before the first shard
                 first = next(iter(queued))
                 r, shard = queued[first]

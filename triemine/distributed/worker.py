@@ -90,6 +90,7 @@ class EmbedShardTask:
     start: int               # lines [start, end), start a multiple of the encoder's batch
     end: int
     module: str = ""         # the module that registers the encoder (imported when unknown)
+    blank: Tuple[int, ...] = ()  # lines of [start, end) embedded as empty lines (zero vectors)
 
 
 @dataclass(frozen=True)
@@ -366,6 +367,8 @@ class ShardWorker:
 
     def _embed(self, task: EmbedShardTask) -> Tuple[bytes, dict]:
         texts = self.corpus(task.corpus).texts[task.start:task.end]
+        for i in task.blank:  # a line the job skips: no embedding, in no one's neighbours
+            texts[i - task.start] = ""
         vecs = np.ascontiguousarray(self.encoder(task.encoder, task.module).encode(texts),
                                     dtype=np.float32)
         buf = io.BytesIO()

@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 
 from triemine.errors import InputError
-from triemine.textfile import read_text
+from triemine.textfile import describe, read_text
 from triemine.tsv import Mined
 
 _BUCC_NAME = re.compile(r"^(?P<l1>[^.\-]+)-(?P<l2>[^.\-]+)\.(?P<split>[^.]+)\.(?P<kind>[^.]+)$")
@@ -60,8 +60,8 @@ def read_gold(path: os.PathLike | str) -> List[Tuple[str, str]]:
     """Gold pairs ``l1-id<TAB>l2-id``, in file order; duplicates, malformed lines and a file
     without any pair are errors."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise InputError("gold file not found", path)
+    if describe(path):
+        raise InputError(f"gold file {describe(path)}", path)
     pairs: List[Tuple[str, str]] = []
     seen: Dict[Tuple[str, str], int] = {}
     for no, line in enumerate(read_text(path, "gold file").split("\n"), 1):

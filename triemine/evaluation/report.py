@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from triemine.evaluation.metrics import threshold_curve
+from triemine.outfile import atomic_write, write_text
 
 CURVE_PNG = "threshold_curve.png"
 HISTOGRAM_PNG = "score_histogram.png"
@@ -141,8 +142,8 @@ def write_plots(data: ReportData, out_dir) -> List[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / CURVE_PNG, out / HISTOGRAM_PNG]
-    paths[0].write_bytes(threshold_curve_png(data))
-    paths[1].write_bytes(histogram_png(data))
+    atomic_write(paths[0], threshold_curve_png(data), "plot", hint="")
+    atomic_write(paths[1], histogram_png(data), "plot", hint="")
     return paths
 
 
@@ -230,5 +231,5 @@ def write_report(data: ReportData, path, k: int = 12) -> Path:
     """Write the self-contained HTML report to ``path``; returns it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(data, k), encoding="utf-8")
+    write_text(path, render_report(data, k), "report", hint="")
     return path

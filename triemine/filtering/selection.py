@@ -30,6 +30,7 @@ import numpy as np
 
 from triemine.errors import InputError
 from triemine.filtering import registry
+from triemine.outfile import atomic_write, write_text
 from triemine.textfile import read_json
 from triemine.tsv import clean_cell
 
@@ -87,9 +88,8 @@ def load_thresholds(path: os.PathLike | str) -> SavedThresholds:
 
 def write_thresholds(data: Mapping[str, object], path: os.PathLike | str) -> None:
     """Write a thresholds file (``data`` without the version, which is added)."""
-    with open(os.fspath(path), "w", encoding="utf-8") as fh:
-        json.dump(dict(data, version=THRESHOLDS_VERSION), fh, indent=1, sort_keys=True)
-        fh.write("\n")
+    write_text(path, json.dumps(dict(data, version=THRESHOLDS_VERSION), indent=1,
+                                sort_keys=True) + "\n", "thresholds file", hint="")
 
 
 def configuration_of(meta: Mapping[str, object]) -> Optional[str]:
@@ -242,12 +242,12 @@ def oriented_pairs(kept, reverse: bool = False) -> Dict[Tuple[str, str], Tuple[s
 
 def write_bitext(pairs: Iterable[Tuple[str, str]], path: os.PathLike | str) -> int:
     """Write ``l1 text<TAB>l2 text`` lines atomically; the number written."""
-    path = os.fspath(path)
-    tmp = f"{path}.tmp{os.getpid()}"
     n = 0
-    with open(tmp, "w", encoding="utf-8") as fh:
+
+    def lines():
+        nonlocal n
         for a, b in pairs:
-            fh.write(f"{clean_cell(a)}\t{clean_cell(b)}\n")
             n += 1
-    os.replace(tmp, path)
+            yield f"{clean_cell(a)}\t{clean_cell(b)}\n".encode("utf-8")
+    atomic_write(Path(os.fspath(path)), lines(), "bitext", hint="")
     return n

@@ -45,6 +45,9 @@ class Job:
     target_shards: int = 1
     trie: Any = None
     node_prior: Any = None
+    # lines the job skips as too long (boolean masks; None: none): no generator sees them
+    long_src: Any = None
+    long_tgt: Any = None
     seconds: Dict[str, float] = field(default_factory=dict)  # wall seconds per stage
 
     def model_pool(self, model):
@@ -204,8 +207,9 @@ class EncoderKnn(Generator):
         pool = job.pool if job.pool is not None else InlinePool()
         emb = {side: job.work / f"emb.{cfg.encoder}.{side}.npy" for side in ("src", "tgt")}
         with job.timed("embed"):  # both corpora's shards on the pool at once
-            xs, ys = embed_corpora(cfg.encoder, [(job.source_path, len(job.src), emb["src"]),
-                                                 (job.target_path, len(job.tgt), emb["tgt"])],
+            xs, ys = embed_corpora(cfg.encoder, [
+                (job.source_path, len(job.src), emb["src"], job.long_src),
+                (job.target_path, len(job.tgt), emb["tgt"], job.long_tgt)],
                                    pool, progress=job.progress)
         with job.timed("knn"):  # both directions' cells at once
             (fwd_sim, fwd_idx), (bwd_sim, bwd_idx) = knn_searches(
@@ -242,8 +246,17 @@ class TranslationRetrieval(Generator):
             hyps, _ = cached_translations(job.model, job.source_path, cache_dir("translations"),
                                           job.model_pool(job.model), beam=cfg.translate_beam,
                                           device=job.device, progress=job.progress)
-        with job.timed("knn"):
-            space = translation_space(hyps, job.tgt.texts, cfg.k, origin=self.bit)
+        with job.timed("knn"):  # lines skipped as too long: empty, no one's neighbours
+            space = translation_space(_blanked(hyps, job.long_src),
+                                      _blanked(job.tgt.texts, job.long_tgt), cfg.k,
+                                      origin=self.bit)
         return stage(job.work, self.name, lambda: space.candidate_blocks(
             cfg.per_source, cfg.per_target, cfg.retrieval_min_margin,
             spill=job.work / "retrieval.spill"), columns=space.columns), space
+
+
+def _blanked(texts, skip):
+    """``texts`` with the lines ``skip`` (a boolean mask, or None) marks as ``""``."""
+    if skip is None or not skip.any():
+        return texts
+    return ["" if s else t for t, s in zip(texts, skip.tolist())]

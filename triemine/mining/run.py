@@ -210,7 +210,7 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
 
     job = Job(model, src, tgt, source_path, target_path, cfg, work, device=device,
               progress=progress, pool=pool, shard_sources=shard_sources,
-              target_shards=target_shards)
+              target_shards=target_shards, long_src=long_src, long_tgt=long_tgt)
     scored = load_scored(work)  # a resumed job that had scored every candidate goes on from there
     if scored is None:
         with pool if pool is not None else contextlib.nullcontext():  # one start of the workers

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
@@ -19,6 +18,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.errors import TrieFormatError
+from triemine.outfile import atomic_open
 
 MAGIC = b"TRIEMINE"
 FORMAT_VERSION = 1
@@ -51,17 +51,10 @@ def write(path: os.PathLike | str, sections: Sequence[np.ndarray], *, eos: int, 
     head = _HEADER.pack(MAGIC, FORMAT_VERSION, eos, n_nodes, n_terminals,
                         n_ids, n_lines, depth, len(meta), crc, 0)
     head = head[:-4] + struct.pack("<I", zlib.crc32(head[:-4]))
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(head)
-            for b in blobs:
-                f.write(b)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(path, "trie", hint="") as f:
+        f.write(head)
+        for b in blobs:
+            f.write(b)
 
 
 def read(path: os.PathLike | str, verify: bool = True) -> Tuple[Dict[str, np.ndarray], dict]:
