@@ -1243,7 +1243,6 @@ def main(argv=None) -> int:
                          ("damage", lambda: bench_damage(model_dir, work, rng)
                           if not args.quick else {"damage": "not run in --quick"}),
                          ("trust", lambda: bench_trust(model_dir, work)),
-
                          ("ray_cluster", lambda: bench_ray_cluster(model_dir, work)
                           if not args.quick else
                           {"ray_cluster": "not run in --quick (about a minute)"})):
