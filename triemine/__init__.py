@@ -7,7 +7,7 @@ Importing this package is cheap: subpackages that need torch/fairseq import them
 The main job from Python: ``triemine.mine(source, target, model=DIR)`` (:mod:`triemine.api`).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _API = {"mine": "triemine.api", "MineOptions": "triemine.api", "MiningResult": "triemine.api",
         "InputError": "triemine.errors", "OutputError": "triemine.errors"}
