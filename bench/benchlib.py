@@ -67,19 +67,20 @@ def parser(doc: str, quick: str = "small inputs (< 1 minute on an idle box)") ->
 
 
 class timer:
-    """``with timer() as t: ...`` then ``t.s``: the wall seconds of the block (``perf_counter``);
-    inside the block ``t.elapsed()`` gives the seconds so far."""
+    """``with timer() as t: ...`` then ``t.s``: the wall seconds of the block (``perf_counter``)
+    and ``t.cpu``: this process's CPU seconds in it (``process_time``, all its threads, no child
+    process); inside the block ``t.elapsed()`` gives the wall seconds so far."""
 
     def __enter__(self):
-        self.t0 = time.perf_counter()
-        self.s = None
+        self.s = self.cpu = None
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
         return self
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
 
     def __exit__(self, *exc):
-        self.s = self.elapsed()
+        self.s, self.cpu = self.elapsed(), time.process_time() - self.c0
         return False
 
 
@@ -97,6 +98,22 @@ def peak_rss_mb() -> dict:
 
     return {"self": _maxrss_mb(resource.RUSAGE_SELF),
             "children": _maxrss_mb(resource.RUSAGE_CHILDREN)}
+
+
+def proc_status_kb(field: str) -> int:
+    """A field of ``/proc/self/status`` in KiB (``VmRSS``: resident now; ``VmHWM``: its peak
+    since the start or the last :func:`reset_peak_rss`); Linux only."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def reset_peak_rss() -> None:
+    """Start this process's peak RSS (``VmHWM``) over from its current RSS (Linux >= 4.0)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 class _TreeSampler(threading.Thread):
@@ -194,6 +211,11 @@ def gpus() -> list:
         return []
 
 
+def loadavg():
+    """The load average over 1, 5 and 15 minutes (``None`` where the OS has none)."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
 def machine_facts() -> dict:
     """CPU model, visible cores, OS, Python, torch, GPUs and the load average (1, 5, 15 min)."""
     try:
@@ -209,7 +231,7 @@ def machine_facts() -> dict:
     return {"cpu": _cpu_model(), "cores": os.cpu_count(), "cores_usable": cores_usable,
             "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
             "torch": torch_version, "gpus": gpus(), "summary": machine(),
-            "loadavg": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None}
+            "loadavg": loadavg()}
 
 
 def threads() -> dict:
@@ -252,7 +274,7 @@ class Run:
         self.command = list(getattr(args, "command", None) or sys.argv)
         self.commit, self.dirty = git_state()
         self.date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.load_start = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+        self.load_start = loadavg()
         self.cache = _cache_state()
         psutil = _psutil()
         self.sampler = _TreeSampler(psutil) if psutil is not None else None
@@ -260,9 +282,13 @@ class Run:
             self.sampler.start()
         self.t0 = time.perf_counter()
 
+    def elapsed(self) -> float:
+        """Wall seconds since the run started."""
+        return time.perf_counter() - self.t0
+
     def record_of(self, results: dict) -> dict:
         """The record of this run with ``results`` (stops the clock and the sampler)."""
-        wall = time.perf_counter() - self.t0
+        wall = self.elapsed()
         tree = self.sampler.stop() if self.sampler is not None else None
         facts = machine_facts()
         facts["loadavg_start"], facts["loadavg_end"] = self.load_start, facts.pop("loadavg")
