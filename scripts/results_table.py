@@ -132,6 +132,7 @@ def flatten(d: dict, prefix: str = "", depth: int = 1):
 
 def generic_tables(results: dict) -> List[str]:
     leaves, lists = flatten({k: v for k, v in results.items() if k not in META_KEYS})
+    leaves.sort(key=lambda kv: kv[0].count("."))  # the top-level summary first, in its order
     out = table(["result", "value"], [[f"`{k}`", cell(v)] for k, v in leaves])
     for key, rows in lists:
         cols: List[str] = []
