@@ -307,9 +307,13 @@ class Run:
         if self.record:
             out = results_dir(getattr(self.args, "results_dir", None)) / f"{self.bench}.jsonl"
             out.parent.mkdir(parents=True, exist_ok=True)
-            line = json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n"
-            with open(out, "a", encoding="utf-8") as f:  # one write: one whole line
-                f.write(line)
+            line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
+            # one write() on an O_APPEND descriptor: runs that end together never interleave
+            fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
             print(f"{self.bench}: record appended to {out}", file=sys.stderr, flush=True)
         print(json.dumps(results, ensure_ascii=False), flush=True)
         return 0
