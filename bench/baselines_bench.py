@@ -37,7 +37,6 @@ Last line of stdout: one JSON object.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -52,6 +51,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
+import benchlib  # noqa: E402
 from benchlib import bucc_sets, machine, shared_model_dir  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -149,18 +149,18 @@ def load_system(name: str, model_dir: Path, quick: bool, work: Path, retrain: bo
 def run_system(name: str, model_dir: Path, golds: dict, args, work: Path, state: dict) -> dict:
     from triemine.baselines.knn import mine_bucc
 
-    t0 = time.perf_counter()
-    baseline = MemoEncoder(load_system(name, model_dir, args.quick, work, args.retrain, state))
-    load_s = time.perf_counter() - t0
+    with benchlib.timer() as t:
+        baseline = MemoEncoder(load_system(name, model_dir, args.quick, work, args.retrain, state))
+    load_s = t.s
     rows, secs = {}, {}
     for key, gold in golds.items():
-        t0 = time.perf_counter()
-        rows[key] = mine_bucc(baseline, read_bucc(gold))
-        secs[key] = time.perf_counter() - t0
+        with benchlib.timer() as t:
+            rows[key] = mine_bucc(baseline, read_bucc(gold))
+        secs[key] = t.s
     res = evaluate_system(baseline.score, rows, golds)
-    t0 = time.perf_counter()
-    res["precision"] = gold_precision(baseline, read_bucc(golds["transfer"]))
-    res["seconds_precision"] = round(time.perf_counter() - t0, 1)
+    with benchlib.timer() as t:
+        res["precision"] = gold_precision(baseline, read_bucc(golds["transfer"]))
+    res["seconds_precision"] = round(t.s, 1)
     res["sample_diagnostics"] = sample_diagnostics(baseline, read_bucc(golds["sample"]), rows["sample"])
     stats = baseline.stats
     res.update({"score": baseline.score, "seconds_sample": round(secs["sample"], 1),
@@ -285,12 +285,12 @@ def filter_table(systems, args, golds: dict, work: Path, model_dir: Path) -> dic
     for name in systems:
         score = system_class(name).score
         scored = {}
-        t0 = time.perf_counter()
-        with baselines_cache(qcache):
-            for key, tsv in cands.items():
-                scored[key] = folder / f"{key}.{name}.tsv"
-                quiet(filter_main, [tsv, "--classifier", name, "--model", model_dir, "-o", scored[key]])
-        info["seconds_filter"][name] = round(time.perf_counter() - t0, 1)
+        with benchlib.timer() as t:
+            with baselines_cache(qcache):
+                for key, tsv in cands.items():
+                    scored[key] = folder / f"{key}.{name}.tsv"
+                    quiet(filter_main, [tsv, "--classifier", name, "--model", model_dir, "-o", scored[key]])
+        info["seconds_filter"][name] = round(t.s, 1)
         t_scored = (scored["transfer"], golds["transfer"]) if "transfer" in scored else None
         rows[name] = eval_row(scored["sample"], golds["sample"], score, score, name, folder, t_scored)
         rows[f"{name}+ce"] = eval_row(scored["sample"], golds["sample"], f"ce+{score}", "ce_word",
@@ -301,8 +301,7 @@ def filter_table(systems, args, golds: dict, work: Path, model_dir: Path) -> dic
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="tiny models, small slices (< 1 min)")
+    ap = benchlib.parser(__doc__, quick="tiny models, small slices (< 1 min)")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"subset of {','.join(SYSTEMS)}")
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--retrain", action="store_true", help="train again even when cached")
@@ -315,6 +314,7 @@ def main(argv=None) -> int:
     ap.add_argument("--transfer-candidates", default=None, help="trie-mine's mining TSV of the "
                     "transfer set (default <cache>/demo/transfer.tsv; skipped when absent)")
     args = ap.parse_args(argv)
+    run = benchlib.start("baselines_bench", args)
     systems = [s for s in args.systems.split(",") if s]
     bad = [s for s in systems if s not in SYSTEMS]
     if bad:
@@ -328,7 +328,7 @@ def main(argv=None) -> int:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="baselines-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     golds = bucc_sets(work, args.quick)
-    t_all = time.perf_counter()
+    t_all = run.elapsed()
     report = {"bench": "baselines_bench", "quick": bool(args.quick), "machine": machine(),
               "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "sets": {k: str(v) for k, v in golds.items()}, "systems": {}}
@@ -344,9 +344,9 @@ def main(argv=None) -> int:
     state.clear()  # the loaded OPUS-MT model: trie-mine-filter loads its own
     if "filters" in parts:
         print("== filter table", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        report["filters"] = filter_table(systems, args, golds, work, model_dir)
-        report["filters"]["seconds"] = round(time.perf_counter() - t0, 1)
+        with benchlib.timer() as t:
+            report["filters"] = filter_table(systems, args, golds, work, model_dir)
+        report["filters"]["seconds"] = round(t.s, 1)
         rows = report["filters"].get("rows", {})
         for label, row in rows.items():
             key = f"f1_filter_{label.replace('+ce', '_union_ce')}"
@@ -362,9 +362,8 @@ def main(argv=None) -> int:
     report["p_at_1_sample"] = {n: r["sample_diagnostics"]["precision"]["p@1"] for n, r in s.items()}
     report["seconds"] = {n: r["seconds_sample"] for n, r in s.items()}
     report["train_seconds"] = {n: r["train_seconds"] for n, r in s.items()}
-    report["wall_seconds"] = round(time.perf_counter() - t_all, 1)
-    print(json.dumps(report))
-    return 0
+    report["wall_seconds"] = round(run.elapsed() - t_all, 1)
+    return run.finish(report)
 
 
 if __name__ == "__main__":

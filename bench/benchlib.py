@@ -1,22 +1,332 @@
-"""What every benchmark reports about where it ran (imported by the bench scripts)."""
+"""The benchmark harness: every ``bench/*_bench.py`` parses, times, measures and records through it.
+
+A script builds its parser with :func:`parser` (the shared ``--quick``, ``--record`` and
+``--results-dir`` flags, then its own), starts a :class:`Run` with :func:`start` once its
+arguments are parsed, and ends with ``return run.finish(results)``, which prints ``results`` as
+the last line of stdout (one JSON object) and, with ``--record``, appends one record to
+``<results dir>/<bench>.jsonl``::
+
+    {"bench", "commit", "dirty", "date", "quick", "command", "machine", "threads", "cache",
+     "wall_s", "peak_rss_mb", "results"}
+
+The results directory is ``--results-dir``, else ``$TRIEMINE_BENCH_RESULTS``, else
+``bench/results`` of this checkout. ``scripts/results_table.py`` renders the records.
+
+Peak memory (``peak_rss_mb``): ``self`` and ``children`` are ``getrusage``'s ``ru_maxrss`` of this
+process and of its waited-for descendants (the largest single one, not their sum; a process not
+yet waited for, such as a still-running pool worker or a daemon started by Ray that outlives the
+run, is missing). With psutil (installed, or the copy Ray ships), ``tree`` is the largest sum of the resident sets of this
+process and all its descendants seen by a sampler every ``SAMPLE_S`` seconds (it sees concurrent
+workers, Ray's included, but misses peaks shorter than a sample; ``tree_by`` names it); without
+psutil both are ``None``.
+"""
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS_ENV = "TRIEMINE_BENCH_RESULTS"
+SAMPLE_S = 0.5
+# generated files: writing a record must not make the next benchmark's tree dirty
+_NOT_CODE = (":(exclude)bench/results", ":(exclude)docs/results.md")
 
 
-def machine() -> str:
-    """CPU model, visible cores and OS, e.g. 'AMD EPYC 7B13, 2 cores, Linux 6.1'."""
+class BenchParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose namespace also carries ``command``: the script (relative to the
+    checkout) and the arguments it parsed."""
+
+    def parse_args(self, args=None, namespace=None):
+        ns = super().parse_args(args, namespace)
+        script = Path(sys.argv[0]).resolve()
+        try:
+            script = script.relative_to(REPO)
+        except ValueError:
+            pass
+        ns.command = [str(script)] + [str(a) for a in (sys.argv[1:] if args is None else args)]
+        return ns
+
+
+def parser(doc: str, quick: str = "small inputs (< 1 minute on an idle box)") -> BenchParser:
+    """The parser of a benchmark: its description is the first paragraph of ``doc``, with the
+    shared flags ``--quick`` (help ``quick``), ``--record`` and ``--results-dir``."""
+    ap = BenchParser(description=(doc or "").split("\n\n")[0].strip())
+    ap.add_argument("--quick", action="store_true", help=quick)
+    ap.add_argument("--record", action="store_true",
+                    help="append this run's record to <results dir>/<bench>.jsonl")
+    ap.add_argument("--results-dir", default=None,
+                    help=f"where --record writes (default ${RESULTS_ENV}, else bench/results)")
+    return ap
+
+
+class timer:
+    """``with timer() as t: ...`` then ``t.s``: the wall seconds of the block (``perf_counter``)
+    and ``t.cpu``: this process's CPU seconds in it (``process_time``, all its threads, no child
+    process); inside the block ``t.elapsed()`` gives the wall seconds so far."""
+
+    def __enter__(self):
+        self.s = self.cpu = None
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        return self
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def __exit__(self, *exc):
+        self.s, self.cpu = self.elapsed(), time.process_time() - self.c0
+        return False
+
+
+def _maxrss_mb(who) -> float:
+    import resource
+
+    rss = resource.getrusage(who).ru_maxrss
+    return round(rss / (2 ** 20 if sys.platform == "darwin" else 1024), 1)  # bytes on macOS
+
+
+def peak_rss_mb() -> dict:
+    """``{"self", "children"}``: ``ru_maxrss`` in MiB of this process and of the largest
+    waited-for descendant so far."""
+    import resource
+
+    return {"self": _maxrss_mb(resource.RUSAGE_SELF),
+            "children": _maxrss_mb(resource.RUSAGE_CHILDREN)}
+
+
+def proc_status_kb(field: str) -> int:
+    """A field of ``/proc/self/status`` in KiB (``VmRSS``: resident now; ``VmHWM``: its peak
+    since the start or the last :func:`reset_peak_rss`); Linux only."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def reset_peak_rss() -> None:
+    """Start this process's peak RSS (``VmHWM``) over from its current RSS (Linux >= 4.0)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+class _TreeSampler(threading.Thread):
+    """The largest summed RSS of this process and its descendants, sampled (psutil)."""
+
+    def __init__(self, psutil):
+        super().__init__(daemon=True, name="benchlib-rss")
+        self.psutil, self.peak, self.done = psutil, 0, threading.Event()
+        self.me = psutil.Process()
+
+    def sample(self) -> None:
+        total = 0
+        try:
+            procs = [self.me] + self.me.children(recursive=True)
+        except self.psutil.Error:
+            return
+        for p in procs:
+            try:
+                total += p.memory_info().rss
+            except self.psutil.Error:  # it ended between the listing and the read
+                pass
+        self.peak = max(self.peak, total)
+
+    def run(self) -> None:
+        while not self.done.wait(SAMPLE_S):
+            self.sample()
+
+    def stop(self) -> float:
+        self.done.set()
+        self.join()
+        self.sample()
+        return round(self.peak / 2 ** 20, 1)
+
+
+def _psutil():
+    """psutil if installed, else the copy Ray ships in ``ray/thirdparty_files``, else None."""
+    try:
+        import psutil
+        return psutil
+    except ImportError:
+        pass
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("ray")
+    except (ImportError, ValueError):
+        spec = None
+    for where in (spec.submodule_search_locations or []) if spec else []:
+        third = Path(where) / "thirdparty_files"
+        if (third / "psutil").is_dir():
+            sys.path.append(str(third))
+            try:
+                import psutil
+                return psutil
+            except ImportError:
+                sys.path.remove(str(third))
+    return None
+
+
+def git_state(repo: Path = REPO) -> tuple:
+    """``(commit, dirty)`` of the checkout at ``repo``: the HEAD commit and whether tracked or
+    untracked (not ignored) files differ from it, generated results left out; ``(None, None)``
+    when ``repo`` is not a git checkout or git is missing."""
+    try:
+        commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", ".",
+                                 *_NOT_CODE], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None, None
+    return commit, bool(status.strip())
+
+
+def _cpu_model() -> str:
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    return model
+
+
+def gpus() -> list:
+    """Names of the CUDA devices torch sees (``[]`` without torch, CUDA or a device)."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return []
+        return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 - a broken driver is "no GPU" for the record, not a failure
+        return []
+
+
+def loadavg():
+    """The load average over 1, 5 and 15 minutes (``None`` where the OS has none)."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def machine_facts() -> dict:
+    """CPU model, visible cores, OS, Python, torch, GPUs and the load average (1, 5, 15 min)."""
+    try:
+        import torch
+
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = None
+    try:
+        cores_usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores_usable = os.cpu_count()
+    return {"cpu": _cpu_model(), "cores": os.cpu_count(), "cores_usable": cores_usable,
+            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
+            "torch": torch_version, "gpus": gpus(), "summary": machine(),
+            "loadavg": loadavg()}
+
+
+def threads() -> dict:
+    """The threads this process computes with: ``OMP_NUM_THREADS`` as set and torch's
+    intra-op threads (``None`` when torch is not installed)."""
+    try:
+        import torch
+
+        torch_threads = torch.get_num_threads()
+    except ImportError:
+        torch_threads = None
+    return {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "torch": torch_threads}
+
+
+def _cache_state() -> dict:
+    """The cache root and what it held at the start (its top-level folders other than the
+    imported models): a run on a warm cache reuses tries, priors or translations."""
+    try:
+        from triemine.paths import cache_root
+
+        root = cache_root()
+        held = sorted(p.name for p in root.iterdir() if p.name not in ("models", "bicleaner"))
+    except (ImportError, OSError):
+        return {"root": None, "held_at_start": None}
+    return {"root": str(root), "held_at_start": held}
+
+
+def results_dir(arg=None) -> Path:
+    """Where records go: ``arg``, else ``$TRIEMINE_BENCH_RESULTS``, else ``bench/results``."""
+    return Path(arg or os.environ.get(RESULTS_ENV) or REPO / "bench" / "results")
+
+
+class Run:
+    """One benchmark run: the clock, the memory sampler, the commit and load at its start."""
+
+    def __init__(self, bench: str, args):
+        self.bench, self.args = bench, args
+        self.quick = bool(getattr(args, "quick", False))
+        self.record = bool(getattr(args, "record", False))
+        self.command = list(getattr(args, "command", None) or sys.argv)
+        self.commit, self.dirty = git_state()
+        self.date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.load_start = loadavg()
+        self.cache = _cache_state()
+        psutil = _psutil()
+        self.sampler = _TreeSampler(psutil) if psutil is not None else None
+        if self.sampler is not None:
+            self.sampler.start()
+        self.t0 = time.perf_counter()
+
+    def elapsed(self) -> float:
+        """Wall seconds since the run started."""
+        return time.perf_counter() - self.t0
+
+    def record_of(self, results: dict) -> dict:
+        """The record of this run with ``results`` (stops the clock and the sampler)."""
+        wall = self.elapsed()
+        tree = self.sampler.stop() if self.sampler is not None else None
+        facts = machine_facts()
+        facts["loadavg_start"], facts["loadavg_end"] = self.load_start, facts.pop("loadavg")
+        return {"bench": self.bench, "commit": self.commit, "dirty": self.dirty, "date": self.date,
+                "quick": self.quick, "command": self.command, "machine": facts,
+                "threads": threads(), "cache": self.cache, "wall_s": round(wall, 2),
+                "peak_rss_mb": {**peak_rss_mb(), "tree": tree,
+                                "tree_by": f"psutil {self.sampler.psutil.__version__} sampled "
+                                           f"every {SAMPLE_S} s" if self.sampler else None},
+                "results": results}
+
+    def finish(self, results: dict) -> int:
+        """Print ``results`` as the last line of stdout; with ``--record``, append the run's
+        record to ``<results dir>/<bench>.jsonl``. Returns 0 (the script's exit status)."""
+        rec = self.record_of(results)
+        if self.record:
+            out = results_dir(getattr(self.args, "results_dir", None)) / f"{self.bench}.jsonl"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
+            # one write() on an O_APPEND descriptor: runs that end together never interleave
+            fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+            print(f"{self.bench}: record appended to {out}", file=sys.stderr, flush=True)
+        print(json.dumps(results, ensure_ascii=False), flush=True)
+        return 0
+
+
+def start(bench: str, args) -> Run:
+    """Start the run of benchmark ``bench`` (its script's stem) with parsed ``args``."""
+    return Run(bench, args)
+
+
+def machine() -> str:
+    """CPU model, visible cores and OS, e.g. 'AMD EPYC 7B13, 2 cores, Linux 6.1'."""
+    return f"{_cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
 def cached_tiny_model(name: str = "decode-tiny-model-v2", updates: int = 300):
@@ -60,8 +370,7 @@ def shared_model_dir(arg, prog: str):
 def bucc_sets(work, quick: bool) -> dict:
     """``{"sample": gold, "transfer": gold}``: the BUCC zh-en sample and the zh-en transfer set;
     with ``quick``, slices of both in ``work`` (16 gold + 16 other sources, their gold targets and
-    300 other target lines; 30 / 30 / 600 until 2026-11-24, when bucc_bench --quick outgrew a
-    minute)."""
+    300 other target lines)."""
     from pathlib import Path
 
     from triemine.evaluation.slices import write_bucc_slice

@@ -28,7 +28,8 @@ Configurations (``--configs``):
   neighbours re-ranked by chrF, one-to-one.
 
 ``--work DIR`` keeps the mined TSVs (and each job's ``.work`` stages) and resumes them, so a
-rerun only evaluates; ``seconds_*`` then measure the resumed run, not the mining.  A TSV that
+rerun only evaluates; ``seconds_*`` then measure the resumed run, not the mining, and the
+configuration's ``resumed`` is true.  A TSV that
 other code or settings began (its resume key refuses it) is mined again from the start.
 
 ``--quick`` (< 1 min on an idle 2-core box after set-up): 16 gold + 16 other sources of each set
@@ -36,7 +37,6 @@ against their gold targets and 300 other target lines. Last line: one JSON objec
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -49,6 +49,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
+import benchlib  # noqa: E402
 from benchlib import bucc_sets, machine, shared_model_dir  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -69,11 +70,19 @@ EVAL = dict(SELECTION, use_margin=("one-to-one", "use_margin", "use_margin"),
 
 
 def run_config(name: str, model, gold: Path, work: Path) -> tuple:
-    """Mine one set with configuration ``name``; returns (Mined rows, seconds)."""
+    """Mine one set with configuration ``name``; returns (Mined rows, seconds, resumed), where
+    ``resumed`` says that ``work`` already held this set's TSV or job stages (the seconds then
+    measure a resumed run, not the mining)."""
     b = read_bucc(gold)
     src, tgt = Path(b.src.path), Path(b.tgt.path)
     out = work / f"{name}.{gold.stem}.tsv"
-    t0 = time.perf_counter()
+    resumed = out.exists() or Path(f"{out}.work").exists()
+    with benchlib.timer() as t:
+        rows = _mine(name, model, b, src, tgt, out, work)
+    return rows, t.s, resumed
+
+
+def _mine(name, model, b, src, tgt, out, work) -> Mined:
     if name == "paper":
         from triemine.decoding import SearchSettings, mine_to_tsv
         _resumed(lambda resume: mine_to_tsv(model, src, tgt, out, progress=True,
@@ -84,10 +93,10 @@ def run_config(name: str, model, gold: Path, work: Path) -> tuple:
         _resumed(lambda resume: mine_pipeline(model, src, tgt, out, named_config(name),
                                               resume=resume, progress=True), out)
     elif name == "use_margin":
-        return baseline_use(b, work), time.perf_counter() - t0
+        return baseline_use(b, work)
     elif name == "translate_chrf":
-        return baseline_chrf(b, model, work), time.perf_counter() - t0
-    return read_mined(out), time.perf_counter() - t0
+        return baseline_chrf(b, model, work)
+    return read_mined(out)
 
 
 def _resumed(run, out: Path) -> None:
@@ -175,8 +184,7 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small slices of both sets (< 1 min)")
+    ap = benchlib.parser(__doc__, quick="small slices of both sets (< 1 min)")
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"subset of {','.join(CONFIGS)}")
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep (and resume) the mined TSVs in this folder")
@@ -185,6 +193,7 @@ def main(argv=None) -> int:
     bad = [c for c in configs if c not in CONFIGS]
     if bad:
         ap.error(f"unknown configuration(s) {', '.join(bad)}")
+    run = benchlib.start("bucc_bench", args)
     model_dir = shared_model_dir(args.model, "bucc_bench")
     import torch
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
@@ -198,15 +207,16 @@ def main(argv=None) -> int:
               "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d"),
               "sets": {k: str(v) for k, v in golds.items()}, "configs": {}}
     for name in configs:
-        rows, secs = {}, {}
+        rows, secs, resumed = {}, {}, {}
         for key, gold in golds.items():
             print(f"== {name} on {key}", file=sys.stderr, flush=True)
-            rows[key], secs[key] = run_config(name, model, gold, work)
+            rows[key], secs[key], resumed[key] = run_config(name, model, gold, work)
         res = evaluate_config(name, rows["sample"], rows["transfer"], golds["sample"], golds["transfer"])
         n_src = len(read_bucc(golds["sample"]).src.ids)
         res["seconds_sample"] = round(secs["sample"], 1)
         res["seconds_transfer"] = round(secs["transfer"], 1)
         res["seconds_per_source"] = round(secs["sample"] / n_src, 4)
+        res["resumed"] = any(resumed.values())
         report["configs"][name] = res
         print(json.dumps({name: res}), file=sys.stderr, flush=True)
     c = report["configs"]
@@ -222,8 +232,7 @@ def main(argv=None) -> int:
         "f1_translate_chrf_transfer": f("translate_chrf", "transfer"),
         "seconds_per_source": c["combined"]["seconds_per_source"] if "combined" in c else None,
     })
-    print(json.dumps(report))
-    return 0
+    return run.finish(report)
 
 
 if __name__ == "__main__":

@@ -20,13 +20,12 @@ the cache), BUCC sample sources/targets, beams 5, 20, 90.  Prints one JSON objec
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
 
-from benchlib import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
+import benchlib  # noqa: E402  (bench/ is on sys.path when run as a script)
+from benchlib import machine  # noqa: E402
 
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -89,12 +88,12 @@ def time_method(gen, model, sources, batch_size, repeat, timer=None):
     for _ in range(repeat):
         if timer is not None:
             timer.seconds = 0.0
-        t0 = time.perf_counter()
-        n_out = 0
-        for sample in batches_of(model, sources, batch_size):
-            out = gen.generate(model.models, sample)
-            n_out += sum(len(h) for h in out)
-        secs = time.perf_counter() - t0
+        with benchlib.timer() as t:
+            n_out = 0
+            for sample in batches_of(model, sources, batch_size):
+                out = gen.generate(model.models, sample)
+                n_out += sum(len(h) for h in out)
+        secs = t.s
         if secs < best:
             best, best_sel = secs, (timer.seconds if timer is not None else 0.0)
     return best, best_sel, n_out
@@ -148,8 +147,7 @@ def run_beam(model, trie, seqs, sources, beam, batch_size, repeat, skip_prefix=F
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="tiny model, beam 20, < 1 minute")
+    ap = benchlib.parser(__doc__, quick="tiny model, beam 20, < 1 minute")
     ap.add_argument("--model", help="model directory (full mode)")
     ap.add_argument("--source", help="source corpus (full mode; default BUCC sample zh)")
     ap.add_argument("--target", help="target corpus (full mode; default BUCC sample en)")
@@ -159,6 +157,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=None, help="best of N runs (quick: 3, full: 1)")
     ap.add_argument("--no-prefix-fn", action="store_true", help="skip the slow GENRE baseline")
     args = ap.parse_args(argv)
+    run = benchlib.start("decode_bench", args)
     if args.repeat is None:
         args.repeat = 3 if args.quick else 1
 
@@ -208,8 +207,7 @@ def main(argv=None) -> int:
     main_res = next((r for r in results if r["beam"] == 20), results[0])
     out.update(main_res)
     out["results"] = results
-    print(json.dumps(out))
-    return 0
+    return run.finish(out)
 
 
 if __name__ == "__main__":

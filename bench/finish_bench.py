@@ -43,19 +43,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from benchlib import machine  # noqa: E402
+import benchlib  # noqa: E402
+from benchlib import machine, proc_status_kb as _status_kb, reset_peak_rss as _reset_peak  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from triemine.paths import BUCC_ZH_EN, shared_path  # noqa: E402
-
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def make_scored(work: Path, n: int, n_src: int, n_tgt: int, seed: int = 7) -> None:
@@ -86,36 +79,30 @@ def finish_child(work: Path, out: Path, path: str) -> dict:
     comb = shipped("combined")
     scored = load_scored(work)
     before = _status_kb("VmRSS")
-    t0 = time.perf_counter()
-    if path == "blocks":
-        finish_tsv(out, scored, src, tgt, comb, meta={})
-    else:  # the whole set at once, as the job did before the last stage went block by block
-        cands = scored.block(0, len(scored))
-        cands = derived(cands, tgt.texts, src.texts)
-        cands = cands.with_columns(combined=comb(cands.columns))
-        columns = column_order(c for c in list(cands.columns) + ["origin"]
-                               if c not in ("n_tokens", "n_tokens_rev"))
-        block = 65536
+    with benchlib.timer() as clock:
+        if path == "blocks":
+            finish_tsv(out, scored, src, tgt, comb, meta={})
+        else:  # the whole set at once, as the job did before the last stage went block by block
+            cands = scored.block(0, len(scored))
+            cands = derived(cands, tgt.texts, src.texts)
+            cands = cands.with_columns(combined=comb(cands.columns))
+            columns = column_order(c for c in list(cands.columns) + ["origin"]
+                                   if c not in ("n_tokens", "n_tokens_rev"))
+            block = 65536
 
-        def blocks():
-            for a in range(0, len(cands), block):
-                s, t = cands.src[a:a + block].tolist(), cands.tgt[a:a + block].tolist()
-                yield dict({c: v[a:a + block] for c, v in cands.columns.items()},
-                           origin=cands.origin[a:a + block].astype(np.float64),
-                           src_id=[src.ids[i] for i in s], tgt_id=[tgt.ids[i] for i in t],
-                           src=[src.texts[i] for i in s], tgt=[tgt.texts[i] for i in t])
-        write_row_blocks(out, columns, blocks())
-    wall = time.perf_counter() - t0
+            def blocks():
+                for a in range(0, len(cands), block):
+                    s, t = cands.src[a:a + block].tolist(), cands.tgt[a:a + block].tolist()
+                    yield dict({c: v[a:a + block] for c, v in cands.columns.items()},
+                               origin=cands.origin[a:a + block].astype(np.float64),
+                               src_id=[src.ids[i] for i in s], tgt_id=[tgt.ids[i] for i in t],
+                               src=[src.texts[i] for i in s], tgt=[tgt.texts[i] for i in t])
+            write_row_blocks(out, columns, blocks())
+    wall = clock.s
     peak = _status_kb("VmHWM")
     return {"wall_s": round(wall, 2), "rss_before_mb": round(before / 1024, 1),
             "peak_rss_mb": round(peak / 1024, 1),
             "peak_above_before_mb": round((peak - before) / 1024, 1)}
-
-
-def _reset_peak() -> None:
-    """Start the process's peak RSS (``VmHWM``) over from its current RSS (Linux >= 4.0)."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
 
 
 class _Lines:
@@ -234,11 +221,11 @@ def generation_child(work: Path, n: int, tsv: bool = True) -> dict:
         before = _status_kb("VmRSS")
         if traced:
             tracemalloc.start()
-        t0 = time.perf_counter()
         try:
-            out[name] = compute()
+            with benchlib.timer() as t:
+                out[name] = compute()
         finally:
-            wall = time.perf_counter() - t0
+            wall = t.elapsed()
             heap = tracemalloc.get_traced_memory()[1] if traced else None
             tracemalloc.stop()
         peak = _status_kb("VmHWM")
@@ -272,8 +259,7 @@ def generation_child(work: Path, n: int, tsv: bool = True) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="100,000 and 400,000 candidates")
+    ap = benchlib.parser(__doc__, quick="100,000 and 400,000 candidates")
     ap.add_argument("--sizes", default=None, help="comma-separated candidate counts")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--generation", default=None, metavar="N,N",
@@ -288,6 +274,10 @@ def main(argv=None) -> int:
         print(json.dumps(generation_child(Path(args.generation_child[0]),
                                           int(args.generation_child[1]), not args.no_tsv)))
         return 0
+    if args.child:
+        print(json.dumps(finish_child(Path(args.child[0]), Path(args.child[1]), args.child[2])))
+        return 0
+    run = benchlib.start("finish_bench", args)
     if args.generation:
         work = Path(args.work or tempfile.mkdtemp(prefix="finish_bench."))
         runs = []
@@ -304,12 +294,8 @@ def main(argv=None) -> int:
             runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
             print(json.dumps(runs[-1]), flush=True)
             shutil.rmtree(d)
-        print(json.dumps({"bench": "finish_bench", "mode": "generation", "machine": machine(),
-                          "threads": 1, "date": time.strftime("%Y-%m-%d"), "runs": runs}))
-        return 0
-    if args.child:
-        print(json.dumps(finish_child(Path(args.child[0]), Path(args.child[1]), args.child[2])))
-        return 0
+        return run.finish({"bench": "finish_bench", "mode": "generation", "machine": machine(),
+                           "threads": 1, "date": time.strftime("%Y-%m-%d"), "runs": runs})
     from triemine.corpus import open_corpus
 
     base = shared_path(*BUCC_ZH_EN)
@@ -343,14 +329,13 @@ def main(argv=None) -> int:
     first, last = runs[0], runs[-1]
     growth = {p: round(last[p]["peak_above_before_mb"] - first[p]["peak_above_before_mb"], 1)
               for p in ("blocks", "whole")}
-    print(json.dumps({"bench": "finish_bench", "quick": bool(args.quick), "machine": machine(),
+    return run.finish({"bench": "finish_bench", "quick": bool(args.quick), "machine": machine(),
                       "threads": 1, "date": time.strftime("%Y-%m-%d"), "runs": runs,
                       "peak_growth_mb": growth,
                       "peak_growth_per_added_candidate_bytes": {
                           p: round(g * 2 ** 20 / (last["candidates"] - first["candidates"]), 1)
                           for p, g in growth.items()} if len(runs) > 1 else None,
-                      "identical": all(r["identical"] for r in runs)}))
-    return 0
+                      "identical": all(r["identical"] for r in runs)})
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ of speed, not of quality.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import lzma
@@ -46,13 +45,13 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import benchlib  # noqa: E402
 from benchlib import cached_tiny_model, machine  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -251,10 +250,10 @@ def _sync(device: str) -> None:
 
 def _timed(fn, device: str):
     _sync(device)
-    t0 = time.perf_counter()
-    out = fn()
-    _sync(device)
-    return out, time.perf_counter() - t0
+    with benchlib.timer() as t:
+        out = fn()
+        _sync(device)
+    return out, t.s
 
 
 @contextlib.contextmanager
@@ -540,9 +539,8 @@ def _device_info(device: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="tiny synthetic model, every stage on the CPU, small sizes (< 1 min)")
+    ap = benchlib.parser(__doc__, quick="tiny synthetic model, every stage on the CPU, small "
+                                        "sizes (< 1 min)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--model", help="model directory (default: the imported OPUS-MT model)")
     ap.add_argument("--packed", help="a --pack-model directory: rebuild the model from it")
@@ -568,13 +566,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="with --pack-model: the directory to write")
     ap.add_argument("--bits", type=int, default=5, help="with --pack-model: bits a weight")
     args = ap.parse_args(argv)
+    run = benchlib.start("gpu_bench", args)
 
     from triemine.paths import BUCC_ZH_EN, shared_path
 
     data = Path(args.data) if args.data else None  # the shared sample, when a stage reads it
     work = Path(args.work or tempfile.mkdtemp(prefix="gpu_bench."))
     work.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
 
     if args.pack_model:
         from benchlib import shared_model_dir
@@ -587,8 +585,7 @@ def main(argv=None) -> int:
         res["fidelity"] = pack_fidelity(model_dir, rebuilt, data or Path(
             shared_path(*BUCC_ZH_EN, SAMPLE[0])).parent)
         res["out"] = str(out)
-        print(json.dumps(res))
-        return 0
+        return run.finish(res)
 
     stages = [s for s in args.stages.split(",") if s]
     needs_model = [s for s in stages if not s.startswith("knn")]
@@ -632,43 +629,43 @@ def main(argv=None) -> int:
     if args.quick:  # the tiny model's sources are its own synthetic language
         data = _tiny_sample(work / "data", 400)
     for stage in stages:
-        t0 = time.perf_counter()
-        try:
-            if stage in ("scores", "priors"):
-                n = args.pairs if stage == "scores" else args.priors
-                s, t = _pairs(data, n, seed=0 if stage == "scores" else 1)
-                out = stage_scores(gpu, cpu, args.device, s, t, sizes, args.cpu_items,
-                                   prior=stage == "priors")
-            elif stage == "trie":
-                out = stage_trie(gpu, cpu, args.device, data, work, args.sources,
-                                 args.cpu_sources, args.beam, batch_sizes)
-            elif stage == "translate":
-                s, _ = _pairs(data, args.sources, seed=2)
-                out = stage_translate(gpu, cpu, args.device, s, args.cpu_sources,
-                                      [int(x) for x in args.translate_subs.split(",")])
-            elif stage == "knn":
-                out = stage_knn(args.device, args.knn_queries, args.knn_rows, 512, 4,
-                                1 << 18, min(args.knn_queries, 64))
-            elif stage == "knn_cell":
-                out = stage_knn_cell(args.device, args.cell_queries, args.knn_rows, 512, 4)
-            elif stage == "knn_job":
-                out = stage_knn_job(args.device, work, args.knn_queries, args.knn_rows, 512, 4,
-                                    min(args.knn_queries, 64))
-            else:
-                raise SystemExit(f"gpu_bench: unknown stage {stage!r}")
-        except Exception as exc:  # one stage's failure is reported; the others still run
-            import traceback
-            traceback.print_exc()
-            out = {"error": f"{type(exc).__name__}: {exc}"}
-        out["wall_s"] = round(time.perf_counter() - t0, 2)
+        with benchlib.timer() as clock:
+            try:
+                if stage in ("scores", "priors"):
+                    n = args.pairs if stage == "scores" else args.priors
+                    s, t = _pairs(data, n, seed=0 if stage == "scores" else 1)
+                    out = stage_scores(gpu, cpu, args.device, s, t, sizes, args.cpu_items,
+                                       prior=stage == "priors")
+                elif stage == "trie":
+                    out = stage_trie(gpu, cpu, args.device, data, work, args.sources,
+                                     args.cpu_sources, args.beam, batch_sizes)
+                elif stage == "translate":
+                    s, _ = _pairs(data, args.sources, seed=2)
+                    out = stage_translate(gpu, cpu, args.device, s, args.cpu_sources,
+                                          [int(x) for x in args.translate_subs.split(",")])
+                elif stage == "knn":
+                    out = stage_knn(args.device, args.knn_queries, args.knn_rows, 512, 4,
+                                    1 << 18, min(args.knn_queries, 64))
+                elif stage == "knn_cell":
+                    out = stage_knn_cell(args.device, args.cell_queries, args.knn_rows, 512, 4)
+                elif stage == "knn_job":
+                    out = stage_knn_job(args.device, work, args.knn_queries, args.knn_rows, 512, 4,
+                                        min(args.knn_queries, 64))
+                else:
+                    raise SystemExit(f"gpu_bench: unknown stage {stage!r}")
+            except Exception as exc:  # one stage's failure is reported; the others still run
+                import traceback
+                traceback.print_exc()
+                out = {"error": f"{type(exc).__name__}: {exc}"}
+        out["wall_s"] = round(clock.s, 2)
         if args.device.startswith("cuda"):
             out["gpu_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2 ** 20)
             torch.cuda.reset_peak_memory_stats()
         res["stages"][stage] = out
         print(f"{stage}: {json.dumps(out)}", file=sys.stderr, flush=True)
-    res["wall_s"] = round(time.perf_counter() - t_start, 2)
-    print(json.dumps(res))
-    return 1 if any("error" in v for v in res["stages"].values()) else 0
+    res["wall_s"] = round(run.elapsed(), 2)
+    rc = run.finish(res)
+    return 1 if any("error" in v for v in res["stages"].values()) else rc
 
 
 if __name__ == "__main__":

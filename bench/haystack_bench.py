@@ -24,11 +24,9 @@ JSON object.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -40,6 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
+import benchlib  # noqa: E402
 from benchlib import machine, shared_model_dir  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -111,16 +110,16 @@ def mine(model: Path, gold: Path, out: Path, workers: int) -> dict:
            f"{base}.zh", "--target", f"{base}.en", "-o", str(out), "-q"]
     if workers:
         cmd += ["--workers", str(workers)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    with benchlib.timer() as t:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = t.s
     if proc.returncode:
         sys.exit(f"haystack_bench: {' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
     summary = next(json.loads(line) for line in reversed(proc.stderr.splitlines())
                    if line.startswith("{") and '"stage_s"' in line)
     # the largest resident size of any child so far (this run's, as the runs go one by one)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return dict(summary, wall_s=round(wall, 1), peak_rss_mb=round(rss, 1))
+    rss = benchlib.peak_rss_mb()["children"]
+    return dict(summary, wall_s=round(wall, 1), peak_rss_mb=rss)
 
 
 def evaluate(tsv: Path, gold: Path) -> dict:
@@ -167,16 +166,14 @@ def ivf_check(work_tsv: Path, k: int = 4, nprobe: Optional[int] = None) -> dict:
     src, tgt = work / "emb.use.src.npy", work / "emb.use.tgt.npy"
     check = work / "ivf-check"
     nprobe = nprobe or ivf_nprobe(int(np.load(tgt, mmap_mode="r").shape[0]))
-    t0 = time.perf_counter()
-    ivf_index(tgt, check, InlinePool(), name="fwd")
-    build_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    _, idx = knn_sharded(src, tgt, k, check, InlinePool(), name="fwd", index="ivf",
-                         nprobe=nprobe)
-    search_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    _, exact = knn_sharded(src, tgt, k, work, InlinePool(), name="knn.use.fwd", index="exact")
-    reuse_s = time.perf_counter() - t0
+    with benchlib.timer() as build:
+        ivf_index(tgt, check, InlinePool(), name="fwd")
+    with benchlib.timer() as search:
+        _, idx = knn_sharded(src, tgt, k, check, InlinePool(), name="fwd", index="ivf",
+                             nprobe=nprobe)
+    with benchlib.timer() as reuse:
+        _, exact = knn_sharded(src, tgt, k, work, InlinePool(), name="knn.use.fwd", index="exact")
+    build_s, search_s, reuse_s = build.s, search.s, reuse.s
     hits = sum(len(set(a) & set(b)) for a, b in zip(idx.tolist(), exact.tolist()))
     return {"database": int(np.load(tgt, mmap_mode="r").shape[0]), "queries": len(idx),
             "nlist": n_lists(int(np.load(tgt, mmap_mode="r").shape[0])),
@@ -202,11 +199,10 @@ def hnsw_check(work_tsv: Path, k: int = 4, ef_search: Optional[int] = None,
     n_d = int(np.load(tgt, mmap_mode="r").shape[0])
     planned_rows, planned_ef = hnsw.graph_plan(n_d)
     graph_rows, ef_search = graph_rows or planned_rows, ef_search or planned_ef
-    t0 = time.perf_counter()
-    with (make_pool(workers) if workers > 1 else InlinePool()) as pool:
+    with benchlib.timer() as t, (make_pool(workers) if workers > 1 else InlinePool()) as pool:
         _, idx = knn_sharded(src, tgt, k, check, pool, name="fwd", index="hnsw",
                              graph_rows=graph_rows, ef_search=ef_search)
-    wall = time.perf_counter() - t0
+    wall = t.s
     _, exact = knn_sharded(src, tgt, k, work, InlinePool(), name="knn.use.fwd", index="exact")
     hits = sum(len(set(a) & set(b)) for a, b in zip(idx.tolist(), exact.tolist()))
 
@@ -300,20 +296,19 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4,
         steps = {st: fn for st, fn in steps.items() if stages is None or st in stages}
         with pool:  # the workers spawned and their modules imported before the clock (a job
             # pays it once; USE reads its weights at its first sentences, in the embedding)
-            t0 = time.perf_counter()
-            pool.warm(EmbedShardTask(0, "use", os.path.abspath(tgt_path), 0, 0,
-                                     ENCODERS["use"].__module__))
-            # and the MT model, the corpora and the trie, which this process loaded before the
-            # clock too (a job loads them once; until 2026-11-25 17:30 the first stage that used
-            # the model paid its load on the workers, 5-7 s)
-            pool.warm(TrieShardTask(0, model_spec(model), os.path.abspath(trie_src),
-                                    os.path.abspath(tgt_path), 0, 0,
-                                    ((os.path.abspath(trie.path), 0),), search))
-            out[f"start_s_{label}"] = round(time.perf_counter() - t0, 1)
+            with benchlib.timer() as t:
+                pool.warm(EmbedShardTask(0, "use", os.path.abspath(tgt_path), 0, 0,
+                                         ENCODERS["use"].__module__))
+                # and the MT model, the corpora and the trie, which this process loaded before
+                # the clock too (a job loads them once)
+                pool.warm(TrieShardTask(0, model_spec(model), os.path.abspath(trie_src),
+                                        os.path.abspath(tgt_path), 0, 0,
+                                        ((os.path.abspath(trie.path), 0),), search))
+            out[f"start_s_{label}"] = round(t.s, 1)
             for stage, fn in steps.items():
-                t0 = time.perf_counter()
-                res = fn()
-                out[f"seconds_{label}"][stage] = round(time.perf_counter() - t0, 1)
+                with benchlib.timer() as t:
+                    res = fn()
+                out[f"seconds_{label}"][stage] = round(t.s, 1)
                 res = res if isinstance(res, tuple) else (res,)
                 results[(label, stage)] = b"".join(np.ascontiguousarray(r).tobytes() for r in res)
     for stage in out["seconds_1"]:
@@ -325,8 +320,7 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="200 sources, 50,000 targets")
+    ap = benchlib.parser(__doc__, quick="200 sources, 50,000 targets")
     ap.add_argument("--targets", type=int, default=None, help="targets in all (1,000,000)")
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
@@ -348,6 +342,7 @@ def main(argv=None) -> int:
     ap.add_argument("--stages", default=None, help="with --stage-speedups: only these stages "
                     "(comma-separated: embed, knn, scoring, priors, trie; default all)")
     args = ap.parse_args(argv)
+    run = benchlib.start("haystack_bench", args)
     stages = [st.strip() for st in args.stages.split(",") if st.strip()] if args.stages else None
     if stages and not args.stage_speedups:
         ap.error("--stages goes with --stage-speedups")
@@ -357,26 +352,23 @@ def main(argv=None) -> int:
         res = stage_speedups(Path(args.stage_speedups), shared_model_dir(args.model,
                                                                         "haystack_bench"),
                              stages=stages)
-        print(json.dumps({"bench": "haystack_bench", "mode": "stage speed-ups at full shard size",
-                          "machine": machine(), "date": time.strftime("%Y-%m-%d"), **res}))
-        return 0
+        return run.finish({"bench": "haystack_bench", "mode": "stage speed-ups at full shard size",
+                           "machine": machine(), "date": time.strftime("%Y-%m-%d"), **res})
     if args.hnsw_from:
         res = hnsw_check(Path(args.hnsw_from), ef_search=args.ef_search,
                          graph_rows=args.graph_rows)
-        print(json.dumps({"bench": "haystack_bench", "machine": machine(),
-                          "date": time.strftime("%Y-%m-%d"), "hnsw": res}))
-        return 0
+        return run.finish({"bench": "haystack_bench", "machine": machine(),
+                           "date": time.strftime("%Y-%m-%d"), "hnsw": res})
     if args.ivf_from:
-        print(json.dumps({"bench": "haystack_bench", "ivf": ivf_check(Path(args.ivf_from),
-                                                                       nprobe=args.nprobe)}))
-        return 0
+        return run.finish({"bench": "haystack_bench", "ivf": ivf_check(Path(args.ivf_from),
+                                                                        nprobe=args.nprobe)})
     model = shared_model_dir(args.model, "haystack_bench")
     n_targets = args.targets or (50_000 if args.quick else 1_000_000)
     work = Path(args.work or tempfile.mkdtemp(prefix="haystack_bench."))
     work.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    gold = build_set(work, n_targets, *((100, 100) if args.quick else (0, 0)))
-    build_s = time.perf_counter() - t0
+    with benchlib.timer() as t:
+        gold = build_set(work, n_targets, *((100, 100) if args.quick else (0, 0)))
+    build_s = t.s
     wanted = [r for r in args.runs.split(",") if r]
     if not wanted or set(wanted) - {"single", "workers2"}:
         ap.error(f"--runs: single, workers2 or both, not {args.runs!r}")
@@ -419,8 +411,7 @@ def main(argv=None) -> int:
                          graph_rows=args.graph_rows),
               "identical_to_single_process": same if both else not_measured,
               "build_set_s": round(build_s, 1)}
-    print(json.dumps(result))
-    return 0
+    return run.finish(result)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,12 @@ The last line of stdout is one JSON object. Usage::
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import tempfile
-import time
 
-from benchlib import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
+import benchlib  # noqa: E402  (bench/ is on sys.path when run as a script)
+from benchlib import machine  # noqa: E402
 from pathlib import Path
 
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
@@ -48,13 +46,13 @@ def _bucc_zh(n: int):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small slice, < 1 minute")
+    ap = benchlib.parser(__doc__, quick="small slice, < 1 minute")
     ap.add_argument("--sentences", type=int, help="fidelity sentences (default 6 / 200)")
     ap.add_argument("--model-dir", help="imported model directory (default: the cache, "
                     "converted now if missing; quick mode then converts into a temporary "
                     "folder without recovering a target segmenter)")
     args = ap.parse_args(argv)
+    run = benchlib.start("import_bench", args)
 
     import torch
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -72,17 +70,18 @@ def main(argv=None) -> int:
 
     # 1. conversion (timed)
     model_dir = Path(args.model_dir) if args.model_dir else cache_root() / "models" / "opus-mt-zh-en"
-    t0 = time.perf_counter()
     if args.quick and not args.model_dir and not (model_dir / "checkpoint.pt").is_file():
         model_dir = Path(tmp.name) / "opus-mt-zh-en"
-        import_ct2_model(ct2_dir, model_dir, "zh", "en", recover_target=False)
-        result["convert_seconds"] = round(time.perf_counter() - t0, 2)
+        with benchlib.timer() as t:
+            import_ct2_model(ct2_dir, model_dir, "zh", "en", recover_target=False)
+        result["convert_seconds"] = round(t.s, 2)
         cached = cache_root() / "models" / "opus-mt-zh-en" / "target.spm"
         if cached.is_file():
             (model_dir / "target.spm").write_bytes(cached.read_bytes())
     elif not (model_dir / "checkpoint.pt").is_file():
-        import_ct2_model(ct2_dir, model_dir, "zh", "en")
-        result["convert_seconds"] = round(time.perf_counter() - t0, 2)
+        with benchlib.timer() as t:
+            import_ct2_model(ct2_dir, model_dir, "zh", "en")
+        result["convert_seconds"] = round(t.s, 2)
     else:
         result["convert_seconds"] = None  # reused an existing import
     result["model_dir"] = str(model_dir)
@@ -92,9 +91,9 @@ def main(argv=None) -> int:
     sources = tokenize_sources(model_dir / "source.spm", texts)
     fs = FairseqSide(model_dir)
     sides = {"float32": CT2Side(ct2_dir, "float32"), "int8": CT2Side(ct2_dir, "int8")}
-    t0 = time.perf_counter()
-    reports = compare_many(fs, sides, sources, beam_size=4, progress=True)
-    result["fidelity_seconds"] = round(time.perf_counter() - t0, 2)
+    with benchlib.timer() as t:
+        reports = compare_many(fs, sides, sources, beam_size=4, progress=True)
+    result["fidelity_seconds"] = round(t.s, 2)
     result["sentences"] = n_fid
     f32, i8 = reports["float32"], reports["int8"]
     result["exact_match_rate"] = f32.exact_match_rate
@@ -132,11 +131,11 @@ def main(argv=None) -> int:
             lines = [ln.strip() for _, ln in zip(range(start + n), f)]
         return [ln for ln in lines[start:] if ln]
 
-    t0 = time.perf_counter()
-    hf_dir = build_tiny_hf_marian(Path(tmp.name) / "hf-marian", de_en("de", 0, 3000),
-                                  de_en("en", 0, 3000))
-    hf_out = import_model(hf_dir, Path(tmp.name) / "hf-marian-fairseq", "de", "en")
-    result["hf_marian_build_and_import_seconds"] = round(time.perf_counter() - t0, 2)
+    with benchlib.timer() as t:
+        hf_dir = build_tiny_hf_marian(Path(tmp.name) / "hf-marian", de_en("de", 0, 3000),
+                                      de_en("en", 0, 3000))
+        hf_out = import_model(hf_dir, Path(tmp.name) / "hf-marian-fairseq", "de", "en")
+    result["hf_marian_build_and_import_seconds"] = round(t.s, 2)
     n_hf = 12 if args.quick else 100
     hf_sources = tokenize_sources(hf_dir / "source.spm", de_en("de", 5000, n_hf))
     hf_rep = compare_many(FairseqSide(hf_out), {"transformers": HFSide(hf_dir)}, hf_sources,
@@ -148,8 +147,7 @@ def main(argv=None) -> int:
     result["hf_marian_beam4_exact"] = hf_rep.beam_exact
     result["hf_marian_mismatch_examples"] = hf_rep.mismatches[:2]
     tmp.cleanup()
-    print(json.dumps(result, ensure_ascii=False))
-    return 0
+    return run.finish(result)
 
 
 if __name__ == "__main__":

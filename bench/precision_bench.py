@@ -22,8 +22,6 @@ The last line printed is one JSON object.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -32,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
 from benchlib import machine, shared_model_dir  # noqa: E402
 
 from triemine.paths import cache_root  # noqa: E402
@@ -51,12 +50,12 @@ def rescore(model, mined, precision: str, progress: bool = True):
     n = len(mined)
     cands = CandidateSet(src, tgt, np.zeros(n, dtype=np.int64),
                          {"score": np.full(n, np.nan), "n_tokens": np.full(n, np.nan)})
-    w0, c0 = time.perf_counter(), time.process_time()
-    scored = exact_scores(model, cands, src_texts, tgt_texts, progress=progress, precision=precision)
-    prior = target_priors(model, tgt_texts, tgt, cache_dir=None, progress=progress,
-                          precision=precision)
-    return (scored.col("score"), prior, scored.col("n_tokens"),
-            time.perf_counter() - w0, time.process_time() - c0)
+    with benchlib.timer() as t:
+        scored = exact_scores(model, cands, src_texts, tgt_texts, progress=progress,
+                              precision=precision)
+        prior = target_priors(model, tgt_texts, tgt, cache_dir=None, progress=progress,
+                              precision=precision)
+    return scored.col("score"), prior, scored.col("n_tokens"), t.s, t.cpu
 
 
 def with_scores(mined, score, prior, ntok):
@@ -109,15 +108,15 @@ def best_target_agreement(a, b) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = benchlib.parser(__doc__, quick="120 rows of the sample's TSV, 60 of them timed")
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--sample", default=str(cache_root() / "demo" / "sample.tsv"),
                     help="mining TSV of the default configuration on the BUCC sample")
     ap.add_argument("--transfer", default=str(cache_root() / "demo" / "transfer.tsv"),
                     help="the same on the transfer set")
     ap.add_argument("--shared", default=os.environ.get("TRIEMINE_SHARED", "../shared"))
-    ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
+    run = benchlib.start("precision_bench", args)
 
     import torch
 
@@ -177,12 +176,11 @@ def main(argv=None) -> int:
         tg = Path(args.shared) / "data/devsets/zh-en/zh-en.dev.gold"
         for prec, rows in (("fp32", sets), ("int8", int8)):
             r = evaluate_config("combined", rows["sample"], rows["transfer"], sg, tg)
-            res[f"f1_tuned_{prec}"] = r["sample_tuned"]["f1"]
-            res[f"f1_heldout_{prec}"] = r["sample_heldout"]["f1"]
-            res[f"f1_transfer_{prec}"] = r["transfer"]["f1"]
+            res[f"f1_tuned_{prec}"] = r["sample_tuned"]["F1"]
+            res[f"f1_heldout_{prec}"] = r["sample_heldout"]["F1"]
+            res[f"f1_transfer_{prec}"] = r["transfer"]["F1"]
         res["f1_heldout_change_points"] = round(100 * (res["f1_heldout_int8"] - res["f1_heldout_fp32"]), 2)
-    print(json.dumps(res))
-    return 0
+    return run.finish(res)
 
 
 if __name__ == "__main__":

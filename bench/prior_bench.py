@@ -11,7 +11,6 @@ lines (node priors of that small trie only).  The last line printed is one JSON 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -20,19 +19,20 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
 from benchlib import machine, shared_model_dir  # noqa: E402
 
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = benchlib.parser(__doc__, quick="20 gold sources against 600 targets")
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--shared", default=os.environ.get("TRIEMINE_SHARED", "../shared"))
     ap.add_argument("--weights", default="0,0.5,1", help="prior weights lambda (0,0.5,1)")
     ap.add_argument("--beam", type=int, default=5)
-    ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
+    run = benchlib.start("prior_bench", args)
 
     import torch
 
@@ -51,33 +51,33 @@ def main(argv=None) -> int:
     gold = [(src_line[s], tgt_line[t]) for s, t in b.gold]
     if args.quick:
         gold = gold[:20]
-    t0 = time.perf_counter()
-    if args.quick:
-        keep = sorted(set(range(600)) | {t for _, t in gold})
-        tmp = tempfile.TemporaryDirectory()
-        path = Path(tmp.name) / "targets.en"
-        path.write_text("".join(f"{b.tgt.ids[i]}\t{b.tgt.texts[i]}\n" for i in keep), encoding="utf-8")
-        trie = get_trie(model, path, cache_dir=Path(tmp.name))
-        line_of = {n: keep[n] for n in range(len(keep))}  # trie line -> sample line
-        node_prior = compute_node_priors(model, trie)
-    else:
-        trie = get_trie(model, Path(b.tgt.path))
-        line_of = None
-        node_prior = get_node_priors(model, trie, progress=True)
-    prior_s = time.perf_counter() - t0
+    with benchlib.timer() as t:
+        if args.quick:
+            keep = sorted(set(range(600)) | {t for _, t in gold})
+            tmp = tempfile.TemporaryDirectory()
+            path = Path(tmp.name) / "targets.en"
+            path.write_text("".join(f"{b.tgt.ids[i]}\t{b.tgt.texts[i]}\n" for i in keep), encoding="utf-8")
+            trie = get_trie(model, path, cache_dir=Path(tmp.name))
+            line_of = {n: keep[n] for n in range(len(keep))}  # trie line -> sample line
+            node_prior = compute_node_priors(model, trie)
+        else:
+            trie = get_trie(model, Path(b.tgt.path))
+            line_of = None
+            node_prior = get_node_priors(model, trie, progress=True)
+    prior_s = t.s
     print(f"node priors of {int(trie.n_nodes)} nodes: {prior_s:.1f} s", flush=True)
 
     sources = [b.src.texts[s] for s, _ in gold]
     rows = []
     for w in weights:
         top = anym = 0
-        t0 = time.perf_counter()
         results = []
         search = SearchSettings(mode="pre", beam=args.beam, batch_size=16, prior_weight=w)
-        for _, _, res in mine_batches(model, sources, trie, search,
-                                      node_prior=node_prior if w else None):
-            results.extend(res)
-        secs = time.perf_counter() - t0
+        with benchlib.timer() as t:
+            for _, _, res in mine_batches(model, sources, trie, search,
+                                          node_prior=node_prior if w else None):
+                results.extend(res)
+        secs = t.s
         for (_, t), ms in zip(gold, results):
             lines = [[line_of[x] if line_of else x for x in m.tgt_line_ids] for m in ms]
             top += bool(lines) and t in lines[0]
@@ -88,14 +88,13 @@ def main(argv=None) -> int:
         print(json.dumps(row), flush=True)
         rows.append(row)
     best = max(rows, key=lambda r: r["recall_top1"])
-    print(json.dumps({"bench": "prior", "quick": args.quick, "machine": machine(),
+    return run.finish({"bench": "prior", "quick": args.quick, "machine": machine(),
                       "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d"),
                       "beam": args.beam, "gold_sources": len(gold), "trie_nodes": int(trie.n_nodes),
                       "node_prior_seconds": round(prior_s, 1), "results": rows,
                       "best_prior_weight": best["prior_weight"],
                       "recall_top1_plain": rows[0]["recall_top1"] if weights[0] == 0 else None,
-                      "recall_top1_best": best["recall_top1"]}))
-    return 0
+                      "recall_top1_best": best["recall_top1"]})
 
 
 if __name__ == "__main__":

@@ -50,7 +50,6 @@ text files, 20 kills of each over 400 sources, a 5,000-line target. Last line: o
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -66,6 +65,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
+import benchlib  # noqa: E402
 from benchlib import cached_tiny_model, machine  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -249,10 +249,10 @@ def bench_kill(model_dir, work: Path, kills: int, rng: random.Random, n_sources:
                    "".join(t + "\n" for _, t in synthetic_pairs(400, seed=12)), encoding="utf-8")
     cache = work / f"kill-cache-{config}"
     ref = work / f"ref-{config}.tsv"
-    t0 = time.perf_counter()
-    subprocess.run(_mine_cmd(model_dir, src, tgt, ref, config=config), check=True,
-                   env=_env(work / f"ref-cache-{config}"), stderr=subprocess.DEVNULL)
-    full_s = time.perf_counter() - t0
+    with benchlib.timer() as t:
+        subprocess.run(_mine_cmd(model_dir, src, tgt, ref, config=config), check=True,
+                       env=_env(work / f"ref-cache-{config}"), stderr=subprocess.DEVNULL)
+    full_s = t.s
     out = work / f"killed-{config}.tsv"
     ref_bytes = ref.read_bytes()
     from collections import Counter
@@ -1203,8 +1203,7 @@ def _ray_unshared_cache(cluster, model_dir, src, tgt, work: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer files and kills (about 1 min)")
+    ap = benchlib.parser(__doc__, quick="fewer files and kills (about 1 min)")
     ap.add_argument("--trie-files", type=int, default=None)
     ap.add_argument("--text-files", type=int, default=None)
     ap.add_argument("--kills", type=int, default=None)
@@ -1214,6 +1213,7 @@ def main(argv=None) -> int:
                          "concurrent, faults, digest, damage, trust, ray_cluster); the others "
                          "are reported as not run")
     args = ap.parse_args(argv)
+    run = benchlib.start("reliability_bench", args)
     n_trie = args.trie_files or (1000 if args.quick else 10000)
     n_text = args.text_files or (250 if args.quick else 2000)
     kills = args.kills if args.kills is not None else (2 if args.quick else 20)
@@ -1222,7 +1222,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     from triemine.decoding.model_dir import load_model_dir
 
-    t0 = time.perf_counter()
+    t0 = run.elapsed()
     model_dir, trained_s = cached_tiny_model()
     model = load_model_dir(model_dir)
     report = {"bench": "reliability_bench", "quick": bool(args.quick), "seed": args.seed,
@@ -1249,12 +1249,12 @@ def main(argv=None) -> int:
             if args.only and name not in args.only.split(","):
                 report[name] = "not run (--only)"
                 continue
-            t = time.perf_counter()
-            res = fn()
-            res[f"{name}_s"] = round(time.perf_counter() - t, 2)
+            with benchlib.timer() as t:
+                res = fn()
+            res[f"{name}_s"] = round(t.s, 2)
             print(json.dumps(res, ensure_ascii=False), file=sys.stderr, flush=True)
             report.update(res)
-    report["seconds"] = round(time.perf_counter() - t0, 2)
+    report["seconds"] = round(run.elapsed() - t0, 2)
     goals = {"tries": lambda r: r["trie_crashes"] == 0,
              "text": lambda r: r["text_tracebacks"] == 0 and r["text_bad_exit_codes"] == 0,
              "kill": lambda r: r["rows_lost"] == 0 and r["rows_duplicated"] == 0 and r["identical"],
@@ -1280,8 +1280,7 @@ def main(argv=None) -> int:
                                        r["ray_cluster_left_processes"] == 0)}
     report["ok"] = all(ok(report) for name, ok in goals.items()
                        if not str(report.get(name, "")).startswith("not run"))
-    print(json.dumps(report, ensure_ascii=False))
-    return 0
+    return run.finish(report)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,8 @@ The last line printed is one JSON object (``workers``, ``sources``, ``sent_per_s
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,14 +32,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import benchlib  # noqa: E402
 from benchlib import cached_tiny_model, machine, shared_model_dir  # noqa: E402
 
 
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "?"
+def _load() -> str:
+    return "load average: " + ", ".join(map(str, benchlib.loadavg() or ["?"]))
 
 
 def _write(path: Path, lines) -> Path:
@@ -56,18 +52,15 @@ def _timed_sharded(model, src, tgt, out, pool, warm_src, search):
     from triemine.decoding.driver import mine_to_tsv
 
     with pool:
-        t0 = time.perf_counter()
-        mine_to_tsv(model, warm_src, tgt, str(out) + ".warm", pool=pool,
-                    search=replace(search, shard_sources=1))
-        warm = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        summary = mine_to_tsv(model, src, tgt, out, pool=pool, search=search)
-        secs = time.perf_counter() - t0
+        with benchlib.timer() as warm:
+            mine_to_tsv(model, warm_src, tgt, str(out) + ".warm", pool=pool,
+                        search=replace(search, shard_sources=1))
+        with benchlib.timer() as t:
+            summary = mine_to_tsv(model, src, tgt, out, pool=pool, search=search)
     stats = summary.shards
-    import resource  # the workers are reaped now: the largest resident size of any of them
-    stats["worker_max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-                                       / 1024, 1)
-    return secs, warm, summary, stats
+    # the workers are reaped now: the largest resident size of any of them
+    stats["worker_max_rss_mb"] = benchlib.peak_rss_mb()["children"]
+    return t.s, warm.s, summary, stats
 
 
 def _cpu_view(stats: dict, cpu_single: float) -> dict:
@@ -95,9 +88,9 @@ def trie_search(model, src, tgt, work: Path, n_sources: int, beam: int, shard: i
     search = SearchSettings(mode="pre", beam=beam, batch_size=16, shard_sources=shard)
     single = work / "single.tsv"
     mine_to_tsv(model, warm, tgt, work / "warm.tsv", trie=trie, search=search)  # first-call costs, as the workers'
-    t0, c0 = time.perf_counter(), time.process_time()
-    mine_to_tsv(model, src, tgt, single, trie=trie, search=search)
-    t_single, c_single = time.perf_counter() - t0, time.process_time() - c0
+    with benchlib.timer() as t:
+        mine_to_tsv(model, src, tgt, single, trie=trie, search=search)
+    t_single, c_single = t.s, t.cpu
     print(f"one process: {n_sources} sources in {t_single:.1f} s", file=sys.stderr, flush=True)
     res = {"sources": n_sources, "beam": beam, "shard_sources": shard,
            "single_process_s": round(t_single, 2), "single_process_cpu_s": round(c_single, 2),
@@ -141,19 +134,18 @@ def scoring(model, src, tgt, work: Path, n_pairs: int, chunk: int) -> dict:
     ok_t = [i for i in range(len(t)) if t.texts[i].strip()]
     pairs = np.unique(np.stack([rng.choice(ok_s, n_pairs), rng.choice(ok_t, n_pairs)], 1), axis=0)
     cands = CandidateSet(pairs[:, 0], pairs[:, 1], np.ones(len(pairs)))
-    t0, c0 = time.perf_counter(), time.process_time()
-    ref = exact_scores(model, cands, s.texts, t.texts, chunk=chunk)
-    t_single, c_single = time.perf_counter() - t0, time.process_time() - c0
+    with benchlib.timer() as single:
+        ref = exact_scores(model, cands, s.texts, t.texts, chunk=chunk)
+    t_single, c_single = single.s, single.cpu
     pool = make_pool(2)
     with pool:
-        t0 = time.perf_counter()
-        exact_scores_sharded(model, cands.take(np.arange(min(2 * chunk, len(cands)))), src, tgt,
-                             work / "warm", pool, chunk=chunk)
-        start = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        got, stats = exact_scores_sharded(model, cands, src, tgt, work / "scores", pool,
-                                          chunk=chunk)
-        secs = time.perf_counter() - t0
+        with benchlib.timer() as warm:
+            exact_scores_sharded(model, cands.take(np.arange(min(2 * chunk, len(cands)))), src,
+                                 tgt, work / "warm", pool, chunk=chunk)
+        with benchlib.timer() as timed:
+            got, stats = exact_scores_sharded(model, cands, src, tgt, work / "scores", pool,
+                                              chunk=chunk)
+    start, secs = warm.s, timed.s
     same = got.col("score").tobytes() == ref.col("score").tobytes()
     print(f"exact scores: {len(cands)} pairs, one process {t_single:.1f} s, 2 workers {secs:.1f} s"
           f" (+{start:.1f} s start-up), identical: {same}", file=sys.stderr, flush=True)
@@ -181,10 +173,10 @@ def target_shards(model, gold_src, tgt, gold, work: Path, beam: int, ks) -> list
                     search=SearchSettings(mode="pre", beam=beam))
         for k in ks:
             path = work / f"k{k}.tsv"
-            t0 = time.perf_counter()
-            summary = mine_to_tsv(model, gold_src, tgt, path, pool=pool, search=SearchSettings(
-                mode="pre", beam=beam, target_shards=k, shard_sources=32))
-            secs = time.perf_counter() - t0
+            with benchlib.timer() as t:
+                summary = mine_to_tsv(model, gold_src, tgt, path, pool=pool, search=SearchSettings(
+                    mode="pre", beam=beam, target_shards=k, shard_sources=32))
+            secs = t.s
             m = read_mined(path)
             top, anym = {}, set()
             for s_id, t_id in zip(m.src_ids, m.tgt_ids):
@@ -200,9 +192,8 @@ def target_shards(model, gold_src, tgt, gold, work: Path, beam: int, ks) -> list
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="tiny synthetic model, < 1 minute")
+def main(argv=None) -> int:
+    ap = benchlib.parser(__doc__, quick="tiny synthetic model, < 1 minute")
     ap.add_argument("--model", default=None, help="model directory (default: the imported OPUS-MT)")
     ap.add_argument("--sources", type=int, default=None,
                     help="sources of the timed trie search (quick 600, full 200)")
@@ -211,7 +202,8 @@ def main() -> None:
     ap.add_argument("--target-shards", default="1,2,4", help="full: K values ('' to skip)")
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray actors")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    run = benchlib.start("scale_bench", args)
 
     import torch
 
@@ -219,10 +211,9 @@ def main() -> None:
     from triemine.paths import BUCC_ZH_EN, shared_path
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    load_before = _uptime()
+    load_before = _load()
     work = Path(args.work or tempfile.mkdtemp(prefix="scale_bench."))
     work.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
     use_ray = not args.no_ray and not args.quick
     if use_ray:
         try:
@@ -282,10 +273,10 @@ def main() -> None:
     result["goal_speedup_1_7"] = w["speedup_vs_1_worker"] >= 1.7
     result["projected_speedup_on_idle_cores"] = w.get("projected_speedup_on_idle_cores")
     result["load_before"] = load_before
-    result["load_after"] = _uptime()
-    result["total_s"] = round(time.perf_counter() - t_start, 1)
-    print(json.dumps(result))
+    result["load_after"] = _load()
+    result["total_s"] = round(run.elapsed(), 1)
+    return run.finish(result)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

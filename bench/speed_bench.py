@@ -28,7 +28,6 @@ with ``--curve``, beam 5 against 1k and 10k targets.  The last line printed is o
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -40,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
 from benchlib import machine, shared_model_dir  # noqa: E402
 
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
@@ -56,10 +56,10 @@ def mine_time(model, trie, sources, beam, batch_size=None, sort_window=None):
     if sort_window:
         search = replace(search, sort_window=sort_window)
     best = []
-    t0 = time.perf_counter()
-    for _, _, results in mine_batches(model, sources, trie, search):
-        best.extend(ms[0].tgt_line_ids[0] if ms else -1 for ms in results)
-    return time.perf_counter() - t0, best
+    with benchlib.timer() as t:
+        for _, _, results in mine_batches(model, sources, trie, search):
+            best.extend(ms[0].tgt_line_ids[0] if ms else -1 for ms in results)
+    return t.s, best
 
 
 def int8_top_exact(decoder, top: int):
@@ -100,9 +100,9 @@ def ct2_time(model, sources, beam, threads):
                                 intra_threads=threads, inter_threads=1)
     toks = [model.source_spm.encode(s, out_type=str) for s in sources]
     tr.translate_batch(toks[:2], beam_size=beam)  # warm-up
-    t0 = time.perf_counter()
-    tr.translate_batch(toks, beam_size=beam, max_batch_size=16)
-    return time.perf_counter() - t0
+    with benchlib.timer() as t:
+        tr.translate_batch(toks, beam_size=beam, max_batch_size=16)
+    return t.s
 
 
 def target_pool(n, shared: Path, seed=1234):
@@ -136,20 +136,20 @@ def build_trie(model, texts, work: Path):
 
     path = work / f"targets.{len(texts)}.txt"
     path.write_text("".join(t.replace("\n", " ") + "\n" for t in texts), encoding="utf-8")
-    t0 = time.perf_counter()
-    trie, _ = build_trie_from_corpus(path, model.target_spm, model.tgt_dict, format="plain")
-    return trie, time.perf_counter() - t0
+    with benchlib.timer() as t:
+        trie, _ = build_trie_from_corpus(path, model.target_spm, model.tgt_dict, format="plain")
+    return trie, t.s
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = benchlib.parser(__doc__, quick="24 sources, the int8 projection only")
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--shared", default=os.environ.get("TRIEMINE_SHARED", "../shared"))
     ap.add_argument("--sources", type=int, default=200)
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--curve", action="store_true", help="also the cost curve (beam x target size)")
-    ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
+    run = benchlib.start("speed_bench", args)
 
     import torch
 
@@ -230,8 +230,7 @@ def main(argv=None) -> int:
         for b in beams:
             first, last = curve[0][f"s_per_source_beam{b}"], curve[-1][f"s_per_source_beam{b}"]
             res[f"growth_beam{b}_{sizes[0]}_to_{sizes[-1]}"] = round(last / first, 3)
-    print(json.dumps(res))
-    return 0
+    return run.finish(res)
 
 
 if __name__ == "__main__":

@@ -21,15 +21,14 @@ The last line printed is one JSON object (the first corpus's numbers at top leve
 """
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import os
 import sys
 import tempfile
 import time
 
-from benchlib import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
+import benchlib  # noqa: E402  (bench/ is on sys.path when run as a script)
+from benchlib import machine  # noqa: E402
 import tracemalloc
 
 import numpy as np
@@ -46,11 +45,11 @@ def default_spm() -> str:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         src = shared_path(*PARALLEL_ZH_EN, "train.en")
-        t = time.perf_counter()
-        spm.SentencePieceTrainer.Train(input=str(src), model_prefix=str(path.with_suffix("")),
-                                       vocab_size=8000, model_type="unigram", bos_id=-1,
-                                       eos_id=-1, unk_id=0, num_threads=1, minloglevel=2)
-        print(f"[bench] trained {path} in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+        with benchlib.timer() as t:
+            spm.SentencePieceTrainer.Train(input=str(src), model_prefix=str(path.with_suffix("")),
+                                           vocab_size=8000, model_type="unigram", bos_id=-1,
+                                           eos_id=-1, unk_id=0, num_threads=1, minloglevel=2)
+        print(f"[bench] trained {path} in {t.s:.1f}s", file=sys.stderr)
     return str(path)
 
 
@@ -60,9 +59,9 @@ def bucc_sequences(spm_path: str):
     corpus = read_corpus(shared_path(*BUCC_ZH_EN, "zh-en.sample.en"))
     sp = spm.SentencePieceProcessor(model_file=spm_path)
     idx = corpus.non_empty
-    t = time.perf_counter()
-    enc = sp.Encode([corpus.texts[i] for i in idx], out_type=int, num_threads=1)
-    seg_s = time.perf_counter() - t
+    with benchlib.timer() as t:
+        enc = sp.Encode([corpus.texts[i] for i in idx], out_type=int, num_threads=1)
+    seg_s = t.s
     lens = np.array([len(e) + 1 for e in enc], dtype=np.int64)
     flat = np.concatenate([np.append(np.asarray(e, dtype=np.int64) + 4, EOS) for e in enc])
     return flat, lens, np.asarray(idx, dtype=np.int64), {"segment_s": round(seg_s, 3),
@@ -167,20 +166,20 @@ def run_corpus(name, flat, lens, line_ids, extra, args):
     offsets = np.zeros(lens.size + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     gc.collect()
-    t = time.perf_counter()
-    trie = Trie.from_arrays(flat, offsets, line_ids, eos=EOS)
-    build_s = time.perf_counter() - t
+    with benchlib.timer() as t:
+        trie = Trie.from_arrays(flat, offsets, line_ids, eos=EOS)
+    build_s = t.s
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "t.trie")
         trie.save(path)
         file_bytes = os.path.getsize(path)
-        t = time.perf_counter()
-        loaded = Trie.load(path, verify=True)
-        load_verify_s = time.perf_counter() - t
+        with benchlib.timer() as t:
+            loaded = Trie.load(path, verify=True)
+        load_verify_s = t.s
         del loaded
-        t = time.perf_counter()
-        loaded = Trie.load(path, verify=False)
-        load_s = time.perf_counter() - t
+        with benchlib.timer() as t:
+            loaded = Trie.load(path, verify=False)
+        load_s = t.s
         del loaded
     rng = np.random.default_rng(1)
     nodes, toks, seq, pos = queries(trie, flat, offsets, args.queries, rng)
@@ -214,28 +213,26 @@ def run_corpus(name, flat, lens, line_ids, extra, args):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="100k synthetic sequences (< 1 minute)")
+    ap = benchlib.parser(__doc__, quick="100k synthetic sequences (< 1 minute)")
     ap.add_argument("--spm", help="sentencepiece model for the BUCC English side")
     ap.add_argument("--synthetic", type=int, help="synthetic sequences (default 100k quick, 1M full)")
     ap.add_argument("--dict-max", type=int, help="sequences in the dict trie (memory bound; "
                     "default 20k quick, 200k full)")
     ap.add_argument("--queries", type=int, default=131072)
     args = ap.parse_args(argv)
+    run = benchlib.start("trie_bench", args)
     n_syn = args.synthetic or (100_000 if args.quick else 1_000_000)
     if args.dict_max is None:
         args.dict_max = 20_000 if args.quick else 200_000
-    t0 = time.perf_counter()
     results = [run_corpus("bucc-en", *bucc_sequences(args.spm or default_spm()), args),
                run_corpus(f"zipf-{n_syn}", *zipf_sequences(n_syn), args)]
     out = dict(results[0])
     out.update({
         "mode": "quick" if args.quick else "full", "corpora": results,
         "machine": machine(), "threads": 1, "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "wall_s": round(time.perf_counter() - t0, 1),
+        "wall_s": round(run.elapsed(), 1),
     })
-    print(json.dumps(out))
-    return 0
+    return run.finish(out)
 
 
 if __name__ == "__main__":

@@ -3,19 +3,41 @@ change to those functions' interfaces fails here rather than in a long measureme
 generation mode of bench/finish_bench.py once passed a stand-in for the job that lacked
 ``Job.model_pool``)."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+RECORD_KEYS = {"bench", "commit", "dirty", "date", "machine", "threads", "quick", "command",
+               "results", "wall_s", "peak_rss_mb"}
+
+TOY_BENCH = """
+import subprocess, sys
+sys.path.insert(0, {bench!r})
+import benchlib
+
+ap = benchlib.parser(__doc__, quick="fewer")
+ap.add_argument("--n", type=int, default=1)
+args = ap.parse_args()
+run = benchlib.start("toy_bench", args)
+with benchlib.timer() as t:  # a child that holds 96 MiB for a moment
+    subprocess.run([sys.executable, "-c", "b = bytearray(96 << 20); import time; time.sleep(1.5)"],
+                   check=True)
+sys.exit(run.finish({{"n": args.n, "child_s": t.s}}))
+"""
 
 
 def test_finish_bench_generation_runs_every_stage_of_the_job_on_a_small_input(tmp_path):
+    results = tmp_path / "results"
     res = subprocess.run([sys.executable, str(REPO / "bench" / "finish_bench.py"), "--generation",
-                          "3000", "--work", str(tmp_path)], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=600)
+                          "3000", "--work", str(tmp_path), "--record"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=600,
+                         env=dict(os.environ, TRIEMINE_BENCH_RESULTS=str(results)))
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
+    (record,) = [json.loads(line) for line in (results / "finish_bench.jsonl").open()]
+    assert record["bench"] == "finish_bench" and record["results"] == out
     (run,) = out["runs"]
     assert out["mode"] == "generation"
     for stage in ("generate", "unite", "scores", "priors", "finish"):
@@ -76,3 +98,50 @@ def test_gpu_bench_packs_a_model_whose_rounded_weights_load_and_score_alike(tmp_
         scores.append(ForcedScorer(m).score_pairs(s, t, np.arange(8), np.arange(8)))
     assert np.abs(scores[0] - scores[1]).max() < 0.5  # 8 bits: close, not equal
     assert not np.array_equal(scores[0], scores[1])
+
+
+def _toy(tmp_path, *args, **env):
+    script = tmp_path / "toy_bench.py"
+    script.write_text(TOY_BENCH.format(bench=str(REPO / "bench")), encoding="utf-8")
+    res = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1", **env))
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_harness_appends_a_record_with_the_runs_facts_where_it_is_told(tmp_path):
+    """--record appends one JSON line to <results>/<bench>.jsonl ($TRIEMINE_BENCH_RESULTS, or
+    --results-dir over it) holding the printed results, the commit, the threads, the machine and
+    the peak memory of the child processes; without --record nothing is written."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import benchlib
+
+    results = tmp_path / "results"
+    out = _toy(tmp_path, "--n", "3", TRIEMINE_BENCH_RESULTS=str(results))
+    assert out["n"] == 3 and not results.exists()
+    out = _toy(tmp_path, "--n", "3", "--record", TRIEMINE_BENCH_RESULTS=str(results))
+    _toy(tmp_path, "--quick", "--record", TRIEMINE_BENCH_RESULTS=str(results))
+    lines = (results / "toy_bench.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2  # appended, not overwritten
+    full, quick = (json.loads(line) for line in lines)
+    assert RECORD_KEYS <= set(full)
+    assert full["bench"] == "toy_bench" and full["results"] == out
+    assert (full["quick"], quick["quick"]) == (False, True)
+    assert full["command"][-3:] == ["--n", "3", "--record"]
+    assert (full["commit"], full["dirty"]) == benchlib.git_state(REPO)
+    assert full["threads"]["OMP_NUM_THREADS"] == "1"
+    assert full["machine"]["cores"] == os.cpu_count() and isinstance(full["machine"]["gpus"], list)
+    assert full["peak_rss_mb"]["children"] >= 96  # the child's 96 MiB, after it was waited for
+    assert full["wall_s"] + 0.01 >= out["child_s"] > 1.4  # wall_s is rounded to 0.01 s
+    elsewhere = tmp_path / "elsewhere"
+    _toy(tmp_path, "--record", "--results-dir", str(elsewhere), TRIEMINE_BENCH_RESULTS=str(results))
+    assert (elsewhere / "toy_bench.jsonl").is_file()
+    assert len((results / "toy_bench.jsonl").read_text(encoding="utf-8").splitlines()) == 2
+
+
+def test_harness_says_when_it_is_not_in_a_git_checkout(tmp_path, monkeypatch):
+    sys.path.insert(0, str(REPO / "bench"))
+    import benchlib
+
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    assert benchlib.git_state(tmp_path) == (None, None)

@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""Render the benchmarks' records (``bench/results/*.jsonl``) as ``docs/results.md`` and as the
+README's one results table.
+
+``docs/results.md``: one section a benchmark, headed ``## <script stem>`` (``results.md#bucc_bench``
+links it), holding the table of its latest full-mode record and of its latest ``--quick`` record,
+each followed by the command, machine, threads, date and commit (``dirty`` when the tree was)
+that produced it. Records are appended by ``bench/benchlib.py`` (``--record``); the latest is
+the last line of a file.
+
+The README's table sits between ``<!-- results:begin -->`` and ``<!-- results:end -->``: one row
+a ``bench/bucc_bench.py`` configuration that has a full-mode record (the latest record holding
+it), with the sample's F1 tuned and 2-fold held-out, the transfer set's F1 at the sample's
+threshold, the wall time of mining the sample and the threads. A configuration whose stages
+``--work`` resumed shows no wall time, unless an earlier full record mined it from scratch.
+
+Usage::
+
+    python scripts/results_table.py            # print docs/results.md
+    python scripts/results_table.py --write    # write docs/results.md and README.md's block
+    python scripts/results_table.py --check    # exit 1 with a diff when either is stale
+
+``--results DIR``, ``--docs PATH`` and ``--readme PATH`` point elsewhere (tests). Exit status:
+0 done / up to date, 1 stale or README.md without the markers, 2 a record that cannot be read
+(file and line named).
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from triemine.outfile import atomic_write  # noqa: E402
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+# bucc_bench's configurations in the README's order, with the names the README gives them
+CONFIG_LABELS = {"combined": "combined (default)", "mt-only": "mt-only (no embedding model)",
+                 "paper": "paper (Chen et al. 2020)", "use_margin": "use_margin (USE + LASER margin)",
+                 "translate_chrf": "translate_chrf (OPUS-MT + chrF)"}
+# keys every record carries: said under the table, not in it
+META_KEYS = {"bench", "quick", "machine", "threads", "date", "mode"}
+MAX_DEPTH = 3
+
+
+class RecordError(Exception):
+    """A record that cannot be read: the file, the line and the problem."""
+
+
+def load_records(results: Path) -> Dict[str, List[dict]]:
+    """``{bench: [record, ...]}`` in file order, from every ``<bench>.jsonl`` in ``results``."""
+    out: Dict[str, List[dict]] = {}
+    for path in sorted(results.glob("*.jsonl")):
+        recs = []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RecordError(f"{path}:{n}: not JSON ({exc.msg})") from None
+            missing = [k for k in ("bench", "commit", "date", "machine", "threads", "quick",
+                                   "results") if not isinstance(rec, dict) or k not in rec]
+            if missing:
+                raise RecordError(f"{path}:{n}: a record without {', '.join(missing)}")
+            recs.append(rec)
+        if recs:
+            out[path.stem] = recs
+    return out
+
+
+def latest(recs: List[dict], quick: bool) -> Optional[dict]:
+    found = [r for r in recs if bool(r["quick"]) == quick]
+    return found[-1] if found else None
+
+
+# --- cells -----------------------------------------------------------------------------------
+
+def cell(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.0f}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(cell(x) for x in v) if all(not isinstance(x, (dict, list)) for x in v) \
+            else json.dumps(v, ensure_ascii=False)
+    if isinstance(v, dict):
+        return json.dumps(v, ensure_ascii=False)
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def duration(s) -> str:
+    if not isinstance(s, (int, float)):
+        return "–"
+    if s < 60:
+        return f"{s:.1f} s"
+    m, sec = divmod(int(round(s)), 60)
+    return f"{m} min {sec:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
+
+
+def table(header: List[str], rows: List[List[str]]) -> List[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+# --- the generic table: every scalar of the results, lists of rows as their own table ---------
+
+def flatten(d: dict, prefix: str = "", depth: int = 1):
+    """``(key, value)`` of every leaf of ``d`` (dotted keys, at most ``MAX_DEPTH`` deep), and
+    ``(key, rows)`` of every list of dicts apart."""
+    leaves, lists = [], []
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v and depth < MAX_DEPTH:
+            sub_leaves, sub_lists = flatten(v, key + ".", depth + 1)
+            leaves += sub_leaves
+            lists += sub_lists
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            lists.append((key, v))
+        else:
+            leaves.append((key, v))
+    return leaves, lists
+
+
+def generic_tables(results: dict) -> List[str]:
+    leaves, lists = flatten({k: v for k, v in results.items() if k not in META_KEYS})
+    leaves.sort(key=lambda kv: kv[0].count("."))  # the top-level summary first, in its order
+    out = table(["result", "value"], [[f"`{k}`", cell(v)] for k, v in leaves])
+    for key, rows in lists:
+        cols: List[str] = []
+        for r in rows:
+            cols += [c for c in r if c not in cols and not isinstance(r[c], (dict, list))]
+        out += ["", f"`{key}`:", ""]
+        out += table([f"`{c}`" for c in cols], [[cell(r.get(c)) for c in cols] for r in rows])
+    return out
+
+
+# --- bucc_bench: one row a configuration -----------------------------------------------------
+
+def f1(res: dict, key: str) -> str:
+    v = (res.get(key) or {}).get("F1")
+    return f"{v:.4f}" if isinstance(v, (int, float)) else "–"
+
+
+def ordered_configs(names) -> List[str]:
+    return [c for c in CONFIG_LABELS if c in names] + sorted(c for c in names if c not in CONFIG_LABELS)
+
+
+def bucc_tables(results: dict) -> List[str]:
+    configs = results.get("configs") or {}
+    rows = []
+    for name in ordered_configs(configs):
+        r = configs[name]
+        rows.append([name, f1(r, "sample_tuned"), f1(r, "sample_heldout"), f1(r, "transfer"),
+                     f1(r, "transfer_tuned"), duration(r.get("seconds_sample")),
+                     duration(r.get("seconds_transfer")), cell(r.get("seconds_per_source")),
+                     cell(r.get("resumed"))])
+    return table(["configuration", "sample F1 tuned", "sample F1 held-out", "transfer F1",
+                  "transfer F1 tuned", "sample wall", "transfer wall", "s / source", "resumed"],
+                 rows)
+
+
+RENDERERS = {"bucc_bench": bucc_tables}
+
+
+# --- what is said under a table --------------------------------------------------------------
+
+def commit_of(rec: dict) -> str:
+    c = rec.get("commit")
+    if not c:
+        return "commit unknown (not a git checkout)"
+    return f"commit `{c[:10]}`" + (" (dirty)" if rec.get("dirty") else "")
+
+
+def machine_of(rec: dict) -> str:
+    m = rec["machine"]
+    if not isinstance(m, dict):
+        return cell(m)
+    gpus = ", ".join(m.get("gpus") or []) or "no GPU"
+    load = m.get("loadavg_start")
+    load = f"; load {load[0]:.1f} at start" if load else ""
+    return f"{m.get('cpu')}, {m.get('cores')} cores, {gpus}{load}"
+
+
+def threads_of(rec: dict) -> str:
+    t = rec["threads"]
+    if not isinstance(t, dict):
+        return cell(t)
+    return f"OMP_NUM_THREADS={t.get('OMP_NUM_THREADS') or 'unset'}, torch {cell(t.get('torch'))}"
+
+
+def provenance(rec: dict) -> List[str]:
+    mem = rec.get("peak_rss_mb") or {}
+    peak = max((v for k, v in mem.items() if isinstance(v, (int, float))), default=None)
+    lines = [f"- command: `{' '.join(rec.get('command') or [])}`",
+             f"- machine: {machine_of(rec)}",
+             f"- threads: {threads_of(rec)}",
+             f"- date: {str(rec['date'])[:10]}, {commit_of(rec)}"]
+    if "wall_s" in rec:
+        lines.append(f"- wall time {duration(rec['wall_s'])}"
+                     + (f", peak memory {peak:.0f} MiB" if peak is not None else ""))
+    return lines
+
+
+def render_results(records: Dict[str, List[dict]]) -> str:
+    out = ["# Benchmark results", "",
+           "Generated by `scripts/results_table.py` from the records in `bench/results/` "
+           "(`bench/<name>.py --record` appends one); do not edit by hand. Each benchmark: its "
+           "latest full-mode record and its latest `--quick` record.", ""]
+    out += [f"- [{b}](#{b})" for b in records] + [""]
+    for bench, recs in records.items():
+        out += [f"## {bench}", ""]
+        for quick, title in ((False, "Full run"), (True, "Quick run (`--quick`)")):
+            rec = latest(recs, quick)
+            out += [f"### {title}", ""]
+            if rec is None:
+                out += ["No record yet.", ""]
+                continue
+            out += RENDERERS.get(bench, generic_tables)(rec["results"]) + [""]
+            out += provenance(rec) + [""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+# --- the README's table ----------------------------------------------------------------------
+
+def render_readme_block(records: Dict[str, List[dict]]) -> str:
+    full = [r for r in records.get("bucc_bench", []) if not r["quick"]]
+    rows, sources = [], []
+    found = set()
+    for r in full:
+        found |= set(r["results"].get("configs") or {})
+    for name in ordered_configs(found):
+        holding = [r for r in full if name in (r["results"].get("configs") or {})]
+        rec = holding[-1]
+        res = rec["results"]["configs"][name]
+        mined = [r for r in holding if not r["results"]["configs"][name].get("resumed")]
+        wall = duration(mined[-1]["results"]["configs"][name].get("seconds_sample")) if mined \
+            else "– (resumed)"
+        timed = mined[-1] if mined else rec
+        rows.append([CONFIG_LABELS.get(name, name), f1(res, "sample_tuned"),
+                     f1(res, "sample_heldout"), f1(res, "transfer"), wall,
+                     cell((timed["threads"] or {}).get("torch")
+                          if isinstance(timed["threads"], dict) else timed["threads"])])
+        for r in (rec, timed):
+            if r not in sources:
+                sources.append(r)
+    if not rows:
+        return "No full-mode record of `bench/bucc_bench.py` yet.\n"
+    out = table(["configuration", "BUCC sample F1 (tuned)", "sample F1 (2-fold held-out)",
+                 "transfer set F1 (sample's threshold)", "wall time, sample", "threads"], rows)
+    recs = "; ".join(f"{str(r['date'])[:10]}, {commit_of(r)}, "
+                     f"{machine_of(r)} (`{' '.join(r.get('command') or [])}`)" for r in sources)
+    out += ["", f"From the full-mode records of `bench/bucc_bench.py`: {recs}. More in "
+                "[docs/results.md](docs/results.md#bucc_bench)."]
+    return "\n".join(out) + "\n"
+
+
+def splice(readme: str, block: str) -> Optional[str]:
+    """``readme`` with ``block`` between the markers; ``None`` when it lacks them."""
+    if BEGIN not in readme or END not in readme or readme.index(BEGIN) > readme.index(END):
+        return None
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{block}{END}{tail}"
+
+
+def diff(path: Path, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                        f"{path} (committed)", f"{path} (from the records)"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="write docs/results.md and README.md's block")
+    mode.add_argument("--check", action="store_true", help="exit 1 with a diff when either is stale")
+    ap.add_argument("--results", default=str(REPO / "bench" / "results"), help="records folder")
+    ap.add_argument("--docs", default=str(REPO / "docs" / "results.md"), help="the page to render")
+    ap.add_argument("--readme", default=str(REPO / "README.md"), help="README holding the markers")
+    args = ap.parse_args(argv)
+    try:
+        records = load_records(Path(args.results))
+    except (RecordError, OSError, UnicodeDecodeError) as exc:
+        print(f"results_table: {exc}", file=sys.stderr)
+        return 2
+    page = render_results(records)
+    if not (args.write or args.check):
+        sys.stdout.write(page)
+        return 0
+    docs, readme = Path(args.docs), Path(args.readme)
+    old_readme = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+    new_readme = splice(old_readme, render_readme_block(records))
+    problems = []
+    if new_readme is None:
+        problems.append(f"{readme}: no {BEGIN} ... {END} markers for the results table")
+    if args.write:
+        atomic_write(docs, page.encode("utf-8"), "results page")
+        if new_readme is not None and new_readme != old_readme:
+            atomic_write(readme, new_readme.encode("utf-8"), "README")
+    else:
+        old_page = docs.read_text(encoding="utf-8") if docs.is_file() else ""
+        if old_page != page:
+            problems.append(f"{docs} is not what the records give "
+                            "(scripts/results_table.py --write):\n" + diff(docs, old_page, page))
+        if new_readme is not None and new_readme != old_readme:
+            problems.append(f"{readme}'s results table is not what the records give "
+                            "(scripts/results_table.py --write):\n"
+                            + diff(readme, old_readme, new_readme))
+    for p in problems:
+        print(f"results_table: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
