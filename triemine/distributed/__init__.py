@@ -63,14 +63,6 @@ def _available_memory() -> int:
     return 0
 
 
-def cpu_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask, else the machine's)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def check_workers(workers: int, threads: int, model_bytes: int) -> None:
     """Warn (one line) when ``workers`` local processes (or ``--ray local`` actors) of
     ``threads`` threads each are more than this machine's cores, or need more memory
@@ -78,6 +70,8 @@ def check_workers(workers: int, threads: int, model_bytes: int) -> None:
     stage has shards (:meth:`~triemine.distributed.local.ProcessPool.reserve`,
     :meth:`~triemine.distributed.ray_backend.RayPool.reserve`), so this is the most they start."""
     import logging
+
+    from triemine.distributed.local import cpu_cores
 
     cores = cpu_cores()
     need, have = workers * worker_memory(model_bytes), _available_memory()

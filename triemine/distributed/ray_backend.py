@@ -337,7 +337,7 @@ class RayPool:
         GPU); called by ``__enter__``, and early by the CLI to fail before any work."""
         if self._ray is not None:
             return self
-        from triemine.distributed import cpu_cores
+        from triemine.distributed.local import cpu_cores
 
         local_cpus = (self.workers or max(1, cpu_cores() // self.threads)) * self.threads
         self._ray = connect(self.address, local_cpus)
