@@ -424,6 +424,8 @@ def _run_locked(opts: MineOptions, model, source, target, output, resume, progre
         pool = make_pool(opts.workers, ray=opts.ray, device=opts.device, threads=threads)
         if opts.ray is not None:  # fail before the slow model load (no ray, no cluster, no GPU)
             pool.check()
+            if opts.ray == "local":  # this machine's cores and memory (a cluster's: Ray's)
+                check_workers(pool.workers, threads, _model_bytes(model, opts.reverse_model))
     if isinstance(model, (str, os.PathLike)):
         # with Ray the driver only plans and merges: the actors hold the model on --device
         model = load_model_dir(model, target_spm=opts.target_spm,

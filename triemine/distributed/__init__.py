@@ -64,16 +64,16 @@ def _available_memory() -> int:
 
 
 def check_workers(workers: int, threads: int, model_bytes: int) -> None:
-    """Warn (one line) when ``workers`` local processes of ``threads`` threads each are more
-    than this machine's cores, or need more memory (:func:`worker_memory` each) than it has
-    available.  The pool starts no more workers than a stage has shards
-    (:meth:`~triemine.distributed.local.ProcessPool.reserve`), so this is the most it starts."""
+    """Warn (one line) when ``workers`` local processes (or ``--ray local`` actors) of
+    ``threads`` threads each are more than this machine's cores, or need more memory
+    (:func:`worker_memory` each) than it has available.  The pools start no more workers than a
+    stage has shards (:meth:`~triemine.distributed.local.ProcessPool.reserve`,
+    :meth:`~triemine.distributed.ray_backend.RayPool.reserve`), so this is the most they start."""
     import logging
 
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
+    from triemine.distributed.local import cpu_cores
+
+    cores = cpu_cores()
     need, have = workers * worker_memory(model_bytes), _available_memory()
     problems = []
     if workers * max(1, threads) > cores:

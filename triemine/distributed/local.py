@@ -19,6 +19,14 @@ from multiprocessing.connection import wait
 from typing import Deque, List, Optional, Tuple
 
 
+def cpu_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _die_with_parent() -> None:
     try:
         import ctypes

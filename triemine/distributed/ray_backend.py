@@ -12,6 +12,11 @@ read by the workers at the driver's path, so it must be on a file system every n
 actor checks, when it starts, that it sees a marker file the driver wrote in the cache: one that
 does not stops the job with one line naming the node and the directory.
 
+Actors are created when there is work for them (:meth:`RayPool.reserve`, called before a
+stage's first shard, and :meth:`RayPool.submit`): never more than ``workers``, nor more than the
+largest stage so far has shards; a later stage of more shards adds actors, a nested ``with``
+keeps the warm ones.
+
 Dead workers and lost nodes: Ray neither restarts the actors nor retries their tasks; the pool
 does.  A task whose actor died (killed, out of memory, its node lost) is a failed attempt of its
 shard, which the shard loop gives to another worker (3 attempts); the dead actor is replaced by a
@@ -255,7 +260,7 @@ class RayShardWorker(ShardWorker):
 
 
 class RayPool:
-    """``workers`` Ray actors; see the module docstring."""
+    """At most ``workers`` Ray actors, created on demand; see the module docstring."""
 
     def __init__(self, address: str = "local", workers: Optional[int] = None, device: str = "cpu",
                  threads: int = 1, max_attempts: int = 3):
@@ -298,11 +303,16 @@ class RayPool:
         if self._cls is None:
             self._cls = self._ray.remote(RayShardWorker)
         actor = self._cls.options(**self.options()).remote(self.threads)
-        self._actors[i] = actor
+        if i == len(self._actors):
+            self._actors.append(actor)
+        else:
+            self._actors[i] = actor
         self._starting[actor.where.remote(self._marker)] = i
 
     def __enter__(self):
-        """Create the actors (re-entrant: a nested ``with`` keeps the same warm actors)."""
+        """Connect (:meth:`check`) and write the marker file the actors look for; no actor is
+        created yet (:meth:`reserve`, :meth:`submit`).  Re-entrant: a nested ``with`` keeps the
+        same warm actors."""
         self._depth += 1
         if self._depth == 1:
             self.check()
@@ -310,17 +320,26 @@ class RayPool:
             marker = cache_root() / f".ray-driver-{uuid.uuid4().hex}"
             marker.touch()
             self._marker = str(marker)
-            self._actors = [None] * self.workers
-            for i in range(self.workers):
-                self._start(i)
+            self._actors = []
         return self
+
+    def reserve(self, tasks: int) -> None:
+        """Have ``min(workers, tasks)`` actors created (all at once, before the first task of a
+        stage of ``tasks`` shards; the pool must be open).  Actors already there, started or
+        not, count: none is ever removed before ``__exit__``."""
+        if self._marker is None:
+            raise RuntimeError("reserve() outside 'with pool'")
+        while len(self._actors) < min(self.workers, tasks):
+            self._start(len(self._actors))
 
     def check(self) -> "RayPool":
         """Connect and size the pool to the cluster (an error when ``--device cuda`` finds no
         GPU); called by ``__enter__``, and early by the CLI to fail before any work."""
         if self._ray is not None:
             return self
-        local_cpus = (self.workers or max(1, (os.cpu_count() or 1) // self.threads)) * self.threads
+        from triemine.distributed.local import cpu_cores
+
+        local_cpus = (self.workers or max(1, cpu_cores() // self.threads)) * self.threads
         self._ray = connect(self.address, local_cpus)
         resources = self._ray.cluster_resources()
         if self.device.startswith("cuda"):
@@ -363,6 +382,9 @@ class RayPool:
         self._dispatch()
 
     def _dispatch(self) -> None:
+        free = len(self._idle) + len(self._starting)  # starting actors get work soon
+        if len(self._queue) > free and len(self._actors) < self.workers:
+            self.reserve(len(self._actors) + len(self._queue) - free)
         while self._queue and self._idle:
             shard_id, task = self._queue.pop(0)
             i = self._idle.pop(0)
