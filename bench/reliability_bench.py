@@ -1141,7 +1141,6 @@ def bench_ray_cluster(model_dir, work: Path, n_sources: int = 60) -> dict:
 
         faults = work / "r-faults"
         faults.mkdir(exist_ok=True)
-        log = faults / "computed.log"
         out = work / "r-lost.tsv"
         env = dict(cluster.client_env(), TRIEMINE_CACHE=str(work / "r-cache-lost"),
                    PYTHONPATH=str(REPO),
@@ -1150,9 +1149,7 @@ def bench_ray_cluster(model_dir, work: Path, n_sources: int = 60) -> dict:
         job = subprocess.Popen(_mine_cmd(model_dir, src, tgt, out, ("--ray", cluster.address),
                                          config="default"), env=env, stderr=subprocess.PIPE,
                                text=True)
-        while job.poll() is None and not (log.exists() and log.read_text().split()):
-            time.sleep(0.02)
-        killed = cluster.kill_node(1)
+        killed = cluster.kill_node_when_busy(1, faults / "started.log", job)
         _, err = job.communicate(timeout=600)
         res["ray_node_lost_s"] = round(time.perf_counter() - t, 2)
         res["ray_node_lost_killed_pids"] = len(killed)

@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
 
@@ -133,8 +132,8 @@ def test_a_port_where_no_ray_answers_is_one_line(cluster, tiny_model_dir, inputs
 
 def test_a_node_lost_mid_job_loses_nothing(cluster, tiny_model_dir, inputs, one_process,
                                            tmp_path):
-    """The default job; node 1's raylet and workers SIGKILLed once a shard is done: the shard
-    it held goes to the head's worker and the output is the one-process bytes."""
+    """The default job; node 1's raylet and workers SIGKILLed while its worker holds a shard:
+    the shard goes to the head's worker and the output is the one-process bytes."""
     src, tgt = inputs
     faults = tmp_path / "faults"
     faults.mkdir()
@@ -146,9 +145,7 @@ def test_a_node_lost_mid_job_loses_nothing(cluster, tiny_model_dir, inputs, one_
            "sys.exit(mine_main(sys.argv[1:]))",
            *_args(tiny_model_dir, src, tgt, out, "default", "--ray", cluster.address)]
     with subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True) as job:
-        while job.poll() is None and not (log.exists() and log.read_text().split()):
-            time.sleep(0.02)
-        killed = cluster.kill_node(1)
+        killed = cluster.kill_node_when_busy(1, faults / "started.log", job)
         _, err = job.communicate(timeout=300)
     assert killed and cluster.raylet(1) is None
     assert job.returncode == 0, err[-3000:]

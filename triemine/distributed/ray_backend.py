@@ -8,9 +8,10 @@ and memory-maps the trie file.  Payloads travel back through Ray's object store 
 by the driver (:mod:`triemine.distributed.shards`), so workers need no write access to the
 output; every other file of the job (the model, the corpora, the cached trie and priors under
 ``$TRIEMINE_CACHE``, which the actors are given, and the job's work directory ``OUT.work/``) is
-read by the workers at the driver's path, so it must be on a file system every node sees.  Each
-actor checks, when it starts, that it sees a marker file the driver wrote in the cache: one that
-does not stops the job with one line naming the node and the directory.
+read by the workers at the driver's path, so it must be on a file system every node sees.  When
+the pool opens, a task pinned to every live node, and each actor when it starts, check that they
+see a marker file the driver wrote in the cache: a node that does not stops the job with one line
+naming the node and the directory, whether or not a worker would have been placed there.
 
 Actors are created when there is work for them (:meth:`RayPool.reserve`, called before a
 stage's first shard, and :meth:`RayPool.submit`): never more than ``workers``, nor more than the
@@ -64,6 +65,7 @@ PROBE_TIMEOUT_S = 10.0
 GCS_TIMEOUT_S = 8.0
 # how long the pool waits for a worker to start when none is busy (then: stop, --resume)
 START_TIMEOUT_S = 180.0
+NODE_CHECK_TIMEOUT_S = 60.0  # the nodes' check of the shared cache when the pool opens
 
 TOKEN_HELP = ("set RAY_AUTH_TOKEN to the cluster's token or RAY_AUTH_TOKEN_PATH to a file holding "
               "it (default ~/.ray/auth_token; 'ray get-auth-token' on the head prints it)")
@@ -250,13 +252,18 @@ def check_gcs(address: str, gcs: str, timeout: float = GCS_TIMEOUT_S) -> None:
     raise RayUnavailable(f"{where}: cannot connect: {_first_line(answer)}")
 
 
+def sees(marker: str) -> Tuple[str, bool]:
+    """``(this node's IP, whether the driver's ``marker`` file is seen here)``."""
+    import ray
+    return ray.util.get_node_ip_address(), os.path.exists(marker)
+
+
 class RayShardWorker(ShardWorker):
     """A :class:`ShardWorker` that says where it runs."""
 
     def where(self, marker: str) -> Tuple[str, bool]:
-        """``(this node's IP, whether the driver's ``marker`` file is seen here)``."""
-        import ray
-        return ray.util.get_node_ip_address(), os.path.exists(marker)
+        """:func:`sees`, run by this actor."""
+        return sees(marker)
 
 
 class RayPool:
@@ -321,7 +328,36 @@ class RayPool:
             marker.touch()
             self._marker = str(marker)
             self._actors = []
+            try:
+                self._check_nodes()
+            except BaseException:
+                self.__exit__()
+                raise
         return self
+
+    def _check_nodes(self, timeout_s: float = NODE_CHECK_TIMEOUT_S) -> None:
+        """Every live node sees the marker file: a task of no CPU pinned to each node.  A node
+        that does not raises :class:`TrieMineError`; one that cannot run the task, or does not
+        answer within ``timeout_s``, is left to its actors' own check."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray = self._ray
+        check = ray.remote(num_cpus=0, max_retries=0)(sees)
+        refs = [check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+                    node["NodeID"], soft=False)).remote(self._marker)
+                for node in ray.nodes() if node.get("Alive")]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        for ref in ready:
+            try:
+                ip, seen = ray.get(ref)
+            except ray.exceptions.RayError:
+                continue
+            if not seen:
+                raise TrieMineError(self._unseen(ip))
+
+    def _unseen(self, ip: str) -> str:
+        return (f"--ray: the worker on node {ip} does not see {os.path.dirname(self._marker)} "
+                f"(TRIEMINE_CACHE): {SHARED_HELP}")
 
     def reserve(self, tasks: int) -> None:
         """Have ``min(workers, tasks)`` actors created (all at once, before the first task of a
@@ -396,7 +432,7 @@ class RayPool:
         ray = self._ray
         i = self._starting.pop(ref)
         try:
-            ip, sees = ray.get(ref)
+            ip, seen = ray.get(ref)
         except ray.exceptions.RayError as exc:
             self._start_failures += 1
             if self._start_failures > self.max_attempts * self.workers:
@@ -405,9 +441,8 @@ class RayPool:
             log.warning("--ray: a worker failed to start (%s); starting another", _cause(exc))
             self._start(i)
             return
-        if not sees:
-            raise TrieMineError(f"--ray: the worker on node {ip} does not see "
-                                f"{os.path.dirname(self._marker)} (TRIEMINE_CACHE): {SHARED_HELP}")
+        if not seen:
+            raise TrieMineError(self._unseen(ip))
         self._nodes[i] = ip
         self._idle.append(i)
 

@@ -145,6 +145,31 @@ class LocalCluster:
                 return pid
         return None
 
+    def node_pids(self, node: int) -> Set[int]:
+        """The pids of node ``node``'s raylet and the processes it started (its workers)."""
+        pid = self.raylet(node)
+        return set() if pid is None else _with_descendants({pid}, _processes())
+
+    def kill_node_when_busy(self, node: int, started_log: Path, job, timeout_s: float = 300.0
+                            ) -> List[int]:
+        """:meth:`kill_node` once a process of node ``node`` has begun a shard: a line
+        ``<shard> <pid>`` of ``started_log`` (the workers' fault hook,
+        ``TRIEMINE_TEST_FAULTS``) names one of its pids, so that the node dies holding it (a
+        shard lasts the hook's ``delay``). Returns ``[]`` when ``job`` (a ``Popen``) ended or
+        ``timeout_s`` passed first."""
+        deadline = time.monotonic() + timeout_s
+        while job.poll() is None and time.monotonic() < deadline:
+            try:
+                started = {int(w[1]) for w in (ln.split() for ln in
+                                               Path(started_log).read_text().splitlines())
+                           if len(w) == 2}
+            except (OSError, ValueError):
+                started = set()
+            if started & self.node_pids(node):
+                return self.kill_node(node)
+            time.sleep(0.02)
+        return []
+
     def kill_node(self, node: int) -> List[int]:
         """SIGKILL node ``node``'s raylet and the processes it started (its workers): the
         machine is lost.  Returns the pids killed."""

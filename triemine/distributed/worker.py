@@ -28,8 +28,9 @@ number of tasks.  A task returns ``(payload bytes, info)``; the driver writes th
 Fault injection for the tests (``TRIEMINE_TEST_FAULTS``, JSON, read at each task): ``{"dir":
 DIR, "kill": [ids], "fail": [ids], "delay": seconds}`` kills the worker process (SIGKILL) the
 first time it runs a shard of ``kill`` (a marker file in ``DIR`` makes it once), raises in
-every run of a shard of ``fail``, sleeps ``delay`` seconds per shard, and appends ``<id>`` to
-``DIR/computed.log`` for every shard computed.
+every run of a shard of ``fail``, sleeps ``delay`` seconds per shard, appends ``<id> <pid>`` to
+``DIR/started.log`` when a worker process begins a shard and ``<id>`` to ``DIR/computed.log``
+for every shard computed.
 """
 from __future__ import annotations
 
@@ -139,6 +140,9 @@ def _before(shard: int) -> dict:
     faults = _faults()
     if not faults:
         return faults
+    if faults.get("dir"):
+        with open(os.path.join(faults["dir"], "started.log"), "a") as f:
+            f.write(f"{shard} {os.getpid()}\n")
     if shard in faults.get("fail", ()):
         raise RuntimeError(f"injected failure of shard {shard}")
     if shard in faults.get("kill", ()):
