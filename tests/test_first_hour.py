@@ -565,7 +565,7 @@ def test_ray_address_with_nothing_listening_fails_fast_with_one_line(tiny_model_
 
 
 def test_ray_address_that_is_no_address_is_refused():
-    from triemine.distributed.ray_backend import RayUnavailable, split_address
+    from triemine.distributed.ray_connect import RayUnavailable, split_address
 
     assert split_address("ray://127.0.0.1:10001") == ("127.0.0.1", 10001)
     assert split_address("[::1]:6379") == ("::1", 6379)
