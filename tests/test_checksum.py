@@ -135,3 +135,23 @@ def test_a_column_changed_in_place_makes_the_store_unusable(tmp_path, caplog):
         assert str(tmp_path / "s") in caplog.text
         path.write_bytes(good)
     assert ColumnStore.open(tmp_path / "s") is not None
+
+
+def test_a_file_just_written_is_mapped_without_reading_its_rows_again(tmp_path, monkeypatch):
+    """``written=True`` maps the same array without the rows' checksum pass, and still refuses
+    what its trailer, header and length show: a cut file, a plain ``.npy``."""
+    arr = np.random.default_rng(0).normal(size=(50, 3)).astype("<f4")
+    p = tmp_path / "w.npy"
+    checksum.write_npy(p, arr, "test")
+    passes = []
+    real = checksum.crc32_range
+    monkeypatch.setattr(checksum, "crc32_range", lambda *a, **k: passes.append(1) or real(*a, **k))
+    assert np.array_equal(checksum.load_npy(p, written=True), arr) and passes == []
+    assert np.array_equal(checksum.load_npy(p), arr) and passes == [1]
+    good = p.read_bytes()
+    p.write_bytes(good[:-1])
+    with pytest.raises(DamagedFile):
+        checksum.load_npy(p, written=True)
+    np.save(p, arr)
+    with pytest.raises(DamagedFile, match="no checksum trailer"):
+        checksum.load_npy(p, written=True)

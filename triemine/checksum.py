@@ -110,9 +110,11 @@ def write_npy(path, arr, what: str = "file") -> None:
         w.write(arr)
 
 
-def verify_npy(path, what: str = "file") -> Tuple[np.dtype, tuple, int]:
+def verify_npy(path, what: str = "file", crc: bool = True) -> Tuple[np.dtype, tuple, int]:
     """``(dtype, shape, offset of the rows)`` of the sealed ``.npy`` at ``path`` once its length
-    and checksum hold; :class:`DamagedFile` otherwise (a missing file: ``FileNotFoundError``)."""
+    and checksum hold; :class:`DamagedFile` otherwise (a missing file: ``FileNotFoundError``).
+    ``crc=False`` checks the trailer, the header and the length but not the rows' checksum (no
+    read of the rows: for a file this process has just written)."""
     p = os.fspath(path)
     fmt = np.lib.format
     with open(p, "rb") as f:
@@ -121,7 +123,7 @@ def verify_npy(path, what: str = "file") -> Tuple[np.dtype, tuple, int]:
             raise DamagedFile(p, f"truncated ({size} bytes)" if size else "empty", what)
         f.seek(size - TRAILER.size)
         raw = f.read(TRAILER.size)
-        seal, length, crc, tcrc = TRAILER.unpack(raw)
+        seal, length, sealed_crc, tcrc = TRAILER.unpack(raw)
         if seal != SEAL or zlib.crc32(raw[:-4]) != tcrc:
             raise DamagedFile(p, "no checksum trailer (truncated, overwritten, or not written "
                                  "by this version of triemine)", what)
@@ -138,10 +140,10 @@ def verify_npy(path, what: str = "file") -> Tuple[np.dtype, tuple, int]:
         f.seek(0)
         header = f.read(offset)
         try:
-            body = crc32_range(f, offset, length)
+            body = crc32_range(f, offset, length) if crc else None
         except EOFError:
             raise DamagedFile(p, "truncated", what) from None
-    if zlib.crc32(header, body) != crc:
+    if body is not None and zlib.crc32(header, body) != sealed_crc:
         raise DamagedFile(p, "checksum mismatch (the file was changed after it was written)",
                           what)
     if fortran or dtype.hasobject or \
@@ -151,11 +153,12 @@ def verify_npy(path, what: str = "file") -> Tuple[np.dtype, tuple, int]:
 
 
 def load_npy(path, what: str = "file", mmap: bool = True, dtype=None,
-             shape: Optional[tuple] = None) -> np.ndarray:
+             shape: Optional[tuple] = None, written: bool = False) -> np.ndarray:
     """The array of the sealed ``.npy`` at ``path``, verified (:func:`verify_npy`), memory-mapped
     read-only (or read into memory); with ``dtype``/``shape``, a file of another one is a
-    :class:`DamagedFile` too (a cache written for other lines)."""
-    dt, sh, offset = verify_npy(path, what)
+    :class:`DamagedFile` too (a cache written for other lines).  ``written``: this process has
+    just written the file, so its rows are not read again for their checksum."""
+    dt, sh, offset = verify_npy(path, what, crc=not written)
     if (dtype is not None and dt != np.dtype(dtype)) or (shape is not None and sh != tuple(shape)):
         raise DamagedFile(path, f"holds a {dt} array of shape {sh}, not "
                                 f"{np.dtype(dtype) if dtype is not None else dt} {shape or sh}",

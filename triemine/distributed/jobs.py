@@ -207,7 +207,7 @@ def embed_corpora(encoder: str, corpora: Sequence[tuple], pool, *, progress: boo
     for (store, _make, _bar), i in zip(runs, todo):
         corpus_path, n_lines, out_path = corpora[i][:3]
         _merge_rows(store, n_lines, getattr(ENCODERS[encoder], "dim", 0), Path(out_path))
-        done[i] = load_npy(out_path, "embeddings")
+        done[i] = load_npy(out_path, "embeddings", written=True)
     return done
 
 

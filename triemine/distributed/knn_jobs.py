@@ -249,7 +249,7 @@ def _merged_lists(store: ShardStore, work_dir: Path, name: str, n_rows: int, k: 
             rec = np.empty(len(sim), dtype=dtype)
             rec["sim"], rec["idx"] = sim, idx
             f.write(rec)
-    lists = load_npy(path, "neighbour lists")
+    lists = load_npy(path, "neighbour lists", written=True)
     return lists["sim"], lists["idx"]
 
 

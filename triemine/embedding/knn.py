@@ -219,7 +219,7 @@ def row_means(sim, path: Optional[Path] = None, block: int = 1 << 20) -> np.ndar
     with npy_writer(Path(path), dtype, (n,), "neighbour means") as f:
         for part in blocks:
             f.write(part)
-    return load_npy(path, "neighbour means")
+    return load_npy(path, "neighbour means", written=True)
 
 
 def margin_neighbours(src_emb: np.ndarray, tgt_emb: np.ndarray, k: int = 4,

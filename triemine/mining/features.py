@@ -305,7 +305,7 @@ def _new_priors(model, tgt_texts, old, wanted: np.ndarray, progress, precision, 
             files = (spill / f"{a}.lines.npy", spill / f"{a}.priors.npy")
             for path, arr in zip(files, (need, vals)):
                 write_npy(path, arr, "new priors")
-            need, vals = (load_npy(path, "new priors") for path in files)
+            need, vals = (load_npy(path, "new priors", written=True) for path in files)
         new[a] = (need, vals)
     return new
 

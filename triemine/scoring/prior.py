@@ -65,4 +65,4 @@ def get_node_priors(model, trie, progress: bool = False) -> np.ndarray:
     prior = compute_node_priors(model, trie, progress)
     write_npy(path, prior, "node priors")
     logger.info("node priors written to %s", path)
-    return load_npy(path, "node priors cache")
+    return load_npy(path, "node priors cache", written=True)
