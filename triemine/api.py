@@ -173,38 +173,41 @@ class MineOptions:
                             combination=self.combination, max_length=self.max_length)
 
 
-_INTS = ("beam", "batch_size", "sort_window", "max_tokens", "max_length", "nbest", "trie_nbest",
-         "workers", "target_shards", "shard_size")
-_BOOLS = ("priors", "debug")
-_FLOATS = ("prior_weight", "min_margin")
+_KINDS = {"int": "an integer", "bool": "True or False", "float": "a finite number",
+          "Tuple[str, ...]": "a list of generator names", "str": "a string"}
+
+
+def _kind(f) -> Tuple[str, bool]:
+    """``(kind, whether None is allowed)`` of a :class:`MineOptions` field, from its annotation
+    (``"Optional[int]"`` -> ``("int", True)``): the one place an option's type is declared."""
+    t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    inner = t[len("Optional["):-1] if t.startswith("Optional[") else None
+    return (inner, True) if inner else (t, False)
 
 
 def _check_types(opts: MineOptions) -> None:
-    """Each option of the type its flag parses to (a Python caller can pass anything)."""
+    """Each option of the type its field declares (a Python caller can pass anything)."""
     import math
 
     for f in fields(opts):
         v = getattr(opts, f.name)
-        if v is None and f.default is None:
+        kind, optional = _kind(f)
+        if v is None and optional:
             continue
-        if f.name in _INTS:
+        if kind == "int":
             ok = isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-        elif f.name in _BOOLS:
+        elif kind == "bool":
             ok = isinstance(v, bool)
-        elif f.name in _FLOATS:
+        elif kind == "float":
             ok = (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
                   and math.isfinite(v))
-        elif f.name == "candidates":
+        elif kind == "Tuple[str, ...]":
             ok = isinstance(v, (tuple, list)) and all(isinstance(c, str) for c in v)
         else:
             ok = isinstance(v, str)
         if not ok:
             raise InputError(f"option {f.name}: {v!r} is not a valid value (expected "
-                             f"{_KINDS.get(f.name, 'a string')})")
-
-
-_KINDS = {**{n: "an integer" for n in _INTS}, **{n: "True or False" for n in _BOOLS},
-          **{n: "a finite number" for n in _FLOATS}, "candidates": "a list of generator names"}
+                             f"{_KINDS.get(kind, 'a string')})")
 
 
 @dataclass(frozen=True)
