@@ -59,10 +59,12 @@ from triemine.evaluation.pipeline import Direction, evaluate, evaluate_combinati
 from triemine.paths import cache_root  # noqa: E402
 from triemine.tsv import Mined, read_mined  # noqa: E402
 
-from triemine.filtering.selection import PAPER, SELECTION  # noqa: E402
-from triemine.mining.run import CONFIGS as MINING, named_config  # noqa: E402
+from triemine.configurations import NAMES, PAPER  # noqa: E402
+from triemine.filtering.selection import SELECTION  # noqa: E402
+from triemine.mining.options import MineOptions  # noqa: E402
 
-CONFIGS = tuple(MINING) + (PAPER, "use_margin", "translate_chrf")
+MINING = tuple(n for n in NAMES if n != PAPER)  # the mining job's configurations
+CONFIGS = MINING + (PAPER, "use_margin", "translate_chrf")
 # how each configuration's TSV is evaluated: (rule, rank_by, filter); the mining job's own
 # configurations are selected as triemine.filtering.selection.SELECTION says
 EVAL = dict(SELECTION, use_margin=("one-to-one", "use_margin", "use_margin"),
@@ -90,7 +92,7 @@ def _mine(name, model, b, src, tgt, out, work) -> Mined:
                                             resume=resume and out.exists()), out)
     elif name in MINING:
         from triemine.mining.run import mine_pipeline
-        _resumed(lambda resume: mine_pipeline(model, src, tgt, out, named_config(name),
+        _resumed(lambda resume: mine_pipeline(model, src, tgt, out, MineOptions.of(name),
                                               resume=resume, progress=True), out)
     elif name == "use_margin":
         return baseline_use(b, work)
@@ -142,7 +144,8 @@ def baseline_chrf(b, model, work: Path) -> Mined:
     # the same (greedy) translations as the mt-only configuration, cached once for both
     hyps, _ = cached_translations(model, b.src.path, cache_root() / "translations",
                                   inline_model_pool(model),
-                                  beam=named_config("mt-only").translate_beam, progress=True)
+                                  beam=MineOptions.of("mt-only").retrieval.translate_beam,
+                                  progress=True)
     if len(hyps) != len(b.src.texts):
         raise RuntimeError(f"{b.src.path}: {len(hyps)} translations for {len(b.src.texts)} lines")
     space = translation_space(hyps, b.tgt.texts, 4)

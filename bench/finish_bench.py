@@ -150,6 +150,7 @@ def generation_child(work: Path, n: int, tsv: bool = True) -> dict:
     from triemine.mining.finish import finish_tsv
     from triemine.mining.generators import Job
     from triemine.mining.stages import stage, stage_dir
+    from triemine.mining.options import MineOptions
     from triemine.outfile import npy_bytes
 
     importlib.import_module("triemine.scoring.forced")  # torch, before the clock (as in the
@@ -209,8 +210,8 @@ def generation_child(work: Path, n: int, tsv: bool = True) -> dict:
             return pid, True, (npy_bytes(np.stack([-(t % 97 + 1.0), t % 40 + 5.0])),
                                {"pairs": len(t)})
     model = types.SimpleNamespace(path=str(work), weights_digest="synthetic")
-    cfg = types.SimpleNamespace(priors=True)
-    job = Job(model, src, tgt, str(work / "src.txt"), str(work / "tgt.txt"), cfg, work,
+    opts = MineOptions.of("combined")  # computes the targets' priors
+    job = Job(model, src, tgt, str(work / "src.txt"), str(work / "tgt.txt"), opts, work,
               pool=SyntheticPool())
     stages, out = {}, {}
 

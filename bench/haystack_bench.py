@@ -124,11 +124,11 @@ def mine(model: Path, gold: Path, out: Path, workers: int) -> dict:
 
 def evaluate(tsv: Path, gold: Path) -> dict:
     from triemine.evaluation.pipeline import Direction, evaluate as run_eval
-    from triemine.filtering.selection import DATA_DIR, load_thresholds
+    from triemine.filtering.selection import shipped_default
     from triemine.tsv import read_mined
 
     b, rows = read_bucc(gold), read_mined(tsv)
-    shipped = load_thresholds(DATA_DIR / "combined.thresholds.json")
+    shipped = shipped_default("combined")
     fixed = run_eval([Direction(rows)], b, "combined", "combined", rule="one-to-one",
                      thresholds=shipped.thresholds, thresholds_source="fixed:shipped")
     tuned = run_eval([Direction(rows)], b, "combined", "combined", rule="one-to-one")

@@ -46,7 +46,7 @@ from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.mining.combine import shipped  # noqa: E402
 from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
 
-THRESHOLD = 5.4016585  # the shipped combined threshold (filtering/data/combined.thresholds.json)
+THRESHOLD = 5.4016585  # the shipped combined threshold (triemine/configs/combined.json)
 
 
 def train_slice(work: Path) -> Path:
@@ -71,13 +71,13 @@ def probe(model, gold: Path, out: Path) -> dict:
     """Candidates of the default job and their per-token log-probabilities (``out``, .npz)."""
     from triemine.mining.features import numeral_agreement
     from triemine.mining.generators import REGISTRY, Job
-    from triemine.mining.run import named_config
+    from triemine.mining.options import MineOptions
     from triemine.scoring.forced import ForcedScorer
 
     b = read_bucc(gold)
     work = out.with_suffix(".work")
     work.mkdir(parents=True, exist_ok=True)
-    job = Job(model, b.src, b.tgt, b.src.path, b.tgt.path, named_config("combined"), work,
+    job = Job(model, b.src, b.tgt, b.src.path, b.tgt.path, MineOptions.of("combined"), work,
               progress=True)
     cands, _ = REGISTRY["knn"].run(job)
     usrc, si = np.unique(cands.src, return_inverse=True)

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Fit a combined score's normalisation on a mining TSV (no gold labels) and write its JSON.
 
-The shipped combinations (triemine/mining/data/*.json) were fitted with this script on the
-candidates of the BUCC zh-en sample, as bench/bucc_bench.py mines them::
+The shipped combinations (the ``combination`` of ``triemine/configs/*.json``) were fitted with
+this script on the candidates of the BUCC zh-en sample, as bench/bucc_bench.py mines them::
 
     python scripts/fit_combination.py WORK/combined.zh-en.sample.tsv --name combined \\
         --features use_margin,ce_token,pmi,numerals --weights 1,-1,1,0 \\
         --choose numerals=0,0.1,0.2,0.3,0.5,0.75,1,1.5 \\
-        --gold ../shared/data/bucc2018/zh-en/zh-en.sample.gold -o triemine/mining/data/combined.json
+        --gold ../shared/data/bucc2018/zh-en/zh-en.sample.gold -o combined.json
 
 Weights are set by hand (each feature once, its sign so that higher means more parallel) and
 only each feature's mean and standard deviation over the candidates are fitted, without gold.

@@ -611,8 +611,8 @@ def test_cuda_actors_ask_for_one_gpu_each_and_need_a_gpu():
     from triemine.errors import InputError
 
     with pytest.raises(InputError, match="--device cuda:1 with --ray"):
-        MineOptions(ray="local", device="cuda:1").check()
-    MineOptions(ray="local", device="cuda").check()
+        MineOptions.of(ray="local", device="cuda:1").check()
+    MineOptions.of(ray="local", device="cuda").check()
 
 
 # -- target shards ------------------------------------------------------------------------------------

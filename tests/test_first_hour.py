@@ -22,7 +22,8 @@ import pytest
 import triemine
 from triemine.cli import eval_main, filter_main, mine_main
 from triemine.errors import InputError
-from triemine.filtering.selection import DATA_DIR, SELECTION, choose, load_thresholds
+from triemine.configurations import NAMES
+from triemine.filtering.selection import SELECTION, choose, load_thresholds, shipped_default
 from triemine.mining.combine import shipped
 from triemine.tsv import read_mined
 
@@ -128,7 +129,7 @@ def _mined_tsv(path, rows, meta):
 def combined_tsv(tmp_path):
     """A mining-job TSV (its sidecar names the shipped combination): s1 has two candidates,
     t1 is wanted by s1 and s2, s3's only candidate is below the shipped threshold."""
-    th = load_thresholds(DATA_DIR / "combined.thresholds.json")
+    th = shipped_default("combined")
     t = next(iter(th.thresholds.values()))["combined"]
     rows = [("s1", "t1", -3, 1, 1, "a", "A", t + 3), ("s1", "t2", -3, 1, 1, "a", "B", t + 1),
             ("s2", "t1", -3, 1, 1, "b", "A", t + 2), ("s2", "t3", -3, 1, 1, "b", "C", t + 0.5),
@@ -139,12 +140,10 @@ def combined_tsv(tmp_path):
 
 
 def test_every_configuration_ships_its_selection_and_threshold():
-    from triemine.mining.run import CONFIG_NAMES
-
-    names = sorted(p.name.split(".")[0] for p in DATA_DIR.glob("*.thresholds.json"))
-    assert "combined" in names and set(names) <= set(CONFIG_NAMES)
+    names = [n for n in NAMES if shipped_default(n) is not None]
+    assert names == list(NAMES)
     for name in names:
-        th = load_thresholds(DATA_DIR / f"{name}.thresholds.json")
+        th = shipped_default(name)
         assert (th.rule, th.rank_by, th.filter) == SELECTION[name]
         if name != "paper":  # the threshold belongs to the exact shipped combination
             assert th.combination == asdict(shipped(name))
@@ -496,7 +495,7 @@ def test_the_paper_configuration_keeps_what_its_shipped_threshold_passes(tiny_mo
     """--config paper without gold: best per source by ce_word, then ce_word <= the shipped
     threshold (tuned on the BUCC sample)."""
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
-    limit = next(iter(load_thresholds(DATA_DIR / "paper.thresholds.json").thresholds.values()))
+    limit = next(iter(shipped_default("paper").thresholds.values()))
     pairs = PAIRS[:12]  # sources PAIRS[12:24] have no translation among the targets
     res = triemine.mine([s for s, _ in PAIRS[:24]], OTHER[:12] + [t for _, t in pairs],
                         model=tiny_model_dir, config="paper", beam=3)
@@ -520,7 +519,7 @@ def test_the_mt_only_configuration_ships_its_threshold(tiny_model_dir, tmp_path,
     from triemine.filtering.registry import apply_rule
 
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
-    saved = load_thresholds(DATA_DIR / "mt-only.thresholds.json")
+    saved = shipped_default("mt-only")
     limit = next(iter(saved.thresholds.values()))
     assert saved.combination == asdict(shipped("mt-only")) and limit["combined"] > 0
     res = triemine.mine([s for s, _ in PAIRS[:24]], OTHER[:12] + [t for _, t in PAIRS[:12]],

@@ -9,7 +9,9 @@ from triemine.embedding.encoders import SentenceEncoder
 from triemine.errors import InputError
 from triemine.mining.candidates import CandidateSet, embedding_space, translation_space
 from triemine.mining.combine import Combination
+from triemine.mining.options import MineOptions
 from triemine.scoring.forced import ForcedScorer
+from triemine.settings import with_values
 from triemine.tsv import read_mined
 
 from test_decoding import OTHER, PAIRS
@@ -215,6 +217,11 @@ def corpora(tmp_path):
     return src, tgt, pairs, targets
 
 
+def job_options(**settings):
+    """The default configuration's tree with ``settings`` (by field name; ``None`` too)."""
+    return with_values(MineOptions.of("combined"), settings)
+
+
 def _combination(tmp_path, features=("cipher_margin", "ce_token"), weights=(1.0, -1.0)):
     path = tmp_path / "comb.json"
     Combination("test", list(features), list(weights), [0.0] * len(features),
@@ -224,10 +231,10 @@ def _combination(tmp_path, features=("cipher_margin", "ce_token"), weights=(1.0,
 
 def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, corpora, tmp_path,
                                                                   monkeypatch):
-    from triemine.mining.run import PipelineConfig, mine_pipeline
+    from triemine.mining.run import mine_pipeline
 
     src, tgt, pairs, targets = corpora
-    cfg = PipelineConfig(candidates=("trie", "knn", "retrieval"), encoder="cipher", min_margin=None,
+    cfg = job_options(candidates=("trie", "knn", "retrieval"), encoder="cipher", min_margin=None,
                          beam=3, priors=True, combination=_combination(tmp_path),
                          translate_beam=2)
     out = tmp_path / "out.tsv"
@@ -298,10 +305,10 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
 def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_model, corpora, tmp_path):
     from dataclasses import replace
 
-    from triemine.mining.run import PipelineConfig, mine_pipeline
+    from triemine.mining.run import mine_pipeline
 
     src, tgt, _, _ = corpora
-    cfg = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=None,
+    cfg = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
                          combination=_combination(tmp_path))
     out = tmp_path / "out.tsv"
     mine_pipeline(tiny_model, src, tgt, out, cfg)
@@ -315,10 +322,10 @@ def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_mo
     assert {p: p.stat().st_mtime_ns for p in work.rglob("*.npy")} == stamps
     # a knob of the trie search, which this job does not run, does not stop a resume
     out.unlink()
-    mine_pipeline(tiny_model, src, tgt, out, replace(cfg, sort_window=3, batch_size=5), resume=True)
+    mine_pipeline(tiny_model, src, tgt, out, with_values(cfg, dict(sort_window=3, batch_size=5)), resume=True)
     assert out.read_bytes() == first
-    other = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=0.5,
-                           combination=cfg.combination)
+    other = job_options(candidates=("knn",), encoder="cipher", min_margin=0.5,
+                           combination=cfg.scores.combination)
     with pytest.raises(InputError, match="cannot resume"):
         mine_pipeline(tiny_model, src, tgt, out, other, resume=True)
     mine_pipeline(tiny_model, src, tgt, out, other)  # without --resume: starts over
@@ -336,15 +343,15 @@ def test_a_job_off_the_cpu_finds_the_same_pairs_and_never_resumes_a_cpu_jobs_wor
     import json
 
     from triemine.distributed import knn_jobs
-    from triemine.mining.run import PipelineConfig, mine_pipeline
+    from triemine.mining.run import mine_pipeline
 
     monkeypatch.setattr(knn_jobs, "DEVICE_KNN_DATABASE_ROWS", 7)  # several cells a direction
     src, tgt, _, _ = corpora
-    cfg = PipelineConfig(candidates=("trie", "knn"), encoder="cipher", min_margin=None, beam=3,
+    cfg = job_options(candidates=("trie", "knn"), encoder="cipher", min_margin=None, beam=3,
                          priors=True, combination=_combination(tmp_path))
     on_cpu, off_cpu = tmp_path / "cpu.tsv", tmp_path / "device.tsv"
     mine_pipeline(tiny_model, src, tgt, on_cpu, cfg)
-    mine_pipeline(tiny_model, src, tgt, off_cpu, cfg, device="cpu:0")
+    mine_pipeline(tiny_model, src, tgt, off_cpu, with_values(cfg, {"device": "cpu:0"}))
     a, b = read_mined(on_cpu), read_mined(off_cpu)
     assert list(zip(a.src_ids, a.tgt_ids)) == list(zip(b.src_ids, b.tgt_ids)) and len(a) > 10
     for col in ("score", "prior", "cipher_margin", "combined"):
@@ -357,7 +364,8 @@ def test_a_job_off_the_cpu_finds_the_same_pairs_and_never_resumes_a_cpu_jobs_wor
     assert len(manifest["done"]) == -(-n_tgt // 7) > 1  # one query range, the targets in 7s
     assert {c["database"] for c in manifest["done"].values()} == {7, n_tgt % 7 or 7}
     with pytest.raises(InputError, match="cannot resume"):
-        mine_pipeline(tiny_model, src, tgt, on_cpu, cfg, device="cpu:0", resume=True)
+        mine_pipeline(tiny_model, src, tgt, on_cpu, with_values(cfg, {"device": "cpu:0"}),
+                      resume=True)
     with pytest.raises(InputError, match="cannot resume"):
         mine_pipeline(tiny_model, src, tgt, off_cpu, cfg, resume=True)
 
@@ -373,7 +381,7 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
     from triemine.mining.candidates import CandidateSet
     from triemine.mining.finish import CANDIDATES, load_scored, save_scored
     from triemine.mining.stages import stage_dir
-    from triemine.mining.run import PipelineConfig, mine_pipeline
+    from triemine.mining.run import mine_pipeline
 
     cands = CandidateSet([3, 1, 2, 0, 5], [0, 4, 4, 1, 2], [1, 2, 3, 2, 1],
                          {"score": [-1.5, np.nan, -2.25, -0.5, -3.0], "x": [0.1, 0.2, 0.3, 0.4, 0.5]})
@@ -395,7 +403,7 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
     assert load_scored(tmp_path / "w") is None
 
     src, tgt, _, _ = corpora
-    cfg = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=None,
+    cfg = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
                          combination=_combination(tmp_path))
     out = tmp_path / "out.tsv"
     summary = mine_pipeline(tiny_model, src, tgt, out, cfg)
@@ -423,10 +431,10 @@ def test_a_job_killed_between_its_stages_resumes_at_the_stage_it_was_in(tiny_mod
     decoding runs again) and writes the TSV of a job never killed."""
     from triemine.mining import features, generators, run
     from triemine.mining.columns import ColumnStore
-    from triemine.mining.run import PipelineConfig, mine_pipeline
+    from triemine.mining.run import mine_pipeline
 
     src, tgt, _, _ = corpora
-    cfg = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=None,
+    cfg = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
                          combination=_combination(tmp_path))
     mine_pipeline(tiny_model, src, tgt, tmp_path / "whole.tsv", cfg)
     out = tmp_path / "out.tsv"
@@ -434,7 +442,7 @@ def test_a_job_killed_between_its_stages_resumes_at_the_stage_it_was_in(tiny_mod
 
     def killed(*_a, **_k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(features, "prior_table", killed)
+    monkeypatch.setattr(run, "prior_table", killed)
     with pytest.raises(KeyboardInterrupt):
         mine_pipeline(tiny_model, src, tgt, out, cfg)
     store = ColumnStore.open(tmp_path / "out.tsv.work" / "candidates.cols")
@@ -443,7 +451,7 @@ def test_a_job_killed_between_its_stages_resumes_at_the_stage_it_was_in(tiny_mod
 
     def refuse(*_a, **_k):
         raise AssertionError("an earlier stage ran again")
-    monkeypatch.setattr(features, "prior_table", real)
+    monkeypatch.setattr(run, "prior_table", real)
     monkeypatch.setattr(generators.EncoderKnn, "run", lambda self, job: (
         ColumnStore.open(job.work / "knn.cols"), None))
     monkeypatch.setattr(features, "forced_scores", refuse)
@@ -512,10 +520,10 @@ def test_a_job_without_a_pool_scores_in_shards_with_the_model_it_loaded(tiny_mod
 
     from triemine.decoding import model_dir
     from triemine.distributed.local import InlinePool
-    from triemine.mining.run import PipelineConfig, mine_pipeline
+    from triemine.mining.run import mine_pipeline
 
     src, tgt, _, _ = corpora
-    cfg = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=None,
+    cfg = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
                          combination=_combination(tmp_path))
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-pool"))
     with InlinePool() as pool:
@@ -598,10 +606,8 @@ def test_forced_scores_encode_the_pairs_lines_not_the_corpus_with_the_same_bits(
 
 
 def test_pipeline_refuses_unknown_generators():
-    from triemine.mining.run import PipelineConfig
-
     with pytest.raises(InputError, match="unknown candidate generator"):
-        PipelineConfig(candidates=("trie", "magic"))
+        job_options(candidates=("trie", "magic")).check()
 
 
 @pytest.fixture(scope="module")
@@ -616,10 +622,10 @@ def reverse_model(tmp_path_factory):
 
 
 def test_reverse_model_adds_dual_conditional_cross_entropy(tiny_model, reverse_model, corpora, tmp_path):
-    from triemine.mining.run import PipelineConfig, mine_pipeline
+    from triemine.mining.run import mine_pipeline
 
     src, tgt, pairs, targets = corpora
-    cfg = PipelineConfig(candidates=("knn",), encoder="cipher", min_margin=None, per_source=4,
+    cfg = job_options(candidates=("knn",), encoder="cipher", min_margin=None, per_source=4,
                          combination=_combination(tmp_path, ("dual_ce",), (-1.0,)))
     out = tmp_path / "out.tsv"
     mine_pipeline(tiny_model, src, tgt, out, cfg, reverse_model=reverse_model)

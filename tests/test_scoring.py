@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+from triemine.mining.options import MineOptions
 from triemine.scoring.forced import ForcedScorer
 from triemine.scoring.prior import compute_node_priors, get_node_priors, prior_path
 from triemine.trie import Trie
@@ -279,7 +280,7 @@ def test_a_new_arithmetic_is_never_mixed_with_cached_or_resumed_bits(tiny_model,
     src, tgt = tmp_path / "s.txt", tmp_path / "t.txt"
     src.write_text("x\n", encoding="utf-8")
     tgt.write_text("y\n", encoding="utf-8")
-    cfg = run.PipelineConfig()
+    cfg = MineOptions.of("combined")
     key = run._settings_digest(tiny_model, src, tgt, cfg)
     assert key["arithmetic"]["scores"] == forced.ARITHMETIC and "faiss" in key["arithmetic"]["knn"]
     node_priors = prior_path(tmp_path / "t.trie", tiny_model)

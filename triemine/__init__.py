@@ -9,7 +9,8 @@ The main job from Python: ``triemine.mine(source, target, model=DIR)`` (:mod:`tr
 
 __version__ = "0.2.0"
 
-_API = {"mine": "triemine.api", "MineOptions": "triemine.api", "MiningResult": "triemine.api",
+_API = {"mine": "triemine.api", "MineOptions": "triemine.mining.options",
+        "MiningResult": "triemine.api",
         "InputError": "triemine.errors", "OutputError": "triemine.errors"}
 
 __all__ = sorted(_API)

@@ -19,27 +19,32 @@ keeps: the configuration's rule (one-to-one for the mining job, best per source 
 and threshold, by default the one shipped with the configuration
 (:mod:`triemine.filtering.selection`); ``threshold`` / ``thresholds`` override it.
 
-``trie-mine`` (:func:`triemine.cli.mine_main`) is a thin layer over :class:`MineOptions` and
-:func:`run`.
+``trie-mine`` (:func:`triemine.cli.mine_main`) is a thin layer over :class:`MineOptions` (the
+settings tree, :mod:`triemine.mining.options`) and :func:`run`.
 """
 from __future__ import annotations
 
 import logging
+import math
 import os
 import tempfile
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from triemine.decoding.batching import SORT_WINDOW
-from triemine.decoding.settings import PAPER_BEAM  # the paper's beam for the trie search alone
+from triemine.decoding.driver import mine_to_tsv
+from triemine.decoding.model_dir import load_model_dir
+from triemine.decoding.task import load_trie_for_dict
+from triemine.distributed import check_workers, make_pool
 from triemine.errors import InputError
 from triemine.filtering import registry
-from triemine.filtering.selection import PAPER, Selection, choose, load_thresholds, write_bitext
-from triemine.mining.run import CONFIG_NAMES, CONFIGS, named_config
+from triemine.filtering.selection import Selection, choose, load_thresholds, write_bitext
+from triemine.mining.run import mine_pipeline
+from triemine.mining.options import MineOptions
 from triemine.outfile import check_distinct, describe, output_lock
+from triemine.settings import paths
 from triemine.tsv import Mined, read_mined, write_mined
 
 Texts = Union[str, os.PathLike, Sequence[str]]
@@ -47,167 +52,6 @@ Texts = Union[str, os.PathLike, Sequence[str]]
 # margin's neighbourhoods, which the threshold was tuned with, need corpora of some size)
 SMALL_CORPUS = 1000
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class MineOptions:
-    """Everything ``trie-mine`` can be told (its flags, one field each; ``None``: the
-    configuration's default).  :meth:`check` refuses combinations that do not apply."""
-
-    config: str = "combined"
-    candidates: Optional[Tuple[str, ...]] = None
-    mode: str = "pre"
-    beam: Optional[int] = None
-    prior_weight: float = 0.0
-    priors: bool = False
-    encoder: Optional[str] = None
-    min_margin: Optional[float] = None
-    knn_index: Optional[str] = None
-    reverse_model: Optional[str] = None
-    combination: Optional[str] = None
-    batch_size: Optional[int] = None
-    sort_window: int = SORT_WINDOW
-    max_tokens: Optional[int] = None
-    max_length: Optional[int] = None
-    nbest: Optional[int] = None
-    device: str = "cpu"
-    target_spm: Optional[str] = None
-    trie: Optional[str] = None
-    trie_nbest: int = 1
-    debug: bool = False
-    workers: Optional[int] = None
-    ray: Optional[str] = None
-    target_shards: int = 1
-    shard_size: Optional[int] = None
-
-    @property
-    def generators(self) -> Optional[Tuple[str, ...]]:
-        if self.candidates is not None:
-            return tuple(self.candidates)
-        return ("trie",) if self.config == PAPER else None
-
-    @property
-    def paper(self) -> bool:
-        """The plain trie search (the paper's configuration), not the mining job."""
-        return self.generators == ("trie",)
-
-    @property
-    def sharded(self) -> bool:
-        return self.workers is not None or self.ray is not None
-
-    @property
-    def search_beam(self) -> int:
-        if self.beam is not None:
-            return self.beam
-        return PAPER_BEAM if self.paper else CONFIGS["combined"].beam
-
-    def check(self) -> "MineOptions":
-        """An :class:`InputError` for options of the wrong type, out of range or that do not
-        apply, and for a ``device`` this machine does not have (before any model loads)."""
-        from triemine.decoding.model_dir import check_device
-
-        _check_types(self)
-        if self.config not in CONFIG_NAMES:
-            raise InputError(f"unknown configuration {self.config!r} "
-                             f"(choose from {', '.join(CONFIG_NAMES)})")
-        if self.config == PAPER and not self.paper:
-            raise InputError("--config paper is the trie search alone (--candidates trie)")
-        if self.mode not in ("pre", "post"):
-            raise InputError(f"mode must be pre or post, got {self.mode!r}")
-        for name, value in (("--beam", self.search_beam), ("--batch-size", self.batch_size),
-                            ("--trie-nbest", self.trie_nbest), ("--sort-window", self.sort_window),
-                            ("--nbest", self.nbest), ("--max-tokens", self.max_tokens),
-                            ("--workers", self.workers), ("--target-shards", self.target_shards),
-                            ("--shard-size", self.shard_size)):
-            if value is not None and value < 1:
-                raise InputError(f"{name} must be >= 1")
-        if self.max_length is not None and self.max_length < 2:
-            raise InputError("--max-length must be >= 2 (one piece and EOS)")
-        if self.prior_weight and self.mode != "pre":
-            raise InputError("--prior-weight ranks trie children: it needs --pre-expansion")
-        self._check_applies()
-        check_device(self.device, local=self.ray is None)
-        return self
-
-    def _check_applies(self) -> None:
-        paper = self.paper
-        if paper:
-            for flag, used in (("--reverse-model", self.reverse_model is not None),
-                               ("--min-margin", self.min_margin is not None),
-                               ("--knn-index", self.knn_index is not None),
-                               ("--combination", self.combination is not None)):
-                if used:
-                    raise InputError(f"{flag} needs the mining job (not --config paper / "
-                                     "--candidates trie alone)")
-        else:
-            for flag, used in (("--nbest", self.nbest is not None), ("--debug", self.debug),
-                               ("--trie", self.trie is not None),
-                               ("--max-tokens", self.max_tokens is not None)):
-                if used:
-                    raise InputError(f"{flag} applies to --candidates trie only")
-        trie_search = paper or "trie" in (self.generators or ())
-        if self.target_shards > 1 and not trie_search:
-            raise InputError("--target-shards applies to the trie search (--config paper or "
-                             "--candidates with trie)")
-        if self.shard_size is not None and not (trie_search and (self.sharded or
-                                                                 self.target_shards > 1)):
-            raise InputError("--shard-size applies to a sharded trie search (--workers, --ray or "
-                             "--target-shards with --config paper or --candidates with trie)")
-        if self.target_shards > 1 and self.trie is not None:
-            raise InputError("--target-shards builds a trie per target range: not with --trie")
-        if self.sharded and self.debug:
-            raise InputError("--debug checks the search in this process: not with --workers/--ray")
-        if self.ray is not None and self.device.startswith("cuda:"):
-            raise InputError(f"--device {self.device} with --ray: Ray gives each actor one GPU of "
-                             "its own (as cuda); pass --device cuda")
-
-    def pipeline_config(self):
-        """The mining job's :class:`~triemine.mining.run.PipelineConfig` (not for ``paper``)."""
-        return named_config(self.config if self.config != PAPER else "combined",
-                            candidates=self.generators, encoder=self.encoder,
-                            knn_index=self.knn_index,
-                            min_margin=self.min_margin, retrieval_min_margin=self.min_margin,
-                            mode=self.mode, beam=self.search_beam,
-                            prior_weight=self.prior_weight, trie_nbest=self.trie_nbest,
-                            batch_size=self.batch_size, sort_window=self.sort_window,
-                            combination=self.combination, max_length=self.max_length)
-
-
-_KINDS = {"int": "an integer", "bool": "True or False", "float": "a finite number",
-          "Tuple[str, ...]": "a list of generator names", "str": "a string"}
-
-
-def _kind(f) -> Tuple[str, bool]:
-    """``(kind, whether None is allowed)`` of a :class:`MineOptions` field, from its annotation
-    (``"Optional[int]"`` -> ``("int", True)``): the one place an option's type is declared."""
-    t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-    inner = t[len("Optional["):-1] if t.startswith("Optional[") else None
-    return (inner, True) if inner else (t, False)
-
-
-def _check_types(opts: MineOptions) -> None:
-    """Each option of the type its field declares (a Python caller can pass anything)."""
-    import math
-
-    for f in fields(opts):
-        v = getattr(opts, f.name)
-        kind, optional = _kind(f)
-        if v is None and optional:
-            continue
-        if kind == "int":
-            ok = isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-        elif kind == "bool":
-            ok = isinstance(v, bool)
-        elif kind == "float":
-            ok = (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-                  and math.isfinite(v))
-        elif kind == "Tuple[str, ...]":
-            ok = isinstance(v, (tuple, list)) and all(isinstance(c, str) for c in v)
-        else:
-            ok = isinstance(v, str)
-        if not ok:
-            raise InputError(f"option {f.name}: {v!r} is not a valid value (expected "
-                             f"{_KINDS.get(kind, 'a string')})")
 
 
 @dataclass(frozen=True)
@@ -285,8 +129,6 @@ def _corpus_file(texts: Texts, tmp: Path, name: str) -> str:
 
 def _check_threshold(threshold) -> None:
     """``mine(threshold=...)``: a mapping of score names to finite numbers."""
-    import math
-
     if threshold is None:
         return
     if not isinstance(threshold, Mapping):
@@ -304,10 +146,10 @@ def _check_threshold(threshold) -> None:
 def _check_arguments(source, target, model, output, thresholds, resume, progress,
                      options) -> None:
     """:func:`mine`'s arguments of the wrong type: an :class:`InputError` naming the argument."""
-    unknown = set(options) - {f.name for f in fields(MineOptions)}
+    unknown = set(options) - set(paths(MineOptions))
     if unknown:
         raise InputError(f"unknown option(s): {', '.join(sorted(unknown))} (options are the "
-                         "fields of triemine.MineOptions)")
+                         "settings of triemine.MineOptions, by field name)")
     if model is None or isinstance(model, (bytes, int, float)):
         raise InputError(f"model: expected a model directory or a loaded model, got {model!r}")
     for name, value in (("output", output), ("thresholds", thresholds)):
@@ -336,8 +178,9 @@ def mine(source: Texts, target: Texts, *, model, config: str = "combined",
          output: Optional[os.PathLike | str] = None, threshold: Optional[Mapping[str, float]] = None,
          thresholds: Optional[os.PathLike | str] = None, resume: bool = False,
          progress: bool = False, **options) -> MiningResult:
-    """Mine ``source`` against ``target`` (module docstring); ``options`` are
-    :class:`MineOptions` fields (``workers=2``, ``beam=5``, ``max_length=200``, ...).
+    """Mine ``source`` against ``target`` (module docstring); ``options`` are settings of
+    :class:`MineOptions` by field name (``workers=2``, ``beam=5``, ``max_length=200``, ...;
+    ``None``: the configuration's).
     ``threshold``: ``{score name: value}`` overriding the shipped default, e.g.
     ``{"combined": 5.0}``; ``thresholds``: a file from ``trie-mine-eval --save-thresholds``.
 
@@ -350,7 +193,7 @@ def mine(source: Texts, target: Texts, *, model, config: str = "combined",
     if not isinstance(config, str):
         raise InputError(f"config: expected a configuration name, got {config!r}")
     _check_threshold(threshold)
-    opts = MineOptions(config=config, **options).check()
+    opts = MineOptions.of(config, **options).check()
     with tempfile.TemporaryDirectory(prefix="triemine-") as tmp:
         src = _corpus_file(source, Path(tmp), "source")
         tgt = _corpus_file(target, Path(tmp), "target")
@@ -408,42 +251,36 @@ def _inputs(opts: MineOptions, model, source, target, thresholds) -> List[Tuple[
         ("--source", source), ("--target", target), ("--model", model_dir),
         ("--reverse-model", opts.reverse_model), ("--trie", opts.trie),
         ("--target-spm", opts.target_spm), ("--thresholds", thresholds),
-        ("--combination", opts.combination if opts.combination is not None
-         and os.path.isfile(opts.combination) else None)) if p is not None]
+        ("--combination", opts.scores.combination if opts.scores.combination is not None
+         and os.path.isfile(opts.scores.combination) else None)) if p is not None]
 
 
 def _run_locked(opts: MineOptions, model, source, target, output, resume, progress, select,
                 given, saved) -> MiningResult:
     """:func:`run` once the paths are checked and the output locked."""
-    from triemine.decoding.model_dir import load_model_dir
-
-    cfg = None if opts.paper else opts.pipeline_config()
+    workers, ray = opts.pool.workers, opts.pool.ray
     pool = None
-    if opts.sharded or opts.target_shards > 1:
-        from triemine.distributed import check_workers, make_pool
+    if opts.sharded or opts.search.target_shards > 1:
         threads = int(os.environ.get("OMP_NUM_THREADS") or 1)
-        if opts.ray is None and opts.workers:
-            check_workers(opts.workers, threads, _model_bytes(model, opts.reverse_model))
-        pool = make_pool(opts.workers, ray=opts.ray, device=opts.device, threads=threads)
-        if opts.ray is not None:  # fail before the slow model load (no ray, no cluster, no GPU)
+        if ray is None and workers:
+            check_workers(workers, threads, _model_bytes(model, opts.reverse_model))
+        pool = make_pool(workers, ray=ray, device=opts.device, threads=threads)
+        if ray is not None:  # fail before the slow model load (no ray, no cluster, no GPU)
             pool.check()
-            if opts.ray == "local":  # this machine's cores and memory (a cluster's: Ray's)
+            if ray == "local":  # this machine's cores and memory (a cluster's: Ray's)
                 check_workers(pool.workers, threads, _model_bytes(model, opts.reverse_model))
     if isinstance(model, (str, os.PathLike)):
         # with Ray the driver only plans and merges: the actors hold the model on --device
         model = load_model_dir(model, target_spm=opts.target_spm,
-                               device="cpu" if opts.ray is not None else opts.device)
+                               device="cpu" if ray is not None else opts.device)
     if opts.paper:
         summary = _trie_search(opts, model, source, target, output, pool, resume, progress)
     else:
-        from triemine.mining.run import mine_pipeline
-
         reverse = (load_model_dir(opts.reverse_model, device=opts.device)
                    if opts.reverse_model else None)
-        summary = mine_pipeline(model, source, target, output, cfg, resume=resume,
-                                progress=progress, device=opts.device, reverse_model=reverse,
-                                pool=pool if opts.sharded else None,
-                                shard_sources=opts.shard_size, target_shards=opts.target_shards)
+        summary = mine_pipeline(model, source, target, output, opts, resume=resume,
+                                progress=progress, reverse_model=reverse,
+                                pool=pool if opts.sharded else None)
     result = MiningResult(output, None, None, summary=summary)
     if select:
         result.candidates = mined = read_mined(output)
@@ -469,16 +306,7 @@ def _model_bytes(model, reverse_model) -> int:
 
 
 def _trie_search(opts: MineOptions, model, source, target, output, pool, resume, progress) -> dict:
-    from triemine.decoding.driver import mine_to_tsv
-    from triemine.decoding.settings import SearchSettings
-    from triemine.decoding.task import load_trie_for_dict
-
     trie = load_trie_for_dict(opts.trie, model.tgt_dict) if opts.trie else None
-    search = SearchSettings(
-        mode=opts.mode, beam=opts.search_beam, nbest=opts.nbest, batch_size=opts.batch_size,
-        max_tokens=opts.max_tokens, sort_window=opts.sort_window, prior_weight=opts.prior_weight,
-        with_prior=opts.priors, max_length=opts.max_length, trie_nbest=opts.trie_nbest,
-        target_shards=opts.target_shards, shard_sources=opts.shard_size)
-    return mine_to_tsv(model, source, target, output, search=search, pool=pool, trie=trie,
+    return mine_to_tsv(model, source, target, output, search=opts.search, pool=pool, trie=trie,
                        device=opts.device, resume=resume, debug=opts.debug,
                        progress=progress).as_dict()

@@ -7,12 +7,27 @@ the subpackages so that it can be used from Python without the CLI. Errors deriv
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import sys
+import warnings
+from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from triemine import cliargs
+import triemine.baselines as baselines  # registers the baselines' score names
+from triemine import cliargs, settings
+from triemine.corpus import sentences
 from triemine.errors import InputError, TrieMineError
+from triemine.evaluation import report
+from triemine.evaluation.pipeline import evaluate_files, report_data, save_thresholds
+from triemine.filtering import registry
+from triemine.filtering.selection import choose, load_thresholds, oriented_pairs, write_bitext
+from triemine.mining.options import MineOptions, flag_help_values
 from triemine.outfile import check_distinct, write_text
+from triemine.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, cache_root, shared_path
+from triemine.plugin import user_dir
+from triemine.trie.build import build_trie_from_corpus
+from triemine.tsv import read_mined, write_mined
 
 
 def _run(prog: str, body: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser,
@@ -48,8 +63,6 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     def body(args: argparse.Namespace) -> int:
-        import json
-        from triemine.trie.build import build_trie_from_corpus
         if args.nbest < 1:
             parser.error("--nbest must be >= 1")
         check_distinct([("-o", args.output)], [("corpus", args.corpus), ("--spm", args.spm),
@@ -71,12 +84,8 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
 # trie-mine  (owner: triemine.decoding)
 
 def _mine_parser() -> argparse.ArgumentParser:
-    """trie-mine's arguments (:class:`triemine.api.MineOptions` has one field per option)."""
-    from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, PAPER_BEAM
-    from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
-    from triemine.mining.run import CONFIG_NAMES, CONFIGS, GENERATORS, KNN_INDEXES
-
-    defaults = CONFIGS["combined"]
+    """trie-mine's arguments: the files it reads and writes, then one flag per setting of the
+    tree (:class:`triemine.mining.options.MineOptions`: built from the fields' declarations)."""
     parser = argparse.ArgumentParser(
         prog="trie-mine", description=mine_main.__doc__.split("\n\n")[0],
         epilog="--config paper (or --candidates trie alone) is the paper's trie search: every "
@@ -87,88 +96,14 @@ def _mine_parser() -> argparse.ArgumentParser:
     parser.add_argument("--source", required=True, help="source corpus (plain text or id<TAB>text)")
     parser.add_argument("--target", required=True, help="target corpus (plain text or id<TAB>text)")
     parser.add_argument("-o", "--output", required=True, help="mining TSV to write")
-    parser.add_argument("--config", default="combined", choices=CONFIG_NAMES,
-                        help="combined (default): multilingual USE candidates scored by the MT "
-                             "model; mt-only: no embedding model, the MT model's own "
-                             "translations retrieve candidates; paper: the trie search alone")
-    parser.add_argument("--candidates", default=None,
-                        help=f"comma-separated generators among {', '.join(GENERATORS)} "
-                             "(default: the configuration's; 'trie' alone is --config paper)")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--pre-expansion", dest="mode", action="store_const", const="pre",
-                      help="trie search: mask tokens outside the trie before top-k (default)")
-    mode.add_argument("--post-expansion", dest="mode", action="store_const", const="post",
-                      help="trie search: ordinary top-k, then drop hypotheses that left the trie")
-    parser.add_argument("--beam", type=int, default=None,
-                        help=f"trie search beam B (default {PAPER_BEAM} for --candidates trie, "
-                             f"{defaults.beam} inside the mining job)")
-    parser.add_argument("--prior-weight", type=cliargs.finite, default=0.0,
-                        help="rank trie hypotheses by log P(y|x) - W * log P(y|empty source) "
-                             "(pre-expansion; default 0)")
-    parser.add_argument("--priors", action="store_true",
-                        help="--config paper: add prior = log P(y|empty source) and pmi "
-                             "columns (the mining job always has them)")
-    parser.add_argument("--encoder", default=None,
-                        help=f"sentence encoder of the knn generator (default {defaults.encoder})")
-    parser.add_argument("--knn-index", choices=KNN_INDEXES, default=None,
-                        help="knn: exact search, IVF index, HNSW graphs; default auto: "
-                             "exact up to 2^34 query x database pairs (docs/scale.md)")
-    parser.add_argument("--min-margin", type=cliargs.finite, default=None,
-                        help="knn and retrieval: keep pairs with at least this ratio margin "
-                             f"before exact scoring (default {defaults.min_margin})")
-    parser.add_argument("--reverse-model", default=None, metavar="DIR",
-                        help="a model of the other direction (target -> source): adds log P(x|y) "
-                             "and the dual conditional cross-entropy dual_ce (mining job only)")
-    parser.add_argument("--combination", default=None,
-                        help="the combined score: a shipped name or a JSON file "
-                             "(default: the configuration's, e.g. combined or mt-only)")
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help="trie search: sources per decoder batch (default 320 // beam, "
-                             "at most 64: 64 at beam 5, 16 at beam 20, 3 at beam 90)")
-    parser.add_argument("--sort-window", type=int, default=defaults.sort_window, metavar="N",
-                        help="trie search: length-sorted batches within blocks of N batches "
-                             "(output in input order; 1: no sorting; default %(default)s)")
-    parser.add_argument("--max-tokens", type=int, default=None,
-                        help="trie search: also cap a batch at this many padded source tokens")
-    parser.add_argument("--max-length", type=int, default=None, metavar="N",
-                        help="skip source and target lines longer than N model tokens (EOS "
-                             "included); lines over the model's own limit are always skipped, "
-                             "counted in the summary and the TSV's .meta.json (skipped_long)")
-    parser.add_argument("--nbest", type=int, default=None,
-                        help="--candidates trie: write at most K matches per source (default all)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--target-spm", default=None,
-                        help="target sentencepiece model when the model directory has none")
-    parser.add_argument("--trie", default=None, help="prebuilt trie (trie-build) instead of the cache")
-    parser.add_argument("--trie-nbest", type=int, default=1,
-                        help="sentencepiece segmentations per target line in a built trie (1)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue an interrupted run of the same command")
-    parser.add_argument("--debug", action="store_true",
-                        help="verify every hypothesis's trie node against a walk from the root")
     scale = parser.add_argument_group(
         "scale-out (docs/scale.md)",
         "the trie search and the exact scoring run in deterministic shards recorded in a "
         "manifest (OUT.shards/ or OUT.work/); the output is byte-identical to one process with "
         "the same threads per process (OMP_NUM_THREADS, default 1)")
-    scale.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="N local worker processes (each loads the model once and "
-                            "memory-maps the cached trie); with --ray: N actors (default one "
-                            "per CPU of the cluster, one per GPU with --device cuda)")
-    scale.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                       help="run the workers as Ray actors: local (default: a private cluster "
-                            "on 127.0.0.1), auto (the cluster of this machine) or a Ray address; "
-                            "needs the extra triemine[ray]")
-    scale.add_argument("--target-shards", type=int, default=1, metavar="K",
-                       help="trie search: split the target corpus into K line ranges with a "
-                            "trie each; every source is searched in each, matches merged by "
-                            "score keeping the beam's B best (each shard has its own beam: "
-                            "recall grows in practice, cost grows about K-fold; default 1)")
-    scale.add_argument("--shard-size", type=int, default=None, metavar="N",
-                       help=f"trie search: at least N sources per shard (default "
-                            f"{DEFAULT_SHARD_SOURCES}, or a 16th of a smaller job; scoring "
-                            f"shards: {SCORE_CHUNK} pairs, a 4th of a smaller job, at least "
-                            f"{MIN_SCORE_CHUNK})")
+    settings.add_flags(parser, MineOptions, {"scale": scale}, flag_help_values())
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted run of the same command")
     keep = parser.add_argument_group(
         "bitext", "the pairs kept by the configuration's selection (one-to-one by 'combined'; "
         "paper: best per source by ce_word) and threshold: by default the one tuned on the BUCC "
@@ -180,36 +115,18 @@ def _mine_parser() -> argparse.ArgumentParser:
     keep.add_argument("--thresholds", metavar="JSON",
                       help="thresholds file from trie-mine-eval --save-thresholds")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-
     return parser
 
 
 def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     """Mine parallel sentences from two monolingual corpora with an MT model and write every
     candidate pair with its scores as a mining TSV (and, with --bitext, the pairs kept)."""
-    from triemine.api import MineOptions, run
-
     parser = _mine_parser()
 
     def body(args: argparse.Namespace) -> int:
-        import json
-        import logging
-        import warnings
-
-        candidates = None
-        if args.candidates is not None:
-            candidates = tuple(c.strip() for c in args.candidates.split(",") if c.strip())
-        opts = MineOptions(
-            config=args.config, candidates=candidates, mode=args.mode or "pre", beam=args.beam,
-            prior_weight=args.prior_weight, priors=args.priors, encoder=args.encoder,
-            knn_index=args.knn_index, min_margin=args.min_margin, reverse_model=args.reverse_model,
-            combination=args.combination, batch_size=args.batch_size,
-            sort_window=args.sort_window, max_tokens=args.max_tokens, max_length=args.max_length,
-            nbest=args.nbest, device=args.device, target_spm=args.target_spm, trie=args.trie,
-            trie_nbest=args.trie_nbest, debug=args.debug, workers=args.workers, ray=args.ray,
-            target_shards=args.target_shards, shard_size=args.shard_size)
+        given = settings.given(args, MineOptions)
         try:
-            opts.check()
+            opts = MineOptions.of(given.pop("config", "combined"), **given).check()
         except InputError as exc:
             parser.error(exc.problem)
         if (args.threshold or args.thresholds) and not args.bitext:
@@ -217,6 +134,8 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
         warnings.filterwarnings("ignore", category=FutureWarning)
+        from triemine.api import run  # heavy (torch, fairseq): after the logging set-up
+
         result = run(opts, args.model, args.source, args.target, args.output, resume=args.resume,
                      progress=not args.quiet, select=bool(args.bitext),
                      given=dict(args.threshold), thresholds=args.thresholds, bitext=args.bitext)
@@ -235,7 +154,6 @@ def user_dir_main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="trie-mine-user-dir", description=user_dir_main.__doc__)
 
     def body(_args: argparse.Namespace) -> int:
-        from triemine.plugin import user_dir
         print(user_dir())
         return 0
 
@@ -274,12 +192,7 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
                         help="afterwards compare N BUCC zh sample sentences with CTranslate2")
 
     def body(args: argparse.Namespace) -> int:
-        import logging
-        from pathlib import Path
-
-        from triemine.corpus import sentences
-        from triemine.models.convert import detect_model_format, import_model
-        from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
+        from triemine.models.convert import detect_model_format, import_model  # heavy: fairseq
 
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
         logging.getLogger("triemine").setLevel(logging.INFO)  # our progress notes, not fairseq's
@@ -301,10 +214,7 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
                      estimation_sources=estimation)
         print(f"wrote {out} (from a {fmt} model)", file=sys.stderr)
         if args.check > 0:
-            import json
-
-            from triemine.models.fidelity import check_fidelity
-            from triemine.paths import BUCC_ZH_EN
+            from triemine.models.fidelity import check_fidelity  # heavy: torch, ctranslate2
             texts = sentences(shared_path(*BUCC_ZH_EN, "zh-en.sample.zh"), args.check)
             reports = check_fidelity(model_dir, out, texts)
             print(json.dumps({k: v.as_dict() for k, v in reports.items()}, ensure_ascii=False))
@@ -354,13 +264,7 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                         "(tokeniser, embeddings; default <cache>/models/opus-mt-zh-en)")
 
     def body(args: argparse.Namespace) -> int:
-        from triemine.filtering import registry
-        from triemine.baselines.knn import with_scores
-        from triemine.filtering.selection import (choose, load_thresholds, oriented_pairs,
-                                                  write_bitext)
-        from triemine.tsv import read_mined, write_mined
-
-        import triemine.baselines as baselines  # registers the baselines' score names
+        from triemine.baselines.knn import with_scores  # heavy: torch and the baselines' models
 
         if not args.output and not args.bitext:
             parser.error("give -o/--output and/or --bitext")
@@ -438,11 +342,6 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
                         "the plots, the signature and the pairs just above and below the threshold")
 
     def body(args: argparse.Namespace) -> int:
-        import json
-        from triemine.evaluation.pipeline import evaluate_files, report_data, save_thresholds
-
-        import triemine.baselines  # noqa: F401  (registers the baselines' score names)
-
         if len(args.mined) > 2:
             parser.error("at most two mining TSVs (one per direction)")
         check_distinct([("--save-thresholds", args.save_thresholds), ("--json", args.json),
@@ -467,7 +366,6 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
         if out.folds:
             print(out.signature("heldout-strict", out.heldout_strict))
         if args.plot or args.report:
-            from triemine.evaluation import report
             data = report_data(out, dirs[0], bucc, title=f"trie-mine-eval {' '.join(args.mined)}")
             if args.plot:
                 for path in report.write_plots(data, args.plot):

@@ -4,26 +4,21 @@ output of a tool is one of its inputs)."""
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from typing import Optional, Sequence, Tuple
+
+from triemine.errors import InputError
+from triemine.evaluation.bucc import bucc_files
+from triemine.evaluation.report import CURVE_PNG, HISTOGRAM_PNG
+from triemine.filtering.registry import ALIASES, SCORES
+from triemine.settings import finite
+from triemine.tsv import META_SUFFIX
 
 
 def add_bucc_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--src-corpus", help="l1 corpus (default: the BUCC file beside the gold, "
                         "e.g. zh-en.sample.zh)")
     parser.add_argument("--tgt-corpus", help="l2 corpus (default: e.g. zh-en.sample.en)")
-
-
-def finite(text: str) -> float:
-    """argparse type: a finite number (``nan``/``inf`` are refused, not silently used)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return v
 
 
 def score_threshold(text: str):
@@ -35,7 +30,6 @@ def score_threshold(text: str):
 
 
 def filter_help() -> str:
-    from triemine.filtering.registry import ALIASES, SCORES
     names = ", ".join(sorted(SCORES) + sorted(ALIASES))
     return (f"'none', a score ({names}), or two joined by '+' (a union, e.g. ce+bicleaner); "
             "a score keeps rows on its good side of the threshold")
@@ -43,7 +37,6 @@ def filter_help() -> str:
 
 def with_meta(label: str, tsv: Optional[str]):
     """A mining TSV given as input, and its ``.meta.json`` sidecar (read with it)."""
-    from triemine.tsv import META_SUFFIX
     return [] if tsv is None else [(label, tsv), (f"{label}'s sidecar", tsv + META_SUFFIX)]
 
 
@@ -51,8 +44,6 @@ def bucc_inputs(gold: str, src_corpus: Optional[str], tgt_corpus: Optional[str]
                 ) -> Sequence[Tuple[str, Optional[str]]]:
     """What ``trie-mine-eval`` reads of a BUCC set: the gold file and both corpora (by
     default the BUCC files beside the gold)."""
-    from triemine.errors import InputError
-    from triemine.evaluation.bucc import bucc_files
     try:
         _l1, _l2, _split, src_default, tgt_default = bucc_files(gold)
     except InputError:
@@ -65,5 +56,4 @@ def plot_files(folder: Optional[str]):
     """The files ``--plot DIR`` writes, as outputs."""
     if folder is None:
         return []
-    from triemine.evaluation.report import CURVE_PNG, HISTOGRAM_PNG
     return [("--plot", os.path.join(folder, name)) for name in (CURVE_PNG, HISTOGRAM_PNG)]

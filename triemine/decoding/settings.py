@@ -16,6 +16,7 @@ from triemine.decoding.batching import (MIN_BLOCKS, SORT_WINDOW, block_size, dev
                                         resolve_batch_size)
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.decoding.lengths import LENGTH_RULE
+from triemine.settings import finite, setting
 from triemine.tsv import column_order
 
 PAPER_BEAM = 90               # the paper's beam for the trie search alone
@@ -26,30 +27,57 @@ MODES = ("pre", "post")
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """How the trie search runs.  Fields that change the output are in :meth:`resume_key`
+    """How the trie search runs (a node of the settings tree, :mod:`triemine.settings`: each
+    field declares its default, help, range and flag).  Fields that change the output are in :meth:`resume_key`
     (``max_length``, ``token_counts``, ``line_numbers`` and ``trie_nbest`` only when not their
     default, so older sidecars still resume); ``target_shards`` is keyed by the shard
     manifest, the one path that searches several tries; ``shard_sources`` never changes the
     output."""
 
-    mode: str = "pre"                  # pre- or post-expansion
-    beam: int = PAPER_BEAM             # beam B
-    nbest: Optional[int] = None        # rows for the best K matches per source (None: all)
-    batch_size: Optional[int] = None   # sources per decoder batch (None: resolve_batch_size)
-    max_tokens: Optional[int] = None   # also cap a batch at this many padded source tokens
-    sort_window: int = SORT_WINDOW     # length-sorted batches within blocks of this many batches
-    prior_weight: float = 0.0          # lambda of prior-corrected pre-expansion
-    with_prior: bool = False           # add the prior and pmi columns (implied by prior_weight)
-    token_counts: bool = False         # add n_tokens, each match's target tokens (EOS included)
-    line_numbers: bool = False         # add src_line and tgt_line, each row's corpus lines
-                                       # (1-based; what the mining job's trie generator reads)
-    max_length: Optional[int] = None   # skip lines longer than this many model tokens
-    trie_nbest: int = 1                # segmentations per target line in a built trie
-    target_shards: int = 1             # K tries over line ranges of the target corpus
-    shard_sources: Optional[int] = None  # sources a shard holds at least (None: shard_size's
-                                         # default)
-    block_sources: Optional[int] = None  # sources per block; the driver sets it for the job
-                                         # (for_job); None: sort_window batches
+    mode: str = setting("pre", exclusive={
+        "--pre-expansion": ("pre", "trie search: mask tokens outside the trie before top-k "
+                                   "(default)"),
+        "--post-expansion": ("post", "trie search: ordinary top-k, then drop hypotheses that "
+                                     "left the trie")})
+    beam: int = setting(PAPER_BEAM, "trie search beam B (default {paper_beam} for --candidates "
+                        "trie, {job_beam} inside the mining job)", flag="--beam", low=1)
+    nbest: Optional[int] = setting(None, "--candidates trie: write at most K matches per source "
+                                   "(default all)", flag="--nbest", low=1)
+    batch_size: Optional[int] = setting(
+        None, "trie search: sources per decoder batch (default 320 // beam, at most 64: 64 at "
+        "beam 5, 16 at beam 20, 3 at beam 90)", flag="--batch-size", low=1)
+    max_tokens: Optional[int] = setting(None, "trie search: also cap a batch at this many padded "
+                                        "source tokens", flag="--max-tokens", low=1)
+    sort_window: int = setting(SORT_WINDOW, "trie search: length-sorted batches within blocks of "
+                               "N batches (output in input order; 1: no sorting; default "
+                               "{sort_window})", flag="--sort-window", metavar="N", low=1)
+    prior_weight: float = setting(0.0, "rank trie hypotheses by log P(y|x) - W * log P(y|empty "
+                                  "source) (pre-expansion; default 0)", flag="--prior-weight",
+                                  parse=finite)
+    with_prior: bool = setting(False, "--config paper: add prior = log P(y|empty source) and "
+                               "pmi columns (the mining job always has them)", flag="--priors",
+                               const=True)
+    token_counts: bool = setting(False)  # add n_tokens, each match's target tokens (EOS included)
+    line_numbers: bool = setting(False)  # add src_line and tgt_line, each row's corpus lines
+                                         # (1-based; what the mining job's trie generator reads)
+    max_length: Optional[int] = setting(
+        None, "skip source and target lines longer than N model tokens (EOS included); lines "
+        "over the model's own limit are always skipped, counted in the summary and the TSV's "
+        ".meta.json (skipped_long)", flag="--max-length", metavar="N", low=2,
+        low_note=" (one piece and EOS)")
+    trie_nbest: int = setting(1, "sentencepiece segmentations per target line in a built trie "
+                              "(1)", flag="--trie-nbest", low=1)
+    target_shards: int = setting(
+        1, "trie search: split the target corpus into K line ranges with a trie each; every "
+        "source is searched in each, matches merged by score keeping the beam's B best (each "
+        "shard has its own beam: recall grows in practice, cost grows about K-fold; default 1)",
+        flag="--target-shards", metavar="K", low=1, group="scale")
+    shard_sources: Optional[int] = setting(
+        None, "trie search: at least N sources per shard (default {shard_sources}, or a 16th of "
+        "a smaller job; scoring shards: {score_chunk} pairs, a 4th of a smaller job, at least "
+        "{min_score_chunk})", flag="--shard-size", metavar="N", low=1, group="scale")
+    block_sources: Optional[int] = setting(None)  # sources per block; the driver sets it for the
+                                                  # job (for_job); None: sort_window batches
 
     def __post_init__(self):
         if self.mode not in MODES:

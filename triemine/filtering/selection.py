@@ -7,8 +7,8 @@ the thresholds come from, in order of precedence:
 1. given by the user (``--threshold NAME=VALUE``, ``--ce-max``, ...), over
 2. a thresholds file (``--thresholds``, written by ``trie-mine-eval --save-thresholds``), else
 3. the **shipped default** of the configuration that wrote the TSV: the threshold tuned on the BUCC
-   2018 zh-en sample (``triemine/filtering/data/<name>.thresholds.json``, the thresholds file of
-   that evaluation).  The mining job's default ``combined`` score is a fixed combination of
+   2018 zh-en sample (the ``thresholds`` of its record, :mod:`triemine.configurations`: the
+   thresholds file of that evaluation).  The mining job's default ``combined`` score is a fixed combination of
    features (:mod:`triemine.mining.combine`), so its threshold means the same on other data:
    the sample's threshold scored within 0.004 F1 of an unseen set's own best threshold.  A
    shipped threshold belongs to the exact combination it was tuned for: a TSV written with
@@ -28,6 +28,7 @@ from typing import Dict, Iterable, Mapping, Optional, Tuple
 
 import numpy as np
 
+from triemine.configurations import DEFAULT, NAMES, PAPER, configuration
 from triemine.errors import InputError
 from triemine.filtering import registry
 from triemine.outfile import atomic_write, write_text
@@ -35,12 +36,9 @@ from triemine.textfile import read_json
 from triemine.tsv import clean_cell
 
 THRESHOLDS_VERSION = 1
-DATA_DIR = Path(__file__).resolve().parent / "data"
-PAPER = "paper"
-# how each configuration's TSV is selected and thresholded: (rule, rank_by, filter)
-SELECTION = {"combined": ("one-to-one", "combined", "combined"),
-             "mt-only": ("one-to-one", "combined", "combined"),
-             PAPER: ("best-per-source", "ce_word", "ce")}
+# how each configuration's TSV is selected and thresholded: (rule, rank_by, filter), from the
+# configurations' records
+SELECTION = {name: configuration(name).selection.as_tuple() for name in NAMES}
 
 
 @dataclass
@@ -58,7 +56,11 @@ class SavedThresholds:
 def load_thresholds(path: os.PathLike | str) -> SavedThresholds:
     """Read a thresholds file; every value must be a finite number."""
     path = os.fspath(path)
-    data = read_json(path, "thresholds file")
+    return thresholds_of(read_json(path, "thresholds file"), path)
+
+
+def thresholds_of(data, path: str) -> SavedThresholds:
+    """A thresholds file's contents checked (:func:`load_thresholds`); errors name ``path``."""
     if not isinstance(data, dict) or data.get("version") != THRESHOLDS_VERSION or \
             not isinstance(data.get("thresholds"), dict) or not isinstance(data.get("filter"), str):
         raise InputError(f"not a trie-mine thresholds file (version {THRESHOLDS_VERSION})", path)
@@ -103,6 +105,17 @@ def configuration_of(meta: Mapping[str, object]) -> Optional[str]:
     return None
 
 
+def shipped_default(name: str) -> Optional[SavedThresholds]:
+    """Configuration ``name``'s shipped thresholds (with its selection and combination), as a
+    thresholds file holds them; ``None`` when it ships none."""
+    record = configuration(name)
+    if record.thresholds is None:
+        return None
+    return thresholds_of(dict(record.thresholds, version=THRESHOLDS_VERSION,
+                              combination=record.combination, **vars(record.selection)),
+                         f"configuration {name}")
+
+
 def shipped_thresholds(meta: Mapping[str, object], where: Optional[str] = None) -> SavedThresholds:
     """The shipped default thresholds for the TSV whose sidecar is ``meta`` (module docstring);
     an :class:`InputError` naming ``where`` (the TSV) when there is none."""
@@ -112,10 +125,9 @@ def shipped_thresholds(meta: Mapping[str, object], where: Optional[str] = None) 
     if name is None:
         raise InputError(f"no shipped default threshold: the sidecar names no known configuration; "
                          f"{how}", where)
-    path = DATA_DIR / f"{name}.thresholds.json"
-    if not path.is_file():
+    saved = shipped_default(name) if name in NAMES else None
+    if saved is None:
         raise InputError(f"configuration {name!r} ships no default threshold; {how}", where)
-    saved = load_thresholds(path)
     comb = meta.get("combination")
     if saved.combination is not None and comb != saved.combination:
         raise InputError(f"the TSV's combination {name!r} is not the shipped one its default "
@@ -157,7 +169,7 @@ def default_selection(mined, saved: Optional[SavedThresholds] = None) -> Tuple[s
         return saved.rule, saved.rank_by, saved.filter
     _check_combined(mined)
     if "pipeline" in mined.meta and "combined" in mined.numeric:
-        return SELECTION["combined"]
+        return SELECTION[DEFAULT]
     rule, rank_by, _ = SELECTION[PAPER]
     return rule, rank_by, "none"
 
@@ -166,7 +178,7 @@ def _own_selection(meta: Mapping[str, object]) -> Optional[Tuple[str, str, str]]
     """How the job that wrote a TSV selects its pairs: ``SELECTION`` of the mining job (any
     combination) or of the paper's trie search; ``None`` when the sidecar says neither."""
     if "pipeline" in meta:
-        return SELECTION["combined"]
+        return SELECTION[DEFAULT]
     return SELECTION[PAPER] if configuration_of(meta) == PAPER else None
 
 

@@ -23,10 +23,10 @@ from typing import Dict, List
 
 import numpy as np
 
+from triemine.configurations import combination_names, configuration
 from triemine.errors import InputError
 from triemine.textfile import read_json
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
 @dataclass
@@ -93,21 +93,26 @@ class Combination:
 
     @classmethod
     def load(cls, path) -> "Combination":
-        data = read_json(path, "combination file")
+        """A combination file (``Combination``'s fields as JSON)."""
+        return cls.of(read_json(path, "combination file"), os.fspath(path))
+
+    @classmethod
+    def of(cls, data, where: str) -> "Combination":
+        """A combination from its fields; an :class:`InputError` naming ``where`` otherwise."""
         try:
             comb = cls(**data)
         except (TypeError, ValueError, AttributeError) as exc:
-            raise InputError(f"not a combination file ({exc})", os.fspath(path)) from None
+            raise InputError(f"not a combination file ({exc})", where) from None
         for v in comb.weights + comb.mean + comb.std + [w for g in comb.choices.values() for w in g]:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise InputError(f"combination values must be finite numbers, got {v!r}", os.fspath(path))
+                raise InputError(f"combination values must be finite numbers, got {v!r}", where)
         return comb
 
 
 def shipped(name: str) -> Combination:
-    """A combination fitted on the BUCC zh-en sample's candidates and shipped with the package."""
-    path = DATA_DIR / f"{name}.json"
-    if not path.is_file():
-        known = sorted(p.stem for p in DATA_DIR.glob("*.json"))
+    """The combination of configuration ``name`` (:mod:`triemine.configurations`), fitted on the
+    BUCC zh-en sample's candidates and shipped with the package."""
+    known = combination_names()
+    if name not in known:
         raise InputError(f"no shipped combination {name!r} (known: {', '.join(known) or 'none'})")
-    return Combination.load(path)
+    return Combination.of(configuration(name).combination, f"configuration {name}")

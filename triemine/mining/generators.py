@@ -7,8 +7,8 @@ work directory, :mod:`triemine.mining.columns`, sorted by source, then target, s
 reuses them) and, for a margin space, the space whose features every candidate of the job gets,
 whichever generator proposed it.
 
-Adding a generator is one class here with ``@register`` (and its knobs in
-:class:`~triemine.mining.run.PipelineConfig`); :mod:`triemine.mining.run` loops over the registry.
+Adding a generator is one class here with ``@register`` (and its knobs as a node of the settings
+tree, :mod:`triemine.mining.settings`); :mod:`triemine.mining.run` loops over the registry.
 """
 from __future__ import annotations
 
@@ -36,13 +36,11 @@ class Job:
     tgt: Any
     source_path: str
     target_path: str
-    cfg: Any                       # triemine.mining.run.PipelineConfig
+    opts: Any                      # triemine.mining.options.MineOptions: the job's settings tree
     work: Path
     device: str = "cpu"
     progress: bool = False
     pool: Any = None
-    shard_sources: Optional[int] = None
-    target_shards: int = 1
     trie: Any = None
     node_prior: Any = None
     # lines the job skips as too long (boolean masks; None: none): no generator sees them
@@ -76,7 +74,7 @@ class Generator:
     name = ""
     bit = 0
 
-    def columns(self, cfg) -> Set[str]:
+    def columns(self, opts) -> Set[str]:
         """The feature columns this generator adds to every candidate of the job."""
         return set()
 
@@ -113,9 +111,10 @@ class TrieSearch(Generator):
     def run(self, job: Job):
         from triemine.decoding.trie_cache import get_trie
 
-        cfg = job.cfg
-        job.trie = get_trie(job.model, job.target_path, cfg.trie_nbest, progress=job.progress)
-        if cfg.priors or cfg.prior_weight:
+        opts = job.opts
+        job.trie = get_trie(job.model, job.target_path, opts.search.trie_nbest,
+                            progress=job.progress)
+        if opts.scores.priors or opts.search.prior_weight:
             from triemine.scoring.prior import get_node_priors
             job.node_prior = get_node_priors(job.model, job.trie, progress=job.progress)
         with job.timed("trie"):
@@ -125,21 +124,14 @@ class TrieSearch(Generator):
                          columns=columns), None
 
     def _settings(self, job: Job):
-        from triemine.decoding.settings import SearchSettings
-
-        cfg = job.cfg
-        return SearchSettings(mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
-                              sort_window=cfg.sort_window, prior_weight=cfg.prior_weight,
-                              token_counts=True, line_numbers=True, trie_nbest=cfg.trie_nbest,
-                              max_length=cfg.max_length, target_shards=job.target_shards,
-                              shard_sources=job.shard_sources)
+        return job.opts.job_search()
 
     def _search(self, job: Job, search, columns) -> Iterator[CandidateSet]:
         from triemine.decoding.driver import mine_to_tsv
 
         tsv = job.work / "trie.tsv"
         mine_to_tsv(job.model, job.source_path, job.target_path, tsv, search=search,
-                    pool=job.pool, trie=job.trie if job.target_shards == 1 else None,
+                    pool=job.pool, trie=job.trie if job.opts.search.target_shards == 1 else None,
                     device=job.device, resume=True, progress=job.progress)
         return self._candidates(tsv, columns, len(job.src), len(job.tgt))
 
@@ -188,13 +180,13 @@ class TrieSearch(Generator):
 
 @register
 class EncoderKnn(Generator):
-    """A multilingual sentence encoder's ratio-margin neighbours (LASER's margin, k = cfg.k):
+    """A multilingual sentence encoder's ratio-margin neighbours (LASER's margin, k = ``k``):
     ``<encoder>_cos`` and ``<encoder>_margin``."""
 
     name, bit = "knn", 2
 
-    def columns(self, cfg) -> Set[str]:
-        return {f"{cfg.encoder}_cos", f"{cfg.encoder}_margin"}
+    def columns(self, opts) -> Set[str]:
+        return {f"{opts.neighbours.encoder}_cos", f"{opts.neighbours.encoder}_margin"}
 
     def run(self, job: Job):
         """Both corpora embedded in line shards and searched in kNN shards on the job's pool
@@ -203,24 +195,24 @@ class EncoderKnn(Generator):
         from triemine.distributed.knn_jobs import knn_searches
         from triemine.distributed.local import InlinePool
 
-        cfg = job.cfg
+        nb = job.opts.neighbours
         pool = job.pool if job.pool is not None else InlinePool()
-        emb = {side: job.work / f"emb.{cfg.encoder}.{side}.npy" for side in ("src", "tgt")}
+        emb = {side: job.work / f"emb.{nb.encoder}.{side}.npy" for side in ("src", "tgt")}
         with job.timed("embed"):  # both corpora's shards on the pool at once
-            xs, ys = embed_corpora(cfg.encoder, [
+            xs, ys = embed_corpora(nb.encoder, [
                 (job.source_path, len(job.src), emb["src"], job.long_src),
                 (job.target_path, len(job.tgt), emb["tgt"], job.long_tgt)],
                                    pool, progress=job.progress)
         with job.timed("knn"):  # both directions' cells at once
             (fwd_sim, fwd_idx), (bwd_sim, bwd_idx) = knn_searches(
-                [(emb["src"], emb["tgt"], f"knn.{cfg.encoder}.fwd"),
-                 (emb["tgt"], emb["src"], f"knn.{cfg.encoder}.bwd")], cfg.k, job.work, pool,
-                progress=job.progress, index=cfg.knn_index, device=job.device)
-        space = embedding_space(xs, ys, cfg.encoder, cfg.k, origin=self.bit,
+                [(emb["src"], emb["tgt"], f"knn.{nb.encoder}.fwd"),
+                 (emb["tgt"], emb["src"], f"knn.{nb.encoder}.bwd")], nb.k, job.work, pool,
+                progress=job.progress, index=nb.knn_index, device=job.device)
+        space = embedding_space(xs, ys, nb.encoder, nb.k, origin=self.bit,
                                 neighbours=(fwd_idx, fwd_sim, bwd_idx, bwd_sim), work=job.work)
         # written a range of sources at a time: the driver holds one range's candidates
         return stage(job.work, self.name, lambda: space.candidate_blocks(
-            cfg.per_source, cfg.per_target, cfg.min_margin, spill=job.work / "knn.spill"),
+            nb.per_source, nb.per_target, nb.min_margin, spill=job.work / "knn.spill"),
             columns=space.columns), space
 
 
@@ -231,7 +223,7 @@ class TranslationRetrieval(Generator):
 
     name, bit = "retrieval", 4
 
-    def columns(self, cfg) -> Set[str]:
+    def columns(self, opts) -> Set[str]:
         return {"ret_cos", "ret_margin"}
 
     def run(self, job: Job):
@@ -241,17 +233,17 @@ class TranslationRetrieval(Generator):
         this process."""
         from triemine.distributed.jobs import cached_translations
 
-        cfg = job.cfg
+        nb, ret = job.opts.neighbours, job.opts.retrieval
         with job.timed("translate"):
             hyps, _ = cached_translations(job.model, job.source_path, cache_dir("translations"),
-                                          job.model_pool(job.model), beam=cfg.translate_beam,
+                                          job.model_pool(job.model), beam=ret.translate_beam,
                                           device=job.device, progress=job.progress)
         with job.timed("knn"):  # lines skipped as too long: empty, no one's neighbours
             space = translation_space(_blanked(hyps, job.long_src),
-                                      _blanked(job.tgt.texts, job.long_tgt), cfg.k,
+                                      _blanked(job.tgt.texts, job.long_tgt), nb.k,
                                       origin=self.bit)
         return stage(job.work, self.name, lambda: space.candidate_blocks(
-            cfg.per_source, cfg.per_target, cfg.retrieval_min_margin,
+            nb.per_source, nb.per_target, ret.retrieval_min_margin,
             spill=job.work / "retrieval.spill"), columns=space.columns), space
 
 

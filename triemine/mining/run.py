@@ -25,145 +25,68 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Optional
 
 import numpy as np
 
 from triemine.checksum import dumps_sealed, read_sealed
+from triemine.corpus import open_pair, skipped_counts
 from triemine.decoding import lengths
-from triemine.decoding.batching import SORT_WINDOW
-from triemine.embedding.knn import KNN_INDEXES
+from triemine.decoding.fingerprint import model_fingerprint
+from triemine.embedding.knn import search_arithmetic
 from triemine.errors import DamagedFile, InputError
-from triemine.filtering.selection import PAPER
 from triemine.mining.candidates import CandidateSet
+from triemine.mining.combine import Combination, shipped
+from triemine.mining.features import ScoreJob, prior_range, prior_table
 from triemine.mining.columns import ColumnStore, write_store
 from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, load_scored
 from triemine.mining.generators import REGISTRY, Job, origin_counts
 from triemine.mining.stages import cache_dir, stage_dir
+from triemine.mining.options import TRIE_KNOBS, MineOptions, pipeline_key
 from triemine.outfile import atomic_write
+from triemine.paths import content_sha256
+from triemine.scoring.forced import ARITHMETIC
 
 logger = logging.getLogger(__name__)
 
-GENERATORS = tuple(REGISTRY)
 # sources a range of the union of the generators' candidates (about 3 candidates a source: the
 # driver holds one range's, tens of MB)
 UNITE_SOURCES = 1 << 18
-# PipelineConfig fields that only the trie search reads (left out of a job's resume key without it)
-TRIE_KNOBS = ("mode", "beam", "prior_weight", "trie_nbest", "batch_size", "sort_window")
-
-
-@dataclass
-class PipelineConfig:
-    """What ``trie-mine`` runs (the defaults are the measured winner; see docs/mining.md)."""
-
-    candidates: Tuple[str, ...] = ("knn",)
-    # encoder kNN
-    encoder: str = "use"
-    k: int = 4
-    per_source: int = 2
-    per_target: int = 1
-    min_margin: Optional[float] = 1.02
-    # the kNN search: exact, an IVF index, or auto (exact up to a size:
-    # triemine.distributed.knn_jobs.knn_method)
-    knn_index: str = "auto"
-    # trie search
-    mode: str = "pre"
-    beam: int = 5
-    prior_weight: float = 0.0
-    trie_nbest: int = 1
-    batch_size: Optional[int] = None  # None: triemine.decoding.batching.resolve_batch_size
-    sort_window: int = SORT_WINDOW
-    # translation retrieval
-    translate_beam: int = 4
-    retrieval_min_margin: Optional[float] = None
-    # scores
-    priors: bool = True
-    combination: str = "combined"
-    # lines longer than this many model tokens (EOS included) are skipped, as are lines over the
-    # model's own position limits (triemine.decoding.lengths); None: the model's limits only
-    max_length: Optional[int] = None
-
-    def __post_init__(self):
-        self.candidates = tuple(self.candidates)
-        bad = [c for c in self.candidates if c not in GENERATORS]
-        if bad or not self.candidates:
-            raise InputError(f"unknown candidate generator(s) {', '.join(bad) or '(none)'} "
-                             f"(choose from {', '.join(GENERATORS)})")
-        if self.knn_index not in KNN_INDEXES:
-            raise InputError(f"unknown kNN index {self.knn_index!r} (choose from "
-                             f"{', '.join(KNN_INDEXES)})")
-
-    def key(self) -> dict:
-        """The settings as a resume key and the TSV's ``pipeline``; ``knn_index`` at its default
-        is left out, so the jobs and outputs from before it existed keep their keys."""
-        key = asdict(self)
-        if key["knn_index"] == "auto":
-            del key["knn_index"]
-        return key
-
-
-# The named configurations, measured and compared by bench/bucc_bench.py (docs/results.md#bucc_bench).
-# ``paper`` is not a PipelineConfig: it is the plain trie search (triemine.decoding.driver), whose TSV
-# keeps every match with the paper's columns and is selected best-per-source by ce_word.
-CONFIGS = {
-    # MT model + embedding candidates: USE ratio-margin neighbours, every pair scored exactly by the
-    # MT model, combined = z(use_margin) - z(ce_token) + z(pmi) + 0.75 z(numerals)
-    "combined": PipelineConfig(candidates=("knn",), combination="combined"),
-    # no embedding model anywhere: the MT model's own translations retrieved by TF-IDF, every pair
-    # scored exactly, combined = z(ret_margin) - z(ce_token) + z(pmi) + z(numerals)
-    "mt-only": PipelineConfig(candidates=("retrieval",), translate_beam=1, retrieval_min_margin=1.02,
-                              combination="mt-only"),
-}
-CONFIG_NAMES = tuple(CONFIGS) + (PAPER,)
-
-
-def named_config(name: str, **overrides) -> PipelineConfig:
-    """A copy of configuration ``name`` with ``overrides`` (fields left ``None`` keep the preset)."""
-    from dataclasses import replace
-
-    if name not in CONFIGS:
-        raise InputError(f"unknown configuration {name!r} (choose from {', '.join(CONFIG_NAMES)})")
-    return replace(CONFIGS[name], **{k: v for k, v in overrides.items() if v is not None})
 
 
 def _work(out_path: Path) -> Path:
     return Path(str(out_path) + ".work")
 
 
-def _settings_digest(model, source, target, cfg: PipelineConfig, device: str = "cpu") -> dict:
+def _settings_digest(model, source, target, opts: MineOptions) -> dict:
     """The job's resume key: the model, the corpora, the settings and the arithmetic of its
     scores and of its kNN search (other code, another faiss or another device gives other last
     bits; the CPU's keys name no device, as before devices were told apart)."""
-    from triemine.decoding.fingerprint import model_fingerprint
-    from triemine.decoding.lengths import LENGTH_RULE
-    from triemine.embedding.knn import search_arithmetic
-    from triemine.paths import content_sha256
-    from triemine.scoring.forced import ARITHMETIC
-
-    config = cfg.key()
-    if "trie" not in cfg.candidates:  # knobs of a stage this job does not run
+    device = opts.device
+    config = pipeline_key(opts)
+    if "trie" not in opts.candidates:  # knobs of a stage this job does not run
         for knob in TRIE_KNOBS:
             config.pop(knob)
     else:  # the search's TSV has the line columns the generator reads: an
         config["trie_rows"] = "line columns"  # older job's search is not resumed
     # the skip masks (and the trie search's batches) are cut by the length rule's counts
-    arithmetic = {"scores": ARITHMETIC, "lengths": LENGTH_RULE}
+    arithmetic = {"scores": ARITHMETIC, "lengths": lengths.LENGTH_RULE}
     if device != "cpu":
         arithmetic["device"] = device
-    if "knn" in cfg.candidates:
+    if "knn" in opts.candidates:
         arithmetic["knn"] = search_arithmetic(device)
     return json.loads(json.dumps({"model": model_fingerprint(model), "source": content_sha256(source),
                                   "target": content_sha256(target), "config": config,
                                   "arithmetic": arithmetic}))
 
 
-def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig,
-                  resume: bool = False, progress: bool = False, device: str = "cpu",
-                  reverse_model=None, pool=None, shard_sources: Optional[int] = None,
-                  target_shards: int = 1) -> dict:
-    """Run the job (module docstring); returns a summary dict.
+def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
+                  resume: bool = False, progress: bool = False, reverse_model=None,
+                  pool=None) -> dict:
+    """Run the job ``opts`` describes (module docstring; ``opts.device``, its trie search's
+    ``shard_sources`` and ``target_shards``); returns a summary dict.
 
     ``reverse_model`` (a model translating the target language into the source language) adds
     log P(x|y) of every pair and the dual conditional cross-entropy ``dual_ce``.
@@ -174,19 +97,16 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     the exact scores of the candidate pairs and the targets' priors; the output is
     byte-identical to the run without a pool.
     """
-    from triemine.corpus import open_pair, skipped_counts
-    from triemine.mining.combine import Combination, shipped
-
     src, tgt = open_pair(source_path, target_path)
-    comb = (Combination.load(cfg.combination) if os.path.isfile(cfg.combination)
-            else shipped(cfg.combination))
-    _check_features(comb, cfg, reverse_model is not None)
-    long_src, long_tgt = _too_long(model, reverse_model, src, tgt, cfg.max_length)
+    name = opts.scores.combination
+    comb = Combination.load(name) if os.path.isfile(name) else shipped(name)
+    _check_features(comb, opts, reverse_model is not None)
+    long_src, long_tgt = _too_long(model, reverse_model, src, tgt, opts.search.max_length)
     out_path = Path(out_path)
     work = _work(out_path)
-    settings = _settings_digest(model, source_path, target_path, cfg, device)
+    settings = _settings_digest(model, source_path, target_path, opts)
+    target_shards = opts.search.target_shards
     if reverse_model is not None:
-        from triemine.decoding.fingerprint import model_fingerprint
         settings["reverse_model"] = model_fingerprint(reverse_model)
     if target_shards > 1:  # other tries, other trie matches
         settings["target_shards"] = target_shards
@@ -208,9 +128,8 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
     work.mkdir(parents=True, exist_ok=True)
     atomic_write(settings_file, dumps_sealed(settings), "job settings")
 
-    job = Job(model, src, tgt, source_path, target_path, cfg, work, device=device,
-              progress=progress, pool=pool, shard_sources=shard_sources,
-              target_shards=target_shards, long_src=long_src, long_tgt=long_tgt)
+    job = Job(model, src, tgt, source_path, target_path, opts, work, device=opts.device,
+              progress=progress, pool=pool, long_src=long_src, long_tgt=long_tgt)
     scored = load_scored(work)  # a resumed job that had scored every candidate goes on from there
     if scored is None:
         with pool if pool is not None else contextlib.nullcontext():  # one start of the workers
@@ -221,8 +140,9 @@ def mine_pipeline(model, source_path, target_path, out_path, cfg: PipelineConfig
         origins = finish_tsv(out_path, scored, src, tgt, comb, meta={
             "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
             "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
-            "mode": "+".join(cfg.candidates), "beam": cfg.beam if "trie" in cfg.candidates else "-",
-            "pipeline": cfg.key(), "combination": asdict(comb), "skipped_long": skipped,
+            "mode": "+".join(opts.candidates),
+            "beam": opts.search.beam if "trie" in opts.candidates else "-",
+            "pipeline": pipeline_key(opts), "combination": asdict(comb), "skipped_long": skipped,
             "skipped_bad": skipped_counts(src, tgt)})
     return {"sources": len(src), "targets": len(tgt), "candidates": len(scored),
             "by_generator": origin_counts(origins), "skipped_long": skipped,
@@ -234,7 +154,7 @@ def _candidates(job: Job, skip_src: np.ndarray, skip_tgt: np.ndarray) -> ColumnS
     """Every generator's candidates, united, without the skipped lines' pairs, each pair with
     every margin space's features: the job's store (``candidates.cols``, :func:`unite`)."""
     stores, spaces = [], []
-    for name in job.cfg.candidates:
+    for name in job.opts.candidates:
         store, space = REGISTRY[name].run(job)
         stores.append(store)
         spaces += [space] if space is not None else []
@@ -293,7 +213,6 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
     (:func:`triemine.distributed.jobs.forced_score_shards`) on the job's pool or in this
     process (:meth:`Job.model_pool`), merged into the store's columns a block at a time."""
     from triemine.distributed.jobs import forced_score_shards
-    from triemine.mining.features import ScoreJob
 
     rules = ScoreJob.of(reverse)
     stage, names = rules.name, [rules.score, rules.n_tokens]
@@ -363,9 +282,7 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     """The ``prior`` column (where no generator gave one), when the configuration asks for it:
     the targets' priors table (:func:`triemine.mining.features.prior_table`) for every
     candidate's target, computed where not cached, in shards (:meth:`Job.model_pool`)."""
-    from triemine.mining.features import prior_range, prior_table
-
-    if not job.cfg.priors or "priors" in store.done:
+    if not job.opts.scores.priors or "priors" in store.done:
         return store
     lines = np.zeros(len(job.tgt), dtype=bool)  # every candidate's target (one byte a line)
     for a, b in store.bounds():
@@ -422,17 +339,18 @@ def _too_long(model, reverse_model, src, tgt, max_length: Optional[int]):
     return long_src, long_tgt
 
 
-def _check_features(comb, cfg: PipelineConfig, reverse: bool) -> None:
+def _check_features(comb, opts: MineOptions, reverse: bool) -> None:
     """Refuse, before any work, a combination that needs a column this job cannot produce."""
     have = {"score", "n_tokens", "ce_word", "ce_token", "numerals"}
-    if cfg.priors:
+    if opts.scores.priors:
         have |= {"prior", "pmi"}
-    for name in cfg.candidates:
-        have |= REGISTRY[name].columns(cfg)
+    for name in opts.candidates:
+        have |= REGISTRY[name].columns(opts)
     if reverse:
         have |= {"score_rev", "ce_token_rev", "dual_ce"}
     missing = [f for f in comb.features if f not in have]
     if missing:
         raise InputError(f"combination {comb.name} needs {', '.join(missing)}, which candidates "
-                         f"{','.join(cfg.candidates)} with encoder {cfg.encoder} do not produce "
+                         f"{','.join(opts.candidates)} with encoder {opts.neighbours.encoder} "
+                         "do not produce "
                          "(choose another --combination or --config)")

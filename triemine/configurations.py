@@ -1,0 +1,94 @@
+"""The named configurations: one record each, the one place a configuration is defined.
+
+A record (``triemine/configs/<name>.json``, shipped with the package) holds everything that
+makes a configuration:
+
+* ``generators``: the candidate generators the job runs (``["trie"]`` alone is the paper's trie
+  search, :mod:`triemine.decoding.driver`; any other set is the mining job,
+  :mod:`triemine.mining.run`);
+* ``settings``: the values this configuration gives fields of the settings tree
+  (:class:`triemine.mining.options.MineOptions`), by field name, e.g. ``{"beam": 5}``; a field not
+  named keeps its declared default;
+* ``selection``: how its mining TSV is selected (``rule``, ``rank_by``) and filtered (``filter``);
+* ``combination``: the fixed combined score (:class:`triemine.mining.combine.Combination`'s
+  fields), or ``null`` for a configuration without one;
+* ``thresholds``: the shipped default threshold, tuned on the BUCC 2018 zh-en sample: a
+  thresholds file's ``thresholds`` (per direction), ``source``, ``signature`` and
+  ``scores_where_chosen`` (:func:`triemine.filtering.selection.shipped_thresholds` reads it
+  with the record's selection and combination).
+
+The job, ``trie-mine``, ``trie-mine-eval``/``-filter`` and the API all read the records
+through :func:`configuration`; nothing else names a configuration's parts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from triemine.errors import InputError
+from triemine.textfile import read_json
+
+RECORDS = Path(__file__).resolve().parent / "configs"
+RECORD_VERSION = 1
+DEFAULT = "combined"   # the configuration trie-mine and triemine.mine run unless told
+PAPER = "paper"        # the paper's trie search alone (selected best per source by ce_word)
+NAMES = ("combined", "mt-only", PAPER)  # in the order the CLI lists them
+
+
+@dataclass(frozen=True)
+class Selection:
+    """How a configuration's TSV is selected: which rows compete (``rule``), the score ranking
+    them (``rank_by``) and the filter its threshold applies to (``filter``)."""
+
+    rule: str
+    rank_by: str
+    filter: str
+
+    def as_tuple(self) -> Tuple[str, str, str]:
+        return self.rule, self.rank_by, self.filter
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One named configuration (module docstring); ``settings`` maps field names of the
+    settings tree to this configuration's values."""
+
+    name: str
+    help: str
+    generators: Tuple[str, ...]
+    settings: Mapping[str, Any]
+    selection: Selection
+    combination: Optional[Dict[str, Any]]
+    thresholds: Optional[Dict[str, Any]]
+
+    @property
+    def paper(self) -> bool:
+        """The plain trie search, not the mining job."""
+        return self.generators == ("trie",)
+
+
+@lru_cache(maxsize=None)
+def configuration(name: str) -> Configuration:
+    """The record of configuration ``name``; an :class:`InputError` naming the known ones for
+    an unknown name, and naming the file for a record that is not one."""
+    if not isinstance(name, str) or name not in NAMES:
+        raise InputError(f"unknown configuration {name!r} (choose from {', '.join(NAMES)})")
+    path = RECORDS / f"{name}.json"
+    data = read_json(path, "configuration record")
+    try:
+        if data.get("version") != RECORD_VERSION or data.get("name") != name:
+            raise ValueError(f"version {RECORD_VERSION} record of {name!r} expected")
+        return Configuration(name=name, help=str(data["help"]),
+                             generators=tuple(data["generators"]),
+                             settings=dict(data["settings"]),
+                             selection=Selection(**data["selection"]),
+                             combination=data["combination"], thresholds=data["thresholds"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"not a configuration record ({exc})", str(path)) from None
+
+
+def combination_names() -> Tuple[str, ...]:
+    """The configurations that ship a combined score (its name is the configuration's)."""
+    return tuple(n for n in NAMES if configuration(n).combination is not None)

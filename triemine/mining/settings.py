@@ -1,0 +1,52 @@
+"""The mining job's settings: its candidate generators' and its scores' nodes of the settings tree
+(:class:`triemine.mining.options.MineOptions`; each field declares its default, help, range
+and flag, :mod:`triemine.settings`).  A configuration's record (:mod:`triemine.configurations`) gives some
+of them other values; a user's flags or keyword arguments override both."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from triemine.embedding.knn import KNN_INDEXES
+from triemine.settings import finite, setting
+
+
+@dataclass(frozen=True)
+class NeighbourSettings:
+    """Candidates from a sentence space: the encoder kNN generator's (``encoder``,
+    ``knn_index``) and, with ``k``, ``per_source``, ``per_target``, the translation retrieval
+    generator's ratio-margin neighbourhoods too."""
+
+    encoder: str = setting("use", "sentence encoder of the knn generator (default {encoder})",
+                           flag="--encoder")
+    # the kNN search: exact, an IVF index, HNSW graphs, or auto (exact up to a size:
+    # triemine.embedding.knn_jobs.knn_method)
+    knn_index: str = setting("auto", "knn: exact search, IVF index, HNSW graphs; default auto: "
+                             "exact up to 2^34 query x database pairs (docs/scale.md)",
+                             flag="--knn-index", choices=lambda: KNN_INDEXES)
+    k: int = setting(4, low=1)            # neighbours a side of the ratio margin
+    per_source: int = setting(2, low=1)   # candidates kept per source
+    per_target: int = setting(1, low=1)   # candidates kept per target
+    min_margin: Optional[float] = setting(
+        1.02, "knn and retrieval: keep pairs with at least this ratio margin before exact "
+        "scoring (default {min_margin})", flag="--min-margin", parse=finite,
+        also=("retrieval_min_margin",))
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    """The translation retrieval generator: the MT model's own translations, retrieved by
+    TF-IDF."""
+
+    translate_beam: int = setting(4, low=1)                 # beam of the translations
+    retrieval_min_margin: Optional[float] = setting(None)   # its ratio margin's floor
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    """The exact scores and the combined score of every candidate."""
+
+    priors: bool = setting(True)  # the targets' priors log P(y|empty source), and pmi
+    combination: Optional[str] = setting(
+        None, "the combined score: a shipped name or a JSON file (default: the configuration's, "
+        "e.g. combined or mt-only)", flag="--combination")
