@@ -14,6 +14,7 @@ the training pairs.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -70,8 +71,6 @@ class PieceTokenizer(Tokenizer):
     has one, else ``source.spm`` for both (it cuts English into about twice as many pieces)."""
 
     def __init__(self, model_dir: Path):
-        import json
-
         import sentencepiece as spm
         from fairseq.data import Dictionary
 
