@@ -131,7 +131,7 @@ def sample_diagnostics(baseline, bucc, rows) -> dict:
 
 def load_system(name: str, model_dir: Path, quick: bool, work: Path, retrain: bool, state: dict):
     """The baseline (trained first when needed); ``state`` keeps the shared resources."""
-    from triemine.baselines import load_or_train
+    from triemine.baselines.systems import load_or_train
     from triemine.baselines.base import Resources
     from triemine.baselines.opus_encoder import OpusEncoder
 
@@ -238,7 +238,7 @@ def eval_row(tsv: Path, gold: Path, spec: str, rank_by: str, tag: str, work: Pat
 def filter_table(systems, args, golds: dict, work: Path, model_dir: Path) -> dict:
     """Every system's column on trie-mine's candidates, as a filter alone and in union with CE
     (module docstring).  Returns ``{"candidates": {...}, "rows": {label: row}}``."""
-    from triemine.baselines import system_class
+    from triemine.baselines.systems import system_class
     from triemine.cli import filter_main
     from triemine.paths import cache_root
 

@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     import torch
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     from triemine.models.convert import import_ct2_model
-    from triemine.models.fidelity import CT2Side, FairseqSide, compare_many, tokenize_sources
+    from triemine.fidelity import CT2Side, FairseqSide, compare_many, tokenize_sources
     from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 
     n_fid = args.sentences or (6 if args.quick else 200)
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
 
     # 3. Hugging Face Marian import vs transformers
     from triemine.models.convert import import_model
-    from triemine.models.fidelity import HFSide
+    from triemine.fidelity import HFSide
     from triemine.models.hf_testing import build_tiny_hf_marian
     from triemine.paths import PARALLEL_DE_EN
 

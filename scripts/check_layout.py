@@ -1,4 +1,4 @@
-"""Check the layout rules of the ``triemine`` package (issue 21), reading the source only.
+"""Check the layout rules of the ``triemine`` package (issues 21 and 39), reading the source only.
 
 Problems reported, one line each:
 
@@ -11,6 +11,16 @@ Problems reported, one line each:
   imports resolved against the importing module's package; a package stands for its
   ``__init__.py``. Parent packages that Python initialises on the way are not counted as edges
   (a package re-exporting its submodules is not a cycle);
+* pairs of subpackages importing each other (same edges, inside functions too): one problem per
+  pair, naming the import lines both ways. A module's subpackage is the first component after
+  the package's name when that is a folder (``triemine.mining.run`` -> ``mining``); modules at
+  the package's root (``triemine.corpus``, ``triemine.api``) belong to none and are not checked;
+* more than :data:`MAX_INNER_IMPORTS` imports of the package's modules inside functions (any
+  ``def`` body, nested ones too; one per statement; a ``.pyx`` file's imports count as module
+  level): one problem listing them (``file:line``). Imports inside functions are for optional
+  or heavy third-party dependencies (torch, fairseq, transformers, Ray), not for dodging a cycle;
+* imports from :data:`LAUNCHER` (``triemine/distributed/``, which ships work to pools and Ray)
+  of :data:`LAUNCHER_FORBIDDEN` (the job and the models it runs): one problem per import line;
 * package folders (any folder under the package holding ``.py`` / ``.pyx`` files) without an
   ``__init__.py`` (setuptools' ``find:`` skips them, so the wheel would lack their modules);
 * modules over :data:`MAX_MODULE_LINES` lines (``.py`` and ``.pyx``);
@@ -28,8 +38,9 @@ Usage::
 
 prints one line per problem and exits 1 if there is any. From Python:
 ``layout_problems(root) -> list[str]`` (``root`` the package folder), or the single checks
-:func:`import_cycles`, :func:`missing_inits`, :func:`long_modules`, :func:`long_functions`,
-:func:`history_marks`, :func:`decision_links`.
+:func:`import_cycles`, :func:`package_cycles`, :func:`inner_imports` (its sites:
+:func:`inner_import_sites`), :func:`launcher_imports`, :func:`missing_inits`,
+:func:`long_modules`, :func:`long_functions`, :func:`history_marks`, :func:`decision_links`.
 """
 from __future__ import annotations
 
@@ -45,6 +56,9 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 120
+MAX_INNER_IMPORTS = 10
+LAUNCHER = "distributed"
+LAUNCHER_FORBIDDEN = ("mining", "decoding", "embedding", "scoring", "models")
 SOURCE_SUFFIXES = (".py", ".pyx")
 SKIP_DIRS = {"__pycache__", "build", ".git"}
 
@@ -61,6 +75,7 @@ class Edge:
     importer: str
     imported: str
     line: int
+    inner: bool = False  # the import statement sits inside a function
 
 
 def _source_files(root: Path) -> Iterator[Path]:
@@ -114,10 +129,15 @@ def _resolve_from(module: Module, node: ast.ImportFrom) -> Optional[str]:
 
 
 def import_edges(modules: Dict[str, Module]) -> List[Edge]:
-    """Every import between the package's modules (inside functions too), one edge per name."""
+    """Every import between the package's modules (inside functions too, marked ``inner``), one
+    edge per name."""
     edges: List[Edge] = []
     for module in modules.values():
-        for node in ast.walk(_parse(module.path)):
+        tree = _parse(module.path)
+        inner = {id(node) for fn in ast.walk(tree)
+                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom))}
+        for node in ast.walk(tree):
             targets: List[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -132,7 +152,7 @@ def import_edges(modules: Dict[str, Module]) -> List[Edge]:
                 while target and target not in modules:  # `import a.b.c` of a non-module c
                     target = target.rpartition(".")[0]
                 if target and target != module.name:
-                    edges.append(Edge(module.name, target, node.lineno))
+                    edges.append(Edge(module.name, target, node.lineno, id(node) in inner))
     return edges
 
 
@@ -201,6 +221,75 @@ def import_cycles(root) -> List[str]:
         problems.append(f"import cycle among {len(component)} modules: {', '.join(component)} "
                         f"({lines})")
     return problems
+
+
+def _subpackage(name: str, modules: Dict[str, Module]) -> Optional[str]:
+    """The subpackage ``name`` belongs to (``pkg.a.b`` -> ``a`` when ``pkg.a`` is a package);
+    ``None`` for the package itself and the modules at its root."""
+    parts = name.split(".")
+    if len(parts) < 2:
+        return None
+    top = modules.get(".".join(parts[:2]))
+    return parts[1] if top is not None and top.is_package else None
+
+
+def _sites(edges, modules: Dict[str, Module], root: Path) -> str:
+    lines = sorted({(e.importer, e.line, e.imported) for e in edges})
+    return "; ".join(f"{_relpath(modules[a], root)}:{line} -> {b}" for a, line, b in lines)
+
+
+def package_cycles(root) -> List[str]:
+    """One line per pair of subpackages that import each other (any import, inside functions
+    too), naming the import lines of both directions."""
+    root = Path(root)
+    modules = find_modules(root)
+    between: Dict[Tuple[str, str], List[Edge]] = {}
+    for e in import_edges(modules):
+        a, b = _subpackage(e.importer, modules), _subpackage(e.imported, modules)
+        if a and b and a != b:
+            between.setdefault((a, b), []).append(e)
+    problems = []
+    for a, b in sorted(between):
+        if a < b and (b, a) in between:
+            problems.append(f"subpackages import each other: {root.name}.{a} <-> {root.name}.{b} "
+                            f"({_sites(between[a, b], modules, root)} | "
+                            f"{_sites(between[b, a], modules, root)})")
+    return problems
+
+
+def inner_import_sites(root) -> List[str]:
+    """``file:line`` of every import statement inside a function that names a module of the
+    package, in file and line order."""
+    root = Path(root)
+    modules = find_modules(root)
+    sites = {(_relpath(modules[e.importer], root), e.line)
+             for e in import_edges(modules) if e.inner}
+    return [f"{path}:{line}" for path, line in sorted(sites)]
+
+
+def inner_imports(root, limit: int = MAX_INNER_IMPORTS) -> List[str]:
+    """One line listing the imports of the package's modules inside functions when there are
+    more than ``limit``; none otherwise."""
+    sites = inner_import_sites(root)
+    if len(sites) <= limit:
+        return []
+    return [f"{len(sites)} imports of {Path(root).name} modules inside functions (at most {limit}; "
+            f"move them to the module top, or move code where they form a cycle): "
+            f"{', '.join(sites)}"]
+
+
+def launcher_imports(root) -> List[str]:
+    """One line per import from the :data:`LAUNCHER` subpackage of a :data:`LAUNCHER_FORBIDDEN`
+    one (inside functions too)."""
+    root = Path(root)
+    modules = find_modules(root)
+    problems = set()
+    for e in import_edges(modules):
+        if _subpackage(e.importer, modules) == LAUNCHER and \
+                _subpackage(e.imported, modules) in LAUNCHER_FORBIDDEN:
+            problems.add((_relpath(modules[e.importer], root), e.line, e.imported))
+    return [f"launcher import in {path}:{line}: {name} ({root.name}/{LAUNCHER}/ imports nothing "
+            f"from {', '.join(LAUNCHER_FORBIDDEN)})" for path, line, name in sorted(problems)]
 
 
 def missing_inits(root) -> List[str]:
@@ -313,9 +402,11 @@ def decision_links(root) -> List[str]:
 
 
 def layout_problems(root) -> List[str]:
-    """Every problem, in the order: cycles, missing ``__init__.py``, long modules, long
-    functions, dates and commit hashes, broken links to ``docs/decisions.md``."""
-    return import_cycles(root) + missing_inits(root) + long_modules(root) + \
+    """Every problem, in the order: cycles, subpackages importing each other, imports inside
+    functions, launcher imports, missing ``__init__.py``, long modules, long functions, dates and
+    commit hashes, broken links to ``docs/decisions.md``."""
+    return import_cycles(root) + package_cycles(root) + inner_imports(root) + \
+        launcher_imports(root) + missing_inits(root) + long_modules(root) + \
         long_functions(root) + history_marks(root) + decision_links(root)
 
 

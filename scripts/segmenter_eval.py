@@ -211,7 +211,7 @@ def same_script(n_est: int, n_eval: int, work: Path) -> dict:
     import sentencepiece as spm
 
     from triemine.corpus import read_corpus
-    from triemine.models.fidelity import import_transformers
+    from triemine.models.hf_marian import import_transformers
     from triemine.models.hf_testing import build_tiny_hf_marian
     from triemine.models.segmentation import load_model_proto, recover_target_spm
     from triemine.paths import PARALLEL_DE_EN, shared_path

@@ -7,6 +7,8 @@ Tests marked ``shared_model`` use the imported OPUS-MT model.
 """
 import os
 import random
+import subprocess
+import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
@@ -15,9 +17,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from triemine.baselines import SYSTEMS, load_or_train, system_class, train  # noqa: E402
+from triemine.baselines import SYSTEMS, TRAINED as TRAINED_SYSTEMS  # noqa: E402
 from triemine.baselines.base import Resources, hardest_negatives  # noqa: E402
 from triemine.baselines.knn import mine, mine_bucc, retrieval_precision, score_pairs  # noqa: E402
+from triemine.baselines.systems import CLASSES, TINY, load_or_train, system_class, train  # noqa: E402
 from triemine.baselines.text import split_pairs  # noqa: E402
 from triemine.errors import InputError  # noqa: E402
 from triemine.filtering.registry import get_score  # noqa: E402
@@ -171,6 +174,17 @@ def test_bad_input_raises_input_error(models, resources, data, tmp_path):
     with pytest.raises(InputError):
         system_class("birnn").load(bad, resources)
     assert set(SYSTEMS) == {"birnn", "ae_mlp", "dual_enc", "opus_enc"}
+
+
+def test_the_package_names_the_systems_without_loading_torch():
+    """triemine.baselines (imported by trie-mine-eval/-filter to register the score names) names
+    exactly the systems of triemine.baselines.systems, and importing it loads no torch."""
+    assert tuple(CLASSES) == SYSTEMS and all(CLASSES[n].name == n for n in SYSTEMS)
+    assert tuple(TINY) == TRAINED_SYSTEMS and set(TRAINED_SYSTEMS) < set(SYSTEMS)
+    code = ("import sys, triemine.baselines; from triemine.filtering.registry import get_score; "
+            "get_score('dual_enc_margin'); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""scripts/check_layout.py: import cycles, package folders, module and function lengths."""
+"""scripts/check_layout.py: import cycles, subpackages importing each other, imports inside
+functions, the launcher's imports, package folders, module and function lengths."""
 import sys
 from pathlib import Path
 
@@ -60,13 +61,95 @@ def test_missing_init_and_lengths(tmp_path):
     assert len(problems) == 3 and problems[0].startswith("import cycle")
 
 
+def _layered(tmp_path, name: str = "pkg") -> Path:
+    """A package keeping issue 39's rules: subpackages import one way (mining -> decoding ->
+    models, mining -> distributed -> filtering), root modules import subpackages (api -> mining)
+    and are imported by them (paths), two imports of the package's modules inside functions."""
+    root = tmp_path / name
+    _write(root, "__init__.py", '"""cheap"""\n')
+    _write(root, "paths.py", "import os\n")
+    _write(root, "api.py", f"from {name}.mining import run\nfrom {name} import paths\n")
+    _write(root, "models/__init__.py")
+    _write(root, "models/m.py", f"from {name}.paths import os\n")
+    _write(root, "decoding/__init__.py")
+    _write(root, "decoding/d.py", f"from {name}.models import m\nimport {name}.paths\n")
+    _write(root, "mining/__init__.py")
+    _write(root, "mining/run.py", f"from {name}.decoding import d\nfrom {name}.distributed import pool\n"
+           f"def f():\n    import torch\n    from ..models import m\n    return m, torch\n")
+    _write(root, "filtering/__init__.py")
+    _write(root, "filtering/f.py", "x = 1\n")
+    _write(root, "distributed/__init__.py")
+    _write(root, "distributed/pool.py", f"from {name}.filtering import f\nfrom {name} import paths\n"
+           f"class P:\n    def g(self):\n        from {name}.paths import os\n        return os\n")
+    return root
+
+
+def test_subpackages_importing_each_other(tmp_path):
+    root = _layered(tmp_path)
+    assert check_layout.package_cycles(root) == []
+    # models -> decoding inside a function closes a pair (and a module cycle, reported apart);
+    # root modules (api imports mining, decoding imports api) never form a pair
+    _write(root, "models/fidelity.py",
+           "import os\ndef check():\n    from pkg.decoding.d import x\n    return x\n")
+    _write(root, "filtering/g.py", "from pkg.mining import run\n")  # one way: no pair
+    assert check_layout.package_cycles(root) == [
+        "subpackages import each other: pkg.decoding <-> pkg.models "
+        "(pkg/decoding/d.py:1 -> pkg.models.m | pkg/models/fidelity.py:3 -> pkg.decoding.d)"]
+    assert check_layout.import_cycles(root) == []  # fidelity and d: no module circle
+    _write(root, "mining/more.py", "import pkg.filtering.g\n")
+    _write(root, "filtering/h.py", "from ..mining import more\n")
+    pairs = check_layout.package_cycles(root)
+    assert len(pairs) == 2 and pairs[1] == (
+        "subpackages import each other: pkg.filtering <-> pkg.mining (pkg/filtering/g.py:1 -> "
+        "pkg.mining.run; pkg/filtering/h.py:1 -> pkg.mining.more | pkg/mining/more.py:1 -> "
+        "pkg.filtering.g)")
+
+
+def test_imports_inside_functions_are_counted(tmp_path):
+    root = _layered(tmp_path)
+    # the package's modules only (relative ones too, methods too), one per statement; torch not
+    assert check_layout.inner_import_sites(root) == ["pkg/distributed/pool.py:5",
+                                                    "pkg/mining/run.py:5"]
+    assert check_layout.inner_imports(root, limit=2) == []
+    _write(root, "filtering/f.py", "def outer():\n    def inner():\n"
+           "        from pkg import paths, api\n        return paths, api\n    return inner\n")
+    assert check_layout.inner_imports(root, limit=3) == []
+    assert check_layout.inner_imports(root, limit=2) == [
+        "3 imports of pkg modules inside functions (at most 2; move them to the module top, or "
+        "move code where they form a cycle): pkg/distributed/pool.py:5, pkg/filtering/f.py:3, "
+        "pkg/mining/run.py:5"]
+
+
+def test_the_launcher_imports_none_of_the_job(tmp_path):
+    root = _layered(tmp_path)
+    assert check_layout.launcher_imports(root) == []
+    _write(root, "distributed/worker.py", "import pkg.models.m\nfrom pkg.filtering import f\n"
+           "def run():\n    from ..mining import run\n    from pkg.scoring import s\n")
+    _write(root, "scoring/__init__.py")
+    _write(root, "scoring/s.py", "x = 1\n")
+    assert check_layout.launcher_imports(root) == [
+        f"launcher import in pkg/distributed/worker.py:{line}: {name} (pkg/distributed/ imports "
+        "nothing from mining, decoding, embedding, scoring, models)"
+        for line, name in ((1, "pkg.models.m"), (4, "pkg.mining.run"), (5, "pkg.scoring.s"))]
+
+
 def test_main_exit_status(tmp_path, capsys):
     root = tmp_path / "clean"
     _write(root, "__init__.py", "from clean import m\n")
     _write(root, "m.py", "import os\n")
     assert check_layout.main([str(root)]) == 0
+    assert check_layout.main([str(_layered(tmp_path, "layered"))]) == 0
     assert check_layout.main([str(_package(tmp_path))]) == 1
     assert capsys.readouterr().out.count("\n") == 3
+
+
+ISSUE_21 = (check_layout.import_cycles, check_layout.missing_inits, check_layout.long_modules,
+            check_layout.long_functions, check_layout.history_marks, check_layout.decision_links)
+# below the job and the launcher: no import of a triemine module inside a function there
+LEAVES = ("triemine/baselines/", "triemine/evaluation/", "triemine/filtering/", "triemine/models/",
+          "triemine/trie/", "triemine/plugin/", "triemine/checksum.py", "triemine/corpus.py",
+          "triemine/errors.py", "triemine/fidelity.py", "triemine/lineindex.py",
+          "triemine/outfile.py", "triemine/paths.py", "triemine/textfile.py", "triemine/tsv.py")
 
 
 def test_the_package_keeps_the_layout_rules():
@@ -74,7 +157,17 @@ def test_the_package_keeps_the_layout_rules():
     count), every package folder has an __init__.py, no module over 500 lines, no function over
     120."""
     root = Path(__file__).resolve().parents[1] / "triemine"
-    assert check_layout.layout_problems(root) == []
+    assert [problem for check in ISSUE_21 for problem in check(root)] == []
+
+
+def test_the_leaf_packages_keep_issue_39s_rules():
+    """Issue 39 where it holds already: every pair of subpackages importing each other goes
+    through the launcher (triemine/distributed/), and the leaf packages and modules import no
+    triemine module inside a function."""
+    root = Path(__file__).resolve().parents[1] / "triemine"
+    assert all(" <-> triemine.distributed " in p or "triemine.distributed <-> " in p
+               for p in check_layout.package_cycles(root))
+    assert [s for s in check_layout.inner_import_sites(root) if s.startswith(LEAVES)] == []
 
 
 def test_history_marks_in_comments_and_docstrings_only(tmp_path):

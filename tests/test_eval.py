@@ -12,9 +12,9 @@ from triemine.cli import eval_main
 from triemine.errors import InputError
 from triemine.evaluation.bucc import bucc_files, read_bucc, read_gold
 from triemine.tsv import read_mined, write_mined
-from triemine.evaluation.metrics import (PRF, best_per_source, optimize_threshold, score_pairs,
-                                         score_pairs_lenient)
+from triemine.evaluation.metrics import fold_of, score_pairs, score_pairs_lenient
 from triemine.evaluation.pipeline import Direction, evaluate, evaluate_choosing, save_thresholds
+from triemine.filtering.rules import PRF, best_per_source, optimize_threshold
 from triemine.filtering.selection import load_thresholds
 from triemine.paths import BUCC_ZH_EN, shared_path
 
@@ -248,8 +248,6 @@ def test_a_chosen_variant_is_chosen_again_inside_each_training_fold(tmp_path):
     """Two variants of a score, each good on one fold's gold pairs only: the held-out estimate
     must pick, for each fold, the variant that is good on the *other* fold (the one it trains on),
     so it scores badly, as choosing on unseen data would."""
-    from triemine.evaluation.metrics import fold_of
-
     b = read_bucc(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"))
     assign = fold_of([], b.src.ids, 2, 1234)
     rng = np.random.default_rng(5)

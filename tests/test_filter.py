@@ -9,7 +9,7 @@ import pytest
 
 from triemine.cli import filter_main
 from triemine.tsv import read_mined
-from triemine.evaluation.metrics import optimize_union
+from triemine.filtering.rules import optimize_threshold, optimize_union
 from triemine.errors import InputError
 from triemine.evaluation.pipeline import Direction, evaluate
 from triemine.filtering.bicleaner import BicleanerUnavailable, score_bicleaner
@@ -89,7 +89,6 @@ def test_optimize_union_beats_or_matches_each_filter_alone():
     # CE finds some correct pairs, Bicleaner finds others
     ce = np.where(correct & (rng.random(n) < 0.6), rng.uniform(0, 1, n), rng.uniform(0.8, 3, n))
     bc = np.where(correct & (rng.random(n) < 0.6), rng.uniform(0.7, 1, n), rng.uniform(0, 0.75, n))
-    from triemine.evaluation.metrics import optimize_threshold
     _, s_ce = optimize_threshold(ce, correct, int(correct.sum()), higher_is_better=False)
     _, s_bc = optimize_threshold(bc, correct, int(correct.sum()), higher_is_better=True)
     t_ce, t_bc, s_u = optimize_union(ce, bc, correct, int(correct.sum()))

@@ -26,8 +26,8 @@ import torch  # noqa: E402
 
 from triemine.errors import InputError  # noqa: E402
 from triemine.models.convert import detect_model_format, import_model  # noqa: E402
-from triemine.models.fidelity import (FairseqSide, HFSide, compare,  # noqa: E402
-                                      tokenize_sources)
+from triemine.fidelity import FairseqSide, HFSide, compare, tokenize_sources  # noqa: E402
+from triemine.models.hf_marian import import_transformers  # noqa: E402
 from triemine.models.hf_testing import build_tiny_hf_marian  # noqa: E402
 from triemine.paths import PARALLEL_DE_EN, shared_path  # noqa: E402
 
@@ -208,7 +208,6 @@ def test_bad_hugging_face_directories_are_input_errors(models, tmp_path, capsys)
 @pytest.fixture(scope="module")
 def ct2_same_script(models, tmp_path_factory):
     """The OPUS-MT-layout model converted to CTranslate2 (float32) with its source.spm only."""
-    from triemine.models.fidelity import import_transformers
     import_transformers()
     import ctranslate2
     hf_dir, _ = models["opus_mt_layout"]

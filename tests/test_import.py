@@ -29,7 +29,7 @@ from triemine.errors import InputError  # noqa: E402
 from triemine.decoding.model_dir import load_model_dir  # noqa: E402
 from triemine.models.convert import import_ct2_model  # noqa: E402
 from triemine.models.ct2_reader import read_ct2_model  # noqa: E402
-from triemine.models.fidelity import CT2Side, FairseqSide, compare  # noqa: E402
+from triemine.fidelity import CT2Side, FairseqSide, compare, tokenize_sources  # noqa: E402
 from triemine.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, shared_path  # noqa: E402
 
 torch.set_num_threads(1)
@@ -425,7 +425,6 @@ def test_shared_opus_mt_slice_matches_ctranslate2(shared_import):
             texts.append(line.rstrip("\n").split("\t", 1)[1])
             if len(texts) == 6:
                 break
-    from triemine.models.fidelity import tokenize_sources
     sources = tokenize_sources(out / "source.spm", texts)
     report = compare(FairseqSide(out), CT2Side(ct2_dir, "float32"), sources, beam_size=4,
                      batch_size=6, progress=False)

@@ -16,7 +16,7 @@ import pytest
 
 from triemine.cli import eval_main
 from triemine.evaluation import report
-from triemine.evaluation.metrics import optimize_threshold, threshold_curve
+from triemine.filtering.rules import optimize_threshold, threshold_curve
 
 PNG = b"\x89PNG\r\n\x1a\n"
 N = 60

@@ -29,7 +29,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.lineindex import BOM
+from triemine.lineindex import BOM, load_or_build
 from triemine.paths import content_sha256, file_stamp
 from triemine.textfile import describe, read_bytes
 
@@ -354,8 +354,6 @@ def open_corpus(path: os.PathLike | str, format: str = "auto", cache=None) -> Co
     """``path`` as :func:`read_corpus` reads it (same ids, texts, empty and skipped lines and
     errors), its ids and texts read on demand through the line-offset index in ``$TRIEMINE_CACHE/lines/``
     (built on first use, rebuilt with a warning when stale: :mod:`triemine.lineindex`)."""
-    from triemine.lineindex import load_or_build
-
     _check_format(format)
     p = os.fspath(path)
     if describe(p):

@@ -9,10 +9,15 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from pathlib import Path
 
+from triemine.checksum import dumps_sealed, read_sealed
+from triemine.errors import DamagedFile
 from triemine.outfile import atomic_write
+
+logger = logging.getLogger(__name__)
 
 _PKG_DIR = Path(__file__).resolve().parent
 
@@ -99,11 +104,6 @@ def content_sha256(path: os.PathLike | str) -> str:
     again.  The digest file is sealed JSON (:mod:`triemine.checksum`): one whose stamp is not
     the file's is written again; one that is damaged (does not parse, checksum mismatch) is named
     in a warning and written again."""
-    import logging
-
-    from triemine.checksum import read_sealed
-    from triemine.errors import DamagedFile
-
     stamp = file_stamp(path)
     where = _digest_path(stamp["path"])
     try:
@@ -115,7 +115,7 @@ def content_sha256(path: os.PathLike | str) -> str:
     except OSError:
         pass
     except DamagedFile as exc:
-        logging.getLogger(__name__).warning("%s; computing the digest again", exc)
+        logger.warning("%s; computing the digest again", exc)
     digest = file_sha256(stamp["path"])
     if file_stamp(path) == stamp:  # not changed while it was read: the digest is this version's
         remember_sha256(path, digest, stamp)
@@ -128,8 +128,6 @@ def remember_sha256(path: os.PathLike | str, digest: str, stamp: dict | None = N
     stamp = stamp or file_stamp(path)
     where = _digest_path(stamp["path"])
     where.parent.mkdir(parents=True, exist_ok=True)
-    from triemine.checksum import dumps_sealed
-
     atomic_write(where, dumps_sealed({"stamp": stamp, "sha256": digest}), "file digest")
 
 

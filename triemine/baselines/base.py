@@ -19,7 +19,9 @@ from typing import Callable, Iterator, List, Optional, Sequence
 import numpy as np
 import torch
 
-from triemine.baselines.text import Batch, Tokenizer, WordTokenizer, pad_batch
+from triemine.baselines.text import (Batch, PieceTokenizer, Tokenizer, WordTokenizer, pad_batch,
+                                     pretrained_embeddings)
+from triemine.embedding.knn import knn
 from triemine.errors import InputError
 
 SIDES = ("src", "tgt")
@@ -67,8 +69,6 @@ class Resources:
 
     @classmethod
     def from_model_dir(cls, model_dir) -> "Resources":
-        from triemine.baselines.text import PieceTokenizer, pretrained_embeddings
-
         tok = PieceTokenizer(Path(model_dir))
         emb = pretrained_embeddings(Path(model_dir))
         if emb.shape[0] != tok.vocab_size:
@@ -121,8 +121,6 @@ def hardest_negatives(src: np.ndarray, tgt: np.ndarray, m: int,
     """``(n, m')``, m' = min(m, n - 1): for each row i, the targets most similar to ``src[i]``
     other than its own target (row i of ``tgt``) and, with ``tgt_texts``, other than any target of
     the same text (rows L2-normalised; a row that finds fewer takes the next row's target)."""
-    from triemine.embedding.knn import knn
-
     n = len(src)
     m = min(int(m), n - 1)
     codes = np.unique(np.asarray(tgt_texts, dtype=object), return_inverse=True)[1] \

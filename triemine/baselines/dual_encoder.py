@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from triemine.baselines.base import Budget, TrainedBaseline, hardest_negatives
+from triemine.baselines.knn import retrieval_precision
 from triemine.baselines.nn import DanEncoder, PieceEmbedding
 from triemine.baselines.text import pad_batch
 
@@ -87,8 +88,6 @@ class DualEncoder(TrainedBaseline):
 
     @classmethod
     def fit(cls, net, resources, c, data):
-        from triemine.baselines.knn import retrieval_precision
-
         tok = resources.tokenizer
         src, tgt = tok.ids(data.src, "src"), tok.ids(data.tgt, "tgt")
         rng = np.random.default_rng(c.seed)

@@ -11,6 +11,9 @@
   :func:`triemine.evaluation.pipeline.evaluate` (rank and filter by ``baseline.score``,
   rule ``one-to-one``).
 * :func:`retrieval_precision` -- precision@1/3/10 of queries against a pool of targets.
+
+The columns ``trie-mine-filter`` adds to a mining TSV:
+:func:`triemine.baselines.systems.with_scores`.
 """
 from __future__ import annotations
 
@@ -19,7 +22,10 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.baselines.base import Baseline
+from triemine.embedding.knn import knn
 from triemine.errors import InputError
+from triemine.mining.candidates import embedding_space
+from triemine.tsv import Mined
 
 
 def _normalised(x: np.ndarray) -> np.ndarray:
@@ -34,8 +40,6 @@ def _centred(x: np.ndarray) -> np.ndarray:
 def _space(baseline: Baseline, src_vecs: np.ndarray, tgt_vecs: np.ndarray):
     """The margin space of the vectors (each side first centred on its own mean when the
     baseline says ``centre``: it removes the component every sentence of a side shares)."""
-    from triemine.mining.candidates import embedding_space
-
     if baseline.centre:
         src_vecs, tgt_vecs = _centred(src_vecs), _centred(tgt_vecs)
     return embedding_space(_normalised(src_vecs), _normalised(tgt_vecs), baseline.space,
@@ -87,8 +91,6 @@ def score_pairs(baseline: Baseline, src_texts: Sequence[str], tgt_texts: Sequenc
 
 def mine_bucc(baseline: Baseline, bucc, meta: Optional[dict] = None):
     """:func:`mine` on a :class:`~triemine.evaluation.bucc.BuccSet`: ``Mined`` rows."""
-    from triemine.tsv import Mined
-
     c = mine(baseline, bucc.src.texts, bucc.tgt.texts)
     si, ti = c.src.tolist(), c.tgt.tolist()
     return Mined.from_columns([bucc.src.ids[i] for i in si], [bucc.tgt.ids[i] for i in ti],
@@ -102,8 +104,6 @@ def ranked_targets(baseline: Baseline, queries: Sequence[str], pool: Sequence[st
                    depth: int = 10) -> np.ndarray:
     """``(n_queries, depth)`` pool indices, best first: the ``depth`` nearest by cosine, ranked
     by the baseline's score (margin over the pool, or its pair head)."""
-    from triemine.embedding.knn import knn
-
     q = baseline.encode(_check_texts(queries, "query"), "src")
     p = baseline.encode(_check_texts(pool, "pool"), "tgt")
     space = _space(baseline, q, p)
@@ -126,25 +126,3 @@ def retrieval_precision(baseline: Baseline, queries: Sequence[str], pool: Sequen
     out = {f"p@{k}": round(float(hit[:, :k].any(axis=1).mean()), 4) for k in ks}
     out["queries"], out["pool"] = len(queries), len(pool)
     return out
-
-
-def with_scores(mined, *, reverse: bool = False, bicleaner: bool = False,
-                bicleaner_model: Optional[str] = None, batch_size: int = 5000,
-                classifiers: Sequence[str] = (), model_dir: Optional[str] = None):
-    """``mined`` (a mining TSV, :class:`~triemine.tsv.Mined`) with the columns of ``trie-mine-filter
-    --bicleaner`` (``bicleaner``) and ``--classifier NAME`` (each baseline's score columns),
-    scored in the l1->l2 direction (``reverse``: the TSV is l2->l1).  ``model_dir``: the MT model
-    the baselines use (default: the shared zh-en model in the cache)."""
-    from triemine.baselines import load_or_train
-    from triemine.paths import cache_root
-
-    src, tgt = (mined.tgt, mined.src) if reverse else (mined.src, mined.tgt)
-    if bicleaner:
-        from triemine.filtering.bicleaner import score_bicleaner
-        mined = mined.with_column("bicleaner", score_bicleaner(
-            src, tgt, model=bicleaner_model, batch_size=batch_size))
-    model_dir = model_dir or str(cache_root() / "models" / "opus-mt-zh-en")
-    for name in classifiers:
-        for col, vals in score_pairs(load_or_train(name, model_dir), src, tgt).items():
-            mined = mined.with_column(col, vals)
-    return mined

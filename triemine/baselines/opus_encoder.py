@@ -13,6 +13,7 @@ import torch
 
 from triemine.baselines.base import Baseline, encode_batched
 from triemine.baselines.text import Batch, PieceTokenizer
+from triemine.decoding.model_dir import ModelDir, load_model_dir
 
 POOLS = ("mean", "max")
 
@@ -25,8 +26,6 @@ class OpusEncoder(Baseline):
     def __init__(self, model_dir, pool: str = "mean", batch_size: int = 64):
         """``model_dir``: a trie-mine model directory (path or loaded ``ModelDir``)."""
         super().__init__()
-        from triemine.decoding.model_dir import ModelDir, load_model_dir
-
         if pool not in POOLS:
             raise ValueError(f"pool must be one of {POOLS}")
         md = model_dir if isinstance(model_dir, ModelDir) else load_model_dir(Path(model_dir))

@@ -14,6 +14,7 @@ the training pairs.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from triemine.errors import InputError
+from triemine.paths import DEVSET_ZH_EN, PARALLEL_DE_EN, shared_path
 
 MAX_PIECES = 64  # longer sentences are cut (BUCC sentences are rarely longer)
 PAD = 0
@@ -69,8 +71,6 @@ class PieceTokenizer(Tokenizer):
     has one, else ``source.spm`` for both (it cuts English into about twice as many pieces)."""
 
     def __init__(self, model_dir: Path):
-        import json
-
         import sentencepiece as spm
         from fairseq.data import Dictionary
 
@@ -171,8 +171,6 @@ def training_pairs(heldout: int = 500, seed: int = 1, mono: int = 20000,
                    limit: Optional[int] = None) -> TrainingPairs:
     """``devsets/zh-en/train.{zh,en}`` (first ``limit`` lines when given), ``heldout`` pairs held
     out, and the first ``mono`` lines of ``parallel/de-en/train.en``."""
-    from triemine.paths import DEVSET_ZH_EN, PARALLEL_DE_EN, shared_path
-
     zh = _read_lines(shared_path(*DEVSET_ZH_EN, "train.zh"))[:limit]
     en = _read_lines(shared_path(*DEVSET_ZH_EN, "train.en"))[:limit]
     mono_en = _read_lines(shared_path(*PARALLEL_DE_EN, "train.en"))[:mono] if mono else []

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 
+from triemine.corpus import read_corpus
 from triemine.errors import InputError
 from triemine.textfile import describe, read_text
 from triemine.tsv import Mined
@@ -49,8 +50,6 @@ class Sentences:
 def read_sentences(path: os.PathLike | str) -> Sentences:
     """Read a BUCC ``id<TAB>sentence`` file or a plain one-sentence-per-line file
     (``triemine.corpus.read_corpus`` rules: plain-text ids are 1-based line numbers)."""
-    from triemine.corpus import read_corpus
-
     path = os.fspath(path)
     corpus = read_corpus(path)
     return Sentences(path, list(corpus.ids), list(corpus.texts), corpus.format)

@@ -31,9 +31,10 @@ import numpy as np
 from triemine.errors import InputError
 from triemine.evaluation.bucc import BuccSet, _lang_of, check_mined_ids, read_bucc
 from triemine.evaluation import report
-from triemine.evaluation.metrics import (PRF, Pair, describe, fold_of, gold_mask, score_pairs,
+from triemine.evaluation.metrics import (Pair, describe, fold_of, gold_mask, score_pairs,
                                           score_pairs_lenient)
 from triemine.filtering import registry
+from triemine.filtering.rules import PRF
 from triemine.filtering.selection import default_selection, load_thresholds, write_thresholds
 from triemine.tsv import Mined, read_mined
 

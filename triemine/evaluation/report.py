@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from triemine.evaluation.metrics import threshold_curve
+from triemine.filtering.rules import threshold_curve
 from triemine.outfile import atomic_write, write_text
 
 CURVE_PNG = "threshold_curve.png"

@@ -22,8 +22,7 @@ from typing import Callable, Dict, Mapping, Tuple
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.evaluation.metrics import (best_per_source, one_to_one, optimize_threshold,
-                                         optimize_union)
+from triemine.filtering.rules import best_per_source, one_to_one, optimize_threshold, optimize_union
 
 
 @dataclass(frozen=True)

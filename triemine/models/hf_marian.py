@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -41,6 +42,20 @@ REQUIRED_FILES = ("config.json", "source.spm", "target.spm", "vocab.json")
 ACTIVATIONS = {"relu": "relu", "swish": "swish", "silu": "swish", "gelu": "gelu",
                "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "tanh": "tanh",
                "sigmoid": "sigmoid"}
+
+
+def import_transformers():
+    """``transformers``, importable although a ``torchaudio`` built for another torch is
+    installed (fairseq depends on torchaudio; transformers imports it when present and fails with
+    it, while nothing here needs audio). For :mod:`triemine.fidelity` and the tests: reading a
+    directory never imports ``transformers``."""
+    if "torchaudio" not in sys.modules:
+        try:
+            import torchaudio  # noqa: F401
+        except Exception:  # noqa: BLE001  (OSError / ImportError from a mismatched build)
+            sys.modules["torchaudio"] = None  # type: ignore[assignment]
+    import transformers
+    return transformers
 
 
 def is_hf_marian_dir(path) -> bool:

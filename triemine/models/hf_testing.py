@@ -19,6 +19,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
+from triemine.models.hf_marian import import_transformers
+
 
 def _train_spm(lines: Sequence[str], prefix: Path, vocab_size: int) -> Path:
     import sentencepiece as spm
@@ -57,8 +59,6 @@ def build_tiny_hf_marian(out_dir, source_lines: Sequence[str], target_lines: Seq
     separate encoder/decoder embeddings; ``tie=False`` a separate ``lm_head``."""
     import sentencepiece as spm
     import torch
-
-    from triemine.models.fidelity import import_transformers
 
     transformers = import_transformers()
     out = Path(out_dir)

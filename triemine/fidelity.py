@@ -16,6 +16,7 @@ float32; ``transformers`` is needed only for this check, not for importing).
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from tqdm import tqdm
 
 from triemine.decoding.model_dir import load_model_dir
 from triemine.errors import InputError
+from triemine.models.hf_marian import import_transformers
 
 
 @dataclass
@@ -124,20 +126,6 @@ class CT2Side:
         return [np.asarray(r.log_probs, dtype=np.float32) for r in res]
 
 
-def import_transformers():
-    """``transformers``, importable although a ``torchaudio`` built for another torch is
-    installed (fairseq depends on torchaudio; transformers imports it when present and fails with
-    it, while nothing here needs audio)."""
-    import sys
-    if "torchaudio" not in sys.modules:
-        try:
-            import torchaudio  # noqa: F401
-        except Exception:  # noqa: BLE001  (OSError / ImportError from a mismatched build)
-            sys.modules["torchaudio"] = None  # type: ignore[assignment]
-    import transformers
-    return transformers
-
-
 class HFSide:
     """A Hugging Face ``MarianMTModel`` directory run by ``transformers`` (float32, eval mode),
     on sentencepiece pieces like :class:`CT2Side`: beam search with ``length_penalty`` 1 and
@@ -145,7 +133,6 @@ class HFSide:
     most ``max_len`` tokens before ``</s>`` (as fairseq's ``max_len_b``)."""
 
     def __init__(self, hf_dir):
-        import json
         transformers = import_transformers()
         hf_dir = Path(hf_dir)
         self.model = transformers.MarianMTModel.from_pretrained(str(hf_dir)).float().eval()
