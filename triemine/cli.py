@@ -214,7 +214,7 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
                      estimation_sources=estimation)
         print(f"wrote {out} (from a {fmt} model)", file=sys.stderr)
         if args.check > 0:
-            from triemine.models.fidelity import check_fidelity  # heavy: torch, ctranslate2
+            from triemine.fidelity import check_fidelity  # heavy: torch, ctranslate2
             texts = sentences(shared_path(*BUCC_ZH_EN, "zh-en.sample.zh"), args.check)
             reports = check_fidelity(model_dir, out, texts)
             print(json.dumps({k: v.as_dict() for k, v in reports.items()}, ensure_ascii=False))
@@ -264,7 +264,7 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                         "(tokeniser, embeddings; default <cache>/models/opus-mt-zh-en)")
 
     def body(args: argparse.Namespace) -> int:
-        from triemine.baselines.knn import with_scores  # heavy: torch and the baselines' models
+        from triemine.baselines.systems import with_scores  # heavy: torch and the baselines' models
 
         if not args.output and not args.bitext:
             parser.error("give -o/--output and/or --bitext")
