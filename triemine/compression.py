@@ -13,7 +13,7 @@ truncated compressed file is an :class:`~triemine.errors.InputError` naming it a
 and leaves no copy behind.
 
 Outputs whose path ends in one of the suffixes are compressed as they are written
-(:func:`compressed`); every other path is written as it is.
+(:func:`codec_of_name`, :class:`CompressingFile`); every other path is written as it is.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from triemine.checksum import dumps_sealed, read_sealed
 from triemine.errors import DamagedFile, InputError
@@ -139,23 +139,20 @@ def decompressed(path, codec: Codec) -> Iterator[bytes]:
     return _zstd_blocks(p)
 
 
-def compressed(chunks: Iterable[bytes], codec: Optional[Codec]) -> Iterator[bytes]:
-    """``chunks`` compressed with ``codec`` as a stream (``None``: as they are)."""
-    if codec is None:
-        yield from chunks
-        return
-    comp = codec.compressor()
-    for chunk in chunks:
-        out = comp.compress(chunk)
-        if out:
-            yield out
-    yield comp.flush()
+class CompressingFile:
+    """``write(bytes)`` to the open binary file ``f``, compressed with ``codec`` as a stream
+    (``None``: as they are); :meth:`close` writes the end of the stream (``f`` stays open)."""
 
+    def __init__(self, f, codec: Optional[Codec]):
+        self.f, self.comp = f, (codec.compressor() if codec is not None else None)
 
-def output_chunks(chunks: Iterable[bytes], path) -> Iterator[bytes]:
-    """``chunks`` as the file at ``path`` holds them: compressed when its name ends in
-    :data:`SUFFIXES`."""
-    return compressed(chunks, codec_of_name(path))
+    def write(self, data: bytes) -> None:
+        self.f.write(self.comp.compress(data) if self.comp is not None else data)
+
+    def close(self) -> None:
+        if self.comp is not None:
+            self.f.write(self.comp.flush())
+            self.comp = None
 
 
 # -- the decompressed cache ------------------------------------------------------------------------
