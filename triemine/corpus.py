@@ -28,6 +28,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from triemine.compression import plain_copy
 from triemine.errors import InputError
 from triemine.lineindex import BOM, load_or_build
 from triemine.paths import content_sha256, file_stamp
@@ -195,7 +196,7 @@ def read_corpus(path: os.PathLike | str, format: str = "auto") -> Corpus:
     :class:`InputError` naming the file and the first bad line."""
     _check_format(format)
     p = os.fspath(path)
-    lines, bad = _decode_lines(read_bytes(p, "corpus file"))
+    lines, bad = _decode_lines(read_bytes(plain_copy(p), "corpus file"))
     if format == "auto":
         format = _auto_format(p, *_tsv_votes(lines))
     ids, texts, empty, skipped = _parse_lines(lines, format, 1, {}, bad)
@@ -212,9 +213,11 @@ class _Lines(Sequence[str]):
     ``[a:b]`` (a list) and iteration decode only the lines asked for."""
 
     def __init__(self, buf, offsets: np.ndarray, format: str, field: str, path: str = "",
-                 skipped: Optional[np.ndarray] = None, stamp: Optional[dict] = None):
+                 skipped: Optional[np.ndarray] = None, stamp: Optional[dict] = None,
+                 data: Optional[str] = None):
         self._buf, self._off, self._fmt, self._field = buf, offsets, format, field
-        self._path = path
+        self._path = path  # the corpus, as messages name it
+        self._data = data or path  # the file mapped: the corpus, or its decompressed copy
         self._stamp = stamp  # the file's stamp (triemine.paths.file_stamp) as it was mapped
         self._skipped = np.zeros(0, dtype=np.int64) if skipped is None else skipped  # sorted
 
@@ -226,9 +229,9 @@ class _Lines(Sequence[str]):
         a cache key for a result computed from every line (:mod:`triemine.decoding.lengths`);
         ``None`` for a view of no file, or of a file that has changed since it was mapped (its
         digest would name other lines than these)."""
-        if not self._path or self._stamp is None or file_stamp(self._path) != self._stamp:
+        if not self._data or self._stamp is None or file_stamp(self._data) != self._stamp:
             return None  # the file on disk is not (or may not be) the one these lines map
-        return {"file": content_sha256(self._path), "format": self._fmt, "field": self._field}
+        return {"file": content_sha256(self._data), "format": self._fmt, "field": self._field}
 
     def _range(self, a: int, b: int) -> List[str]:
         if b <= a:
@@ -353,17 +356,21 @@ def _duplicates(buf, offsets, hashes: List[np.ndarray], path: str) -> List[Tuple
 def open_corpus(path: os.PathLike | str, format: str = "auto", cache=None) -> Corpus:
     """``path`` as :func:`read_corpus` reads it (same ids, texts, empty and skipped lines and
     errors), its ids and texts read on demand through the line-offset index in ``$TRIEMINE_CACHE/lines/``
-    (built on first use, rebuilt with a warning when stale: :mod:`triemine.lineindex`)."""
+    (built on first use, rebuilt with a warning when stale: :mod:`triemine.lineindex`).  A
+    gzip, xz or zstd file is read through its decompressed copy
+    (:func:`triemine.compression.plain_copy`); messages name ``path``."""
     _check_format(format)
     p = os.fspath(path)
     if describe(p):
         raise InputError(f"corpus file {describe(p)}", p)
-    header, offsets, empty, skipped, buf = load_or_build(p, format, _validate(p, format), cache)
+    data = plain_copy(p)
+    header, offsets, empty, skipped, buf = load_or_build(data, format, _validate(p, format), cache,
+                                                         label=p)
     stamp = header.get("stamp")  # the file's stamp, taken before it was mapped
     fmt = header["format"]
-    return Corpus(p, fmt, _Lines(buf, offsets, fmt, "ids", p, skipped, stamp),
-                  _Lines(buf, offsets, fmt, "texts", p, skipped, stamp), empty.tolist(), skipped,
-                  [tuple(x) for x in header["problems"]])
+    return Corpus(p, fmt, _Lines(buf, offsets, fmt, "ids", p, skipped, stamp, data),
+                  _Lines(buf, offsets, fmt, "texts", p, skipped, stamp, data), empty.tolist(),
+                  skipped, [tuple(x) for x in header["problems"]])
 
 
 def open_pair(source_path, target_path) -> Tuple[Corpus, Corpus]:

@@ -142,12 +142,14 @@ def open_mmap(path):
 
 
 def load_or_build(corpus_path, format: str, build: Callable[[object, np.ndarray], dict],
-                  cache: Optional[Path] = None):
+                  cache: Optional[Path] = None, label=None):
     """``(header, offsets, empty, skipped, mmap)`` of ``corpus_path``'s index (``header["stamp"]``:
     the corpus's :func:`~triemine.paths.file_stamp`, taken before it was mapped), built with
     ``build(mmap, offsets) -> header fields`` (which validates the lines and finds the empty and
     the skipped ones) when there is no usable one; an unusable one is named in a warning with its
-    reason, then rebuilt."""
+    reason, then rebuilt (``label``: the corpus as warnings name it, default ``corpus_path``;
+    the original of a decompressed copy)."""
+    label = corpus_path if label is None else label
     stamp = file_stamp(corpus_path)
     path = index_path(corpus_path, format, cache)
     buf = open_mmap(stamp["path"])
@@ -158,10 +160,10 @@ def load_or_build(corpus_path, format: str, build: Callable[[object, np.ndarray]
             header, *arrays = read_index(path, corpus)
             return (dict(header, stamp=stamp), *arrays, buf)
         except StaleIndex as exc:
-            warnings.warn(f"{path}: line index of {corpus_path} not used, {exc}; rebuilding it",
+            warnings.warn(f"{path}: line index of {label} not used, {exc}; rebuilding it",
                           stacklevel=2)
         except (OSError, KeyError, TypeError, ValueError) as exc:
-            warnings.warn(f"{path}: line index of {corpus_path} unreadable ({exc}); rebuilding it",
+            warnings.warn(f"{path}: line index of {label} unreadable ({exc}); rebuilding it",
                           stacklevel=2)
     offsets = scan_offsets(buf, stamp["size"])
     fields = build(buf, offsets)

@@ -166,6 +166,18 @@ def write_meta(tsv_path, meta: Dict[str, object]) -> None:
                        json.dumps(meta, ensure_ascii=False, sort_keys=True) + "\n")
 
 
+def record_bitext(tsv_path, bitext_path, fmt: str, pairs: int,
+                  languages: Optional[Sequence[str]] = None) -> None:
+    """Add to ``<tsv>.meta.json`` the key ``bitext``: ``{"path": absolute path, "format": the
+    bitext format's name (:data:`triemine.filtering.formats.FORMATS`), "pairs": how many,
+    "languages": [l1, l2] (when the format names them)}``, the rest of the sidecar kept."""
+    meta = read_meta(tsv_path) if os.path.isfile(os.fspath(tsv_path) + META_SUFFIX) else {}
+    rec = {"path": os.path.abspath(os.fspath(bitext_path)), "format": fmt, "pairs": int(pairs)}
+    if languages is not None:
+        rec["languages"] = list(languages)
+    write_meta(tsv_path, dict(meta, bitext=rec))
+
+
 def _progress_settings(path: str) -> Dict[str, object]:
     """Fallback for signatures: the run settings trie-mine keeps in ``OUT.progress``."""
     try:

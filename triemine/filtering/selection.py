@@ -24,16 +24,15 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from triemine.configurations import DEFAULT, NAMES, PAPER, configuration
 from triemine.errors import InputError
-from triemine.filtering import registry
-from triemine.outfile import atomic_write, write_text
+from triemine.filtering import formats, registry
+from triemine.outfile import write_text
 from triemine.textfile import read_json
-from triemine.tsv import clean_cell
 
 THRESHOLDS_VERSION = 1
 # how each configuration's TSV is selected and thresholded: (rule, rank_by, filter), from the
@@ -252,14 +251,37 @@ def oriented_pairs(kept, reverse: bool = False) -> Dict[Tuple[str, str], Tuple[s
     return dict(zip(zip(kept.src_ids, kept.tgt_ids), zip(kept.src, kept.tgt)))
 
 
-def write_bitext(pairs: Iterable[Tuple[str, str]], path: os.PathLike | str) -> int:
-    """Write ``l1 text<TAB>l2 text`` lines atomically; the number written."""
-    n = 0
+def write_bitext(pairs, path: os.PathLike | str, format: str = formats.DEFAULT,
+                 src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
+                 meta: Optional[Mapping[str, object]] = None) -> int:
+    """``pairs`` written to ``path`` in bitext format ``format`` (a name of
+    :data:`triemine.filtering.formats.FORMATS`; default ``tsv``: ``l1 text<TAB>l2 text``
+    lines), atomically, compressed when ``path`` ends in ``.gz``/``.xz``/``.zst``; the number
+    written.  ``pairs``: a :class:`~triemine.filtering.formats.Pairs` (:func:`write_pairs`,
+    :func:`write_union`) or ``(l1 text, l2 text)`` tuples (no ids, no scores).  The languages
+    (for ``moses``, ``tmx``, ``hf``): ``src_lang``/``tgt_lang``, else those of the model
+    directory ``meta`` (a mining TSV's sidecar) records (:func:`formats.languages`)."""
+    fmt = formats.get_format(format)
+    if not isinstance(pairs, formats.Pairs):
+        pairs = formats.from_texts(pairs)
+    langs = formats.languages(meta, src_lang, tgt_lang) if fmt.languages else \
+        formats.DEFAULT_LANGS
+    return formats.write(pairs, path, format, langs)
 
-    def lines():
-        nonlocal n
-        for a, b in pairs:
-            n += 1
-            yield f"{clean_cell(a)}\t{clean_cell(b)}\n".encode("utf-8")
-    atomic_write(Path(os.fspath(path)), lines(), "bitext", hint="")
-    return n
+
+def write_pairs(mined, kept_rows, path: os.PathLike | str, fmt: str = formats.DEFAULT,
+                src_lang: Optional[str] = None, tgt_lang: Optional[str] = None) -> int:
+    """The rows ``kept_rows`` (0-based indices, in that order) of the mining TSV ``mined`` (a
+    :class:`~triemine.tsv.Mined`) as a bitext (:func:`write_bitext`), with their ids and every
+    score column; the languages default to those of the model ``mined.meta`` names."""
+    return write_bitext(formats.from_mined(mined, kept_rows), path, fmt, src_lang, tgt_lang,
+                        mined.meta)
+
+
+def write_union(kept: Sequence, path: os.PathLike | str, fmt: str = formats.DEFAULT,
+                src_lang: Optional[str] = None, tgt_lang: Optional[str] = None) -> int:
+    """The union of the kept rows of the l1->l2 TSV ``kept[0]`` and the l2->l1 TSV ``kept[1]``
+    (``trie-mine-filter --second``; each a :class:`~triemine.tsv.Mined` of the rows kept),
+    each ``(l1 id, l2 id)`` once (:func:`formats.union`), as a bitext (:func:`write_bitext`)."""
+    parts = [(m, k == 1) for k, m in enumerate(kept)]
+    return write_bitext(formats.union(parts), path, fmt, src_lang, tgt_lang, kept[0].meta)
