@@ -2,6 +2,7 @@
 CLI, Bicleaner errors."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -105,6 +106,19 @@ def test_filter_cli_writes_kept_rows_and_bitext(tmp_path, mined, capsys):
     assert kept.src_ids == ["s1", "s2", "s3"] and kept.col("bicleaner").tolist() == [0.2, 0.9, 0.6]
     assert bitext.read_text(encoding="utf-8") == "a\tA\nb\tB\nc\tC\n"
     assert "kept 3 of 4 rows" in capsys.readouterr().err
+
+
+def test_filter_cli_writes_the_bitext_in_the_format_asked_and_records_it(tmp_path, mined):
+    out, bitext = tmp_path / "kept.tsv", tmp_path / "kept.jsonl.gz"
+    assert filter_main([mined.path, "--filter", "ce", "--ce-max", "1.0", "-o", str(out),
+                        "--bitext", str(bitext), "--bitext-format", "jsonl"]) == 0
+    import gzip
+    rows = [json.loads(line) for line in gzip.open(bitext, "rt", encoding="utf-8")]
+    assert [(r["src_id"], r["tgt_id"]) for r in rows] == list(zip(read_mined(out).src_ids,
+                                                                  read_mined(out).tgt_ids))
+    assert all("ce_word" in r for r in rows)
+    rec = read_mined(out).meta["bitext"]
+    assert rec["format"] == "jsonl" and rec["pairs"] == len(rows) and rec["path"] == str(bitext)
 
 
 def test_filter_cli_union_of_two_directions(tmp_path, capsys):

@@ -486,6 +486,15 @@ def test_python_api_mines_lists_and_writes_bitext_and_tsv(tiny_model_dir, tmp_pa
         f"{res.pairs[0].src}\t{res.pairs[0].tgt}"
     res.write_tsv(tmp_path / "kept.tsv")
     assert read_mined(tmp_path / "kept.tsv").src_ids == [p.src_id for p in res.pairs]
+    import xml.etree.ElementTree as ET
+    assert res.write_bitext(tmp_path / "b.tmx", format="tmx", src_lang="zh",
+                            tgt_lang="en") == len(res.pairs)
+    units = ET.parse(tmp_path / "b.tmx").getroot().iter("tu")
+    assert [[s.text for s in u.iter("seg")] for u in units] == [[p.src, p.tgt] for p in res.pairs]
+    with pytest.raises(InputError, match="unknown bitext format"):
+        res.write_bitext(tmp_path / "b.x", format="xml")
+    with pytest.raises(InputError, match="output"):  # the job's own output is never overwritten
+        res.write_bitext(tmp_path / "all.tsv", format="jsonl")
     with pytest.raises(InputError, match="unknown option"):
         triemine.mine(sources, targets, model=tiny_model_dir, bream=3)
 

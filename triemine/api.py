@@ -40,7 +40,8 @@ from triemine.decoding.task import load_trie_for_dict
 from triemine.distributed import check_workers, make_pool
 from triemine.errors import InputError
 from triemine.filtering import registry
-from triemine.filtering.selection import Selection, choose, load_thresholds, write_bitext
+from triemine.filtering import formats
+from triemine.filtering.selection import Selection, choose, load_thresholds, write_pairs
 from triemine.mining.run import mine_pipeline
 from triemine.mining.options import MineOptions
 from triemine.outfile import check_distinct, describe, output_lock
@@ -83,12 +84,19 @@ class MiningResult:
         return [Pair(m.src_ids[i], m.tgt_ids[i], m.src[i], m.tgt[i], float(score[i]))
                 for i in self.kept.tolist()]
 
-    def write_bitext(self, path) -> int:
-        """The kept pairs as ``src text<TAB>tgt text`` lines (atomically); how many.  An
-        :class:`InputError` when ``path`` is one of the job's inputs or its output."""
-        self._check_output("path", path)
-        m = self.candidates
-        return write_bitext(((m.src[i], m.tgt[i]) for i in self.kept.tolist()), path)
+    def write_bitext(self, path, format: str = formats.DEFAULT, src_lang: Optional[str] = None,
+                     tgt_lang: Optional[str] = None) -> int:
+        """The kept pairs written to ``path`` in bitext ``format`` (default ``tsv``: ``src
+        text<TAB>tgt text`` lines; ``moses``, ``tmx``, ``jsonl``, ``hf``:
+        :data:`triemine.filtering.formats.FORMATS`), atomically, compressed when ``path`` ends
+        in ``.gz``/``.xz``/``.zst``; how many.  The languages default to the model's.  An
+        :class:`InputError` when a file it writes is one of the job's inputs or its output."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"path: expected a file path, got {type(path).__name__}")
+        langs = formats.languages(self.candidates.meta, src_lang, tgt_lang)
+        for out, folder in formats.output_paths(format, path, langs):
+            self._check_output("path", out, "folder" if folder else False)
+        return write_pairs(self.candidates, self.kept, path, format, *langs)
 
     def write_tsv(self, path) -> None:
         """The kept rows as a mining TSV, with every column of the candidates (and its
@@ -209,13 +217,14 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
         progress: bool = False, select: bool = False,
         given: Optional[Mapping[str, float]] = None,
         thresholds: Optional[os.PathLike | str] = None,
-        bitext: Optional[os.PathLike | str] = None, api: bool = False) -> MiningResult:
+        bitext: Optional[os.PathLike | str] = None, bitext_format: str = formats.DEFAULT,
+        api: bool = False) -> MiningResult:
     """Run the job ``opts`` describes, write the mining TSV to ``output``; with ``select``, also
     choose the kept pairs (``given`` thresholds over the ``thresholds`` file over the shipped
     default).  ``model``: a directory or a loaded model.
 
     Before any work: every output (``output`` with its side files and work folders,
-    ``bitext``) is checked against every input and each other
+    ``bitext`` in ``bitext_format``) is checked against every input and each other
     (:func:`triemine.outfile.check_distinct`), and ``output`` is locked for the run
     (:func:`triemine.outfile.output_lock`: a second job on it is refused); ``api``: name them
     as :func:`mine`'s arguments (``output``), not as ``trie-mine``'s flags (``-o``)."""
@@ -223,7 +232,12 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
     name = (lambda flag: _ARGUMENTS.get(flag, flag)) if api else (lambda flag: flag)
     inputs = [(name(flag), path) for flag, path in _inputs(opts, model, source, target,
                                                             thresholds)]
-    check_distinct([(name("-o"), output, True), (name("--bitext"), bitext)], inputs)
+    bitexts = []
+    if bitext is not None:  # moses: two files, hf: a folder
+        langs = formats.languages({"model_path": inputs_of(inputs, "--model")})
+        bitexts = [(name("--bitext"), out, "folder" if folder else False)
+                   for out, folder in formats.output_paths(bitext_format, bitext, langs)]
+    check_distinct([(name("-o"), output, True)] + bitexts, inputs)
     for what, path in (("source file", source), ("target file", target),
                        ("trie file", opts.trie)):  # fail before the slow model load
         if path is not None and describe(path):
@@ -235,6 +249,11 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
                              given, saved)
     result.inputs = inputs
     return result
+
+
+def inputs_of(inputs: List[Tuple[str, str]], flag: str) -> Optional[str]:
+    """The path given as ``flag`` among ``inputs`` (``(flag, path)`` pairs), else ``None``."""
+    return next((p for f, p in inputs if f in (flag, _ARGUMENTS.get(flag))), None)
 
 
 # mine()'s argument for each of trie-mine's flags that name files

@@ -14,20 +14,22 @@ import warnings
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+import numpy as np
+
 import triemine.baselines as baselines  # registers the baselines' score names
 from triemine import cliargs, settings
 from triemine.corpus import sentences
 from triemine.errors import InputError, TrieMineError
 from triemine.evaluation import report
 from triemine.evaluation.pipeline import evaluate_files, report_data, save_thresholds
-from triemine.filtering import registry
-from triemine.filtering.selection import choose, load_thresholds, oriented_pairs, write_bitext
+from triemine.filtering import formats, registry
+from triemine.filtering.selection import choose, load_thresholds, write_pairs, write_union
 from triemine.mining.options import MineOptions, flag_help_values
 from triemine.outfile import check_distinct, write_text
 from triemine.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 from triemine.plugin import user_dir
 from triemine.trie.build import build_trie_from_corpus
-from triemine.tsv import read_mined, write_mined
+from triemine.tsv import read_mined, record_bitext, write_mined
 
 
 def _run(prog: str, body: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser,
@@ -109,6 +111,8 @@ def _mine_parser() -> argparse.ArgumentParser:
         "paper: best per source by ce_word) and threshold: by default the one tuned on the BUCC "
         "sample and shipped with the configuration")
     keep.add_argument("--bitext", metavar="OUT", help="write the kept pairs as src<TAB>tgt")
+    keep.add_argument("--bitext-format", choices=list(formats.FORMATS), default=formats.DEFAULT,
+                      help="the --bitext file: " + formats.help_text())
     keep.add_argument("--threshold", type=cliargs.score_threshold, action="append", default=[],
                       metavar="NAME=VALUE", help="override the shipped threshold, e.g. "
                       "combined=5.0 (repeatable)")
@@ -138,9 +142,12 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
 
         result = run(opts, args.model, args.source, args.target, args.output, resume=args.resume,
                      progress=not args.quiet, select=bool(args.bitext),
-                     given=dict(args.threshold), thresholds=args.thresholds, bitext=args.bitext)
+                     given=dict(args.threshold), thresholds=args.thresholds, bitext=args.bitext,
+                     bitext_format=args.bitext_format)
         if args.bitext:
-            n = result.write_bitext(args.bitext)
+            n = result.write_bitext(args.bitext, args.bitext_format)
+            record_bitext(args.output, args.bitext, args.bitext_format, n,
+                          formats.languages(result.candidates.meta))
             print(f"{args.bitext}: {n} pairs kept of {len(result.candidates)} candidates "
                   f"({result.selection.text()})", file=sys.stderr)
         print(json.dumps(result.summary), file=sys.stderr)
@@ -242,6 +249,8 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                         "column when scored) to this TSV")
     parser.add_argument("--bitext", help="write kept pairs as 'l1 text<TAB>l2 text' (union of "
                         "directions with --second)")
+    parser.add_argument("--bitext-format", choices=list(formats.FORMATS), default=formats.DEFAULT,
+                        help="the --bitext file: " + formats.help_text())
     parser.add_argument("--filter", default=None, help=cliargs.filter_help())
     parser.add_argument("--rule", default=None, choices=["none", "best-per-source", "one-to-one"],
                         help="selection before filtering (default: see below)")
@@ -275,7 +284,12 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--second combines two directions; use --bitext for the union")
         if args.batch_size < 1:
             parser.error("--batch-size must be >= 1")
-        check_distinct([("-o", args.output, True), ("--bitext", args.bitext)],
+        first = read_mined(args.mined)  # its sidecar names the model, whose languages it has
+        langs = formats.languages(first.meta) if args.bitext else None
+        bitexts = [("--bitext", out, "folder" if folder else False) for out, folder in
+                   formats.output_paths(args.bitext_format, args.bitext, langs)] \
+            if args.bitext else []
+        check_distinct([("-o", args.output, True)] + bitexts,
                        cliargs.with_meta("MINED", args.mined) + cliargs.with_meta(
                            "--second", args.second) + [("--thresholds", args.thresholds),
                                                        ("--bicleaner-model", args.bicleaner_model)])
@@ -285,9 +299,9 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
         if (args.bicleaner or args.classifier) and saved is None and not given:
             args.filter = args.filter or "none"  # only adding score columns: every row kept
         inputs = [args.mined] + ([args.second] if args.second else [])
-        kept_pairs = {}
+        kepts = []
         for k, path in enumerate(inputs):
-            mined = with_scores(read_mined(path), reverse=k == 1, bicleaner=args.bicleaner,
+            mined = with_scores(first if k == 0 else read_mined(path), reverse=k == 1, bicleaner=args.bicleaner,
                                 bicleaner_model=args.bicleaner_model, batch_size=args.batch_size,
                                 classifiers=args.classifier, model_dir=args.model)
             try:
@@ -302,9 +316,13 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{path}: kept {len(kept)} of {len(mined)} rows ({sel.text()})", file=sys.stderr)
             if args.output:
                 write_mined(kept, args.output)
-            kept_pairs.update(oriented_pairs(kept, reverse=k == 1))
+            kepts.append(kept)
         if args.bitext:  # the union of the directions: each (l1 id, l2 id) once
-            n = write_bitext(kept_pairs.values(), args.bitext)
+            n = (write_union(kepts, args.bitext, args.bitext_format, *langs) if len(kepts) > 1
+                 else write_pairs(kepts[0], np.arange(len(kepts[0])), args.bitext,
+                                  args.bitext_format, *langs))
+            if args.output:
+                record_bitext(args.output, args.bitext, args.bitext_format, n, langs)
             print(f"{args.bitext}: {n} pairs", file=sys.stderr)
         return 0
 

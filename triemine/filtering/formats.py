@@ -174,6 +174,12 @@ def get_format(name: str) -> BitextFormat:
     return FORMATS[name]
 
 
+def help_text() -> str:
+    """One line naming every format and what it writes (the CLI's help)."""
+    return "; ".join(f"{f.name}: {f.description}" for f in FORMATS.values()) + \
+        f" (default {DEFAULT}; .gz/.xz/.zst compress it)"
+
+
 def output_paths(name: str, path, langs: Tuple[str, str]) -> List[Tuple[str, bool]]:
     """What format ``name`` writes for ``path``: ``(path, is a folder)`` each, for
     :func:`triemine.outfile.check_distinct` (a folder as ``(label, path, "folder")``)."""

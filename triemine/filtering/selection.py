@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -242,13 +241,6 @@ def choose(mined, *, saved: Optional[SavedThresholds] = None, index: int = 0,
     th = registry.check_thresholds(filt, th) if filt != "none" else {}
     rank_by = rank_by or (scores[0].name if scores else "ce_word")
     return Selection(rule, rank_by, filt, th, source if filt != "none" else "no filter")
-
-
-def oriented_pairs(kept, reverse: bool = False) -> Dict[Tuple[str, str], Tuple[str, str]]:
-    """``{(l1 id, l2 id): (l1 text, l2 text)}`` of a TSV's rows (``reverse``: an l2->l1 TSV)."""
-    if reverse:
-        return dict(zip(zip(kept.tgt_ids, kept.src_ids), zip(kept.tgt, kept.src)))
-    return dict(zip(zip(kept.src_ids, kept.tgt_ids), zip(kept.src, kept.tgt)))
 
 
 def write_bitext(pairs, path: os.PathLike | str, format: str = formats.DEFAULT,
