@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 from test_decoding import OTHER, PAIRS
 from test_mining import CipherEncoder  # noqa: F401  (registers the tiny pair's encoder)
 from triemine.errors import InputError
-from triemine.mining.dedup import (DUP_COLUMNS, dedup_corpus, digests, group_lines, mine_unique,
-                                   normalise)
+from triemine.mining.dedup import (DUP_COLUMNS, dedup_corpus, digests, expand_rows, group_lines,
+                                   mine_unique, normalise, side_maps)
 from triemine.tsv import column_order, read_mined
 
 TEXT = st.text(alphabet=st.sampled_from(list("aAbB ,.!\t\u3000\uff21\ufb01\u00e9e\u0301")),
@@ -194,6 +194,14 @@ def test_duplicates_on_either_side_give_the_unique_corpus_pairs(job, tmp_path):
                  for t in tids[d.tgt_ids[j]]]
     assert list(zip(e.src_ids, e.tgt_ids)) == want_rows
     assert e.meta["rows"] == len(e) and e.meta["dedup"]["every_pair"] is True
+
+    # the kept rows of the selection on unique texts, listed with every id pair
+    kept_rows = expand_rows(d.take(kept), *side_maps(tmp_path / "d.tsv"), every_pair=True)
+    assert list(zip(kept_rows.src_ids, kept_rows.tgt_ids)) == \
+        [(s, t) for j in kept.tolist() for s in ids[d.src_ids[j]] for t in tids[d.tgt_ids[j]]]
+    assert kept_rows.col("tgt_dups").tolist() == \
+        [float(len(tids[d.tgt_ids[j]])) for j in kept.tolist() for _ in ids[d.src_ids[j]]
+         for _ in tids[d.tgt_ids[j]]]
 
 
 def test_a_resumed_run_reuses_the_unique_corpora_and_the_jobs_work(job, tmp_path):

@@ -283,6 +283,24 @@ def expand_rows(mined, src: SideMap, tgt: SideMap, every_pair: bool = False):
     return big
 
 
+def side_maps(output):
+    """``(source map, target map)`` of the deduplicated job that wrote ``output``: its
+    ``.meta.json`` names the original corpora and :func:`dedup_corpus` reuses the maps in
+    ``output + ".dedup"`` (or groups again); for :func:`expand_rows` of a selection's kept rows
+    (``expand_rows(mined.take(kept), *side_maps(output), every_pair=True)``).  A ``ValueError``
+    for an output that was not deduplicated."""
+    from triemine.tsv import read_meta
+
+    output = os.fspath(output)
+    meta = read_meta(output)
+    if "dedup" not in meta:
+        raise ValueError(f"{output} was mined without deduplication")
+    rule_ = meta["dedup"]["rule"]
+    folder = Path(output + DEDUP_SUFFIX)
+    return tuple(dedup_corpus(meta[side], folder, side, case=rule_["case"], punct=rule_["punct"])
+                 for side in ("source", "target"))
+
+
 def mine_unique(run_job: Callable[[str, str, str], dict], source, target, output,
                 work_dir=None, *, every_pair: bool = False, case: bool = False,
                 punct: bool = False) -> dict:
