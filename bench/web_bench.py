@@ -192,7 +192,8 @@ def prepare_hook(args):
 
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="a slice of the sample (< 1 min)")
-    ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap.add_argument("--model", default=None,
+                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep the corpora and mined TSVs in this folder")
     ap.add_argument("--seed", type=int, default=SEED, help="the web-like side's seed")
     ap.add_argument("--runs", default="clean,web,web_dedup",

@@ -217,3 +217,21 @@ def test_a_resumed_run_reuses_the_unique_corpora_and_the_jobs_work(job, tmp_path
     assert (tmp_path / "o.tsv.dedup" / "source.unique.tsv").stat().st_mtime_ns == stamp
     meta = json.loads((tmp_path / "o.tsv.meta.json").read_text(encoding="utf-8"))
     assert meta["dedup"]["source"]["duplicates"] == 3
+
+
+def test_the_web_benchs_side_repeats_each_line_and_adds_the_shares_it_says():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from web_bench import BOILER_SHARE, OTHER_SHARE, web_side
+
+    texts = [f"English sentence number {i} ." for i in range(200)]
+    lines, counts = web_side([str(i) for i in range(200)], texts, seed=3)
+    assert (lines, counts) == web_side([str(i) for i in range(200)], texts, seed=3)
+    assert counts["lines"] == len(lines) == len({x.split("\t")[0] for x in lines})
+    body = [x.split("\t", 1)[1] for x in lines]
+    seen = {t: sum(normalise(b) == normalise(t) for b in body) for t in texts}
+    assert set(seen.values()) <= {1, 2, 3} and sum(seen.values()) == counts["english"]
+    assert abs(counts["other_language"] / len(lines) - OTHER_SHARE) < 0.01
+    assert abs(counts["boilerplate_and_markup"] / len(lines) - BOILER_SHARE) < 0.01
