@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -310,16 +311,20 @@ def mine_unique(run_job: Callable[[str, str, str], dict], source, target, output
     rewritten atomically (:func:`expand_rows`; its ``.meta.json`` kept, with ``source`` and
     ``target`` the original corpora, ``unique_source``/``unique_target`` the job's and ``dedup``
     the counts).  Returns the job's summary with ``dedup``: ``{"rule": ..., "every_pair": ...,
-    "source": {lines, empty, unique, duplicates}, "target": {...}}`` and ``rows`` (the rows
-    written).  The job's own errors and resume rules apply unchanged; the unique corpora of an
+    "source": {lines, empty, unique, duplicates}, "target": {...}}``, ``rows`` (the rows
+    written) and in ``stage_s`` the seconds of ``dedup`` (grouping both sides, or reusing
+    their files) and ``dedup_map`` (rewriting the TSV).  The job's own errors and resume rules apply unchanged; the unique corpora of an
     unchanged input are reused."""
     from triemine.tsv import read_mined, write_mined
 
     output = os.fspath(output)
     folder = Path(work_dir) if work_dir is not None else Path(output + DEDUP_SUFFIX)
+    t0 = time.perf_counter()
     sides = {side: dedup_corpus(path, folder, side, case=case, punct=punct)
              for side, path in (("source", source), ("target", target))}
+    grouped = time.perf_counter() - t0
     summary = dict(run_job(sides["source"].path, sides["target"].path, output))
+    t0 = time.perf_counter()
     mined = read_mined(output)
     if any(c in mined.columns for c in DUP_COLUMNS):
         raise ValueError(f"{output}: the job's TSV already has {'/'.join(DUP_COLUMNS)}")
@@ -334,5 +339,7 @@ def mine_unique(run_job: Callable[[str, str, str], dict], source, target, output
     if "skipped_bad" in out.meta:  # the original corpora's bad lines, not the unique ones'
         out.meta["skipped_bad"] = summary["skipped_bad"] = skipped
     write_mined(out, output)
-    summary.update(dedup=info, rows=len(out))
+    stage_s = dict(summary.get("stage_s") or {})
+    stage_s = {"dedup": grouped, **stage_s, "dedup_map": time.perf_counter() - t0}
+    summary.update(dedup=info, rows=len(out), stage_s=stage_s)
     return summary
