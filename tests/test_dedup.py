@@ -128,7 +128,9 @@ def job(tiny_model_dir, tmp_path, monkeypatch):
     comb = tmp_path / "comb.json"
     Combination("test", ["cipher_margin", "ce_token"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0],
                 "test").save(comb)
-    opts = MineOptions(encoder="cipher", combination=str(comb), min_margin=0.0)
+    # the job alone (no deduplication of its own): what mine_unique wraps
+    opts = MineOptions.of("combined", encoder="cipher", combination=str(comb), min_margin=0.0,
+                          dedup=False)
     return lambda s, t, o: run(opts, tiny_model_dir, s, t, o).summary
 
 
@@ -235,3 +237,35 @@ def test_the_web_benchs_side_repeats_each_line_and_adds_the_shares_it_says():
     assert set(seen.values()) <= {1, 2, 3} and sum(seen.values()) == counts["english"]
     assert abs(counts["other_language"] / len(lines) - OTHER_SHARE) < 0.01
     assert abs(counts["boilerplate_and_markup"] / len(lines) - BOILER_SHARE) < 0.01
+
+
+def test_the_api_deduplicates_by_default_and_every_pair_lists_the_kept_ids(tiny_model_dir,
+                                                                           tmp_path, monkeypatch):
+    """triemine.mine: each distinct text mined once, the TSV under first ids with the counts;
+    every_pair=True gives the kept pairs once per (source id, target id); dedup=False mines the
+    copies as lines of their own."""
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
+    import triemine
+    from triemine.mining.combine import Combination
+
+    comb = tmp_path / "comb.json"
+    Combination("test", ["cipher_margin", "ce_token"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0],
+                "test").save(comb)
+    pairs = PAIRS[:10]
+    sources = [s for s, _ in pairs]
+    targets = OTHER[:10] + [t for _, t in pairs] + [t for _, t in pairs[:4]]  # 4 copies
+    kw = dict(model=tiny_model_dir, encoder="cipher", combination=str(comb), min_margin=0.0,
+              threshold={"combined": -1e9})
+    res = triemine.mine(sources, targets, output=tmp_path / "d.tsv", **kw)
+    m = read_mined(tmp_path / "d.tsv")
+    assert res.summary["dedup"]["target"]["duplicates"] == 4 and "src_dups" in m.columns
+    assert sorted(set(m.tgt_ids)) == sorted(set(m.tgt_ids) - {str(i) for i in range(25, 29)})
+    copies = {p.tgt_id for p in res.pairs if p.tgt in {t for _, t in pairs[:4]}}
+    assert copies and all(int(i) <= 24 for i in copies)  # first ids only
+    every = triemine.mine(sources, targets, output=tmp_path / "e.tsv", every_pair=True, **kw)
+    assert len(every.pairs) == len(res.pairs) + len(copies)
+    assert {(p.src_id, p.tgt_id) for p in res.pairs} < {(p.src_id, p.tgt_id) for p in every.pairs}
+    plain = triemine.mine(sources, targets, output=tmp_path / "p.tsv", dedup=False, **kw)
+    assert "dedup" not in plain.summary and "src_dups" not in read_mined(tmp_path / "p.tsv").columns
+    with pytest.raises(triemine.InputError, match="need deduplication"):
+        triemine.mine(sources, targets, dedup=False, every_pair=True, **kw)

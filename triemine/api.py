@@ -42,6 +42,7 @@ from triemine.errors import InputError
 from triemine.filtering import registry
 from triemine.filtering import formats
 from triemine.filtering.selection import Selection, choose, load_thresholds, write_pairs
+from triemine.mining.dedup import expand_rows, mine_unique, side_maps
 from triemine.mining.run import mine_pipeline
 from triemine.mining.options import MineOptions
 from triemine.outfile import check_distinct, describe, output_lock
@@ -76,13 +77,19 @@ class MiningResult:
     kept: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     summary: Dict[str, object] = field(default_factory=dict)
     inputs: List[Tuple[str, str]] = field(default_factory=list)  # what the job read
+    # the kept rows with one row per (source id, target id) of their duplicates (every_pair)
+    expanded: Optional[Mined] = None
+
+    def kept_rows(self) -> Mined:
+        """The kept rows, in order (with ``every_pair``: one per id pair of their texts)."""
+        return self.expanded if self.expanded is not None else self.candidates.take(self.kept)
 
     @property
     def pairs(self) -> List[Pair]:
-        m = self.candidates
+        m = self.kept_rows()
         score = m.col(self.selection.rank_by) if self.selection is not None else m.col("score")
         return [Pair(m.src_ids[i], m.tgt_ids[i], m.src[i], m.tgt[i], float(score[i]))
-                for i in self.kept.tolist()]
+                for i in range(len(m))]
 
     def write_bitext(self, path, format: str = formats.DEFAULT, src_lang: Optional[str] = None,
                      tgt_lang: Optional[str] = None) -> int:
@@ -96,13 +103,14 @@ class MiningResult:
         langs = formats.languages(self.candidates.meta, src_lang, tgt_lang)
         for out, folder in formats.output_paths(format, path, langs):
             self._check_output("path", out, "folder" if folder else False)
-        return write_pairs(self.candidates, self.kept, path, format, *langs)
+        rows = self.kept_rows()
+        return write_pairs(rows, np.arange(len(rows)), path, format, *langs)
 
     def write_tsv(self, path) -> None:
         """The kept rows as a mining TSV, with every column of the candidates (and its
         ``.meta.json``); refused like :meth:`write_bitext`."""
         self._check_output("path", path, sides=True)
-        write_mined(self.candidates.take(self.kept), os.fspath(path))
+        write_mined(self.kept_rows(), os.fspath(path))
 
     def _check_output(self, label: str, path, sides: bool = False) -> None:
         if not isinstance(path, (str, os.PathLike)):
@@ -297,15 +305,22 @@ def _run_locked(opts: MineOptions, model, source, target, output, resume, progre
     else:
         reverse = (load_model_dir(opts.reverse_model, device=opts.device)
                    if opts.reverse_model else None)
-        summary = mine_pipeline(model, source, target, output, opts, resume=resume,
-                                progress=progress, reverse_model=reverse,
-                                pool=pool if opts.sharded else None)
+
+        def job(src, tgt, out):
+            return mine_pipeline(model, src, tgt, out, opts, resume=resume, progress=progress,
+                                 reverse_model=reverse, pool=pool if opts.sharded else None)
+        d = opts.duplicates
+        summary = (mine_unique(job, source, target, output, case=d.dedup_case,
+                               punct=d.dedup_punct) if d.dedup else job(source, target, output))
     result = MiningResult(output, None, None, summary=summary)
     if select:
         result.candidates = mined = read_mined(output)
         result.selection = choose(mined, saved=saved, given=given)
         result.kept = result.selection.keep(mined)
-        summary.update(kept=int(len(result.kept)), selection=result.selection.text())
+        if opts.duplicates.every_pair:  # the kept pairs of texts, one row per id pair
+            result.expanded = expand_rows(mined.take(result.kept), *side_maps(output),
+                                          every_pair=True)
+        summary.update(kept=len(result.kept_rows()), selection=result.selection.text())
         small = min(int(summary.get("sources", 0)), int(summary.get("targets", 0)))
         if "shipped default" in result.selection.source and small < SMALL_CORPUS:
             logger.warning("the shipped threshold was tuned on corpora of thousands of sentences "

@@ -107,7 +107,7 @@ def npy_header(dtype, shape) -> bytes:
 
 # what ``trie-mine -o OUT`` writes beside OUT: files, then folders (every stage's state)
 SIDE_FILES = (".meta.json", ".progress", ".lock")
-SIDE_DIRS = (".work", ".shards")
+SIDE_DIRS = (".work", ".shards", ".dedup")
 
 
 def _real(path) -> str:

@@ -46,8 +46,11 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from triemine.checksum import dumps_sealed, load_npy, read_sealed, write_npy
+from triemine.corpus import open_corpus
 from triemine.errors import DamagedFile, InputError
 from triemine.outfile import atomic_write
+from triemine.paths import content_sha256
+from triemine.tsv import column_order, read_meta, read_mined, write_mined
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +59,7 @@ RULE_VERSION = 1
 DEDUP_SUFFIX = ".dedup"  # the job's folder of unique corpora and maps, beside its .work
 CHUNK = 1 << 16  # lines normalised and hashed at a time
 DUP_COLUMNS = ("src_dups", "tgt_dups")
+JOB_TSV = "unique.tsv"  # the job's own TSV (and its .work) in the folder, of the unique texts
 
 
 def normalise(text: str, case: bool = False, punct: bool = False) -> str:
@@ -173,8 +177,6 @@ class SideMap:
 
 
 def _key(corpus_path: str, case: bool, punct: bool) -> dict:
-    from triemine.paths import content_sha256
-
     return {"corpus": content_sha256(corpus_path), "rule": rule(case, punct)}
 
 
@@ -185,8 +187,6 @@ def dedup_corpus(corpus_path, folder, side: str, *, case: bool = False,
     (module docstring: ``<side>.unique.tsv`` and the maps, each written atomically), or reuse
     the files there whose key (content digest and rule) is this corpus's.  Raises
     :class:`~triemine.errors.InputError` for a corpus the reader refuses."""
-    from triemine.corpus import open_corpus
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     corpus = open_corpus(corpus_path)
@@ -239,8 +239,6 @@ def _row_index(sm: SideMap, names: Sequence[str], what: str) -> np.ndarray:
     row's first id), found through the sorted 64-bit hashes of the unique corpus's ids (16 bytes
     a row, no dict of strings) and confirmed on the id itself; an id the unique corpus does not
     hold is a ``ValueError``."""
-    from triemine.corpus import open_corpus
-
     ids = open_corpus(sm.path, "tsv").ids
     h = np.fromiter((hash(i) for i in ids), dtype=np.int64, count=len(ids))
     order = np.argsort(h, kind="stable")
@@ -265,7 +263,6 @@ def expand_rows(mined, src: SideMap, tgt: SideMap, every_pair: bool = False):
     sr = _row_index(src, mined.src_ids, "source")
     tr = _row_index(tgt, mined.tgt_ids, "target")
     out = mined.with_column("src_dups", src.counts[sr]).with_column("tgt_dups", tgt.counts[tr])
-    from triemine.tsv import column_order
     out.columns = column_order(c for c in out.columns if c not in ("src", "tgt", "src_id",
                                                                    "tgt_id"))
     if not every_pair:
@@ -290,8 +287,6 @@ def side_maps(output):
     ``output + ".dedup"`` (or groups again); for :func:`expand_rows` of a selection's kept rows
     (``expand_rows(mined.take(kept), *side_maps(output), every_pair=True)``).  A ``ValueError``
     for an output that was not deduplicated."""
-    from triemine.tsv import read_meta
-
     output = os.fspath(output)
     meta = read_meta(output)
     if "dedup" not in meta:
@@ -310,22 +305,23 @@ def mine_unique(run_job: Callable[[str, str, str], dict], source, target, output
     source, unique target, output)`` (the job, returning its summary dict), then ``output``
     rewritten atomically (:func:`expand_rows`; its ``.meta.json`` kept, with ``source`` and
     ``target`` the original corpora, ``unique_source``/``unique_target`` the job's and ``dedup``
-    the counts).  Returns the job's summary with ``dedup``: ``{"rule": ..., "every_pair": ...,
+    the counts); the job itself writes ``work_dir/unique.tsv`` (its work folder beside it), so
+    ``output`` never holds a TSV without the columns.  Returns the job's summary with ``dedup``: ``{"rule": ..., "every_pair": ...,
     "source": {lines, empty, unique, duplicates}, "target": {...}}``, ``rows`` (the rows
     written) and in ``stage_s`` the seconds of ``dedup`` (grouping both sides, or reusing
     their files) and ``dedup_map`` (rewriting the TSV).  The job's own errors and resume rules apply unchanged; the unique corpora of an
     unchanged input are reused."""
-    from triemine.tsv import read_mined, write_mined
-
     output = os.fspath(output)
     folder = Path(work_dir) if work_dir is not None else Path(output + DEDUP_SUFFIX)
     t0 = time.perf_counter()
     sides = {side: dedup_corpus(path, folder, side, case=case, punct=punct)
              for side, path in (("source", source), ("target", target))}
     grouped = time.perf_counter() - t0
-    summary = dict(run_job(sides["source"].path, sides["target"].path, output))
+    # the job writes its TSV in the folder; ``output`` is written once, whole, with the columns
+    job_out = folder / JOB_TSV
+    summary = dict(run_job(sides["source"].path, sides["target"].path, str(job_out)))
     t0 = time.perf_counter()
-    mined = read_mined(output)
+    mined = read_mined(job_out)
     if any(c in mined.columns for c in DUP_COLUMNS):
         raise ValueError(f"{output}: the job's TSV already has {'/'.join(DUP_COLUMNS)}")
     out = expand_rows(mined, sides["source"], sides["target"], every_pair)
@@ -341,5 +337,5 @@ def mine_unique(run_job: Callable[[str, str, str], dict], source, target, output
     write_mined(out, output)
     stage_s = dict(summary.get("stage_s") or {})
     stage_s = {"dedup": grouped, **stage_s, "dedup_map": time.perf_counter() - t0}
-    summary.update(dedup=info, rows=len(out), stage_s=stage_s)
+    summary.update(dedup=info, rows=len(out), stage_s=stage_s, output=output)
     return summary

@@ -25,7 +25,8 @@ from triemine.distributed.settings import PoolSettings
 from triemine.errors import InputError
 from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
 from triemine.mining.generators import REGISTRY
-from triemine.mining.settings import NeighbourSettings, RetrievalSettings, ScoreSettings
+from triemine.mining.settings import (DedupSettings, NeighbourSettings, RetrievalSettings,
+                                      ScoreSettings)
 from triemine.settings import (check_value, flag_of, get, setting, setting_field, with_also,
                                with_values)
 
@@ -64,6 +65,7 @@ class MineOptions:
         metavar="DIR")
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
     scores: ScoreSettings = field(default_factory=ScoreSettings)
+    duplicates: DedupSettings = field(default_factory=DedupSettings)
     device: str = setting("cpu", "cpu or cuda (default cpu)", flag="--device")
     target_spm: Optional[str] = setting(
         None, "target sentencepiece model when the model directory has none", flag="--target-spm")
@@ -118,6 +120,13 @@ class MineOptions:
         _check_applies(self.paper, {"nbest": s.nbest, "debug": self.debug or None,
                                     "trie": self.trie, "max_tokens": s.max_tokens,
                                     "reverse_model": self.reverse_model})
+        d = self.duplicates
+        if self.paper and d.dedup:
+            raise InputError("deduplication applies to the mining job (--config paper mines every "
+                             "line)")
+        if not d.dedup and (d.every_pair or d.dedup_case or d.dedup_punct):
+            raise InputError("--every-pair, --dedup-case and --dedup-punct need deduplication "
+                             "(not with --no-dedup or --config paper)")
         trie_search = "trie" in self.candidates
         if s.target_shards > 1 and not trie_search:
             raise InputError("--target-shards applies to the trie search (--config paper or "

@@ -43,6 +43,21 @@ class RetrievalSettings:
 
 
 @dataclass(frozen=True)
+class DedupSettings:
+    """Duplicate lines (:mod:`triemine.mining.dedup`): each distinct text mined once, the pairs
+    written under their first ids with ``src_dups``/``tgt_dups``."""
+
+    dedup: bool = setting(True, "mine every line, duplicates too (default: each distinct "
+                          "normalised text once, docs/dedup.md)", flag="--no-dedup", const=False)
+    every_pair: bool = setting(False, "the kept pairs (--bitext) with one row per (source id, "
+                               "target id) of their duplicates, not only the first ids",
+                               flag="--every-pair", const=True)
+    dedup_case: bool = setting(False, "duplicates ignore case", flag="--dedup-case", const=True)
+    dedup_punct: bool = setting(False, "duplicates ignore punctuation", flag="--dedup-punct",
+                                const=True)
+
+
+@dataclass(frozen=True)
 class ScoreSettings:
     """The exact scores and the combined score of every candidate."""
 
