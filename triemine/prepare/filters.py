@@ -82,6 +82,8 @@ def clean(texts: List[str], markup: bool = True) -> List[str]:
     """``texts`` with HTML tags and comments, URLs and e-mail addresses removed (``markup``),
     HTML entities decoded, control and zero-width characters removed and runs of white space
     made one space, trimmed; same length, one line each (a tab becomes a space)."""
+    if not texts:
+        return []
     joined = "\n".join(texts).replace("\t", " ")
     if markup:
         joined = URL.sub(" ", TAG.sub(" ", joined))

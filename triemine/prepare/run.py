@@ -161,6 +161,10 @@ def _decode(raw: List[bytes], fmt: str) -> _Lines:
     return _Lines(heads, body, bad)
 
 
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
 class _Report:
     """Counts and examples, per filter and of the bad lines, kept while the batches go by."""
 
@@ -178,7 +182,7 @@ class _Report:
 
     def filters(self) -> Dict[str, Any]:
         return {n: {"dropped": self.dropped[n], "drops": FILTERS[n].drops,
-                    "params": {p: getattr(self.opts, p) for p in FILTERS[n].params},
+                    "params": {p: _plain(getattr(self.opts, p)) for p in FILTERS[n].params},
                     "examples": self.examples[n]} for n in self.opts.active()}
 
     def summary(self, path) -> str:
