@@ -297,6 +297,7 @@ def prepare(input, output, lang: str, report=None, **options) -> Dict[str, Any]:
             raise InputError(f"the filters dropped every line ({counted}): check --lang and "
                              "the filters' thresholds", input)
     result = {"input": os.fspath(input), "output": os.fspath(output), "lang": opts.lang,
+              "report": None if report is None else os.fspath(report),
               "format": fmt, "lines": rep.lines, "empty_in_input": rep.empty,
               "bad_lines": rep.bad_lines, "bad_line_examples": rep.examples["input"],
               "kept": rep.kept, "rewritten": rep.rewritten,
