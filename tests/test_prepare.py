@@ -139,6 +139,14 @@ def test_line_stats_per_line():
     assert s.words.tolist() == [2, 0, 2, 2]
     assert s.letters.tolist() == [6, 0, 2, 0]
     assert s.in_script.tolist() == [2, 0, 0, 0]
+    assert s.other_runs.tolist() == [1, 0, 2, 0]
+
+
+def test_script_filter_counts_a_foreign_word_once_in_chinese(tmp_path):
+    lines = ["里尔组建了一个名叫Exovedate的议会。", "nmap-A-vtargetip", "China Radio 见 Bamako"]
+    src = write(tmp_path / "in.txt", lines)
+    prepare(src, tmp_path / "out.txt", "zh", skip=("lang",))
+    assert lines_of(tmp_path / "out.txt") == [lines[0], "", ""]
 
 
 def test_tsv_ids_are_kept_with_an_empty_text(tmp_path):

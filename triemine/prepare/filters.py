@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from triemine.prepare.scripts import LineStats, line_stats
+from triemine.prepare.scripts import LOGOGRAPHIC, LineStats, line_stats
 
 
 @dataclass
@@ -142,34 +142,39 @@ def identify(texts: List[str]) -> List[str]:
     return out
 
 
+def lang_keeps(texts: List[str], lang: str):
+    """``(keep, codes)``: which ``texts`` the ``lang`` filter keeps (identified as ``lang``, as
+    a language :data:`CONFUSABLE` with it when the text allows, or not identified) and the code
+    :func:`identify` gave each."""
+    codes = identify(texts)
+    keep = np.fromiter((c == lang or c == "un" or (
+        (lang, c) in CONFUSABLE and CONFUSABLE[(lang, c)](t)) for t, c in zip(texts, codes)),
+        dtype=bool, count=len(texts))
+    return keep, codes
+
+
 @register("lang", "lines identified (CLD2) as another language than --lang; lines it cannot tell "
           "are kept", ("lang",))
 def _lang(b: Batch) -> np.ndarray:
     idx = np.flatnonzero(b.keep)
     texts = [b.texts[i] for i in idx]
-    codes = identify(texts)
-    want = b.opts.lang
+    keep, codes = lang_keeps(texts, b.opts.lang)
     drop = np.zeros(len(b.texts), dtype=bool)
-    dropped_as = []
-    for i, t, c in zip(idx, texts, codes):
-        if c in (want, "un"):
-            continue
-        ok = CONFUSABLE.get((want, c))
-        if ok is not None and ok(t):
-            continue
-        drop[i] = True
-        dropped_as.append(c)
+    drop[idx[~keep]] = True
+    dropped_as = [c for c, k in zip(codes, keep) if not k]
     b.extra["lang"] = dropped_as
     b.extra["lang_identified"] = sum(c != "un" for c in codes)
     return drop
 
 
 @register("script", "lines where less than min_script_share of the letters are in the expected "
-          "scripts (--script, else the language's), and lines without letters",
-          ("expected_scripts", "min_script_share"))
+          "scripts (--script, else the language's; for Han and Kana a foreign word counts as "
+          "one letter), and lines without letters", ("expected_scripts", "min_script_share"))
 def _script(b: Batch) -> np.ndarray:
     s = b.stats
-    return (s.letters == 0) | (s.in_script < b.opts.min_script_share * s.letters)
+    logographic = LOGOGRAPHIC.issuperset(b.opts.expected_scripts)
+    foreign = s.other_runs if logographic else s.letters - s.in_script
+    return (s.letters == 0) | (s.in_script < b.opts.min_script_share * (s.in_script + foreign))
 
 
 def normalise(texts: List[str]) -> List[str]:

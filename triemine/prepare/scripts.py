@@ -52,6 +52,11 @@ LANG_SCRIPTS: Dict[str, Tuple[str, ...]] = {
 }
 
 
+# scripts whose one character is about a word: a line's foreign words count one unit each
+# against them, not one per letter (a Chinese sentence naming "Formox" is Chinese)
+LOGOGRAPHIC = frozenset({"Han", "Kana"})
+
+
 def scripts_for(lang: str, given: Sequence[str] = ()) -> Tuple[str, ...]:
     """The expected scripts: ``given`` (names of :data:`SCRIPTS`) or ``lang``'s; an
     :class:`InputError` for an unknown script name or a language without a default."""
@@ -96,12 +101,13 @@ def class_table(scripts: Tuple[str, ...]) -> np.ndarray:
 class LineStats:
     """Per-line counts of a batch (arrays of the batch's length, int64): ``chars`` (characters
     other than white space), ``words`` (runs of them), ``letters``, ``in_script`` (letters of
-    the expected scripts)."""
+    the expected scripts), ``other_runs`` (runs of letters not in them: the foreign words)."""
 
     chars: np.ndarray
     words: np.ndarray
     letters: np.ndarray
     in_script: np.ndarray
+    other_runs: np.ndarray
 
 
 def line_stats(texts: Sequence[str], scripts: Tuple[str, ...]) -> LineStats:
@@ -119,5 +125,8 @@ def line_stats(texts: Sequence[str], scripts: Tuple[str, ...]) -> LineStats:
         return np.bincount(line[mask], minlength=n)[:n].astype(np.int64)
 
     letters = (cls & LETTER) > 0
+    other = letters & ((cls & IN_SCRIPT) == 0)
+    other_start = other.copy()
+    other_start[1:] &= ~other[:-1]
     return LineStats(per_line(solid), per_line(start), per_line(letters),
-                     per_line((cls & IN_SCRIPT) > 0))
+                     per_line((cls & IN_SCRIPT) > 0), per_line(other_start))
