@@ -124,35 +124,40 @@ def _chain(work: Path):
     return out
 
 
-def _synthetic(path: Path, n: int, en) -> None:
-    """``n`` lines: English-word lines (words of the BUCC en sample), with 3 % markup lines,
-    2 % boilerplate, 2 % Chinese and 1 % empty lines, gzip level 1."""
+def _synthetic(path: Path, n: int, en, zh) -> None:
+    """``n`` lines of random English words (those of the BUCC en sample), with 3 % of them
+    wrapped in HTML with a URL, 2 % boilerplate, 2 % Chinese (BUCC zh sample lines) and 1 % empty
+    lines; gzip level 1."""
     import numpy as np
     rng = np.random.default_rng(0)
     vocab = sorted({w for t in en for w in t.split() if w.isalpha() and w.islower()})
-    extra = ["<div class='nav'><a href='/'>Home</a></div>", "Accept all cookies",
-             "这是一个用于测试的中文句子，内容与英文无关。", ""]
     chunk = 100000
     with gzip.open(path, "wb", compresslevel=1) as f:
         for start in range(0, n, chunk):
             m = min(chunk, n - start)
             words = rng.integers(0, len(vocab), size=(m, 12))
             kind = rng.random(m)
+            pick = rng.integers(0, len(zh), size=m)
             lines = []
             for i in range(m):
                 k = kind[i]
-                if k < 0.08:
-                    lines.append(extra[0] if k < 0.03 else extra[1] if k < 0.05 else
-                                 extra[2] if k < 0.07 else extra[3])
-                else:
-                    lines.append("The " + " ".join(vocab[j] for j in words[i]) + ".")
+                text = "The " + " ".join(vocab[j] for j in words[i]) + "."
+                if k < 0.03:
+                    text = f"<div class='nav'><a href='https://example.com/{i}'>{text}</a></div>"
+                elif k < 0.05:
+                    text = "Accept all cookies" if k < 0.04 else "Home"
+                elif k < 0.07:
+                    text = zh[pick[i]]
+                elif k < 0.08:
+                    text = ""
+                lines.append(text)
             f.write(("\n".join(lines) + "\n").encode("utf-8"))
 
 
-def _scale(work: Path, n: int, en) -> dict:
+def _scale(work: Path, n: int, en, zh) -> dict:
     src, out = work / "synthetic.txt.gz", work / "prepared.txt.gz"
     t0 = time.perf_counter()
-    _synthetic(src, n, en)
+    _synthetic(src, n, en, zh)
     gen_s = time.perf_counter() - t0
     code = ("import sys; from triemine.cli import prepare_main; "
             "sys.exit(prepare_main(sys.argv[1:]))")
@@ -185,7 +190,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="prepare_bench") as tmp:
         results.update(_chain(Path(tmp)))
         n = args.lines or (10**5 if args.quick else 10**7)
-        results["scale"] = _scale(Path(tmp), n, en)
+        results["scale"] = _scale(Path(tmp), n, en, zh)
     return run.finish(results)
 
 

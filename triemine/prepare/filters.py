@@ -64,11 +64,13 @@ def register(name: str, drops: str, params: Tuple[str, ...] = ()):
 # -- markup: the cleaning step ---------------------------------------------------------------
 # none of these patterns matches a newline, so they run on a whole batch joined by newlines
 TAG = re.compile(r"<!--[^\n]*?-->|</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>\n]*)?/?>")
-URL = re.compile(r"\b(?:https?://|ftp://|www\.)[^\s<>\"]+|\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
+URL = re.compile(r"(?:https?://|ftp://|www\.)[^\s<>\"]+")
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200d\u2028\u2029\ufeff\ufffe\uffff]")
-SPACES = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
-EDGES = re.compile(r"^ | $", re.M)
+# white space other than the plain space (made one), then runs of spaces (made one)
+SPACE_LIKE = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
+SPACES = re.compile("  +")
 
 
 def _unescape(line: str) -> str:
@@ -85,13 +87,18 @@ def clean(texts: List[str], markup: bool = True) -> List[str]:
     if not texts:
         return []
     joined = "\n".join(texts).replace("\t", " ")
-    if markup:
-        joined = URL.sub(" ", TAG.sub(" ", joined))
-    joined = CONTROL.sub(" ", joined)
-    out = joined.split("\n")
-    if markup and "&" in joined:
-        out = [_unescape(t) for t in out]
-    return EDGES.sub("", SPACES.sub(" ", "\n".join(out))).split("\n")
+    if markup and "<" in joined:
+        joined = TAG.sub(" ", joined)
+    if markup and ("://" in joined or "www." in joined):
+        joined = URL.sub(" ", joined)
+    joined = SPACE_LIKE.sub(" ", CONTROL.sub(" ", joined))
+    if markup and ("&" in joined or "@" in joined):
+        out = [_unescape(EMAIL.sub(" ", t) if "@" in t else t) for t in joined.split("\n")]
+        joined = "\n".join(out)
+    joined = SPACES.sub(" ", joined)
+    if " " in joined:  # trim: one space at most is left at either end of a line
+        joined = ("\n" + joined + "\n").replace("\n ", "\n").replace(" \n", "\n")[1:-1]
+    return joined.split("\n")
 
 
 @register("markup", "lines left empty once HTML tags, entities, URLs and control characters are "
