@@ -159,21 +159,23 @@ def _scale(work: Path, n: int, en, zh) -> dict:
     t0 = time.perf_counter()
     _synthetic(src, n, en, zh)
     gen_s = time.perf_counter() - t0
-    code = ("import sys; from triemine.cli import prepare_main; "
-            "sys.exit(prepare_main(sys.argv[1:]))")
+    # the child reports its own high-water mark (VmHWM: this process image only; ru_maxrss
+    # would count the pages of the forked bench process before exec)
+    code = ("import sys; from triemine.cli import prepare_main; rc = prepare_main(sys.argv[1:]); "
+            "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1],"
+            " file=sys.stderr); sys.exit(rc)")
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code, str(src), "-o", str(out), "--lang", "en",
-                             "--boilerplate", "100"], env=dict(os.environ,
-                            PYTHONPATH=str(benchlib.REPO)), stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.run([sys.executable, "-c", code, str(src), "-o", str(out), "--lang", "en",
+                           "--boilerplate", "100"], env=dict(os.environ,
+                          PYTHONPATH=str(benchlib.REPO)), stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t0
-    err = proc.stderr.read()
-    if status != 0:
-        raise SystemExit(f"trie-mine-prepare failed: {err}")
+    err = proc.stderr.strip().splitlines()
+    if proc.returncode != 0:
+        raise SystemExit(f"trie-mine-prepare failed: {proc.stderr}")
     return {"lines": n, "input_mb": round(src.stat().st_size / 2**20, 1),
             "generate_s": round(gen_s, 1), "prepare_wall_s": round(wall, 1),
             "prepare_lines_per_s": round(n / wall), "prepare_peak_rss_mb":
-            round(usage.ru_maxrss / 1024, 1), "summary": err.strip().splitlines()[-1]}
+            round(int(err[-1]) / 1024, 1), "summary": err[-2]}
 
 
 def main(argv=None) -> int:

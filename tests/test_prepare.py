@@ -238,3 +238,26 @@ def test_unknown_option_is_an_input_error(tmp_path):
     src = write(tmp_path / "in.txt", EN)
     with pytest.raises(InputError, match="unknown option 'min_char'"):
         prepare(src, tmp_path / "out.txt", "en", min_char=3)
+
+
+def test_prepare_bench_runs_on_a_small_input(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from triemine.paths import BUCC_ZH_EN, shared_path
+    try:
+        shared_path(*BUCC_ZH_EN)
+    except FileNotFoundError:
+        pytest.skip("the shared BUCC sample is not here")
+    repo = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, str(repo / "bench" / "prepare_bench.py"), "--quick",
+                          "--lines", "3000", "--record", "--results-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["lang_id"]["pycld2"]["keep_en_pct"] > 99 and out["scale"]["lines"] == 3000
+    (record,) = [json.loads(ln) for ln in (tmp_path / "prepare_bench.jsonl").open()]
+    assert record["results"] == out
