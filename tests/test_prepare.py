@@ -205,7 +205,7 @@ def test_cli_errors(tmp_path, capsys):
                                                  "nope"], capsys)
     (tmp_path / "bad.gz").write_bytes(gzip.compress(("\n".join(EN * 50)).encode())[:200])
     err = cli_error([tmp_path / "bad.gz", "-o", out, "--lang", "en"], capsys)
-    assert str(tmp_path / "bad.gz") in err and "corrupt or truncated" in err
+    assert str(tmp_path / "bad.gz") in err and "truncated" in err
     assert not out.exists()
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from triemine.corpus import _tsv_votes
 from triemine.errors import InputError
+from triemine.outfile import check_distinct, write_text
 from triemine.prepare.filters import FILTERS, Batch, clean, normalise
 from triemine.prepare.scripts import scripts_for
 from triemine.prepare.textio import open_output, read_batches
@@ -268,8 +269,6 @@ def prepare(input, output, lang: str, report=None, **options) -> Dict[str, Any]:
     corrupt input, an unknown option, an input with no text, one whose lines the filters all
     drop (with each filter's count) and one mostly in another language; the output is then
     left as it was."""
-    from triemine.outfile import check_distinct, write_text
-
     fields = {f.name for f in dataclasses.fields(PrepareOptions) if f.init}
     unknown = sorted(set(options) - fields)
     if unknown:
