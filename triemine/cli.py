@@ -393,3 +393,22 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
 
     return _run("trie-mine-eval", body, parser, argv)
+
+
+# trie-mine-prepare  (owner: triemine.prepare; its options: triemine.prepare.cliopts)
+
+def prepare_main(argv: Optional[Sequence[str]] = None) -> int:
+    """Clean and filter a raw corpus line by line for mining: a dropped line becomes an empty
+    line (its TSV id kept), so line numbers and ids stay the input's."""
+    from triemine.prepare.cliopts import options_of, prepare_parser
+    parser = prepare_parser("trie-mine-prepare", prepare_main.__doc__)
+
+    def body(args: argparse.Namespace) -> int:
+        from triemine.prepare import prepare
+        result = prepare(args.input, args.output, args.lang, **options_of(args))
+        print(f"{result['summary']}; report {result['report']}", file=sys.stderr)
+        if args.json:
+            print(__import__("json").dumps(result, ensure_ascii=False))
+        return 0
+
+    return _run("trie-mine-prepare", body, parser, argv)
