@@ -8,25 +8,25 @@ from ``parallel/de-en/train.de``, Chinese from ``parallel/zh-en/train.zh``) to m
 file and boilerplate (``Home``, ``Login``, ``Accept cookies``, ...) and markup-laden copies of
 English lines to make 10 %, shuffled, numbered ``web-0000001``... and gzipped.
 
-Runs, each the default job (``triemine.api.run`` with ``MineOptions()``, the shipped combination
-and threshold):
+Runs, each the default job (``triemine.api.run`` with ``MineOptions.of("combined")``, the
+shipped combination and threshold), on the gzipped file as it is (the job reads it through its
+decompressed cache):
 
-* ``clean``: the sample as it is;
-* ``web``: the web-like side as it is (no deduplication);
-* ``web_dedup``: the web-like side through :func:`triemine.mining.dedup.mine_unique`;
-* ``web_prepare`` (``--prepare``): HOOK for the language and boilerplate filters of
-  ``triemine.prepare``, to be wired when that package is merged.
+* ``clean``: the sample as it is (the default job: deduplicated, as every run but ``web``);
+* ``web``: the web-like side with ``dedup=False``: every line mined;
+* ``web_dedup``: the web-like side, the default job (each distinct text once);
+* ``web_prepare``: the web-like side after ``trie-mine-prepare`` (:func:`triemine.prepare.prepare`,
+  ``lang="en"``, boilerplate lines occurring more than :data:`BOILERPLATE_MAX` times dropped;
+  its ``report`` kept), then the default job.
 
 For each: ``candidates`` (the job's summary; the default job scores every candidate exactly, so
 ``exact_scored`` is the same number), ``priors`` (distinct target lines among the candidates:
 the lines whose prior the job computes), ``stage_s`` (the summary's seconds per stage),
 ``wall_s``, and P/R/F1 of the shipped selection counting a pair right when its target is any
 line whose normalised text (:func:`triemine.mining.dedup.normalise`) is the gold target's.
-``ratios``: ``web_dedup`` over ``clean`` (the issue's goal: exact-scored pairs and wall time
-within 1.2x, F1 >= 0.985).
+``ratios``: ``web_dedup`` and ``web_prepare`` over ``clean`` (the issue's goal: exact-scored
+pairs and wall time within 1.2x, F1 >= 0.985).
 
-The job reads plain or ``id<TAB>text`` files; when it refuses the ``.gz`` (this checkout's
-reader has no gzip support) the bench gunzips it beside itself and says so (``gunzipped``).
 Each run uses a fresh ``$TRIEMINE_CACHE`` under the work folder (the model is read from its
 own folder), so no run reuses another's (or an earlier bench's) target priors.
 
@@ -64,6 +64,8 @@ BOILERPLATE = ("Home", "Login", "Log in", "Sign up", "Accept cookies",
 MARKUP = ("<p>{}</p>", "<div class=\"post-body\">{}</div>", "{} | Home | Contact",
           "<a href=\"/news/2018/05/article.html\">{}</a>", "&nbsp;{}&nbsp;Read more »",
           "<li><span>{}</span></li>")
+RUNS = ("clean", "web", "web_dedup", "web_prepare")
+BOILERPLATE_MAX = 5  # a real line occurs at most 3 times in the web-like side
 OTHER_LANGS = (("de", ("parallel", "de-en", "train.de")), ("zh", ("parallel", "zh-en", "train.zh")))
 
 
@@ -110,22 +112,6 @@ def write_gz(lines, path: Path) -> Path:
     return path
 
 
-def readable(path: Path) -> tuple:
-    """``(path the job reads, gunzipped)``: ``path`` itself when the corpus reader takes it,
-    else the gunzipped copy beside it (this checkout's reader refuses ``.gz``)."""
-    from triemine.corpus import open_corpus
-    from triemine.errors import InputError
-
-    try:
-        open_corpus(path)
-        return path, False
-    except InputError:
-        plain = path.with_suffix("")
-        with gzip.open(path, "rb") as f, open(plain, "wb") as g:
-            shutil.copyfileobj(f, g)
-        return plain, True
-
-
 def copies_of(tgt_path):
     """``{normalised text: set of ids}`` of a target corpus."""
     from triemine.corpus import read_corpus
@@ -154,9 +140,8 @@ def score_any_copy(mined, kept, gold, gold_texts, groups) -> dict:
 
 
 def run_one(name, job, src, tgt, work: Path, dedup: bool, gold, gold_texts) -> dict:
-    """One run of the job (``dedup``: through :func:`mine_unique`), measured and scored."""
+    """One run of the job ``job(src, tgt, out, dedup) -> summary``, measured and scored."""
     from triemine.filtering.selection import choose
-    from triemine.mining.dedup import mine_unique
     from triemine.tsv import read_mined
 
     out = work / f"{name}.tsv"
@@ -165,7 +150,7 @@ def run_one(name, job, src, tgt, work: Path, dedup: bool, gold, gold_texts) -> d
     os.environ["TRIEMINE_CACHE"] = str(cache)  # no priors from an earlier run
     print(f"== {name}", file=sys.stderr, flush=True)
     with benchlib.timer() as t:
-        summary = mine_unique(job, src, tgt, out) if dedup else job(str(src), str(tgt), str(out))
+        summary = job(str(src), str(tgt), str(out), dedup)
     m = read_mined(out)
     kept = choose(m).keep(m)
     res = {"wall_s": round(t.s, 1), "candidates": summary["candidates"],
@@ -179,15 +164,17 @@ def run_one(name, job, src, tgt, work: Path, dedup: bool, gold, gold_texts) -> d
     return res
 
 
-def prepare_hook(args):
-    """HOOK(prepare): the ``web_prepare`` run, the language and boilerplate filters of
-    ``triemine.prepare`` before the deduplicated job; wired when that package is merged."""
-    try:
-        import triemine.prepare  # noqa: F401
-    except ImportError:
-        raise SystemExit("web_bench: --prepare needs triemine.prepare (not in this checkout)")
-    raise SystemExit("web_bench: --prepare: triemine.prepare is here but not wired into "
-                     "bench/web_bench.py (prepare_hook) yet")
+def prepared(web: Path, work: Path) -> tuple:
+    """``(the prepared side, its report)``: :func:`triemine.prepare.prepare` of ``web`` for
+    English with the boilerplate filter, timed."""
+    from triemine.prepare import prepare
+
+    out = work / "web.prep.en.gz"
+    with benchlib.timer() as t:
+        rep = prepare(web, out, "en", boilerplate=BOILERPLATE_MAX)
+    return out, {"wall_s": round(t.s, 1), "summary": rep["summary"],
+                 "dropped": {k: v.get("dropped") if isinstance(v, dict) else v
+                             for k, v in rep.get("filters", {}).items()}}
 
 
 def main(argv=None) -> int:
@@ -196,17 +183,12 @@ def main(argv=None) -> int:
                     help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep the corpora and mined TSVs in this folder")
     ap.add_argument("--seed", type=int, default=SEED, help="the web-like side's seed")
-    ap.add_argument("--runs", default="clean,web,web_dedup",
-                    help="subset of clean,web,web_dedup")
-    ap.add_argument("--prepare", action="store_true",
-                    help="also run the prepare step (language and boilerplate filters) first")
+    ap.add_argument("--runs", default=",".join(RUNS), help=f"subset of {','.join(RUNS)}")
     args = ap.parse_args(argv)
     runs = [r for r in args.runs.split(",") if r]
-    bad = [r for r in runs if r not in ("clean", "web", "web_dedup")]
+    bad = [r for r in runs if r not in RUNS]
     if bad:
         ap.error(f"unknown run(s) {', '.join(bad)}")
-    if args.prepare:
-        prepare_hook(args)
     run = benchlib.start("web_bench", args)
     model_dir = shared_model_dir(args.model, "web_bench")
     import torch
@@ -218,8 +200,9 @@ def main(argv=None) -> int:
     from triemine.paths import BUCC_ZH_EN, shared_path
 
     model = load_model_dir(model_dir)
-    opts = MineOptions()
-    job = lambda s, t, o: run_job(opts, model, s, t, o).summary  # noqa: E731
+
+    def job(s, t, o, dedup):
+        return run_job(MineOptions.of("combined", dedup=dedup), model, s, t, o).summary
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="web-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     gold_path = shared_path(*BUCC_ZH_EN, "zh-en.sample.gold")
@@ -229,22 +212,26 @@ def main(argv=None) -> int:
     b = read_bucc(gold_path)
     src, clean = Path(b.src.path), Path(b.tgt.path)
     lines, counts = web_side(b.tgt.ids, b.tgt.texts, args.seed)
-    web, gunzipped = readable(write_gz(lines, work / "web.en.gz"))
+    web = write_gz(lines, work / "web.en.gz")
     gold_texts = dict(zip(b.tgt.ids, b.tgt.texts))
     report = {"bench": "web_bench", "quick": bool(args.quick), "machine": machine(),
               "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d"),
-              "seed": args.seed, "web_side": counts, "gunzipped": gunzipped,
+              "seed": args.seed, "web_side": counts,
               "sources": len(b.src.ids), "gold": len(b.gold), "runs": {}}
     for name in runs:
-        tgt = clean if name == "clean" else web
-        report["runs"][name] = run_one(name, job, src, tgt, work, name == "web_dedup", b.gold,
+        tgt = {"clean": clean, "web": web, "web_dedup": web}.get(name)
+        if name == "web_prepare":
+            tgt, report["prepare"] = prepared(web, work)
+        report["runs"][name] = run_one(name, job, src, tgt, work, name != "web", b.gold,
                                        gold_texts)
+        if name == "web_prepare":
+            report["runs"][name]["wall_s"] += report["prepare"]["wall_s"]
     r = report["runs"]
-    if "clean" in r and "web_dedup" in r:
-        c, d = r["clean"], r["web_dedup"]
-        report["ratios"] = {"exact_scored": round(d["exact_scored"] / c["exact_scored"], 3),
-                            "wall_s": round(d["wall_s"] / c["wall_s"], 3),
-                            "priors": round(d["priors"] / c["priors"], 3)}
+    report["ratios"] = {
+        name: {"exact_scored": round(r[name]["exact_scored"] / r["clean"]["exact_scored"], 3),
+               "wall_s": round(r[name]["wall_s"] / r["clean"]["wall_s"], 3),
+               "priors": round(r[name]["priors"] / r["clean"]["priors"], 3)}
+        for name in ("web_dedup", "web_prepare") if "clean" in r and name in r}
     for name in r:
         report[f"f1_{name}"] = r[name]["F1"]
     return run.finish(report)

@@ -28,6 +28,8 @@ from triemine.mining.options import MineOptions, flag_help_values
 from triemine.outfile import check_distinct, write_text
 from triemine.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 from triemine.plugin import user_dir
+from triemine.prepare import prepare
+from triemine.prepare.cliopts import options_of, prepare_parser
 from triemine.trie.build import build_trie_from_corpus
 from triemine.tsv import read_mined, record_bitext, write_mined
 
@@ -400,15 +402,13 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
 def prepare_main(argv: Optional[Sequence[str]] = None) -> int:
     """Clean and filter a raw corpus line by line for mining: a dropped line becomes an empty
     line (its TSV id kept), so line numbers and ids stay the input's."""
-    from triemine.prepare.cliopts import options_of, prepare_parser
     parser = prepare_parser("trie-mine-prepare", prepare_main.__doc__)
 
     def body(args: argparse.Namespace) -> int:
-        from triemine.prepare import prepare
         result = prepare(args.input, args.output, args.lang, **options_of(args))
         print(f"{result['summary']}; report {result['report']}", file=sys.stderr)
         if args.json:
-            print(__import__("json").dumps(result, ensure_ascii=False))
+            print(json.dumps(result, ensure_ascii=False))
         return 0
 
     return _run("trie-mine-prepare", body, parser, argv)
