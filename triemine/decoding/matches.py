@@ -73,3 +73,12 @@ def match_rows(matches: Iterable[Match], columns: Sequence[str], src_ids: Sequen
             "src_line": lambda m, line: first_source + m.src_index + 1,
             "tgt_line": lambda m, line: line + 1}
     return format_rows(columns, {c: [cell[c](m, line) for m, line in kept] for c in columns})
+
+
+def rank_key(total_score: float, n_tokens: int, tokens, prior: Optional[float] = None,
+             prior_weight: float = 0.0, len_penalty: float = 1.0):
+    """Sort key (ascending = best first) of a finished hypothesis: the search's own ranking,
+    ``(log P(y|x) - prior_weight * prior) / n_tokens ** len_penalty``, ties broken by the tokens.
+    The one home of that rule: the generator and the merge of target shards both call it."""
+    corrected = total_score - prior_weight * (prior if prior is not None else 0.0)
+    return (-corrected / n_tokens ** len_penalty, list(tokens))
