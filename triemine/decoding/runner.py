@@ -20,7 +20,6 @@ import warnings
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
-import torch
 
 from triemine.decoding.batching import block_batches, plan_blocks
 from triemine.decoding.lengths import SHOWN, LengthLimits, model_token_lengths, too_long
@@ -86,6 +85,7 @@ def mine_batches(model, sources: Sequence[str], trie,
     counted (:func:`source_lengths`); ``node_prior``: the trie's node priors
     (:func:`triemine.scoring.prior.get_node_priors`), needed with ``search.prior_weight``.
     """
+    import torch
     from fairseq.data import data_utils
     from tqdm import tqdm
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-import torch
 
 from triemine.checksum import cached_npy, load_npy, write_npy
 
@@ -30,6 +29,8 @@ logger = logging.getLogger(__name__)
 def compute_node_priors(model, trie, progress: bool = False,
                         max_tokens: Optional[int] = None) -> np.ndarray:
     """``float32[n_nodes]``: cumulative log P(tokens from the root to the node | empty source)."""
+    import torch
+
     from triemine.scoring.forced import ForcedScorer
 
     paths, lengths = trie.terminal_paths()
