@@ -3,7 +3,7 @@
 :class:`SearchSettings` is what :func:`triemine.decoding.driver.mine_to_tsv` is told, what its
 resume key records (:meth:`SearchSettings.resume_key`, written to ``OUT.tsv.progress`` and into
 the shard manifest) and what a shard task carries to the workers
-(:class:`triemine.distributed.worker.TrieShardTask`), so the one-process and the sharded run
+(:class:`triemine.decoding.shards.TrieShardTask`), so the one-process and the sharded run
 cannot drift apart.
 """
 from __future__ import annotations

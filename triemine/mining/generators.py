@@ -20,9 +20,19 @@ from typing import Any, Dict, Iterator, Optional, Set, Tuple
 
 import numpy as np
 
+from triemine.decoding.driver import mine_to_tsv
+from triemine.decoding.model_spec import inline_model_pool
+from triemine.decoding.settings import SearchSettings
+from triemine.decoding.trie_cache import get_trie
+from triemine.distributed.local import InlinePool
+from triemine.embedding.embed_shards import embed_corpora
+from triemine.embedding.knn_shards import knn_searches
 from triemine.mining.candidates import CandidateSet, MarginSpace, embedding_space, translation_space
 from triemine.mining.columns import ColumnStore
 from triemine.mining.stages import cache_dir, stage
+from triemine.mining.translate_shards import cached_translations
+from triemine.scoring.prior import get_node_priors
+from triemine.tsv import mined_blocks
 
 
 @dataclass
@@ -59,7 +69,6 @@ class Job:
         unfinished shard."""
         if self.pool is not None:
             return self.pool
-        from triemine.distributed.jobs import inline_model_pool
         return inline_model_pool(model, self.device)
 
     @contextmanager
@@ -111,12 +120,9 @@ class TrieSearch(Generator):
     block_rows = 1 << 16  # rows of the search's TSV read at a time
 
     def run(self, job: Job):
-        from triemine.decoding.trie_cache import get_trie
-
         cfg = job.cfg
         job.trie = get_trie(job.model, job.target_path, cfg.trie_nbest, progress=job.progress)
         if cfg.priors or cfg.prior_weight:
-            from triemine.scoring.prior import get_node_priors
             job.node_prior = get_node_priors(job.model, job.trie, progress=job.progress)
         with job.timed("trie"):
             search = self._settings(job)
@@ -125,8 +131,6 @@ class TrieSearch(Generator):
                          columns=columns), None
 
     def _settings(self, job: Job):
-        from triemine.decoding.settings import SearchSettings
-
         cfg = job.cfg
         return SearchSettings(mode=cfg.mode, beam=cfg.beam, batch_size=cfg.batch_size,
                               sort_window=cfg.sort_window, prior_weight=cfg.prior_weight,
@@ -135,8 +139,6 @@ class TrieSearch(Generator):
                               shard_sources=job.shard_sources)
 
     def _search(self, job: Job, search, columns) -> Iterator[CandidateSet]:
-        from triemine.decoding.driver import mine_to_tsv
-
         tsv = job.work / "trie.tsv"
         mine_to_tsv(job.model, job.source_path, job.target_path, tsv, search=search,
                     pool=job.pool, trie=job.trie if job.target_shards == 1 else None,
@@ -150,8 +152,6 @@ class TrieSearch(Generator):
         best row.  A block ends at a source's last row, so every pair of a source is in one
         block; the driver holds one block of rows, not the search's whole output.  Rows out of
         order or naming no line of the corpora are errors naming the file and line."""
-        from triemine.tsv import mined_blocks
-
         held: Dict[str, np.ndarray] = {}  # the last source's rows, which the next block may
         last, first = 0.0, 2              # continue; the file line of the block's first row
         for block in mined_blocks(tsv, ["src_line", "tgt_line"] + list(columns),
@@ -199,10 +199,6 @@ class EncoderKnn(Generator):
     def run(self, job: Job):
         """Both corpora embedded in line shards and searched in kNN shards on the job's pool
         (none: in this process, the same shards), so any worker count gives the same bits."""
-        from triemine.distributed.jobs import embed_corpora
-        from triemine.distributed.knn_jobs import knn_searches
-        from triemine.distributed.local import InlinePool
-
         cfg = job.cfg
         pool = job.pool if job.pool is not None else InlinePool()
         emb = {side: job.work / f"emb.{cfg.encoder}.{side}.npy" for side in ("src", "tgt")}
@@ -237,10 +233,8 @@ class TranslationRetrieval(Generator):
     def run(self, job: Job):
         """The translations in line shards on the job's pool (none: in this process, the same
         shards), cached per corpus with their shards
-        (:func:`~triemine.distributed.jobs.cached_translations`); the retrieval over them in
-        this process."""
-        from triemine.distributed.jobs import cached_translations
-
+        (:func:`~triemine.mining.translate_shards.cached_translations`); the retrieval over
+        them in this process."""
         cfg = job.cfg
         with job.timed("translate"):
             hyps, _ = cached_translations(job.model, job.source_path, cache_dir("translations"),

@@ -292,7 +292,7 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
     (NaN; the trie search's pairs have them), by forced decoding in shards of whole chunks
     (:func:`triemine.distributed.jobs.forced_score_shards`) on the job's pool or in this
     process (:meth:`Job.model_pool`), merged into the store's columns a block at a time."""
-    from triemine.distributed.jobs import forced_score_shards
+    from triemine.mining.score_shards import forced_score_shards
     from triemine.mining.features import ScoreJob
 
     rules = ScoreJob.of(reverse)
@@ -376,7 +376,7 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     def sharded(need):  # one range's priors in shards: pairs with the empty source (-1, a
         # view, not an array of it); what is left to compute depends on the shared cache, so
         # other lines start over; the scores go to one array as each shard is read
-        from triemine.distributed.jobs import forced_score_shards
+        from triemine.mining.score_shards import forced_score_shards
         part = prior_range(need[0])  # the range's shards apart from the others'
         parts, _ = forced_score_shards(job.model, np.broadcast_to(np.int64(-1), len(need)),
                                        need, job.source_path, job.target_path, job.work,
