@@ -16,6 +16,7 @@ from triemine.decoding.batching import (MIN_BLOCKS, SORT_WINDOW, block_size, dev
                                         resolve_batch_size)
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.decoding.lengths import LENGTH_RULE
+from triemine.paths import content_sha256
 from triemine.tsv import column_order
 
 PAPER_BEAM = 90               # the paper's beam for the trie search alone
@@ -116,8 +117,6 @@ class SearchSettings:
     def resume_key(self, model, source_path, target_path, n_sources: int) -> dict:
         """What the output depends on, as the sidecars record it and resume checks it (the same
         bytes for the one-process and the sharded run)."""
-        from triemine.paths import content_sha256
-
         return {"model": model_fingerprint(model),
                 "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
                 # what the corpora hold, not only where they are: a corpus edited in place
