@@ -4,7 +4,8 @@ scores.
 Scores (natural log): ``score`` is the total log-probability of the target tokens given the source,
 EOS included; ``ce_token = -score / n_tokens`` (target tokens incl. EOS); ``ce_word = -score /
 (words + 1)`` where ``words`` is the number of whitespace-separated words of the detokenised
-target (:func:`word_count`) and the 1 stands for EOS.
+target (:func:`word_count`) and the 1 stands for EOS.  :func:`rank_key` is the search's ranking
+of finished hypotheses.
 """
 from __future__ import annotations
 
