@@ -24,7 +24,7 @@ over *finished* hypotheses to build the result dicts.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 import torch

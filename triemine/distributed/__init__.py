@@ -37,7 +37,6 @@ cells, queued together), the exact scoring of candidate pairs and the targets' p
 (:func:`triemine.mining.translate_shards.cached_translations`).  See ``docs/scale.md``.
 """
 import logging
-import os
 
 from triemine.distributed.local import InlinePool, ProcessPool, cpu_cores
 from triemine.distributed.ray_backend import RayPool
