@@ -29,7 +29,6 @@ import numpy as np
 from triemine.checksum import cached_npy, load_npy, npy_writer, write_npy
 from triemine.decoding.matches import word_count
 from triemine.mining.candidates import CandidateSet
-from triemine.scoring.arithmetic import arithmetic
 
 # pairs per forced-decoding chunk (the cache, progress and shard unit: a scoring shard of
 # triemine.mining.score_shards is whole chunks, so both runs compute the same bits): SCORE_CHUNK,
@@ -247,6 +246,8 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
         return table
     path = old = None
     if cache_dir is not None and n:
+        from triemine.scoring.forced import arithmetic
+
         cache_dir.mkdir(parents=True, exist_ok=True)
         # forced: no node priors (which older caches held); no bits of older code or another device
         what = f"prior/{precision}/forced/arithmetic {arithmetic(device)}"

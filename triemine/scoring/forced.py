@@ -31,8 +31,6 @@ from typing import List, Optional, Sequence
 import numpy as np
 import torch
 
-from triemine.scoring.arithmetic import ARITHMETIC, arithmetic, weights_device  # noqa: F401
-
 logger = logging.getLogger(__name__)
 
 
@@ -86,6 +84,24 @@ def _cpu_product(feats: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor]
     if b is not None:
         res += b.detach().numpy()
 
+
+# the version of the fp32 scores' arithmetic on the CPU: a change that moves their bits (batch
+# sizes, which library computes a product) bumps it, and the keys of what keeps scores across
+# runs (the mining job's work directory, the priors' cache) name it, so a resumed job or a warm
+# cache never mixes old bits with new.  2: the output projection through numpy's BLAS.
+ARITHMETIC = 2
+
+
+def arithmetic(device: str = "cpu") -> str:
+    """What the bits of the scores depend on besides the model and the texts, for the keys of
+    what keeps them (``ARITHMETIC`` on the CPU, as before devices were told apart; off the CPU
+    the device too, whose products and batches are others)."""
+    return str(ARITHMETIC) if device == "cpu" else f"{ARITHMETIC} on {device}"
+
+
+def weights_device(model) -> str:
+    """The device of a loaded model directory's weights (``"cpu"``, ``"cuda:0"``, ...)."""
+    return str(next(model.model.parameters()).device)
 
 # target tokens per decoder batch and positions per output-projection chunk: on the CPU 512 /
 # 256, elsewhere 16,384 / 2,048 (see docs/decisions.md#exact-scorer-batch-sizes)

@@ -10,7 +10,7 @@ pointwise mutual information needs.
 
 File: ``<trie file>.prior.<model fingerprint>.a<arithmetic>.npy`` (a sealed ``.npy``,
 :mod:`triemine.checksum`: damaged, it is rebuilt with a warning; float32, one value per node,
-root 0; the arithmetic is :data:`triemine.scoring.arithmetic.ARITHMETIC`, so a newer scorer's bits
+root 0; the arithmetic is :data:`triemine.scoring.forced.ARITHMETIC`, so a newer scorer's bits
 are never mixed with a cached older pass's).
 """
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Optional
 import numpy as np
 
 from triemine.checksum import cached_npy, load_npy, write_npy
-from triemine.scoring.arithmetic import ARITHMETIC, weights_device
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +46,8 @@ def compute_node_priors(model, trie, progress: bool = False,
 
 def prior_path(trie_path, model) -> Path:
     """Where the node priors of the trie at ``trie_path`` under ``model``'s weights are kept."""
+    from triemine.scoring.forced import ARITHMETIC, weights_device
+
     tag = model.weights_digest if getattr(model, "path", None) is not None else "unknown"
     device = weights_device(model)  # computed where the weights are: that device's bits
     where = "" if device == "cpu" else "." + "".join(c if c.isalnum() else "-" for c in device)
