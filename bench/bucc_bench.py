@@ -138,7 +138,8 @@ def baseline_chrf(b, model, work: Path) -> Mined:
     translation, score them by chrF (sacrebleu) against the translation."""
     from sacrebleu.metrics import CHRF
 
-    from triemine.distributed.jobs import cached_translations, inline_model_pool
+    from triemine.decoding.model_spec import inline_model_pool
+    from triemine.mining.translate_shards import cached_translations
     from triemine.mining.candidates import translation_space
 
     # the same (greedy) translations as the mt-only configuration, cached once for both

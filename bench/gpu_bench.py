@@ -462,13 +462,13 @@ def stage_knn(device: str, queries: int, rows: int, dim: int, k: int, block: int
 
 def stage_knn_job(device: str, work: Path, queries: int, rows: int, dim: int, k: int,
                   n_cpu: int) -> dict:
-    """The mining job's own sharded exact kNN (:func:`triemine.distributed.knn_jobs.knn_searches`,
+    """The mining job's own sharded exact kNN (:func:`triemine.embedding.knn_shards.knn_searches`,
     both directions' cells in this process) on ``device`` over random unit rows written as the
     job writes its embeddings, the first ``n_cpu`` queries of each direction checked against the
     search on one CPU thread."""
     import torch
 
-    from triemine.distributed.knn_jobs import knn_searches
+    from triemine.embedding.knn_shards import knn_searches
     from triemine.distributed.local import InlinePool
     from triemine.embedding.knn import device_knn
 

@@ -138,7 +138,7 @@ def evaluate(tsv: Path, gold: Path) -> dict:
 
 def knn_recall(work_tsv: Path, k: int = 4, n: int = 256, seed: int = 0) -> float:
     """Recall@k of the job's forward neighbour lists against a brute-force search."""
-    from triemine.distributed.knn_jobs import knn_sharded
+    from triemine.embedding.knn_shards import knn_sharded
     from triemine.distributed.local import InlinePool
 
     work = Path(str(work_tsv) + ".work")
@@ -158,7 +158,7 @@ def ivf_check(work_tsv: Path, k: int = 4, nprobe: Optional[int] = None) -> dict:
     """The approximate index on this run's embeddings: an IVF index over the targets built and
     searched for every source as ``--knn-index ivf`` would (in this process), its recall@k
     against the job's exact forward lists, and the seconds of each step."""
-    from triemine.distributed.knn_jobs import ivf_index, ivf_nprobe, knn_sharded
+    from triemine.embedding.knn_shards import ivf_index, ivf_nprobe, knn_sharded
     from triemine.distributed.local import InlinePool
     from triemine.embedding.ivf import n_lists
 
@@ -189,7 +189,7 @@ def hnsw_check(work_tsv: Path, k: int = 4, ef_search: Optional[int] = None,
     exact forward lists, wall seconds of each step and the workers' CPU seconds (from the
     manifests)."""
     from triemine.distributed import make_pool
-    from triemine.distributed.knn_jobs import knn_sharded
+    from triemine.embedding.knn_shards import knn_sharded
     from triemine.distributed.local import InlinePool
     from triemine.embedding import hnsw
 
@@ -238,11 +238,12 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4,
     from triemine.decoding.settings import SearchSettings
     from triemine.decoding.trie_cache import get_trie
     from triemine.distributed import make_pool
-    from triemine.distributed.jobs import (EMBED_SHARD_LINES, embed_sharded,
-                                           forced_scores_sharded, model_spec)
-    from triemine.distributed.knn_jobs import KNN_SHARD_ROWS, knn_sharded
+    from triemine.decoding.model_spec import model_spec
+    from triemine.decoding.shards import TrieShardTask
     from triemine.distributed.local import InlinePool
-    from triemine.distributed.worker import EmbedShardTask, TrieShardTask
+    from triemine.embedding.embed_shards import EMBED_SHARD_LINES, EmbedShardTask, embed_sharded
+    from triemine.embedding.knn_shards import KNN_SHARD_ROWS, knn_sharded
+    from triemine.mining.score_shards import forced_scores_sharded
     from triemine.embedding import ENCODERS
     from triemine.tsv import read_mined
 

@@ -124,7 +124,7 @@ def scoring(model, src, tgt, work: Path, n_pairs: int, chunk: int) -> dict:
 
     from triemine.corpus import read_corpus
     from triemine.distributed import make_pool
-    from triemine.distributed.jobs import exact_scores_sharded
+    from triemine.mining.score_shards import exact_scores_sharded
     from triemine.mining.candidates import CandidateSet
     from triemine.mining.features import exact_scores
 

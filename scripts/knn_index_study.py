@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import faiss
 
-    from triemine.distributed.knn_jobs import knn_sharded
+    from triemine.embedding.knn_shards import knn_sharded
     from triemine.distributed.local import InlinePool
 
     work = Path(args.work_dir)

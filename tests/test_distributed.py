@@ -432,7 +432,7 @@ def test_mining_job_scores_on_workers_identically(tiny_model_dir, corpora, tmp_p
 
 def test_scoring_shards_are_whole_chunks_and_bitwise_equal(tiny_model, corpora, tmp_path):
     from triemine.corpus import read_corpus
-    from triemine.distributed.jobs import exact_scores_sharded
+    from triemine.mining.score_shards import exact_scores_sharded
     from triemine.distributed.local import InlinePool
     from triemine.mining.candidates import CandidateSet
     from triemine.mining.features import exact_scores
@@ -484,7 +484,7 @@ def test_priors_on_shards_are_the_single_process_bits_and_restart_on_other_lines
     exact scores: whole chunks, the single process's bits.  A later run that needs other lines
     (a shared cache filled in between) starts the shards over instead of refusing to resume."""
     from triemine.corpus import read_corpus
-    from triemine.distributed.jobs import forced_scores_sharded
+    from triemine.mining.score_shards import forced_scores_sharded
     from triemine.distributed.local import InlinePool
     from triemine.mining.features import forced_scores
 
@@ -590,7 +590,7 @@ def test_options_that_do_not_apply_are_refused(tiny_model_dir, corpora, tmp_path
 def test_single_machine_path_imports_without_ray_and_names_the_extra(tiny_model_dir, corpora,
                                                                        tmp_path, monkeypatch,
                                                                        capsys):
-    code = ("import sys; import triemine.cli, triemine.distributed, triemine.distributed.jobs, "
+    code = ("import sys; import triemine.cli, triemine.distributed, triemine.mining.score_shards, "
             "triemine.distributed.local, triemine.mining.run; assert 'ray' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
     monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
@@ -619,7 +619,7 @@ def test_cuda_actors_ask_for_one_gpu_each_and_need_a_gpu():
 
 def test_merge_matches_unites_lines_orders_by_score_and_keeps_the_beam():
     from triemine.decoding.matches import Match
-    from triemine.distributed.worker import merge_matches
+    from triemine.decoding.shards import merge_matches
 
     def m(tokens, score, lines):
         return Match(0, 0, tuple(lines), tuple(tokens), score, len(tokens), -score / len(tokens),
@@ -717,7 +717,7 @@ def test_ray_actors_are_created_for_the_shards_a_stage_has(ray_cluster, tiny_mod
     to 4 (two of which cannot start on the 2 CPUs: the others do the work); every stage gives
     the one-process bits."""
     from triemine.corpus import read_corpus
-    from triemine.distributed.jobs import forced_scores_sharded
+    from triemine.mining.score_shards import forced_scores_sharded
     from triemine.distributed.ray_backend import RayPool
     from triemine.mining.features import forced_scores
 
@@ -793,7 +793,8 @@ def test_translation_shards_are_one_pass_lines_on_workers_and_resume(tiny_model,
     source is made again."""
     from triemine.corpus import read_corpus
     from triemine.distributed import make_pool
-    from triemine.distributed.jobs import cached_translations, inline_model_pool
+    from triemine.decoding.model_spec import inline_model_pool
+    from triemine.mining.translate_shards import cached_translations
     from triemine.mining.translate import make_translator, translate_lines
 
     src, _ = corpora
@@ -858,7 +859,8 @@ def test_the_fairseq_translator_decodes_a_whole_batch_together_off_the_cpu(tiny_
     sizes.clear()
     assert translate.translate_lines(one, texts) == got["cpu"] and max(sizes) == 3
     # the job's translation cache names the sub-batch off the CPU (other padding, other bits)
-    from triemine.distributed.jobs import cached_translations, inline_model_pool
+    from triemine.decoding.model_spec import inline_model_pool
+    from triemine.mining.translate_shards import cached_translations
 
     cache = corpora[0].parent / "translations"
     for device in ("cpu", "cpu:0"):
@@ -876,7 +878,7 @@ def test_the_fairseq_translator_decodes_a_whole_batch_together_off_the_cpu(tiny_
 def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeypatch):
     """Line shards of whole encoder batches give the very rows of one encode() call; a run that
     stopped after some shards redoes only the others; the merged file is reused when complete."""
-    from triemine.distributed.jobs import embed_sharded
+    from triemine.embedding.embed_shards import embed_sharded
     from triemine.distributed.local import InlinePool
     from triemine.embedding import get_encoder
 
@@ -911,7 +913,7 @@ def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeyp
         embed_sharded("use", corpus, len(texts), tmp_path / "f.npy", InlinePool(), lines=100)
     # two corpora at once (a job's sources and targets): every shard of both submitted before
     # the first result, the same files and bits as one call each; a finished one is reused
-    from triemine.distributed.jobs import embed_corpora
+    from triemine.embedding.embed_shards import embed_corpora
 
     small = tmp_path / "s.txt"
     small.write_text("a short one\nanother\n", encoding="utf-8")
@@ -938,7 +940,7 @@ def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeyp
 def test_knn_grid_shards_merge_to_the_exhaustive_search(tmp_path):
     """A grid of query x database shards merged per query ranks exactly as one exhaustive
     search: the same neighbours and similarities (ties to the lower row)."""
-    from triemine.distributed.knn_jobs import knn_sharded
+    from triemine.embedding.knn_shards import knn_sharded
     from triemine.distributed.local import InlinePool
     from triemine.embedding.knn import knn
 
@@ -987,7 +989,7 @@ def test_knn_searches_queue_both_directions_together_with_the_bits_of_one_call_e
     """A job's two directions: every cell of both submitted before the first result (each
     direction of a small job is one cell, and one after the other a worker idles through each),
     and the same neighbour lists, bit for bit, as one knn_sharded call each."""
-    from triemine.distributed.knn_jobs import knn_searches, knn_sharded
+    from triemine.embedding.knn_shards import knn_searches, knn_sharded
     from triemine.distributed.local import InlinePool
 
     rng = np.random.default_rng(8)
@@ -1048,7 +1050,7 @@ def test_ivf_knn_sharded_is_the_same_on_any_pool_finds_the_neighbours_and_rebuil
     against the exact search on clustered data, similarities that are the found rows' exact inner
     products, and an index file that is truncated or another database's is named and rebuilt."""
     from triemine.distributed import make_pool
-    from triemine.distributed.knn_jobs import knn_method, knn_sharded
+    from triemine.embedding.knn_shards import knn_method, knn_sharded
     from triemine.distributed.local import InlinePool
     from triemine.embedding.knn import knn
 
@@ -1085,7 +1087,7 @@ def test_ivf_knn_sharded_is_the_same_on_any_pool_finds_the_neighbours_and_rebuil
                           InlinePool(), **args)
     assert (rev[1] == 5999 - idx).mean() > 0.95  # rows of the reversed database
 
-    from triemine.distributed.knn_jobs import ivf_nprobe
+    from triemine.embedding.knn_shards import ivf_nprobe
     from triemine.embedding.ivf import n_lists
     assert ivf_nprobe(1_000_000) == 500 and n_lists(1_000_000) == 4000  # an eighth
     assert ivf_nprobe(48) == n_lists(48) == 27  # a small index: every list
@@ -1128,7 +1130,7 @@ def test_hnsw_knn_sharded_builds_graphs_on_the_pool_gives_the_same_bits_and_rebu
     recall@4 against the exact search, exact similarities of the rows found; a graph file that is
     truncated is built again (alone), a worker's leftover temporary file is removed."""
     from triemine.distributed import make_pool
-    from triemine.distributed.knn_jobs import knn_method, knn_sharded
+    from triemine.embedding.knn_shards import knn_method, knn_sharded
     from triemine.distributed.local import InlinePool
     from triemine.embedding.knn import knn
 

@@ -342,10 +342,10 @@ def test_a_job_off_the_cpu_finds_the_same_pairs_and_never_resumes_a_cpu_jobs_wor
     "cpu:0" itself.)"""
     import json
 
-    from triemine.distributed import knn_jobs
+    from triemine.embedding import knn_shards
     from triemine.mining.run import mine_pipeline
 
-    monkeypatch.setattr(knn_jobs, "DEVICE_KNN_DATABASE_ROWS", 7)  # several cells a direction
+    monkeypatch.setattr(knn_shards, "DEVICE_KNN_DATABASE_ROWS", 7)  # several cells a direction
     src, tgt, _, _ = corpora
     cfg = job_options(candidates=("trie", "knn"), encoder="cipher", min_margin=None, beam=3,
                          priors=True, combination=_combination(tmp_path))

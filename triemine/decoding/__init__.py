@@ -10,7 +10,8 @@ Modules: ``settings`` (:class:`SearchSettings`, the one home of the search's def
 ``mine``, ``mine_batches``), ``matches`` (:class:`Match`, TSV rows), ``trie_cache``
 (``get_trie``), ``driver`` (``mine_to_tsv``: a corpus to a mining TSV, in this process or on a
 pool), ``fingerprint`` (the model fingerprint of resume keys), ``lengths`` (the over-long-line
-rule), ``search`` / ``generator`` (the constrained search), ``task`` / ``model_dir`` (fairseq).
+rule), ``search`` / ``generator`` (the constrained search), ``task`` / ``model_dir`` (fairseq),
+``model_spec`` (a model directory as a worker resource), ``shards`` (the search's shard task).
 """
 
 _API = {

@@ -33,13 +33,14 @@ from triemine.checksum import crc32_range
 from triemine.corpus import open_pair, skipped_counts
 from triemine.decoding.batching import plan_blocks
 from triemine.decoding.matches import match_rows
+from triemine.decoding.model_spec import model_spec
 from triemine.decoding.runner import long_targets, mine_batches, source_lengths
 from triemine.decoding.settings import SearchSettings
+from triemine.decoding.shards import TrieShardTask
 from triemine.decoding.trie_cache import check_trie_fits, get_trie, target_shard_tries
 from triemine.distributed import make_pool
-from triemine.distributed.jobs import SHARDS_SUFFIX, model_spec, progress_bar, shard_stats
-from triemine.distributed.shards import Shard, ShardStore, execute, plan_shards, total
-from triemine.distributed.worker import TrieShardTask
+from triemine.distributed.shards import (SHARDS_SUFFIX, Shard, ShardStore, execute, plan_shards,
+                                         progress_bar, shard_stats, total)
 from triemine.errors import InputError
 from triemine.paths import content_sha256
 from triemine.scoring.prior import get_node_priors
@@ -195,7 +196,7 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
     ``search.shard_size(n)`` sources (``shard_sources``; by default at most a 16th of a small
     job); their outputs and manifest live in ``OUT.shards/``.  With
     target shards every source is searched in each trie and its matches merged by score (the
-    ``beam`` best; :func:`triemine.distributed.worker.merge_matches`)."""
+    ``beam`` best; :func:`triemine.decoding.shards.merge_matches`)."""
     n = len(run.src)
     plan = plan_blocks(run.lengths,
                        search.sources_per_batch, search.max_tokens, search.sort_window,

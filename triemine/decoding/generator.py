@@ -24,23 +24,15 @@ over *finished* hypotheses to build the result dicts.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 import torch
 import torch.nn as nn
 from torch import Tensor
 
+from triemine.decoding.matches import rank_key
 from triemine.decoding.search import dense_topk, shrink
-
-
-def rank_key(total_score: float, n_tokens: int, tokens, prior: Optional[float] = None,
-             prior_weight: float = 0.0, len_penalty: float = 1.0):
-    """Sort key (ascending = best first) of a finished hypothesis: the search's own ranking,
-    ``(log P(y|x) - prior_weight * prior) / n_tokens ** len_penalty``, ties broken by the tokens.
-    The one home of that rule: the generator and the merge of target shards both call it."""
-    corrected = total_score - prior_weight * (prior if prior is not None else 0.0)
-    return (-corrected / n_tokens ** len_penalty, list(tokens))
 
 
 class TrieSequenceGenerator(nn.Module):

@@ -4,7 +4,8 @@ scores.
 Scores (natural log): ``score`` is the total log-probability of the target tokens given the source,
 EOS included; ``ce_token = -score / n_tokens`` (target tokens incl. EOS); ``ce_word = -score /
 (words + 1)`` where ``words`` is the number of whitespace-separated words of the detokenised
-target (:func:`word_count`) and the 1 stands for EOS.
+target (:func:`word_count`) and the 1 stands for EOS.  :func:`rank_key` is the search's ranking
+of finished hypotheses.
 """
 from __future__ import annotations
 
@@ -73,3 +74,12 @@ def match_rows(matches: Iterable[Match], columns: Sequence[str], src_ids: Sequen
             "src_line": lambda m, line: first_source + m.src_index + 1,
             "tgt_line": lambda m, line: line + 1}
     return format_rows(columns, {c: [cell[c](m, line) for m, line in kept] for c in columns})
+
+
+def rank_key(total_score: float, n_tokens: int, tokens, prior: Optional[float] = None,
+             prior_weight: float = 0.0, len_penalty: float = 1.0):
+    """Sort key (ascending = best first) of a finished hypothesis: the search's own ranking,
+    ``(log P(y|x) - prior_weight * prior) / n_tokens ** len_penalty``, ties broken by the tokens.
+    The one home of that rule: the generator and the merge of target shards both call it."""
+    corrected = total_score - prior_weight * (prior if prior is not None else 0.0)
+    return (-corrected / n_tokens ** len_penalty, list(tokens))

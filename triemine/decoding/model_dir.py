@@ -138,13 +138,13 @@ def load_model_dir(path, target_spm=None, device: str = "cpu", *,
     """Load ``path`` (see module docstring). Missing files raise :class:`InputError`.
 
     ``require_source_spm=False`` loads a directory without ``source.spm`` (a CTranslate2 model
-    that shipped none), for uses on token ids only (:class:`triemine.models.fidelity.FairseqSide`);
+    that shipped none), for uses on token ids only (:class:`triemine.fidelity.FairseqSide`);
     :attr:`ModelDir.source_spm` then raises :class:`InputError`."""
-    # Register the trie_translation task and the Marian architecture (imported OPUS-MT models)
-    # the checkpoint may name. Here rather than at the top: both import fairseq (seconds), which
-    # callers that only read a directory's digest or metadata need not pay for.
+    # Register the trie_translation task and (through it) the Marian architecture of imported
+    # OPUS-MT models, which the checkpoint may name. Here rather than at the top: they import
+    # fairseq (seconds), which callers that only read a directory's digest or metadata need not
+    # pay for.
     import triemine.decoding.task  # noqa: F401
-    import triemine.models.marian  # noqa: F401
 
     check_device(device)
     root = Path(path)

@@ -20,7 +20,6 @@ import warnings
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
-import torch
 
 from triemine.decoding.batching import block_batches, plan_blocks
 from triemine.decoding.lengths import SHOWN, LengthLimits, model_token_lengths, too_long
@@ -61,16 +60,14 @@ def build_generator(model, trie, search: SearchSettings = SearchSettings(), *,
                     debug: bool = False, node_prior=None):
     """The Algorithm-1 generator constrained by ``trie`` (mode, beam and prior weight of
     ``search``)."""
-    from triemine.decoding.generator import TrieSequenceGenerator
-    from triemine.decoding.search import TrieConstrainedBeamSearch
-    from triemine.decoding.task import check_trie_dict
+    from triemine.decoding import generator, search as searches, task  # heavy: torch, fairseq
 
-    check_trie_dict(trie, model.tgt_dict, getattr(trie, "path", None))
-    constrain = TrieConstrainedBeamSearch(model.tgt_dict, trie, search.mode, debug=debug,
-                                          node_prior=node_prior,
-                                          prior_weight=search.prior_weight)
-    return TrieSequenceGenerator(model.models, model.tgt_dict, search=constrain,
-                                 beam_size=search.beam)
+    task.check_trie_dict(trie, model.tgt_dict, getattr(trie, "path", None))
+    constrain = searches.TrieConstrainedBeamSearch(model.tgt_dict, trie, search.mode,
+                                                   debug=debug, node_prior=node_prior,
+                                                   prior_weight=search.prior_weight)
+    return generator.TrieSequenceGenerator(model.models, model.tgt_dict, search=constrain,
+                                           beam_size=search.beam)
 
 
 def mine_batches(model, sources: Sequence[str], trie,
@@ -86,6 +83,7 @@ def mine_batches(model, sources: Sequence[str], trie,
     counted (:func:`source_lengths`); ``node_prior``: the trie's node priors
     (:func:`triemine.scoring.prior.get_node_priors`), needed with ``search.prior_weight``.
     """
+    import torch
     from fairseq.data import data_utils
     from tqdm import tqdm
 

@@ -3,7 +3,7 @@
 :class:`SearchSettings` is what :func:`triemine.decoding.driver.mine_to_tsv` is told, what its
 resume key records (:meth:`SearchSettings.resume_key`, written to ``OUT.tsv.progress`` and into
 the shard manifest) and what a shard task carries to the workers
-(:class:`triemine.distributed.worker.TrieShardTask`), so the one-process and the sharded run
+(:class:`triemine.decoding.shards.TrieShardTask`), so the one-process and the sharded run
 cannot drift apart.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from triemine.decoding.batching import (MIN_BLOCKS, SORT_WINDOW, block_size, dev
                                         resolve_batch_size)
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.decoding.lengths import LENGTH_RULE
+from triemine.paths import content_sha256
 from triemine.settings import finite, setting
 from triemine.tsv import column_order
 
@@ -144,8 +145,6 @@ class SearchSettings:
     def resume_key(self, model, source_path, target_path, n_sources: int) -> dict:
         """What the output depends on, as the sidecars record it and resume checks it (the same
         bytes for the one-process and the sharded run)."""
-        from triemine.paths import content_sha256
-
         return {"model": model_fingerprint(model),
                 "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
                 # what the corpora hold, not only where they are: a corpus edited in place

@@ -29,6 +29,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from triemine.decoding.generator import TrieSequenceGenerator
 from triemine.decoding.search import TrieConstrainedBeamSearch
 from triemine.errors import InputError
+from triemine.models import marian  # noqa: F401  (registers the Marian architectures)
 from triemine.trie import Trie
 from triemine.trie.build import dictionary_fingerprint
 

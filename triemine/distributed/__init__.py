@@ -15,7 +15,8 @@ One mechanism, used by every backend (:mod:`triemine.distributed.shards`):
 * a shard that fails is retried (``max_attempts``); one that keeps failing is reported by id with
   its error (:class:`ShardFailures`), never dropped.
 
-Engines (a *pool* runs :class:`triemine.distributed.worker.ShardWorker` tasks):
+Engines (a *pool* runs any task of :mod:`triemine.distributed.tasks` on a
+:class:`~triemine.distributed.worker.ShardWorker`):
 
 * :class:`triemine.distributed.local.InlinePool`: in the calling process (``--target-shards``
   without workers);
@@ -26,15 +27,19 @@ Engines (a *pool* runs :class:`triemine.distributed.worker.ShardWorker` tasks):
   worker (``num_gpus=1`` each with ``--device cuda``), Ray's actor restarts and task retries for
   dead workers.  Ray is the optional extra ``triemine[ray]`` and imported only here.
 
-What is sharded: the trie search (:func:`triemine.decoding.driver.mine_to_tsv` given a pool,
-also with ``--target-shards K``), sentence embeddings and their exact kNN
-(:func:`triemine.distributed.jobs.embed_corpora`, :func:`~triemine.distributed.knn_jobs.knn_searches`:
-both corpora's shards, and both directions' cells, queued together),
-the exact scoring of candidate pairs and the targets' priors
-(:func:`triemine.distributed.jobs.forced_scores_sharded`).  See ``docs/scale.md``.
+What is sharded (each stage's task and driver live beside the stage; this package only runs
+them): the trie search (:func:`triemine.decoding.driver.mine_to_tsv` given a pool, also with
+``--target-shards K``), sentence embeddings and their exact kNN
+(:func:`triemine.embedding.embed_shards.embed_corpora`,
+:func:`triemine.embedding.knn_shards.knn_searches`: both corpora's shards, and both directions'
+cells, queued together), the exact scoring of candidate pairs and the targets' priors
+(:func:`triemine.mining.score_shards.forced_score_shards`), the MT translations of retrieval
+(:func:`triemine.mining.translate_shards.cached_translations`).  See ``docs/scale.md``.
 """
-import os
+import logging
 
+from triemine.distributed.local import InlinePool, ProcessPool, cpu_cores
+from triemine.distributed.ray_backend import RayPool
 from triemine.distributed.shards import (Shard, ShardFailures, ShardStore, execute, execute_all,
                                          plan_shards)
 
@@ -69,10 +74,6 @@ def check_workers(workers: int, threads: int, model_bytes: int) -> None:
     (:func:`worker_memory` each) than it has available.  The pools start no more workers than a
     stage has shards (:meth:`~triemine.distributed.local.ProcessPool.reserve`,
     :meth:`~triemine.distributed.ray_backend.RayPool.reserve`), so this is the most they start."""
-    import logging
-
-    from triemine.distributed.local import cpu_cores
-
     cores = cpu_cores()
     need, have = workers * worker_memory(model_bytes), _available_memory()
     problems = []
@@ -94,10 +95,8 @@ def make_pool(workers: int | None = 0, ray: str | None = None, device: str = "cp
     when ``ray`` names a cluster (``local``, ``auto`` or an address; ``workers`` None: one actor
     per ``threads`` CPUs of the cluster, or per GPU with ``device`` cuda)."""
     if ray is not None:
-        from triemine.distributed.ray_backend import RayPool
         return RayPool(ray, workers=workers or None, device=device, threads=threads,
                        max_attempts=max_attempts)
-    from triemine.distributed.local import InlinePool, ProcessPool
     if not workers:
         return InlinePool(max_attempts=max_attempts)
     return ProcessPool(workers, threads=threads, device=device, max_attempts=max_attempts)

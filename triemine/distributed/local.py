@@ -18,6 +18,8 @@ import signal
 from multiprocessing.connection import wait
 from typing import Deque, List, Optional, Tuple
 
+from triemine.distributed.worker import ShardWorker
+
 
 def cpu_cores() -> int:
     """The CPU cores this process may run on (its affinity mask, else the machine's)."""
@@ -50,8 +52,6 @@ def _child_main(conn, threads: Optional[int], parent: int) -> None:
     if threads:
         os.environ["OMP_NUM_THREADS"] = str(threads)
         os.environ["MKL_NUM_THREADS"] = str(threads)
-    from triemine.distributed.worker import ShardWorker
-
     worker = ShardWorker(threads)
     while True:
         try:
@@ -77,13 +77,14 @@ class InlinePool:
 
     A task runs when its result is asked for (:meth:`next_result`), not when it is submitted, so
     the driver records each shard before the next one runs: one shard's payload in memory at a
-    time, and a killed run keeps every shard finished before it.  ``models``: models the caller
-    has loaded already, by their :class:`~triemine.distributed.worker.ModelSpec`, which the
-    tasks use instead of loading them again."""
+    time, and a killed run keeps every shard finished before it.  ``loaded``: what the caller
+    has loaded already (a model), by its resource spec (:mod:`triemine.distributed.tasks`;
+    e.g. :class:`~triemine.decoding.model_spec.ModelSpec`), which the tasks use instead of
+    loading it again."""
 
-    def __init__(self, max_attempts: int = 3, models: Optional[dict] = None):
+    def __init__(self, max_attempts: int = 3, loaded: Optional[dict] = None):
         self.max_attempts = max_attempts
-        self._models = dict(models or {})  # {ModelSpec: a model this process has loaded}
+        self._loaded = dict(loaded or {})  # {resource: what this process has loaded}
         self._worker = None
         self._queue: Deque[Tuple[int, object]] = collections.deque()
 
@@ -109,13 +110,11 @@ class InlinePool:
     def warm(self, task) -> None:
         self._shard_worker().warm(task)
 
-    def _shard_worker(self):
-        from triemine.distributed.worker import ShardWorker
-
+    def _shard_worker(self) -> ShardWorker:
         if self._worker is None:
             self._worker = ShardWorker()
-            for spec, model in self._models.items():
-                self._worker.adopt(spec, model)
+            for resource, obj in self._loaded.items():
+                self._worker.adopt(resource, obj)
         return self._worker
 
 

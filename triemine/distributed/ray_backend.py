@@ -38,9 +38,11 @@ import time
 import uuid
 from typing import Dict, List, Optional, Tuple
 
+from triemine.distributed.local import cpu_cores
 from triemine.distributed.ray_connect import ANSI_ESCAPE, connect, first_line
-from triemine.distributed.worker import ShardWorker
+from triemine.distributed.worker import FAULTS_ENV, ShardWorker
 from triemine.errors import TrieMineError
+from triemine.paths import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +96,6 @@ class RayPool:
 
     def options(self) -> dict:
         """The actor options (also what the tests check for ``--device cuda``)."""
-        from triemine.distributed.worker import FAULTS_ENV
-        from triemine.paths import cache_root
-
         env = {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads),
                "TRIEMINE_CACHE": str(cache_root())}  # the driver's caches, on every node
         for name in (FAULTS_ENV, "TRIEMINE_SHARED"):
@@ -124,7 +123,6 @@ class RayPool:
         self._depth += 1
         if self._depth == 1:
             self.check()
-            from triemine.paths import cache_root
             marker = cache_root() / f".ray-driver-{uuid.uuid4().hex}"
             marker.touch()
             self._marker = str(marker)
@@ -174,8 +172,6 @@ class RayPool:
         GPU); called by ``__enter__``, and early by the CLI to fail before any work."""
         if self._ray is not None:
             return self
-        from triemine.distributed.local import cpu_cores
-
         local_cpus = (self.workers or max(1, cpu_cores() // self.threads)) * self.threads
         self._ray = connect(self.address, local_cpus)
         resources = self._ray.cluster_resources()

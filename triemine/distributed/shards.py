@@ -51,6 +51,7 @@ from triemine.outfile import atomic_write
 MANIFEST = "manifest.json"
 LOG = "manifest.log"
 TMP = ".tmp"  # a worker's FilePayload: <shard file>.tmp<pid>
+SHARDS_SUFFIX = ".shards"  # a stage's shard directory: <its output or name>.shards/
 
 
 @dataclass(frozen=True)
@@ -381,6 +382,25 @@ def execute_all(runs: Sequence[tuple], pool) -> List[List[int]]:
                                  more=more)
         raise error(*failed[0], more=[error(*f) for f in failed[1:]])
     return computed
+
+
+def progress_bar(total_n: int, initial: int, desc: str, unit: str, enabled: bool):
+    """A tqdm bar of ``total_n`` items starting at ``initial`` (shards reused), shown when
+    ``enabled``."""
+    from tqdm import tqdm
+    return tqdm(total=total_n, initial=initial, desc=desc, unit=unit, disable=not enabled,
+                dynamic_ncols=True)
+
+
+def shard_stats(store: ShardStore, computed: Sequence[int]) -> dict:
+    """Counts, and the CPU seconds each worker process spent on this run's shards."""
+    cpu: dict = {}
+    for i in computed:
+        e = store.done[str(i)]
+        cpu[str(e.get("pid"))] = round(cpu.get(str(e.get("pid")), 0.0) + e.get("cpu_s", 0.0), 3)
+    return {"shards": len(store.shards), "shards_computed": len(computed),
+            "shards_reused": len(store.reused), "shard_dir": str(store.dir),
+            "worker_cpu_s": cpu}
 
 
 def total(entries: Iterable[dict], key: str) -> int:

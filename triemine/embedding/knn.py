@@ -23,9 +23,10 @@ from typing import Optional
 
 import numpy as np
 
+from triemine.checksum import load_npy, npy_writer
 from triemine.errors import OutputError
 
-# the kNN searches a job may ask for (triemine.distributed.knn_jobs.knn_method: auto picks by size)
+# the kNN searches a job may ask for (triemine.embedding.knn_shards.knn_method: auto picks by size)
 KNN_INDEXES = ("auto", "exact", "ivf", "hnsw")
 
 
@@ -208,8 +209,6 @@ def row_means(sim, path: Optional[Path] = None, block: int = 1 << 20) -> np.ndar
     then holds none of their 4 bytes a sentence (400 MB a side at 10^8); their pages are the
     kernel's to drop.  The same bits for any ``block``, with or without ``path`` (each row's
     mean is its own reduction)."""
-    from triemine.checksum import load_npy, npy_writer
-
     n, k = (sim.shape[0], sim.shape[1]) if np.ndim(sim) == 2 else (len(sim), 0)
     dtype = np.result_type(getattr(sim, "dtype", np.float32), np.float32)  # float32 or float64
     blocks = ((sim[a:a + block].mean(axis=1).astype(dtype, copy=False) if k else

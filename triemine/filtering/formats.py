@@ -40,6 +40,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 
 import numpy as np
 
+from triemine import __version__
 from triemine.compression import SUFFIXES, CompressingFile, codec_of_name
 from triemine.errors import InputError, OutputError
 from triemine.outfile import atomic_open
@@ -287,8 +288,6 @@ def xml_text(text: str) -> Tuple[str, int]:
 
 
 def _tmx_head(langs) -> bytes:
-    from triemine import __version__
-
     l1 = xml_text(langs[0])[0]
     return ('<?xml version="1.0" encoding="UTF-8"?>\n<tmx version="1.4">\n'
             f'<header creationtool="trie-mine" creationtoolversion="{__version__}" '

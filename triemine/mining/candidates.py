@@ -18,6 +18,10 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
+from triemine.embedding.knn import (MarginNeighbours, cosine_of_pairs, knn,
+                                    margin_candidate_blocks, margin_candidates, row_means)
+
+
 @dataclass
 class CandidateSet:
     src: np.ndarray                      # int64 (n,) source line index
@@ -108,8 +112,6 @@ class MarginSpace:
 
     def __init__(self, name: str, src_vecs, tgt_vecs, k: int = 4, origin: int = 0,
                  neighbours=None, work: Optional[Path] = None):
-        from triemine.embedding.knn import MarginNeighbours, row_means
-
         self.name, self.origin = name, origin
         self.src_vecs, self.tgt_vecs = src_vecs, tgt_vecs
         if neighbours is None:
@@ -128,7 +130,6 @@ class MarginSpace:
         a, b = self.src_vecs[src], self.tgt_vecs[tgt]
         if hasattr(a, "multiply"):  # sparse rows
             return np.asarray(a.multiply(b).sum(axis=1), dtype=np.float64).ravel()
-        from triemine.embedding.knn import cosine_of_pairs
         return cosine_of_pairs(self.src_vecs, self.tgt_vecs, src, tgt)
 
     def features(self, src: np.ndarray, tgt: np.ndarray) -> Dict[str, np.ndarray]:
@@ -156,8 +157,6 @@ class MarginSpace:
         """Each source's ``per_source`` best targets and each target's ``per_target`` best
         sources by margin (LASER's "max" strategy with 1 and 1), optionally only those with
         margin >= ``min_margin`` (a cheap first cut before exact MT scoring)."""
-        from triemine.embedding.knn import margin_candidates
-
         s, t, _ = margin_candidates(self.nb, per_source, per_target, min_margin)
         return CandidateSet(s, t, np.full(len(s), self.origin, dtype=np.uint8),
                             self.features(s, t))
@@ -173,8 +172,6 @@ class MarginSpace:
         candidates of later ranges kept in files of ``spill``
         (:func:`~triemine.embedding.knn.margin_candidate_blocks`): what the job writes to its
         store as it goes, holding one range's candidates."""
-        from triemine.embedding.knn import margin_candidate_blocks
-
         for s, t, _ in margin_candidate_blocks(self.nb, per_source, per_target, min_margin,
                                                spill=spill):
             yield CandidateSet(s, t, np.full(len(s), self.origin, dtype=np.uint8),
@@ -185,7 +182,6 @@ def _topk(a, b, k: int, rows_per_block: int = 2048):
     """Top-``k`` inner products of every row of ``a`` against the rows of ``b``: ``(idx, sim)``,
     each (n_a, k), best first.  Dense rows go to faiss; sparse rows are multiplied in blocks."""
     if not hasattr(a, "tocsr"):
-        from triemine.embedding.knn import knn
         sim, idx = knn(a, b, k)
         return idx, sim
     n, k = a.shape[0], min(k, b.shape[0])
@@ -208,7 +204,7 @@ def embedding_space(src_emb: np.ndarray, tgt_emb: np.ndarray, name: str, k: int 
     """A sentence encoder's space (L2-normalised float32 rows, memory-mapped or not);
     ``origin``: the bit its candidates carry (:mod:`triemine.mining.generators`);
     ``neighbours``: both directions' kNN when already computed
-    (:func:`triemine.distributed.knn_jobs.knn_sharded`); ``work``: a directory for the
+    (:func:`triemine.embedding.knn_shards.knn_sharded`); ``work``: a directory for the
     margin's per-sentence means, memory-mapped from there
     (:func:`~triemine.embedding.knn.row_means`)."""
     return MarginSpace(name, np.asarray(src_emb, dtype=np.float32),

@@ -26,11 +26,13 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.mining.candidates import CandidateSet
 from triemine.checksum import cached_npy, load_npy, npy_writer, write_npy
+from triemine.decoding.matches import word_count
+from triemine.mining.candidates import CandidateSet
+from triemine.scoring import forced_scoring
 
 # pairs per forced-decoding chunk (the cache, progress and shard unit: a scoring shard of
-# triemine.distributed.jobs is whole chunks, so both runs compute the same bits): SCORE_CHUNK,
+# triemine.mining.score_shards is whole chunks, so both runs compute the same bits): SCORE_CHUNK,
 # but a quarter of a smaller job, never under MIN_SCORE_CHUNK (score_chunk), so that a job of a
 # thousand pairs is shards for several workers rather than one.  Not smaller: a chunk is also
 # the window its pairs are length-sorted in (see docs/decisions.md#scoring-chunk-size)
@@ -90,8 +92,6 @@ def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Se
     """
     from tqdm import tqdm
 
-    from triemine.scoring.forced import ForcedScorer
-
     src_idx = np.asarray(src_idx, dtype=np.int64)
     tgt_idx = np.asarray(tgt_idx, dtype=np.int64)
     real = src_idx >= 0
@@ -102,7 +102,7 @@ def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Se
     tgts, tgt_slot = _encoded(model.encode_target, tgt_texts, tgt_idx)
     ntok = np.fromiter((len(tgts[t]) for t in tgt_slot.tolist()), dtype=np.float64,
                        count=len(tgt_idx))
-    scorer = ForcedScorer(model, precision=precision)
+    scorer = forced_scoring().ForcedScorer(model, precision=precision)
     with tqdm(total=len(src_idx), desc=desc, unit="pair", disable=not progress) as bar:
         def compute(a, b):
             out = scorer.score_pairs(srcs, tgts, src_slot[a:b], tgt_slot[a:b])
@@ -146,7 +146,7 @@ def exact_scores(model, cands: CandidateSet, src_texts: Sequence[str], tgt_texts
     With ``reverse``, ``model`` translates the other way (target language -> source language)
     and the columns are ``score_rev``/``n_tokens_rev``: log P(x|y) of every pair.
     ``scores(in_idx, out_idx, name, desc) -> (score, n_tokens)`` computes them elsewhere (the
-    sharded :func:`triemine.distributed.jobs.exact_scores_sharded`: the same chunks, the same
+    sharded :func:`triemine.mining.score_shards.exact_scores_sharded`: the same chunks, the same
     bits); by default :func:`forced_scores` in this process.
     """
     job = ScoreJob.of(reverse)
@@ -219,7 +219,7 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
     holds 8 bytes a target line, and the cache's temporary file lives only while it is written.
     ``scores(lines) -> priors`` computes one range's needed lines (sorted; default:
     :func:`forced_scores` with the empty source, in this process; the mining job passes its
-    shards, :func:`triemine.distributed.jobs.forced_score_shards`: the same chunks, the same
+    shards, :func:`triemine.mining.score_shards.forced_score_shards`: the same chunks, the same
     bits).
     """
     n = len(tgt_texts)
@@ -245,11 +245,9 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
         return table
     path = old = None
     if cache_dir is not None and n:
-        from triemine.scoring.forced import arithmetic
-
         cache_dir.mkdir(parents=True, exist_ok=True)
         # forced: no node priors (which older caches held); no bits of older code or another device
-        what = f"prior/{precision}/forced/arithmetic {arithmetic(device)}"
+        what = f"prior/{precision}/forced/arithmetic {forced_scoring().arithmetic(device)}"
         path = cache_dir / f"{corpus_key(model, tgt_texts, what)}.npy"
         old = cached_npy(path, "priors cache", np.float64, (n,))
     spill = None if work is None else Path(work) / "priors.new"
@@ -351,8 +349,6 @@ def derived(cands: CandidateSet, tgt_texts: Sequence[str], src_texts: Optional[S
             ) -> CandidateSet:
     """``ce_word``, ``ce_token`` and (with ``prior``) ``pmi`` from ``score`` and ``n_tokens``;
     with ``src_texts``, ``numerals`` (:func:`numeral_agreement`)."""
-    from triemine.decoding.matches import word_count
-
     score, ntok = cands.col("score"), cands.col("n_tokens")
     nwords = np.fromiter((word_count(tgt_texts[t]) for t in cands.tgt), dtype=np.float64,
                          count=len(cands))

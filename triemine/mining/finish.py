@@ -22,7 +22,9 @@ import numpy as np
 
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.columns import ColumnStore, write_set
+from triemine.mining.features import derived
 from triemine.mining.stages import stage_dir
+from triemine.tsv import column_order, write_row_blocks
 
 # candidates per block: the driver holds one block's columns, texts and formatted rows (tens of
 # MB), not every candidate's (hundreds of GB at 10^8 sources)
@@ -50,9 +52,6 @@ def finish_tsv(out_path: Path, scored: ColumnStore, src, tgt,
     features (:func:`~triemine.mining.features.derived`) and ``combination`` (the combined
     score) computed from its texts, read once.  Returns how many candidates have each origin
     bitmask (256 counts, for the summary's; it kept every candidate's bitmask, a byte each)."""
-    from triemine.mining.features import derived
-    from triemine.tsv import column_order, write_row_blocks
-
     block = block or FINISH_BLOCK
     histogram = np.zeros(256, dtype=np.int64)
 

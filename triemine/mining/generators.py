@@ -20,9 +20,18 @@ from typing import Any, Dict, Iterator, Optional, Set, Tuple
 
 import numpy as np
 
+from triemine.decoding.driver import mine_to_tsv
+from triemine.decoding.model_spec import inline_model_pool
+from triemine.decoding.trie_cache import get_trie
+from triemine.distributed.local import InlinePool
+from triemine.embedding.embed_shards import embed_corpora
+from triemine.embedding.knn_shards import knn_searches
 from triemine.mining.candidates import CandidateSet, MarginSpace, embedding_space, translation_space
 from triemine.mining.columns import ColumnStore
 from triemine.mining.stages import cache_dir, stage
+from triemine.mining.translate_shards import cached_translations
+from triemine.scoring.prior import get_node_priors
+from triemine.tsv import mined_blocks
 
 
 @dataclass
@@ -57,7 +66,6 @@ class Job:
         unfinished shard."""
         if self.pool is not None:
             return self.pool
-        from triemine.distributed.jobs import inline_model_pool
         return inline_model_pool(model, self.device)
 
     @contextmanager
@@ -109,13 +117,10 @@ class TrieSearch(Generator):
     block_rows = 1 << 16  # rows of the search's TSV read at a time
 
     def run(self, job: Job):
-        from triemine.decoding.trie_cache import get_trie
-
         opts = job.opts
         job.trie = get_trie(job.model, job.target_path, opts.search.trie_nbest,
                             progress=job.progress)
         if opts.scores.priors or opts.search.prior_weight:
-            from triemine.scoring.prior import get_node_priors
             job.node_prior = get_node_priors(job.model, job.trie, progress=job.progress)
         with job.timed("trie"):
             search = self._settings(job)
@@ -127,8 +132,6 @@ class TrieSearch(Generator):
         return job.opts.job_search()
 
     def _search(self, job: Job, search, columns) -> Iterator[CandidateSet]:
-        from triemine.decoding.driver import mine_to_tsv
-
         tsv = job.work / "trie.tsv"
         mine_to_tsv(job.model, job.source_path, job.target_path, tsv, search=search,
                     pool=job.pool, trie=job.trie if job.opts.search.target_shards == 1 else None,
@@ -142,8 +145,6 @@ class TrieSearch(Generator):
         best row.  A block ends at a source's last row, so every pair of a source is in one
         block; the driver holds one block of rows, not the search's whole output.  Rows out of
         order or naming no line of the corpora are errors naming the file and line."""
-        from triemine.tsv import mined_blocks
-
         held: Dict[str, np.ndarray] = {}  # the last source's rows, which the next block may
         last, first = 0.0, 2              # continue; the file line of the block's first row
         for block in mined_blocks(tsv, ["src_line", "tgt_line"] + list(columns),
@@ -191,10 +192,6 @@ class EncoderKnn(Generator):
     def run(self, job: Job):
         """Both corpora embedded in line shards and searched in kNN shards on the job's pool
         (none: in this process, the same shards), so any worker count gives the same bits."""
-        from triemine.distributed.jobs import embed_corpora
-        from triemine.distributed.knn_jobs import knn_searches
-        from triemine.distributed.local import InlinePool
-
         nb = job.opts.neighbours
         pool = job.pool if job.pool is not None else InlinePool()
         emb = {side: job.work / f"emb.{nb.encoder}.{side}.npy" for side in ("src", "tgt")}
@@ -229,10 +226,8 @@ class TranslationRetrieval(Generator):
     def run(self, job: Job):
         """The translations in line shards on the job's pool (none: in this process, the same
         shards), cached per corpus with their shards
-        (:func:`~triemine.distributed.jobs.cached_translations`); the retrieval over them in
-        this process."""
-        from triemine.distributed.jobs import cached_translations
-
+        (:func:`~triemine.mining.translate_shards.cached_translations`); the retrieval over
+        them in this process."""
         nb, ret = job.opts.neighbours, job.opts.retrieval
         with job.timed("translate"):
             hyps, _ = cached_translations(job.model, job.source_path, cache_dir("translations"),

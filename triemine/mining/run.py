@@ -40,6 +40,7 @@ from triemine.errors import DamagedFile, InputError
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.combine import Combination, shipped
 from triemine.mining.features import ScoreJob, prior_range, prior_table
+from triemine.mining.score_shards import forced_score_shards
 from triemine.mining.columns import ColumnStore, write_store
 from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, load_scored
 from triemine.mining.generators import REGISTRY, Job, origin_counts
@@ -210,9 +211,8 @@ def _exact(job: Job, store: ColumnStore, reverse_model) -> ColumnStore:
 def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> ColumnStore:
     """``score`` and ``n_tokens`` (``_rev``: log P(x|y) by the reverse model) where missing
     (NaN; the trie search's pairs have them), by forced decoding in shards of whole chunks
-    (:func:`triemine.distributed.jobs.forced_score_shards`) on the job's pool or in this
+    (:func:`triemine.mining.score_shards.forced_score_shards`) on the job's pool or in this
     process (:meth:`Job.model_pool`), merged into the store's columns a block at a time."""
-    from triemine.distributed.jobs import forced_score_shards
 
     rules = ScoreJob.of(reverse)
     stage, names = rules.name, [rules.score, rules.n_tokens]
@@ -293,7 +293,6 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     def sharded(need):  # one range's priors in shards: pairs with the empty source (-1, a
         # view, not an array of it); what is left to compute depends on the shared cache, so
         # other lines start over; the scores go to one array as each shard is read
-        from triemine.distributed.jobs import forced_score_shards
         part = prior_range(need[0])  # the range's shards apart from the others'
         parts, _ = forced_score_shards(job.model, np.broadcast_to(np.int64(-1), len(need)),
                                        need, job.source_path, job.target_path, job.work,

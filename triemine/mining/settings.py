@@ -20,7 +20,7 @@ class NeighbourSettings:
     encoder: str = setting("use", "sentence encoder of the knn generator (default {encoder})",
                            flag="--encoder")
     # the kNN search: exact, an IVF index, HNSW graphs, or auto (exact up to a size:
-    # triemine.embedding.knn_jobs.knn_method)
+    # triemine.embedding.knn_shards.knn_method)
     knn_index: str = setting("auto", "knn: exact search, IVF index, HNSW graphs; default auto: "
                              "exact up to 2^34 query x database pairs (docs/scale.md)",
                              flag="--knn-index", choices=lambda: KNN_INDEXES)

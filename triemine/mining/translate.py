@@ -7,7 +7,7 @@ times faster than the fairseq decoder on a CPU); otherwise the project's own gen
 (unconstrained Algorithm-1 beam search).  The texts go to the backend in batches of
 :data:`TRANSLATE_BATCH` from the first line on, so a shard of whole batches gets the very
 translations of one call over the corpus; the job translates in such shards on its pool, cached
-per corpus (:func:`triemine.distributed.jobs.cached_translations`).
+per corpus (:func:`triemine.mining.translate_shards.cached_translations`).
 """
 from __future__ import annotations
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-import torch
 
 from triemine.checksum import cached_npy, load_npy, write_npy
+from triemine.scoring import forced_scoring
 
 logger = logging.getLogger(__name__)
 
@@ -30,13 +30,13 @@ logger = logging.getLogger(__name__)
 def compute_node_priors(model, trie, progress: bool = False,
                         max_tokens: Optional[int] = None) -> np.ndarray:
     """``float32[n_nodes]``: cumulative log P(tokens from the root to the node | empty source)."""
-    from triemine.scoring.forced import ForcedScorer
+    import torch
 
     paths, lengths = trie.terminal_paths()
     keys = np.asarray(trie.keys, dtype=np.int64)
     seqs = [torch.from_numpy(keys[paths[i, :lengths[i]]]) for i in range(len(lengths))]
-    _, per_tok = ForcedScorer(model, max_tokens=max_tokens).prior(seqs, progress=progress,
-                                                                  per_token=True)
+    scorer = forced_scoring().ForcedScorer(model, max_tokens=max_tokens)
+    _, per_tok = scorer.prior(seqs, progress=progress, per_token=True)
     prior = np.zeros(int(trie.n_nodes), dtype=np.float32)
     for i, lp in enumerate(per_tok):  # one vectorised write per sequence
         prior[paths[i, :lengths[i]]] = np.cumsum(lp.astype(np.float64))
@@ -45,12 +45,11 @@ def compute_node_priors(model, trie, progress: bool = False,
 
 def prior_path(trie_path, model) -> Path:
     """Where the node priors of the trie at ``trie_path`` under ``model``'s weights are kept."""
-    from triemine.scoring.forced import ARITHMETIC, weights_device
-
     tag = model.weights_digest if getattr(model, "path", None) is not None else "unknown"
-    device = weights_device(model)  # computed where the weights are: that device's bits
+    # computed where the weights are: that device's bits
+    device = forced_scoring().weights_device(model)
     where = "" if device == "cpu" else "." + "".join(c if c.isalnum() else "-" for c in device)
-    return Path(f"{trie_path}.prior.{tag}.a{ARITHMETIC}{where}.npy")
+    return Path(f"{trie_path}.prior.{tag}.a{forced_scoring().ARITHMETIC}{where}.npy")
 
 
 def get_node_priors(model, trie, progress: bool = False) -> np.ndarray:

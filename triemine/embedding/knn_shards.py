@@ -1,8 +1,9 @@
 """The sharded kNN searches: exact grids of cells merged per query, an IVF index, HNSW graphs.
 
 Every plan depends on the data alone (the queries, the database, ``rows``), never on the number
-of workers, so any pool gives the same bits; cells and graphs go through the one shard mechanism
-of :mod:`triemine.distributed.shards` (manifest, atomic files, resume).
+of workers, so any pool gives the same bits; cells and graphs (the tasks of
+:mod:`triemine.embedding.knn_tasks`) go through the one shard mechanism of
+:mod:`triemine.distributed.shards` (manifest, atomic files, resume).
 """
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from triemine.distributed.jobs import SHARDS_SUFFIX, progress_bar
-from triemine.distributed.shards import (MANIFEST, Shard, ShardStore, execute, execute_all,
-                                         plan_shards, read_key)
-from triemine.distributed.worker import GraphShardTask, KnnShardTask
-from triemine.embedding.knn import KNN_INDEXES
 from triemine.checksum import cached_npy, load_npy, npy_writer, write_npy
+from triemine.distributed.shards import (MANIFEST, SHARDS_SUFFIX, Shard, ShardStore, execute,
+                                         execute_all, plan_shards, progress_bar, read_key)
+from triemine.embedding import hnsw, ivf
+from triemine.embedding.knn import KNN_INDEXES
+from triemine.embedding.knn_tasks import GraphShardTask, KnnShardTask
 from triemine.paths import content_sha256
 
 
@@ -55,9 +56,7 @@ DEVICE_KNN_QUERY_ROWS = 1 << 20
 def ivf_nprobe(n_database: int) -> int:
     """The default lists probed per query: an eighth of the index's lists, at least 64 (all of
     them in an index of 64 lists or fewer)."""
-    from triemine.embedding.ivf import n_lists
-
-    nlist = n_lists(n_database)
+    nlist = ivf.n_lists(n_database)
     return min(nlist, max(64, nlist // IVF_PROBE_FRACTION))
 
 
@@ -259,10 +258,6 @@ def ivf_index(database_path: Path, work_dir: Path, pool, *, name: str, progress:
     and built for this database; otherwise (none, truncated, another database's: a warning names
     it) built again: centroids trained here, the rows' lists found on ``pool`` (an exact
     1-NN grid search against the centroids), the index written once, atomically."""
-    import warnings
-
-    from triemine.embedding import ivf
-
     db = np.load(database_path, mmap_mode="r")
     nlist = ivf.n_lists(len(db))
     directory = Path(work_dir) / f"{name}.ivf"
@@ -286,8 +281,6 @@ def ivf_index(database_path: Path, work_dir: Path, pool, *, name: str, progress:
 
 def _ivf_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
                  name: str, progress: bool, resume: bool, rows: int, nprobe: Optional[int]):
-    from triemine.embedding import ivf
-
     index_path = ivf_index(database_path, work_dir, pool, name=name, progress=progress,
                            resume=resume, rows=rows)
     meta = (index_path.parent / ivf.META).read_text(encoding="utf-8")
@@ -325,8 +318,6 @@ def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
     them (:mod:`triemine.embedding.hnsw`).  A graph file that is truncated or not the one the
     manifest names is built again."""
     import faiss
-
-    from triemine.embedding import hnsw
 
     n_d = np.load(database_path, mmap_mode="r").shape[0]
     planned_rows, planned_ef = hnsw.graph_plan(n_d)

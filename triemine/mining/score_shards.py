@@ -1,0 +1,135 @@
+"""Exact scores of candidate pairs in shards: the scoring stage's task and its sharded driver.
+
+:class:`ScoreShardTask` (a task of :mod:`triemine.distributed.tasks`): forced-decoding scores of
+a range of pairs aligned to the chunks of :func:`triemine.mining.features.forced_scores` (exact
+scores or the targets' priors); payload: ``.npy`` bytes of a ``(2, n)`` float64 array
+(``score``, ``n_tokens``).  :func:`forced_score_shards` plans the shards on the single-process
+run's own chunks, so the merged scores are the single-process bits with the same settings and
+threads per process.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Tuple
+
+import numpy as np
+
+from triemine.decoding.fingerprint import model_fingerprint
+from triemine.decoding.model_spec import ModelSpec, model_spec
+from triemine.distributed.shards import (SHARDS_SUFFIX, Shard, ShardStore, execute, plan_shards,
+                                         progress_bar, shard_stats)
+from triemine.distributed.tasks import Corpus, WorkerContext
+from triemine.mining.features import exact_scores, forced_scores, score_chunk
+from triemine.paths import content_sha256
+
+HASH_ROWS = 1 << 20  # pairs hashed at a time for a shard store's key
+
+
+@dataclass(frozen=True)
+class ScoreShardTask:
+    shard: int
+    model: ModelSpec
+    source: str
+    target: str
+    src: Tuple[int, ...]     # the model's input line of each pair (-1: the empty source, a prior)
+    tgt: Tuple[int, ...]     # the line the model is forced to write
+    chunk: int               # forced_scores' chunk: the shard is whole chunks of it
+    reverse: bool = False    # the model reads the target corpus and writes the source corpus
+    precision: str = "fp32"
+
+    def needs(self) -> list:
+        return [self.model, Corpus(self.source), Corpus(self.target)]
+
+    def run(self, ctx: WorkerContext) -> Tuple[bytes, dict]:
+        model = ctx.get(self.model)
+        src, tgt = ctx.get(Corpus(self.source)), ctx.get(Corpus(self.target))
+        ins, outs = (tgt.texts, src.texts) if self.reverse else (src.texts, tgt.texts)
+        score, ntok = forced_scores(model, np.asarray(self.src, dtype=np.int64),
+                                    np.asarray(self.tgt, dtype=np.int64), ins, outs,
+                                    chunk=self.chunk, precision=self.precision)
+        buf = io.BytesIO()
+        np.save(buf, np.stack([score, ntok]))
+        return buf.getvalue(), {"pairs": len(self.src)}
+
+
+def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_path,
+                          target_path, work_dir: Path, pool, **kw):
+    """:func:`triemine.mining.features.forced_scores` with the pairs cut into shards of whole
+    chunks (:func:`forced_score_shards`); returns ``(score, n_tokens, shard statistics)``."""
+    n = len(src_idx)
+    parts, stats = forced_score_shards(model, src_idx, tgt_idx, source_path, target_path,
+                                       work_dir, pool, **kw)
+    score, ntok = np.empty(n), np.empty(n)  # each shard's rows go in place, one at a time
+    a = 0
+    for sc, nt in parts:
+        score[a:a + len(sc)], ntok[a:a + len(sc)] = sc, nt
+        a += len(sc)
+    return score, ntok, stats
+
+
+def forced_score_shards(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_path,
+                        target_path, work_dir: Path, pool, *, name: str = "scores",
+                        reverse: bool = False,
+                        progress: bool = False, desc: str = "exact scores", device: str = "cpu",
+                        resume: bool = True, chunk: Optional[int] = None,
+                        precision: str = "fp32",
+                        stale: str = "refuse"):
+    """:func:`triemine.mining.features.forced_scores` with the pairs cut into shards of whole
+    chunks (``chunk`` pairs: the function's own chunking), so every pair gets the very bits the
+    single-process run computes.  ``src_idx`` indexes the model's input lines (the target corpus
+    with ``reverse``; ``-1`` the empty source); the index arrays may be memory-mapped (a shard's
+    slice is read when its task is made).  Shards live in ``work_dir/<name>.shards/``.
+    ``stale``: what a manifest of other pairs does (:class:`~triemine.distributed.shards.ShardStore`).
+    Runs every shard, then returns ``(parts, shard statistics)``: ``parts`` yields each shard's
+    ``(score, n_tokens)`` in order, read from its file as it is asked for."""
+    src_idx = np.asarray(src_idx, dtype=np.int64)
+    tgt_idx = np.asarray(tgt_idx, dtype=np.int64)
+    n = len(src_idx)
+    if not n:
+        return iter(()), {"shards": 0, "shards_computed": 0, "shards_reused": 0}
+    chunk = chunk or score_chunk(n)
+    shards = plan_shards(range(0, n, chunk), n, chunk)
+    h = hashlib.sha256()
+    for arr in (src_idx, tgt_idx):  # a slice at a time: no copy of the pairs' bytes
+        for a in range(0, n, HASH_ROWS):
+            h.update(np.ascontiguousarray(arr[a:a + HASH_ROWS]).data)
+    key = {"model": model_fingerprint(model), "source": content_sha256(source_path),
+           "target": content_sha256(target_path), "pairs": h.hexdigest(), "reverse": reverse,
+           "chunk": chunk, "precision": precision}
+    store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards,
+                       resume=resume, ext="npy", unit="pairs", stale=stale)
+    spec = model_spec(model, device)
+
+    def make_task(s: Shard) -> ScoreShardTask:
+        return ScoreShardTask(s.id, spec, os.path.abspath(source_path),
+                              os.path.abspath(target_path),
+                              tuple(src_idx[s.start:s.end].tolist()),
+                              tuple(tgt_idx[s.start:s.end].tolist()), chunk=chunk,
+                              reverse=reverse, precision=precision)
+    reused = sum(len(store.by_id[i]) for i in store.reused)
+    with progress_bar(n, reused, desc + " (shards)", "pair", progress) as bar:
+        computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
+    parts = (tuple(np.load(io.BytesIO(store.read(s.id)))) for s in store.shards)
+    return parts, shard_stats(store, computed)
+
+
+def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path, pool,
+                         progress: bool = False, reverse: bool = False, device: str = "cpu",
+                         resume: bool = True, chunk: Optional[int] = None,
+                         precision: str = "fp32"):
+    """:func:`triemine.mining.features.exact_scores` on a pool (:func:`forced_scores_sharded`),
+    shards in ``work_dir/scores[_rev].shards/``.  Returns ``(candidates, shard statistics)``."""
+    stats = {"shards": 0, "shards_computed": 0, "shards_reused": 0}
+
+    def sharded(in_idx, out_idx, name, desc):
+        score, ntok, st = forced_scores_sharded(
+            model, in_idx, out_idx, source_path, target_path, work_dir, pool, name=name,
+            reverse=reverse, progress=progress, device=device, resume=resume, chunk=chunk,
+            precision=precision, desc=desc)
+        stats.update(st)
+        return score, ntok
+    return exact_scores(model, cands, (), (), reverse=reverse, scores=sharded), stats
