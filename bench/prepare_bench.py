@@ -13,7 +13,8 @@ Measures, on one thread:
 * scale: a synthetic gzip corpus (quick 10^5 lines, full 10^7: English-word lines, with markup,
   boilerplate, Chinese and empty lines mixed in) prepared by ``trie-mine-prepare`` in a child
   process with every filter on (boilerplate too: two passes) into a ``.gz`` output: its wall
-  time, lines/s and peak RSS (the goal: under 2 GB).
+  time, lines/s and peak RSS (the goal: under 2 GB); then the job's deduplication of the prepared
+  corpus (``dedup_corpus``, another child process): wall time, peak RSS, counts.
 
 The last line of stdout is one JSON object. Usage::
 
@@ -22,6 +23,7 @@ The last line of stdout is one JSON object. Usage::
 """
 from __future__ import annotations
 
+import json
 import gzip
 import os
 import subprocess
@@ -172,10 +174,33 @@ def _scale(work: Path, n: int, en, zh) -> dict:
     err = proc.stderr.strip().splitlines()
     if proc.returncode != 0:
         raise SystemExit(f"trie-mine-prepare failed: {proc.stderr}")
-    return {"lines": n, "input_mb": round(src.stat().st_size / 2**20, 1),
-            "generate_s": round(gen_s, 1), "prepare_wall_s": round(wall, 1),
-            "prepare_lines_per_s": round(n / wall), "prepare_peak_rss_mb":
-            round(int(err[-1]) / 1024, 1), "summary": err[-2]}
+    res = {"lines": n, "input_mb": round(src.stat().st_size / 2**20, 1),
+           "generate_s": round(gen_s, 1), "prepare_wall_s": round(wall, 1),
+           "prepare_lines_per_s": round(n / wall), "prepare_peak_rss_mb":
+           round(int(err[-1]) / 1024, 1), "summary": err[-2]}
+    return dict(res, **_dedup(work, out))
+
+
+def _dedup(work: Path, prepared: Path) -> dict:
+    """The job's deduplication of the prepared corpus (:func:`triemine.mining.dedup.dedup_corpus`:
+    its line index over the decompressed copy, digests, grouping, the unique corpus and maps),
+    in a child process reporting its own high-water mark."""
+    code = ("import sys, json; from triemine.mining.dedup import dedup_corpus; "
+            "m = dedup_corpus(sys.argv[1], sys.argv[2], 'target'); "
+            "print(json.dumps(m.stats), file=sys.stderr); "
+            "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1],"
+            " file=sys.stderr)")
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code, str(prepared), str(work / "dedup")],
+                          env=dict(os.environ, PYTHONPATH=str(benchlib.REPO),
+                                   TRIEMINE_CACHE=str(work / "cache")),
+                          stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.strip().splitlines()
+    if proc.returncode != 0:
+        raise SystemExit(f"dedup_corpus failed: {proc.stderr}")
+    return {"dedup_wall_s": round(wall, 1), "dedup_peak_rss_mb": round(int(err[-1]) / 1024, 1),
+            "dedup": json.loads(err[-2])}
 
 
 def main(argv=None) -> int:
