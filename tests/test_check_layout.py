@@ -143,31 +143,14 @@ def test_main_exit_status(tmp_path, capsys):
     assert capsys.readouterr().out.count("\n") == 3
 
 
-ISSUE_21 = (check_layout.import_cycles, check_layout.missing_inits, check_layout.long_modules,
-            check_layout.long_functions, check_layout.history_marks, check_layout.decision_links)
-# below the job and the launcher: no import of a triemine module inside a function there
-LEAVES = ("triemine/baselines/", "triemine/evaluation/", "triemine/filtering/", "triemine/models/",
-          "triemine/trie/", "triemine/plugin/", "triemine/checksum.py", "triemine/corpus.py",
-          "triemine/errors.py", "triemine/fidelity.py", "triemine/lineindex.py",
-          "triemine/outfile.py", "triemine/paths.py", "triemine/textfile.py", "triemine/tsv.py")
-
-
 def test_the_package_keeps_the_layout_rules():
-    """Issue 21's rules on the whole package: no import circle (imports inside functions
-    count), every package folder has an __init__.py, no module over 500 lines, no function over
-    120."""
+    """Every rule on the whole package: no import circle and no two subpackages importing each
+    other (imports inside functions count), at most 10 imports of triemine modules inside
+    functions, a launcher (triemine/distributed/) that imports no stage, every package folder
+    with an __init__.py, no module over 500 lines, no function over 120, no dates or commit
+    hashes, no broken link to docs/decisions.md."""
     root = Path(__file__).resolve().parents[1] / "triemine"
-    assert [problem for check in ISSUE_21 for problem in check(root)] == []
-
-
-def test_the_leaf_packages_keep_issue_39s_rules():
-    """Issue 39 where it holds already: every pair of subpackages importing each other goes
-    through the launcher (triemine/distributed/), and the leaf packages and modules import no
-    triemine module inside a function."""
-    root = Path(__file__).resolve().parents[1] / "triemine"
-    assert all(" <-> triemine.distributed " in p or "triemine.distributed <-> " in p
-               for p in check_layout.package_cycles(root))
-    assert [s for s in check_layout.inner_import_sites(root) if s.startswith(LEAVES)] == []
+    assert check_layout.layout_problems(root) == []
 
 
 def test_history_marks_in_comments_and_docstrings_only(tmp_path):
