@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from triemine.mining.options import MineOptions
+from triemine.settings import with_values
 from triemine.scoring.forced import ForcedScorer
 from triemine.scoring.prior import compute_node_priors, get_node_priors, prior_path
 from triemine.trie import Trie
@@ -298,7 +299,7 @@ def test_a_new_arithmetic_is_never_mixed_with_cached_or_resumed_bits(tiny_model,
     prior_table(tiny_model, texts, np.array([0, 2]), cache_dir=tmp_path, scores=scores,
                 device="cuda")
     assert calls[-1] == [0, 2] and len(calls) == 3  # not the CPU's cached values
-    on_gpu = run._settings_digest(tiny_model, src, tgt, cfg, "cuda")
+    on_gpu = run._settings_digest(tiny_model, src, tgt, with_values(cfg, {"device": "cuda"}))
     assert on_gpu["arithmetic"]["device"] == "cuda" and "device" not in key["arithmetic"]
     assert "faiss" in on_gpu["arithmetic"]["knn"] and "torch" in on_gpu["arithmetic"]["knn"]
     import copy

@@ -306,9 +306,10 @@ def _run_locked(opts: MineOptions, model, source, target, output, resume, progre
         reverse = (load_model_dir(opts.reverse_model, device=opts.device)
                    if opts.reverse_model else None)
 
-        def job(src, tgt, out):
+        def job(src, tgt, out):  # its stages in OUT.work/ whichever TSV it writes
             return mine_pipeline(model, src, tgt, out, opts, resume=resume, progress=progress,
-                                 reverse_model=reverse, pool=pool if opts.sharded else None)
+                                 reverse_model=reverse, pool=pool if opts.sharded else None,
+                                 work_dir=output + ".work")
         d = opts.duplicates
         summary = (mine_unique(job, source, target, output, case=d.dedup_case,
                                punct=d.dedup_punct) if d.dedup else job(source, target, output))

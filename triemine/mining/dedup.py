@@ -305,8 +305,9 @@ def mine_unique(run_job: Callable[[str, str, str], dict], source, target, output
     source, unique target, output)`` (the job, returning its summary dict), then ``output``
     rewritten atomically (:func:`expand_rows`; its ``.meta.json`` kept, with ``source`` and
     ``target`` the original corpora, ``unique_source``/``unique_target`` the job's and ``dedup``
-    the counts); the job itself writes ``work_dir/unique.tsv`` (its work folder beside it), so
-    ``output`` never holds a TSV without the columns.  Returns the job's summary with ``dedup``: ``{"rule": ..., "every_pair": ...,
+    the counts); the job itself writes ``work_dir/unique.tsv`` (its stages where ``run_job``
+    keeps them), so ``output`` never holds a TSV without the columns.  Returns the job's summary
+    with ``dedup``: ``{"rule": ..., "every_pair": ...,
     "source": {lines, empty, unique, duplicates}, "target": {...}}``, ``rows`` (the rows
     written) and in ``stage_s`` the seconds of ``dedup`` (grouping both sides, or reusing
     their files) and ``dedup_map`` (rewriting the TSV).  The job's own errors and resume rules apply unchanged; the unique corpora of an

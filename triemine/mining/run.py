@@ -48,7 +48,7 @@ from triemine.mining.stages import cache_dir, stage_dir
 from triemine.mining.options import TRIE_KNOBS, MineOptions, pipeline_key
 from triemine.outfile import atomic_write
 from triemine.paths import content_sha256
-from triemine.scoring.forced import ARITHMETIC
+from triemine.scoring import forced_scoring
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def _settings_digest(model, source, target, opts: MineOptions) -> dict:
     else:  # the search's TSV has the line columns the generator reads: an
         config["trie_rows"] = "line columns"  # older job's search is not resumed
     # the skip masks (and the trie search's batches) are cut by the length rule's counts
-    arithmetic = {"scores": ARITHMETIC, "lengths": lengths.LENGTH_RULE}
+    arithmetic = {"scores": forced_scoring().ARITHMETIC, "lengths": lengths.LENGTH_RULE}
     if device != "cpu":
         arithmetic["device"] = device
     if "knn" in opts.candidates:
@@ -85,7 +85,7 @@ def _settings_digest(model, source, target, opts: MineOptions) -> dict:
 
 def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
                   resume: bool = False, progress: bool = False, reverse_model=None,
-                  pool=None) -> dict:
+                  pool=None, work_dir=None) -> dict:
     """Run the job ``opts`` describes (module docstring; ``opts.device``, its trie search's
     ``shard_sources`` and ``target_shards``); returns a summary dict.
 
@@ -96,7 +96,8 @@ def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
     stages in deterministic shards (:mod:`triemine.distributed`): the sentence embeddings and
     their kNN, the trie search per source shard (``shard_sources``; ``target_shards`` tries),
     the exact scores of the candidate pairs and the targets' priors; the output is
-    byte-identical to the run without a pool.
+    byte-identical to the run without a pool.  ``work_dir``: where the stages are kept
+    (default ``out_path + ".work"``).
     """
     src, tgt = open_pair(source_path, target_path)
     name = opts.scores.combination
@@ -104,7 +105,7 @@ def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
     _check_features(comb, opts, reverse_model is not None)
     long_src, long_tgt = _too_long(model, reverse_model, src, tgt, opts.search.max_length)
     out_path = Path(out_path)
-    work = _work(out_path)
+    work = Path(work_dir) if work_dir is not None else _work(out_path)
     settings = _settings_digest(model, source_path, target_path, opts)
     target_shards = opts.search.target_shards
     if reverse_model is not None:
