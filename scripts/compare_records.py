@@ -9,7 +9,8 @@ Usage::
 For each bench (default: every ``bench/results/*.jsonl``), the newest record whose commit is
 ``--before`` or one of its ancestors and the newest record of ``--after`` (default: the newest
 record) are compared; fields whose names say they are times, rates or memory (``*_s``,
-``seconds``, ``per_s``, ``rss``, ``load`` ...) are left out. Prints one line per bench
+``seconds``, ``per_s``, ``rss``, ``load``, ``_ns``, ``a_over_b`` ...) are left out, as are
+paths of temporary folders. Prints one line per bench
 (``same``, or the differing fields) and, last, one JSON object; exits 1 when a bench differs.
 """
 from __future__ import annotations
@@ -22,9 +23,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMING = re.compile(r"(^|_)(s|ms|sec|secs|seconds|wall|time|times|rate|per_s|speed|speedup|"
+TIMING = re.compile(r"(^|_)(s|ns|ms|sec|secs|seconds|wall|time|times|rate|per_s|speed|speedup|"
                     r"rss|mb|mib|gb|bytes_per_s|load|loadavg|cpu|date|throughput|ratio|"
-                    r"elapsed|peak|tflops|gflops|pairs_per_s|lines_per_s)($|_)|_s$|/s")
+                    r"elapsed|peak|tflops|gflops|pairs_per_s|lines_per_s)($|_)|_s$|/s|_over_|"
+                    r"cores_per|bytes_per")
+TEMP = re.compile(r"^/tmp/|/tmp/")  # a temporary folder's name is no result
 
 
 def _ancestors(commit: str) -> set:
@@ -42,7 +45,7 @@ def _flat(x, prefix=""):
     elif isinstance(x, list):
         for i, v in enumerate(x):
             yield from _flat(v, f"{prefix}[{i}]")
-    else:
+    elif not (isinstance(x, str) and TEMP.search(x)):
         yield prefix, x
 
 

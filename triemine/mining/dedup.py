@@ -310,8 +310,8 @@ def mine_unique(run_job: Callable[[str, str, str], dict], source, target, output
     with ``dedup``: ``{"rule": ..., "every_pair": ...,
     "source": {lines, empty, unique, duplicates}, "target": {...}}``, ``rows`` (the rows
     written) and in ``stage_s`` the seconds of ``dedup`` (grouping both sides, or reusing
-    their files) and ``dedup_map`` (rewriting the TSV).  The job's own errors and resume rules apply unchanged; the unique corpora of an
-    unchanged input are reused."""
+    their files) and ``dedup_map`` (rewriting the TSV).  The job's own errors and resume rules
+    apply unchanged; the unique corpora of an unchanged input are reused."""
     output = os.fspath(output)
     folder = Path(work_dir) if work_dir is not None else Path(output + DEDUP_SUFFIX)
     t0 = time.perf_counter()
