@@ -43,6 +43,15 @@ class BenchParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose namespace also carries ``command``: the script (relative to the
     checkout) and the arguments it parsed."""
 
+    def names(self, text: str, known, what: str) -> list:
+        """The comma-separated names of ``text`` (a flag's value), each one of ``known``; an
+        argparse error naming the unknown ones (``what``: "run", "configuration", ...)."""
+        names = [n for n in text.split(",") if n]
+        bad = [n for n in names if n not in known]
+        if bad:
+            self.error(f"unknown {what}(s) {', '.join(bad)}")
+        return names
+
     def parse_args(self, args=None, namespace=None):
         ns = super().parse_args(args, namespace)
         script = Path(sys.argv[0]).resolve()
@@ -365,6 +374,17 @@ def shared_model_dir(arg, prog: str):
     if not (model_dir / "checkpoint.pt").is_file():
         sys.exit(f"{prog}: no imported model at {model_dir} (make model)")
     return model_dir
+
+
+def shared_model(arg, prog: str):
+    """The model of :func:`shared_model_dir` loaded on the CPU, with torch's intra-op threads
+    set to ``OMP_NUM_THREADS`` (default 1)."""
+    import torch
+
+    from triemine.decoding.model_dir import load_model_dir
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 1))
+    return load_model_dir(shared_model_dir(arg, prog))
 
 
 def bucc_sets(work, quick: bool) -> dict:

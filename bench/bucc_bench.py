@@ -50,7 +50,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import benchlib  # noqa: E402
-from benchlib import bucc_sets, machine, shared_model_dir  # noqa: E402
+from benchlib import bucc_sets, machine, shared_model  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -193,22 +193,14 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep (and resume) the mined TSVs in this folder")
     args = ap.parse_args(argv)
-    configs = [c for c in args.configs.split(",") if c]
-    bad = [c for c in configs if c not in CONFIGS]
-    if bad:
-        ap.error(f"unknown configuration(s) {', '.join(bad)}")
+    configs = ap.names(args.configs, CONFIGS, "configuration")
     run = benchlib.start("bucc_bench", args)
-    model_dir = shared_model_dir(args.model, "bucc_bench")
-    import torch
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    from triemine.decoding.model_dir import load_model_dir
-
-    model = load_model_dir(model_dir)
+    model = shared_model(args.model, "bucc_bench")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bucc-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     golds = bucc_sets(work, args.quick)
     report = {"bench": "bucc_bench", "quick": bool(args.quick), "machine": machine(),
-              "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d"),
+              "threads": benchlib.threads()["torch"], "date": time.strftime("%Y-%m-%d"),
               "sets": {k: str(v) for k, v in golds.items()}, "configs": {}}
     for name in configs:
         rows, secs, resumed = {}, {}, {}

@@ -50,7 +50,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import benchlib  # noqa: E402
-from benchlib import machine, shared_model_dir  # noqa: E402
+from benchlib import machine, shared_model  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -185,21 +185,14 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=SEED, help="the web-like side's seed")
     ap.add_argument("--runs", default=",".join(RUNS), help=f"subset of {','.join(RUNS)}")
     args = ap.parse_args(argv)
-    runs = [r for r in args.runs.split(",") if r]
-    bad = [r for r in runs if r not in RUNS]
-    if bad:
-        ap.error(f"unknown run(s) {', '.join(bad)}")
+    runs = ap.names(args.runs, RUNS, "run")
     run = benchlib.start("web_bench", args)
-    model_dir = shared_model_dir(args.model, "web_bench")
+    model = shared_model(args.model, "web_bench")
     import torch
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     from triemine.api import MineOptions, run as run_job
-    from triemine.decoding.model_dir import load_model_dir
     from triemine.evaluation.bucc import read_bucc
     from triemine.evaluation.slices import write_bucc_slice
     from triemine.paths import BUCC_ZH_EN, shared_path
-
-    model = load_model_dir(model_dir)
 
     def job(s, t, o, dedup):
         return run_job(MineOptions.of("combined", dedup=dedup), model, s, t, o).summary

@@ -23,3 +23,15 @@ def tiny_model(tiny_model_dir):
     from triemine.decoding.model_dir import load_model_dir
 
     return load_model_dir(tiny_model_dir)
+
+
+@pytest.fixture()
+def cipher_combination(tmp_path):
+    """A combination file of the tiny pair's features (``cipher_margin`` - ``ce_token``, no
+    normalisation), for jobs with the tiny model and the cipher encoder (test_mining)."""
+    from triemine.mining.combine import Combination
+
+    comb = tmp_path / "comb.json"
+    Combination("test", ["cipher_margin", "ce_token"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0],
+                "test").save(comb)
+    return comb

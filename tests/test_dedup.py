@@ -118,16 +118,13 @@ def test_dedup_corpus_keeps_first_ids_and_texts_and_reuses_its_files(tmp_path, m
 
 
 @pytest.fixture()
-def job(tiny_model_dir, tmp_path, monkeypatch):
+def job(tiny_model_dir, tmp_path, monkeypatch, cipher_combination):
     """``run_job(src, tgt, out) -> summary``: the mining job with the tiny model (cipher
     embeddings, a test combination), through triemine.api.run."""
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
     from triemine.api import MineOptions, run
-    from triemine.mining.combine import Combination
 
-    comb = tmp_path / "comb.json"
-    Combination("test", ["cipher_margin", "ce_token"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0],
-                "test").save(comb)
+    comb = cipher_combination
     # the job alone (no deduplication of its own): what mine_unique wraps
     opts = MineOptions.of("combined", encoder="cipher", combination=str(comb), min_margin=0.0,
                           dedup=False)
@@ -239,18 +236,15 @@ def test_the_web_benchs_side_repeats_each_line_and_adds_the_shares_it_says():
     assert abs(counts["boilerplate_and_markup"] / len(lines) - BOILER_SHARE) < 0.01
 
 
-def test_the_api_deduplicates_by_default_and_every_pair_lists_the_kept_ids(tiny_model_dir,
-                                                                           tmp_path, monkeypatch):
+def test_the_api_deduplicates_by_default_and_every_pair_lists_the_kept_ids(
+        tiny_model_dir, tmp_path, monkeypatch, cipher_combination):
     """triemine.mine: each distinct text mined once, the TSV under first ids with the counts;
     every_pair=True gives the kept pairs once per (source id, target id); dedup=False mines the
     copies as lines of their own."""
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
     import triemine
-    from triemine.mining.combine import Combination
 
-    comb = tmp_path / "comb.json"
-    Combination("test", ["cipher_margin", "ce_token"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0],
-                "test").save(comb)
+    comb = cipher_combination
     pairs = PAIRS[:10]
     sources = [s for s, _ in pairs]
     targets = OTHER[:10] + [t for _, t in pairs] + [t for _, t in pairs[:4]]  # 4 copies
