@@ -125,7 +125,7 @@ def _auto_format(path: str, looks: int, non_blank: int) -> str:
     return "plain"
 
 
-def _tsv_votes(lines: Sequence[str]) -> Tuple[int, int]:
+def tsv_votes(lines: Sequence[str]) -> Tuple[int, int]:
     """``(lines that look id<TAB>sentence, non-blank lines)``: ``auto`` reads a corpus as TSV
     when more than half of its non-blank lines look so."""
     looks = non_blank = 0
@@ -198,7 +198,7 @@ def read_corpus(path: os.PathLike | str, format: str = "auto") -> Corpus:
     p = os.fspath(path)
     lines, bad = _decode_lines(read_bytes(plain_copy(p), "corpus file"))
     if format == "auto":
-        format = _auto_format(p, *_tsv_votes(lines))
+        format = _auto_format(p, *tsv_votes(lines))
     ids, texts, empty, skipped = _parse_lines(lines, format, 1, {}, bad)
     _refuse_mostly_bad(p, format, skipped, len(skipped), len(texts) - len(empty))
     return Corpus(p, format, ids, texts, empty, [i for i, _ in skipped], skipped[:SHOWN])
@@ -299,7 +299,7 @@ def _validate(path: str, format: str):
             b = min(a + CHUNK_LINES, n)
             lines, bad = _decode_lines(bytes(buf[int(offsets[a]):int(offsets[b])]), a + 1)
             if format == "auto":
-                votes = _tsv_votes(lines)
+                votes = tsv_votes(lines)
                 looks, non_blank = looks + votes[0], non_blank + votes[1]
             for f, view in views.items():
                 ids, _, empty, skipped = _parse_lines(lines, f, a + 1, None, bad)

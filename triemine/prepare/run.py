@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from triemine.corpus import _tsv_votes
+from triemine.corpus import tsv_votes
 from triemine.errors import InputError
 from triemine.outfile import check_distinct, write_text
 from triemine.prepare.filters import FILTERS, Batch, clean, normalise
@@ -236,7 +236,7 @@ def _batches(path, opts: PrepareOptions):
             raw[0] = raw[0][3:]
         if fmt == "auto":
             probe = [ln.decode("utf-8", "replace") for ln in raw]
-            looks, non_blank = _tsv_votes(probe)
+            looks, non_blank = tsv_votes(probe)
             fmt = "tsv" if 2 * looks > non_blank else "plain"  # a tab in raw text: a space
         yield first, fmt, _decode(raw, fmt)
         first += len(raw)
