@@ -337,6 +337,7 @@ def mine_unique(run_job: Callable[[str, str, str], dict], source, target, output
         out.meta["skipped_bad"] = summary["skipped_bad"] = skipped
     write_mined(out, output)
     stage_s = dict(summary.get("stage_s") or {})
-    stage_s = {"dedup": grouped, **stage_s, "dedup_map": time.perf_counter() - t0}
+    stage_s = {"dedup": round(grouped, 3), **stage_s,
+               "dedup_map": round(time.perf_counter() - t0, 3)}
     summary.update(dedup=info, rows=len(out), stage_s=stage_s, output=output)
     return summary
