@@ -30,7 +30,10 @@ Problems reported, one line each:
   commit hash in a comment or a docstring (a word of 7-40 hex digits with at least one digit and
   one letter; hex constants in code are never read). Docstrings and comments state contracts;
   what was measured and when goes to ``docs/decisions.md`` and the benchmark records;
-* a link ``docs/decisions.md#anchor`` in a ``.py`` file whose anchor is no heading there.
+* a link ``docs/decisions.md#anchor`` in a ``.py`` file whose anchor is no heading there;
+* marks of one machine or one run in ``README.md`` beside the package folder (the wheel's long
+  description): an ISO date, a commit hash, an absolute path (``/path/to/...`` placeholders
+  allowed) or a load figure; they belong in ``docs/results.md``.
 
 Usage::
 
@@ -372,6 +375,27 @@ def history_marks(root) -> List[str]:
     return sorted(set(problems))
 
 
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~$/-])/(?!path/to/)[A-Za-z0-9._-]+/")
+LOAD_FIGURE = re.compile(r"\bload(?:avg| average)?:?\s+[0-9][0-9.]*", re.I)
+
+
+def readme_marks(root) -> List[str]:
+    """One line per mark of one machine or one run in ``README.md`` beside the package folder
+    (the wheel's long description): an ISO date, a commit hash, an absolute path (placeholders
+    under ``/path/to/`` allowed) or a load figure; none without that file."""
+    page = Path(root).parent / "README.md"
+    if not page.is_file():
+        return []
+    problems = []
+    for lineno, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        for what, rx in (("date", ISO_DATE), ("commit hash", COMMIT_HASH),
+                         ("absolute path", ABSOLUTE_PATH), ("load figure", LOAD_FIGURE)):
+            for m in rx.finditer(line):
+                problems.append(f"{what} in README.md:{lineno}: {m.group(0)} (machine facts "
+                                f"and history belong in docs/results.md)")
+    return problems
+
+
 DECISION_LINK = re.compile(r"docs/decisions\.md#([a-z0-9_-]+)")
 
 
@@ -404,10 +428,10 @@ def decision_links(root) -> List[str]:
 def layout_problems(root) -> List[str]:
     """Every problem, in the order: cycles, subpackages importing each other, imports inside
     functions, launcher imports, missing ``__init__.py``, long modules, long functions, dates and
-    commit hashes, broken links to ``docs/decisions.md``."""
+    commit hashes, broken links to ``docs/decisions.md``, machine facts in the README."""
     return import_cycles(root) + package_cycles(root) + inner_imports(root) + \
         launcher_imports(root) + missing_inits(root) + long_modules(root) + \
-        long_functions(root) + history_marks(root) + decision_links(root)
+        long_functions(root) + history_marks(root) + decision_links(root) + readme_marks(root)
 
 
 def main(argv=None) -> int:

@@ -11,8 +11,10 @@ the last line of a file.
 The README's table sits between ``<!-- results:begin -->`` and ``<!-- results:end -->``: one row
 a ``bench/bucc_bench.py`` configuration that has a full-mode record (the latest record holding
 it), with the sample's F1 tuned and 2-fold held-out, the transfer set's F1 at the sample's
-threshold, the wall time of mining the sample and the threads. A configuration whose stages
-``--work`` resumed shows no wall time, unless an earlier full record mined it from scratch.
+threshold, the wall time of mining the sample and the threads; the setup (CPU, cores, GPUs,
+Python and torch) is said once above it. No path, load figure, date or commit goes into the
+README (``scripts/check_layout.py`` checks). A configuration whose stages ``--work`` resumed
+shows no wall time, unless an earlier full record mined it from scratch.
 
 Usage::
 
@@ -231,9 +233,21 @@ def render_results(records: Dict[str, List[dict]]) -> str:
 
 # --- the README's table ----------------------------------------------------------------------
 
+def setup_of(rec: dict) -> str:
+    """The setup a README row was measured on, with nothing that names one machine or one run
+    (no paths, load figures, dates or commits: those stay in ``docs/results.md``)."""
+    m = rec["machine"] if isinstance(rec.get("machine"), dict) else {}
+    gpus = ", ".join(m.get("gpus") or []) or "no GPU"
+    return (f"{m.get('cpu', 'CPU unknown')}, {m.get('cores', '?')} cores, {gpus}; "
+            f"Python {m.get('python', '?')}, torch {m.get('torch', '?')}")
+
+
 def render_readme_block(records: Dict[str, List[dict]]) -> str:
+    """The README's table in CTranslate2's style: the setup said once above the table (or once
+    per distinct setup, marked on its rows), threads per row; the commands, dates, commits and
+    machine loads of the records stay in ``docs/results.md``."""
     full = [r for r in records.get("bucc_bench", []) if not r["quick"]]
-    rows, sources = [], []
+    rows, setups = [], []
     found = set()
     for r in full:
         found |= set(r["results"].get("configs") or {})
@@ -245,21 +259,23 @@ def render_readme_block(records: Dict[str, List[dict]]) -> str:
         wall = duration(mined[-1]["results"]["configs"][name].get("seconds_sample")) if mined \
             else "– (resumed)"
         timed = mined[-1] if mined else rec
+        for r in (rec, timed):
+            if setup_of(r) not in setups:
+                setups.append(setup_of(r))
         rows.append([CONFIG_LABELS.get(name, name), f1(res, "sample_tuned"),
                      f1(res, "sample_heldout"), f1(res, "transfer"), wall,
                      cell((timed["threads"] or {}).get("torch")
-                          if isinstance(timed["threads"], dict) else timed["threads"])])
-        for r in (rec, timed):
-            if r not in sources:
-                sources.append(r)
+                          if isinstance(timed["threads"], dict) else timed["threads"]),
+                     setup_of(timed)])
     if not rows:
         return "No full-mode record of `bench/bucc_bench.py` yet.\n"
-    out = table(["configuration", "BUCC sample F1 (tuned)", "sample F1 (2-fold held-out)",
-                 "transfer set F1 (sample's threshold)", "wall time, sample", "threads"], rows)
-    recs = "; ".join(f"{str(r['date'])[:10]}, {commit_of(r)}, "
-                     f"{machine_of(r)} (`{' '.join(r.get('command') or [])}`)" for r in sources)
-    out += ["", f"From the full-mode records of `bench/bucc_bench.py`: {recs}. More in "
-                "[docs/results.md](docs/results.md#bucc_bench)."]
+    marks = {s: "" if len(setups) == 1 else f" ({chr(ord('a') + i)})" for i, s in enumerate(setups)}
+    out = [f"Setup{marks[s]}: {s}." for s in setups] + [""]
+    out += table(["configuration", "BUCC sample F1 (tuned)", "sample F1 (2-fold held-out)",
+                  "transfer set F1 (sample's threshold)", "wall time, sample", "threads"],
+                 [r[:-2] + [r[-2] + marks[r[-1]]] for r in rows])
+    out += ["", "From the full-mode records of `bench/bucc_bench.py`; their commands, dates and "
+                "commits: [docs/results.md](docs/results.md#bucc_bench)."]
     return "\n".join(out) + "\n"
 
 

@@ -190,3 +190,28 @@ def test_decision_links_name_headings(tmp_path):
     _write(tmp_path, "docs/decisions.md", "# Decisions\n\n## Area\n\n### Why numpy's BLAS\n")
     assert check_layout.decision_links(root) == [
         "broken link in pkg/__init__.py:1: docs/decisions.md#gone (no such heading)"]
+
+
+def test_readme_marks_of_a_machine_or_a_run(tmp_path):
+    root = tmp_path / "pkg"
+    _write(root, "__init__.py", '"""cheap"""\n')
+    assert check_layout.readme_marks(root) == []            # no README.md: nothing to check
+    _write(tmp_path, "README.md",
+           "# Tool\n"
+           "Install into `/path/to/env`; read `../shared`, `docs/x.md`, `$HOME/.cache/x`.\n"
+           "Measured 2026-11-26 at commit `f4f83f1060`, load 0.6 at start.\n"
+           "`bench.py --work /work/b39/bb` on ~/data, sha 0x1f; 1,000 pairs in 4 min 22 s.\n")
+    assert check_layout.readme_marks(root) == [
+        "date in README.md:3: 2026-11-26 (machine facts and history belong in docs/results.md)",
+        "commit hash in README.md:3: f4f83f1060 (machine facts and history belong in "
+        "docs/results.md)",
+        "load figure in README.md:3: load 0.6 (machine facts and history belong in "
+        "docs/results.md)",
+        "absolute path in README.md:4: /work/ (machine facts and history belong in "
+        "docs/results.md)",
+    ]
+
+
+def test_the_readme_holds_no_machine_facts():
+    root = Path(__file__).resolve().parents[1] / "triemine"
+    assert check_layout.readme_marks(root) == []

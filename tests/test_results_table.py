@@ -74,7 +74,10 @@ def test_write_renders_every_benchmark_and_the_readme_table_and_check_then_passe
     # combined: F1 of the latest record, wall time of the one that mined it (the latest resumed)
     assert rows == ["| combined (default) | 0.9800 | 0.9700 | 0.9400 | 8 min 10 s | 2 |",
                     "| use_margin (USE + LASER margin) | 0.9500 | 0.9400 | 0.9100 | 2 min 00 s | 2 |"]
-    assert "2030-01-01, commit `bbbbbbbbbb`" in readme and "2030-01-02" in readme
+    # the setup said once; no date, commit, load or command of a record (those are on the page)
+    assert "Setup: Test CPU, 2 cores, no GPU; Python ?, torch ?." in readme
+    assert "2030-01" not in readme and "bbbbbbbbbb" not in readme and "load" not in readme
+    assert "--record" not in readme
 
 
 def test_check_fails_with_a_diff_when_a_number_was_edited_by_hand(tmp_path):
