@@ -215,3 +215,20 @@ def test_readme_marks_of_a_machine_or_a_run(tmp_path):
 def test_the_readme_holds_no_machine_facts():
     root = Path(__file__).resolve().parents[1] / "triemine"
     assert check_layout.readme_marks(root) == []
+
+
+def test_every_environment_variable_is_documented():
+    """docs/environment.md names every ``TRIEMINE_*`` variable the package, benches, scripts or
+    tests read, and none that nothing reads."""
+    import re
+
+    repo = Path(__file__).resolve().parents[1]
+    used = set()
+    for folder in ("triemine", "bench", "scripts", "tests"):
+        for path in (repo / folder).rglob("*"):
+            if path.suffix in (".py", ".pyx", ".sh") and path.is_file():
+                used |= set(re.findall(r"\bTRIEMINE_[A-Z_]+\b", path.read_text(encoding="utf-8")))
+    used |= set(re.findall(r"\bTRIEMINE_[A-Z_]+\b", (repo / "Makefile").read_text()))
+    page = (repo / "docs" / "environment.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(TRIEMINE_[A-Z_]+)` \|", page, re.M))
+    assert used and used == documented, (sorted(used - documented), sorted(documented - used))
