@@ -429,17 +429,16 @@ def claims(res: dict) -> dict:
             "holds": kim["default_job"]["both"] < best_other,
             "default_job": kim["default_job"]["both"], "best_other": best_other,
             "default_job_seconds": res["default_job"]["seconds"]}
-    p = {m: {n: guo[f"dual_enc_M={m}"][k][f"P@{n}"] for k in guo["use_cos"] for n in (1, 3, 10)}
-         for m in MS if f"dual_enc_M={m}" in guo}
-    hard = [m for m in p if m]
+    ms = [m for m in MS if f"dual_enc_M={m}" in guo]
+    hard = [m for m in ms if m]
     out["guo_hard_beats_random_at_every_k"] = {
         "holds": all(guo[f"dual_enc_M={m}"][k][f"P@{n}"] > guo["dual_enc_M=0"][k][f"P@{n}"]
                      for m in hard for k in guo["use_cos"] for n in (1, 3, 10)),
-        "P@1_pool": {f"M={m}": guo[f"dual_enc_M={m}"][big]["P@1"] for m in p}}
+        "P@1_pool": {f"M={m}": guo[f"dual_enc_M={m}"][big]["P@1"] for m in ms}}
     if len(hard) > 1:
-        p1 = [guo[f"dual_enc_M={m}"][big]["P@1"] for m in sorted(hard)]
+        p1 = [guo[f"dual_enc_M={m}"][big]["P@1"] for m in hard]
         out["guo_more_negatives_not_always_better"] = {
-            "holds": any(b <= a for a, b in zip(p1, p1[1:])), "P@1_by_M": dict(zip(sorted(hard), p1))}
+            "holds": any(b <= a for a, b in zip(p1, p1[1:])), "P@1_by_M": dict(zip(hard, p1))}
     for name, curve in res["curves"].items():
         better = (lambda a, b: b < a) if name.startswith("kim_err") else (lambda a, b: b > a)
         out[f"curve_rises {name}"] = {"holds": better(curve[0], curve[-1]), "curve": curve}

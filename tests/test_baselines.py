@@ -358,7 +358,7 @@ def test_levenshtein_matrix_is_the_exact_normalised_edit_distance():
 
     rng = np.random.default_rng(3)
     src = ["".join(rng.choice(list("abcdz"), rng.integers(0, 80))) for _ in range(25)]
-    src += ["", "a" * 64, "ab" * 40, "中文abc"]  # empty, the longest bit-parallel one, the DP path
+    src += ["", "a" * 64, "ab" * 40, "abc" * 50, "中文abc"]  # empty, 1, 2 and 3 64-bit words
     tgt = ["".join(rng.choice(list("abcde"), rng.integers(0, 90))) for _ in range(120)] + ["", "中x"]
     got = levenshtein_matrix(src, tgt)
     want = np.array([[-_lev(a, b) / max(len(a), len(b), 1) for b in tgt] for a in src])

@@ -177,80 +177,103 @@ def score_matrix(baseline, src_texts: Sequence[str], tgt_texts: Sequence[str], k
     return out.reshape(n, m)
 
 
-def _dp_distances(s: str, codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Edit distances of ``s`` to the rows of ``codes`` (``(n, L)`` code points, -1 padded; row
-    lengths ``lengths``): the dynamic programme, one character of ``s`` at a time, vectorised
-    over the rows (``D[i, j] = j + cummin_k<=j(min(D[i-1, k] + 1, D[i-1, k-1] + cost) - k)``)."""
-    L = codes.shape[1]
-    ar = np.arange(L + 1, dtype=np.int32)
-    prev = np.broadcast_to(ar, (len(codes), L + 1)).copy()
-    for i, ch in enumerate(s, 1):
-        tmp = np.empty_like(prev)
-        tmp[:, 0] = i
-        np.minimum(prev[:, 1:] + 1, prev[:, :-1] + (codes != ord(ch)), out=tmp[:, 1:])
-        prev = np.minimum.accumulate(tmp - ar, axis=1) + ar
-    return prev[np.arange(len(codes)), lengths]
+def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a + b`` of multi-word unsigned integers ``(W, P)``, word 0 the lowest (wrapping)."""
+    out = np.empty_like(a)
+    carry = np.zeros(a.shape[1], dtype=np.uint64)
+    for w in range(a.shape[0]):
+        s = a[w] + b[w]
+        c1 = s < a[w]
+        out[w] = s + carry
+        carry = (c1 | (out[w] < s)).astype(np.uint64)
+    return out
 
 
-def _myers_distances(s: str, ids: np.ndarray, alphabet: Dict[str, int],
-                     lengths: np.ndarray) -> np.ndarray:
-    """The same as :func:`_dp_distances` for ``len(s) <= 64`` by Myers' bit-parallel algorithm
-    (Hyyrö's global-distance form), vectorised over the rows: one step a column.  ``ids``:
-    ``(L, n)`` the rows' characters as ``alphabet`` ids, column-major (0: padding or a
-    character that is not in ``alphabet``)."""
-    m = len(s)
-    if m == 0:
-        return lengths.astype(np.int64)
-    one = np.uint64(1)
-    mask = np.uint64((1 << m) - 1)
-    top = np.uint64(1 << (m - 1))
-    table = np.zeros(len(alphabet) + 1, dtype=np.uint64)
-    for k, ch in enumerate(s):
-        a = alphabet.get(ch, 0)
-        if a:
-            table[a] |= np.uint64(1 << k)
-    eqs = table[ids]                                              # (L, n)
-    n = ids.shape[1]
-    pv, mv = np.full(n, mask, dtype=np.uint64), np.zeros(n, dtype=np.uint64)
-    score = np.full(n, m, dtype=np.int64)
-    for j in range(ids.shape[0]):
-        eq = eqs[j]
+def _shl1(x: np.ndarray, low: int) -> np.ndarray:
+    """``(x << 1) | low`` of multi-word integers ``(W, P)``."""
+    out = x << np.uint64(1)
+    out[1:] |= x[:-1] >> np.uint64(63)
+    out[0] |= np.uint64(low)
+    return out
+
+
+def _myers_block(sources: Sequence[str], words: int, ids_t: np.ndarray, alphabet: Dict[str, int],
+                 lengths: np.ndarray) -> np.ndarray:
+    """Edit distances ``(len(sources), n)`` of sources of at most ``64 * words`` characters to a
+    block of ``n`` targets by Myers' bit-parallel algorithm (Hyyrö's global-distance form), every
+    (source, target) pair one lane of ``words``-word integers: one step a target column.
+    ``ids_t``: ``(L, n)`` the targets' characters as ``alphabet`` ids (0: padding or a character
+    outside ``alphabet``), ``lengths``: ``(n,)``."""
+    ns, (L, n) = len(sources), ids_t.shape
+    table = np.zeros((words, ns, len(alphabet) + 1), dtype=np.uint64)
+    mask = np.zeros((words, ns), dtype=np.uint64)
+    top = np.zeros((words, ns), dtype=np.uint64)
+    for i, s in enumerate(sources):
+        for k, ch in enumerate(s):
+            a = alphabet.get(ch, 0)
+            if a:
+                table[k // 64, i, a] |= np.uint64(1 << (k % 64))
+        m = len(s)
+        for w in range(words):
+            bits = min(max(m - 64 * w, 0), 64)
+            mask[w, i] = np.uint64((1 << bits) - 1)
+        if m:
+            top[(m - 1) // 64, i] = np.uint64(1 << ((m - 1) % 64))
+    src_of = np.repeat(np.arange(ns), n)                         # lanes: source-major
+    mask, top = mask[:, src_of], top[:, src_of]
+    live_len = np.tile(lengths, ns)
+    pv, mv = mask.copy(), np.zeros_like(mask)
+    score = np.repeat(np.array([len(s) for s in sources], dtype=np.int64), n)
+    for j in range(L):
+        eq = table[:, src_of, np.tile(ids_t[j], ns)]             # (W, P)
         xv = eq | mv
-        xh = ((((eq & pv) + pv) & mask) ^ pv) | eq
+        xh = ((_add(eq & pv, pv) & mask) ^ pv) | eq
         ph = (mv | ~(xh | pv)) & mask
         mh = pv & xh
-        live = j < lengths
-        score += live & ((ph & top) != 0)
-        score -= live & ((mh & top) != 0)
-        ph = ((ph << one) | one) & mask
-        mh = (mh << one) & mask
+        live = j < live_len
+        score += live & ((ph & top) != 0).any(axis=0)
+        score -= live & ((mh & top) != 0).any(axis=0)
+        ph, mh = _shl1(ph, 1) & mask, _shl1(mh, 0) & mask
         pv = np.where(live, (mh | ~(xv | ph)) & mask, pv)
         mv = np.where(live, ph & xv, mv)
+    # an empty source: the distance is the target's length
+    score = score.reshape(ns, n)
+    empty = np.array([len(s) == 0 for s in sources])
+    score[empty] = lengths[None, :]
     return score
 
 
-def levenshtein_matrix(src_texts: Sequence[str], tgt_texts: Sequence[str]) -> np.ndarray:
+def levenshtein_matrix(src_texts: Sequence[str], tgt_texts: Sequence[str],
+                       block: int = 128) -> np.ndarray:
     """``(n, N)`` minus the character edit distance of every pair, divided by the longer
-    string's length (0: identical, -1: nothing in common); exact (Myers' bit-parallel algorithm
-    for sources of up to 64 characters, the dynamic programme beyond), vectorised over the
-    targets."""
+    string's length (0: identical, -1: nothing in common); exact, by Myers' bit-parallel
+    algorithm vectorised over all (source, target) pairs of a block of targets (length-sorted
+    blocks of ``block``; sources grouped by how many 64-bit words they need)."""
     src_texts, tgt_texts = list(src_texts), list(tgt_texts)
     lt = np.array([len(t) for t in tgt_texts], dtype=np.int64)
+    ls = np.array([len(s) for s in src_texts], dtype=np.int64)
     out = np.empty((len(src_texts), len(tgt_texts)), dtype=np.float64)
-    if not len(tgt_texts):
+    if not len(tgt_texts) or not len(src_texts):
         return out
-    codes = np.full((len(tgt_texts), int(lt.max())), -1, dtype=np.int32)
-    for r, t in enumerate(tgt_texts):
-        codes[r, :lt[r]] = np.frombuffer(t.encode("utf-32-le"), dtype=np.int32)
-    # the targets' characters as ids of one alphabet (0: padding)
-    chars, inv = np.unique(codes, return_inverse=True)
-    ids = inv.reshape(codes.shape).astype(np.int32) + (0 if chars[0] == -1 else 1)
-    alphabet = {chr(c): i + (0 if chars[0] == -1 else 1) for i, c in enumerate(chars) if c >= 0}
-    ids_t = np.ascontiguousarray(ids.T)
-    for i, s in enumerate(src_texts):
-        if len(s) <= 64:
-            dist = _myers_distances(s, ids_t, alphabet, lt)
-        else:
-            dist = _dp_distances(s, codes, lt)
-        out[i] = -dist / np.maximum(np.maximum(lt, len(s)), 1)
+    words = np.maximum((ls + 63) // 64, 1)
+    order = np.argsort(lt, kind="stable")
+    for b in range(0, len(order), block):
+        cols = order[b:b + block]
+        lb = lt[cols]
+        codes = np.full((len(cols), max(int(lb.max()), 1)), -1, dtype=np.int32)
+        for r, j in enumerate(cols):
+            codes[r, :lb[r]] = np.frombuffer(tgt_texts[j].encode("utf-32-le"), dtype=np.int32)
+        # the block's characters as ids of one alphabet (0: padding)
+        chars, inv = np.unique(codes, return_inverse=True)
+        shift = 0 if chars[0] == -1 else 1
+        ids_t = np.ascontiguousarray((inv.reshape(codes.shape) + shift).astype(np.int32).T)
+        alphabet = {chr(c): i + shift for i, c in enumerate(chars) if c >= 0}
+        for w in np.unique(words):
+            rows = np.flatnonzero(words == w)
+            # lanes per step: keep each batch of sources near 64k (source, target) pairs
+            step = max(1, 65536 // (len(cols) * int(w)))
+            for s0 in range(0, len(rows), step):
+                r = rows[s0:s0 + step]
+                dist = _myers_block([src_texts[i] for i in r], int(w), ids_t, alphabet, lb)
+                out[np.ix_(r, cols)] = -dist / np.maximum(np.maximum(lb[None, :], ls[r, None]), 1)
     return out
