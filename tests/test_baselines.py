@@ -423,3 +423,17 @@ def test_dual_encoder_negatives_ablation_continues_stage_one(data, resources):
     for m in (0, 2):
         p = retrieval_precision(variants[m], data.held_src, data.held_tgt, np.arange(len(data.held_src)))
         assert p["p@10"] >= 0.5, (m, p)  # chance: 0.1
+
+
+@pytest.mark.parametrize("name", ["birnn", "ae_mlp"])
+def test_score_matrix_is_the_head_and_the_cosine_of_every_pair(models, data, name):
+    from triemine.baselines.protocols import cosine_matrix, score_matrix
+
+    m = models[name]
+    src, tgt = data.held_src[:7], data.held_tgt[:9]
+    head = score_matrix(m, src, tgt, "head", chunk=10)   # chunks that split rows
+    u, v = m.encode(src, "src"), m.encode(tgt, "tgt")
+    si, ti = np.repeat(np.arange(7), 9), np.tile(np.arange(9), 7)
+    np.testing.assert_allclose(head, m.head(u[si], v[ti]).reshape(7, 9), rtol=1e-6)
+    cos = score_matrix(m, src, tgt, "cos")
+    np.testing.assert_allclose(cos, cosine_matrix(u, v), rtol=1e-5, atol=1e-6)
