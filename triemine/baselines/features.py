@@ -22,7 +22,6 @@ from typing import List, Sequence
 import numpy as np
 from scipy import sparse
 
-from triemine.baselines.base import Baseline
 from triemine.errors import InputError
 
 ANCHOR = re.compile(r"[0-9]+|[A-Za-z]+")
@@ -51,17 +50,16 @@ class FeatureConfig:
     seed: int = 1
 
 
-class FeatureBaseline(Baseline):
-    """Logistic regression over :data:`FEATURES` (module docstring); ``matrix(src, tgt)`` scores
-    every pair, ``head``-less (it has no sentence vectors)."""
+class FeatureBaseline:
+    """Logistic regression over :data:`FEATURES` (module docstring).  Not a miner (it has no
+    sentence vectors): ``matrix(src, tgt)`` scores every pair of two lists,
+    ``pair_features(src, tgt, rows, cols)`` gives the ``(len(rows), 5)`` features of chosen pairs;
+    ``stats``: the dictionary's size, training accuracy and the regression's weights."""
 
     name = "features"
-    space = "features"
-    score = "features"
 
     def __init__(self, tokenizer, dictionary: sparse.csr_matrix, len_mean: float, model,
                  config: FeatureConfig, stats: dict):
-        super().__init__()
         self.tokenizer, self.dictionary, self.len_mean = tokenizer, dictionary, len_mean
         self.model, self.config, self.stats = model, config, dict(stats)
 
