@@ -170,7 +170,67 @@ def bucc_tables(results: dict) -> List[str]:
                  rows)
 
 
-RENDERERS = {"bucc_bench": bucc_tables}
+# --- seeds_bench: the seed papers' tables beside the papers' numbers ---------------------------
+
+def _num(v, fmt: str = ".1f") -> str:
+    return format(v, fmt) if isinstance(v, (int, float)) else "–"
+
+
+def seeds_tables(results: dict) -> List[str]:
+    paper = results.get("paper") or {}
+    out: List[str] = []
+    gl = results.get("gl") or {}
+    if gl:
+        ratios = list(next(iter(gl.values())))
+        out += [f"Grégoire & Langlais: F1 (%) at the best threshold over every test pair, by "
+                f"noise ratio (paper: {(paper.get('gl') or {}).get('source', '–')})", ""]
+        rows = [[f"`{name}`"] + [_num((r.get(k) or {}).get("F1")) for k in ratios]
+                for name, r in gl.items()]
+        for name in ("birnn", "features"):
+            nums = (paper.get("gl") or {}).get(name) or {}
+            rows.append([f"paper: {name}"] + [_num(nums.get(k)) for k in ratios])
+        out += table(["system"] + [f"{float(k):.0%}" for k in ratios], rows) + [""]
+    kim = results.get("kim") or {}
+    if kim:
+        pk = paper.get("kim") or {}
+        out += [f"Kim et al.: alignment recovery error (%) (paper: {pk.get('source', '–')})", ""]
+        alias = {"default_job": "nmt_posteriors"}
+        out += table(["system", "zh→en", "en→zh", "both", "paper"],
+                     [[f"`{n}`", _num(v.get("src_to_tgt"), ".2f"), _num(v.get("tgt_to_src"), ".2f"),
+                       _num(v.get("both"), ".2f"), _num(pk.get(alias.get(n, n)))]
+                      for n, v in kim.items()]) + [""]
+    guo = results.get("guo") or {}
+    if guo:
+        pools = list(next(iter(guo.values())))
+        out += [f"Guo et al.: P@1 / P@3 / P@10 (%) against pools of N targets (paper: "
+                f"{(paper.get('guo') or {}).get('source', '–')})", ""]
+        out += table(["system"] + [f"N = {k}" for k in pools],
+                     [[f"`{n}`"] + [" / ".join(_num((v.get(k) or {}).get(f"P@{i}")) for i in (1, 3, 10))
+                                    for k in pools] for n, v in guo.items()]) + [""]
+    curves = results.get("curves") or {}
+    if curves:
+        sizes = results.get("sizes") or []
+        out += ["Learning curves (training pairs):", ""]
+        out += table(["measure"] + [str(s) for s in sizes],
+                     [[f"`{n}`"] + [_num(x) for x in c] for n, c in curves.items()]) + [""]
+    claims = results.get("claims") or {}
+    if claims:
+        out += ["Claims:", ""]
+        out += table(["claim", "holds here", "measured"],
+                     [[f"`{n}`", cell(c.get("holds")),
+                       cell({k: v for k, v in c.items() if k != "holds"})]
+                      for n, c in claims.items()]) + [""]
+    job = results.get("default_job") or {}
+    out += table(["result", "value"],
+                 [["training budget a system at the full size", duration(results.get("budget_full_s"))],
+                  ["threads", cell(results.get("threads"))],
+                  ["default job: wall time (1,000 sources × the pool)", duration(job.get("seconds"))],
+                  ["default job: candidates a source", cell(job.get("per_source"))],
+                  ["data", cell(results.get("data"))]])
+    return out
+
+
+RENDERERS = {"bucc_bench": bucc_tables, "seeds_bench": seeds_tables}
 
 
 # --- what is said under a table --------------------------------------------------------------

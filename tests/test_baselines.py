@@ -340,3 +340,100 @@ def test_union_with_a_useless_classifier_saves_and_reloads_its_thresholds(tmp_pa
     again = evaluate([Direction(mined)], bucc, saved.filter, saved.rank_by, saved.thresholds,
                      rule=saved.rule)
     assert again.strict == out.strict
+
+
+# -- the seed papers' protocols (triemine.baselines.protocols) and their weak baselines ----------
+
+def _lev(a, b):
+    d = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, d[0] = d[0], i
+        for j, cb in enumerate(b, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (ca != cb))
+    return d[-1]
+
+
+def test_levenshtein_matrix_is_the_exact_normalised_edit_distance():
+    from triemine.baselines.protocols import levenshtein_matrix
+
+    rng = np.random.default_rng(3)
+    src = ["".join(rng.choice(list("abcdz"), rng.integers(0, 80))) for _ in range(25)]
+    src += ["", "a" * 64, "ab" * 40, "abc" * 50, "中文abc"]  # empty, 1, 2 and 3 64-bit words
+    tgt = ["".join(rng.choice(list("abcde"), rng.integers(0, 90))) for _ in range(120)] + ["", "中x"]
+    got = levenshtein_matrix(src, tgt)
+    want = np.array([[-_lev(a, b) / max(len(a), len(b), 1) for b in tgt] for a in src])
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_protocol_metrics_on_known_matrices():
+    from triemine.baselines.protocols import (cartesian_f1, noisy_columns, precision_at,
+                                              ratio_margin, recovery_error)
+
+    s = np.full((4, 4), 0.1)
+    np.fill_diagonal(s, 1.0)
+    s[1, 2] = 2.0            # source 1 prefers target 2 (both ways wrong for row 1 / column 2)
+    rec = recovery_error(s)
+    assert (rec["src_to_tgt"], rec["tgt_to_src"], rec["both"]) == (25.0, 25.0, 25.0)
+    p = precision_at(s, np.arange(4), ks=(1, 2))
+    assert (p["P@1"], p["P@2"]) == (75.0, 100.0)
+    s[3, 3] = -np.inf        # never proposed: never found, never kept
+    assert precision_at(s, np.arange(4), ks=(4,))["P@4"] == 75.0
+    f = cartesian_f1(s, np.arange(4))
+    assert f["gold"] == 4 and f["pairs"] == 16
+    assert f["F1"] == pytest.approx(2 * 3 / (4 + 4), abs=1e-4)  # keep >= 1.0: 4 kept, 3 right
+    cols, gold = noisy_columns(10, 9, 0.3, seed=0)
+    assert (gold == -1).sum() == 3 and set(cols[gold == -1]) == {10, 11, 12}
+    cols9, gold9 = noisy_columns(10, 9, 0.9, seed=0)
+    assert set(np.flatnonzero(gold == -1)) <= set(np.flatnonzero(gold9 == -1))  # nested
+    with pytest.raises(InputError):
+        noisy_columns(10, 2, 0.5)
+    with pytest.raises(InputError):
+        recovery_error(np.zeros((2, 3)))
+    m = ratio_margin(np.array([[0.9, 0.1], [0.2, 0.8]]), k=1)
+    np.testing.assert_allclose(m, [[0.9 / 0.9, 0.1 / 0.85], [0.2 / 0.85, 0.8 / 0.8]])
+
+
+def test_feature_baseline_learns_the_cipher_and_scores_a_matrix(data, resources):
+    from triemine.baselines.features import FeatureBaseline
+    from triemine.baselines.protocols import cartesian_f1, recovery_error
+
+    model = FeatureBaseline.train(resources.tokenizer, data)
+    assert model.stats["dictionary_entries"] > 0
+    mat = model.matrix(data.held_src, data.held_tgt)
+    assert mat.shape == (len(data.held_src),) * 2 and np.isfinite(mat).all()
+    # the pair features match the matrix cell by cell
+    rows, cols = np.array([0, 3, 5]), np.array([0, 7, 5])
+    proba = model.model.predict_proba(model.pair_features(data.held_src, data.held_tgt, rows, cols))
+    np.testing.assert_allclose(proba[:, 1], mat[rows, cols], rtol=1e-6)
+    assert cartesian_f1(mat, np.arange(len(mat)))["F1"] > 0.3          # chance: ~0.01
+    assert recovery_error(mat)["both"] < 60                            # chance: 99
+
+
+def test_dual_encoder_negatives_ablation_continues_stage_one(data, resources):
+    from triemine.baselines.dual_encoder import DualEncoder
+
+    stage1 = DualEncoder.train_stage1(resources, data, **SMALL["dual_enc"])
+    before = {k: v.clone() for k, v in stage1.net.state_dict().items()}
+    variants = stage1.negatives_ablation(data, ms=(0, 2))
+    assert set(variants) == {0, 2}
+    assert variants[0].stats["stage2"]["hard_negatives"] == 0
+    assert variants[2].stats["stage2"]["hard_negatives"] == 2
+    for k, v in stage1.net.state_dict().items():  # stage 1 itself is left as it was
+        assert torch.equal(v, before[k])
+    for m in (0, 2):
+        p = retrieval_precision(variants[m], data.held_src, data.held_tgt, np.arange(len(data.held_src)))
+        assert p["p@10"] >= 0.5, (m, p)  # chance: 0.1
+
+
+@pytest.mark.parametrize("name", ["birnn", "ae_mlp"])
+def test_score_matrix_is_the_head_and_the_cosine_of_every_pair(models, data, name):
+    from triemine.baselines.protocols import cosine_matrix, score_matrix
+
+    m = models[name]
+    src, tgt = data.held_src[:7], data.held_tgt[:9]
+    head = score_matrix(m, src, tgt, "head", chunk=10)   # chunks that split rows
+    u, v = m.encode(src, "src"), m.encode(tgt, "tgt")
+    si, ti = np.repeat(np.arange(7), 9), np.tile(np.arange(9), 7)
+    np.testing.assert_allclose(head, m.head(u[si], v[ti]).reshape(7, 9), rtol=1e-6)
+    cos = score_matrix(m, src, tgt, "cos")
+    np.testing.assert_allclose(cos, cosine_matrix(u, v), rtol=1e-5, atol=1e-6)

@@ -20,6 +20,7 @@ from torch import nn
 
 from triemine.baselines.base import Budget, PairClassifierBaseline
 from triemine.baselines.nn import GruEncoder, PairHead, PieceEmbedding
+from triemine.baselines.protocols import best_f1
 from triemine.baselines.text import pad_batch
 
 
@@ -45,16 +46,6 @@ class BirnnNet(nn.Module):
     def final(self, batch) -> torch.Tensor:
         """``(B, 2H)`` final states."""
         return self.encoder(batch)[1]
-
-
-def best_f1_threshold(scores: np.ndarray, labels: np.ndarray) -> Tuple[float, float]:
-    """``(threshold, F1)``: the score cut (keep ``>=``) with the best F1 of ``labels``."""
-    order = np.argsort(-scores, kind="stable")
-    tp = np.cumsum(labels[order])
-    kept = np.arange(1, len(order) + 1)
-    f1 = 2 * tp / (kept + labels.sum())
-    i = int(np.argmax(f1))
-    return float(scores[order][i]), float(f1[i])
 
 
 class Birnn(PairClassifierBaseline):
@@ -112,8 +103,9 @@ class Birnn(PairClassifierBaseline):
         s = np.repeat(np.arange(n), neg.shape[1])
         scores = np.concatenate([self.head(u, v), self.head(u[s], v[neg.reshape(-1)])])
         labels = np.concatenate([np.ones(n), np.zeros(len(s))])
-        th, f1 = best_f1_threshold(scores, labels)
-        return {"threshold": round(th, 4), "f1": round(f1, 4), "pairs": n, "negatives_per_pair": m}
+        best = best_f1(scores, labels)
+        return {"threshold": round(best["threshold"], 4), "f1": best["F1"], "pairs": n,
+                "negatives_per_pair": m}
 
     def encoder_fn(self, side):
         return self.net.final

@@ -13,7 +13,7 @@ Mining: cosine kNN with LASER's ratio margin (``dual_enc_margin``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -94,17 +94,60 @@ class DualEncoder(TrainedBaseline):
         first = cls.build_net(resources, c)
         stats = {"stage1": cls._train_stage(first, src, tgt, c, rng)}
         stage1 = cls(first, resources, c)
-        hard = hardest_negatives(stage1.encode(data.src, "src"), stage1.encode(data.tgt, "tgt"),
-                                 c.hard_negatives, data.tgt)                    # (n, M)
         net.load_state_dict(first.state_dict())  # stage 2 continues from stage 1
-        stats["stage2"] = cls._train_stage(net, src, tgt, c, rng, hard)
-        stats["stage2"]["hard_negatives"] = int(hard.shape[1])
+        stats["stage2"] = cls._stage2(net, stage1, data, src, tgt, c, c.hard_negatives, rng)
         if data.held_src:
             for key, model in (("stage1", stage1), ("stage2", cls(net, resources, c))):
                 stats[key]["heldout_precision"] = retrieval_precision(
                     model, data.held_src, data.held_tgt, np.arange(len(data.held_src)))
         stats["seconds"] = round(stats["stage1"]["seconds"] + stats["stage2"]["seconds"], 1)
         return stats
+
+    @classmethod
+    def _stage2(cls, net, stage1, data, src, tgt, c, m: int, rng) -> dict:
+        """Train ``net`` (holding stage 1's weights) for stage 2 with ``m`` hard negatives a
+        source from ``stage1``'s ranking; ``m = 0``: in-batch random negatives only."""
+        hard = None
+        if m > 0:
+            hard = hardest_negatives(stage1.encode(data.src, "src"), stage1.encode(data.tgt, "tgt"),
+                                     m, data.tgt)                                # (n, M)
+        stats = cls._train_stage(net, src, tgt, c, rng, hard)
+        stats["hard_negatives"] = 0 if hard is None else int(hard.shape[1])
+        return stats
+
+    @classmethod
+    def train_stage1(cls, resources, data, config=None, **overrides) -> "DualEncoder":
+        """Stage 1 alone (in-batch random negatives), seeded like :meth:`train`; the start of
+        :meth:`negatives_ablation`."""
+        config = config or cls.Config()
+        if overrides:
+            config = cls.Config(**dict(asdict(config), **overrides))
+        tok = resources.tokenizer
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            net = cls.build_net(resources, config)
+            stats = {"stage1": cls._train_stage(net, tok.ids(data.src, "src"), tok.ids(data.tgt, "tgt"),
+                                                config, np.random.default_rng(config.seed))}
+        stats["data"] = data.describe()
+        return cls(net, resources, config, stats)
+
+    def negatives_ablation(self, data, ms=(0, 5, 10, 20)) -> dict:
+        """Guo et al.'s ablation from this model taken as stage 1: for each M of ``ms``, stage 2
+        trained afresh from these weights on ``data`` (the same budget, ``config.max_seconds``),
+        ``M = 0`` with the in-batch random negatives only.  Returns ``{M: DualEncoder}``
+        (their training records in ``.stats``); the global random state is untouched."""
+        tok, c = self.resources.tokenizer, self.config
+        src, tgt = tok.ids(data.src, "src"), tok.ids(data.tgt, "tgt")
+        out = {}
+        for m in ms:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(c.seed + 1000 + int(m))
+                net = self.build_net(self.resources, c)
+                net.load_state_dict(self.net.state_dict())
+                stats = self._stage2(net, self, data, src, tgt, c, int(m),
+                                     np.random.default_rng(c.seed + 1000 + int(m)))
+            out[int(m)] = type(self)(net, self.resources, c, {"stage2": stats})
+        return out
 
     def encoder_fn(self, side):
         return self.net
