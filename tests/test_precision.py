@@ -82,3 +82,22 @@ def test_fp16_is_refused_on_the_cpu_and_unknown_precisions_everywhere():
     with pytest.raises(InputError, match="choose from fp32, bf16, fp16"):
         MineOptions.of("combined", precision="fp8").check()
     assert MineOptions.of("combined", precision="bf16").check().precision == "bf16"
+
+
+def test_half_knn_rescores_its_candidates_in_float32_and_finds_the_exact_neighbours():
+    from triemine.embedding.knn import device_knn
+
+    rng = np.random.default_rng(0)
+    d = rng.standard_normal((3000, 64)).astype(np.float32)
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    q = d[rng.choice(len(d), 50, replace=False)] + 0.3 * rng.standard_normal((50, 64)).astype(
+        np.float32)
+    exact_s, exact_i = device_knn(q, d, 4, "cpu:0", row_block=700)
+    half_s, half_i = device_knn(q, d, 4, "cpu:0", row_block=700, precision="bf16")
+    assert (half_i == exact_i).all()
+    # float32 values of the same rows (an inner product's order of sums aside), not bf16's
+    np.testing.assert_allclose(half_s, exact_s, rtol=0, atol=2e-6)
+    want = np.einsum("qd,qkd->qk", q, d[half_i])
+    np.testing.assert_allclose(half_s, want, rtol=0, atol=2e-6)
+    with pytest.raises(ValueError, match="unknown precision"):
+        device_knn(q, d, 4, "cpu:0", precision="int4")

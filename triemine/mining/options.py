@@ -25,7 +25,7 @@ from triemine.distributed.settings import PoolSettings
 from triemine.errors import InputError
 from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
 from triemine.mining.generators import REGISTRY
-from triemine.scoring import PRECISIONS, check_precision
+from triemine.scoring.precision import PRECISIONS, check_precision
 from triemine.mining.settings import (DedupSettings, NeighbourSettings, RetrievalSettings,
                                       ScoreSettings)
 from triemine.settings import (check_value, flag_of, get, setting, setting_field, with_also,

@@ -31,7 +31,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 import torch
 
-from triemine.scoring import check_precision
+from triemine.scoring.precision import check_precision
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class ForcedScorer:
             decoder under ``torch.autocast`` in that type; the output projection's operands in
             it too, its logits, their log-sum-exp and every sum in float32, see
             :func:`half_logits`; fp16 is refused on the CPU,
-            :func:`triemine.scoring.check_precision`) or
+            :func:`triemine.scoring.precision.check_precision`) or
             ``"int8-output"``: the output projection (about 60% of the arithmetic of an OPUS-MT
             decoder) as a dynamically quantised int8 matrix with per-row weight scales (CPU
             only; an approximation, not used by any job: see
