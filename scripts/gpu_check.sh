@@ -75,6 +75,7 @@ run() {
   exec > >(tee -a "$log") 2>&1
   echo "gpu_check: $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
   export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+  export TRIEMINE_CACHE=/tmp/gpu_check_cache   # the bench's tries and priors: not a shared cache
   [ -f "$BUNDLE/site.zip" ] || { echo "gpu_check: no $BUNDLE/site.zip: run 'gpu_check.sh prepare' here and carry .whl" >&2; exit 2; }
   bundle_size
   site=$(mktemp -d /tmp/gpu_check_site.XXXX)
@@ -85,23 +86,22 @@ run() {
     python3 -m zipfile -e "$BUNDLE/site.zip" "$site"
     test -f "$site/fairseq/__init__.py" -a -f "$site/antlr4/__init__.py" -a -d "$site/hydra"
     echo "gpu_check: rehearsal: bundle unpacked ($(du -sm "$site" | cut -f1) MB); --device cpu, tiny model"
-    bench_args=(--quick --precisions fp32,tf32,bf16,fp16)
+    bench_args=(--quick --stages scores,priors,trie,knn)
   else
     py=python3
     python3 -m zipfile -e "$BUNDLE/site.zip" "$site"
     export PYTHONPATH="$site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
     nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv || true
     bench_args=(--device cuda --packed "$BUNDLE/pack" --data "$BUNDLE/data"
-                --precisions fp32,tf32,bf16,fp16 --pairs 40000 --priors 20000
-                --scorer 4096:256,16384:2048,32768:4096,65536:4096 --sources 1024
-                --batch-sizes 256,1024 --stages scores,priors,trie,knn)
+                --pairs 100000 --priors 40000 --scorer 4096:256,16384:2048,32768:4096,65536:4096
+                --sources 1024 --batch-sizes 256,1024 --stages scores,priors,trie,knn)
   fi
   echo "gpu_check: python $(py_version "$py"), torch $("$py" -c 'import torch; print(torch.__version__, torch.cuda.is_available())')"
   # the trie's Cython extension, for this Python
   "$py" setup.py build_ext --inplace -q > "$out/build_ext.log" 2>&1 || { tail -20 "$out/build_ext.log"; exit 2; }
   "$py" -c 'import triemine.trie._trie, fairseq, hydra; print("gpu_check: imports ok")'
   local t0=$SECONDS
-  timeout 480 "$py" bench/gpu_bench.py "${bench_args[@]}" --record --results-dir "$out" \
+  timeout 480 "$py" bench/gpu_bench.py "${bench_args[@]}" --precisions fp32,tf32,bf16,fp16 --record --results-dir "$out" \
     --work "$site/work" | tail -1 > "$out/gpu_bench.json"
   echo "gpu_check: gpu_bench $((SECONDS - t0)) s; records in $out"
   "$py" - "$out/gpu_bench.json" <<'EOF'
