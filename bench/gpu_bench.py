@@ -398,12 +398,16 @@ def _rows(tsv: Path):
 
 
 def stage_trie(gpu, cpu, device: str, data: Path, work: Path, n: int, n_cpu: int, beam: int,
-               batch_sizes) -> dict:
+               batch_sizes, half=()) -> dict:
     """The trie search of the first ``n`` sample sources on the device at each batch size and of
-    the first ``n_cpu`` on one CPU core (default batch size), with the rows compared."""
+    the first ``n_cpu`` on one CPU core (default batch size), with the rows compared; then at
+    each batch size in each arithmetic of ``half`` (bf16, fp16: the decoder under
+    ``torch.autocast``, its logits rounded to that type, fairseq's log-softmax and the sums in
+    float32; not yet a setting of the job), with the share of the fp32 rows it keeps."""
     from triemine.decoding.driver import mine_to_tsv
     from triemine.decoding.settings import SearchSettings
     from triemine.decoding.trie_cache import get_trie
+    from triemine.scoring.forced import autocast
 
     src, tgt = _sample(data)
     lines = [f"{i}\t{t}" for i, t in zip(src.ids, src.texts) if t.strip()]
@@ -440,6 +444,22 @@ def stage_trie(gpu, cpu, device: str, data: Path, work: Path, n: int, n_cpu: int
     best = max(v["sent_per_s"] for k, v in res.items() if k.startswith("batch_"))
     res["gpu_best_sent_per_s"] = best
     res["cores_per_gpu"] = round(best / res["cpu_one_thread"]["sent_per_s"], 1)
+    for p in half:
+        rows = {}
+        for b in batch_sizes:
+            out = work / f"trie.gpu.{p}.{b}.tsv"
+            search = SearchSettings(beam=beam, batch_size=b)
+            with autocast(p, device):
+                _, secs = _timed(lambda: mine_to_tsv(gpu, srcs, target, out, trie=trie,
+                                                     device=device, search=search), device)
+            h_rows, _ = _rows(out)
+            ref_rows, _ = _rows(work / f"trie.gpu.{b}.tsv")
+            rows[f"batch_{b}"] = {"s": round(secs, 2), "sent_per_s": round(n / secs, 2),
+                                  "rows_kept_from_fp32": round(len(set(h_rows) & set(ref_rows))
+                                                               / max(1, len(ref_rows)), 4)}
+        rows["best_sent_per_s"] = max(v["sent_per_s"] for v in rows.values())
+        rows["speedup_vs_fp32"] = round(rows["best_sent_per_s"] / best, 2)
+        res[p] = rows
     return res
 
 
@@ -590,6 +610,18 @@ def stage_knn_cell(device: str, queries: int, rows: int, dim: int, k: int) -> di
 # ---------------------------------------------------------------------------------------------
 
 
+def _runs_on(precision: str, device: str) -> bool:
+    """Whether the job's ``precision`` runs on ``device`` (fp16 does not on the CPU)."""
+    from triemine.errors import InputError
+    from triemine.scoring.precision import check_precision
+
+    try:
+        check_precision(precision, device)
+    except InputError:
+        return False
+    return True
+
+
 def _device_info(device: str) -> dict:
     import torch
 
@@ -704,8 +736,10 @@ def main(argv=None) -> int:
                                        prior=stage == "priors",
                                        precisions=[p for p in args.precisions.split(",") if p])
                 elif stage == "trie":
+                    half = [p for p in args.precisions.split(",") if p in ("bf16", "fp16")
+                            and _runs_on(p, args.device)]
                     out = stage_trie(gpu, cpu, args.device, data, work, args.sources,
-                                     args.cpu_sources, args.beam, batch_sizes)
+                                     args.cpu_sources, args.beam, batch_sizes, half)
                 elif stage == "translate":
                     s, _ = _pairs(data, args.sources, seed=2)
                     out = stage_translate(gpu, cpu, args.device, s, args.cpu_sources,
