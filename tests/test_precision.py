@@ -82,6 +82,8 @@ def test_fp16_is_refused_on_the_cpu_and_unknown_precisions_everywhere():
     with pytest.raises(InputError, match="choose from fp32, bf16, fp16"):
         MineOptions.of("combined", precision="fp8").check()
     assert MineOptions.of("combined", precision="bf16").check().precision == "bf16"
+    with pytest.raises(InputError, match="the trie search computes in fp32"):
+        MineOptions.of("paper", candidates=("trie",), precision="bf16").check()
 
 
 def test_half_knn_rescores_its_candidates_in_float32_and_finds_the_exact_neighbours():

@@ -150,6 +150,10 @@ class MineOptions:
                              "its own (as cuda); pass --device cuda")
         check_device(self.device, local=self.pool.ray is None)
         check_precision(self.precision, self.device)
+        if self.precision != "fp32" and trie_search:
+            raise InputError(f"--precision {self.precision} applies to the exact scores and "
+                             "priors; the trie search computes in fp32 (not with --config paper "
+                             "or --candidates with trie)")
         return self
 
     def job_search(self) -> SearchSettings:
