@@ -47,26 +47,63 @@ from benchlib import machine, shared_model_dir  # noqa: E402
 from triemine.paths import cache_root  # noqa: E402
 
 
-def rescore(model, mined, precision: str, progress: bool = True):
-    """(score, prior) of every row of ``mined`` under ``precision``, with wall and CPU seconds."""
+def rescore(model, mined, precision: str, progress: bool = True, cache=None):
+    """(score, prior, n_tokens, wall s, CPU s) of every row of ``mined`` under ``precision``.
+
+    ``cache`` (a dict, :func:`load_cache`): values computed earlier in that arithmetic, keyed by
+    ``(precision, source text, target text)`` and ``(precision, None, target text)`` for a
+    prior; only the rows it lacks are computed (and added to it), and the seconds are theirs."""
     from triemine.mining.candidates import CandidateSet
     from triemine.mining.features import exact_scores, target_priors
 
-    src_texts = sorted(set(mined.src))
-    tgt_texts = sorted(set(mined.tgt))
+    cache = {} if cache is None else cache
+    pairs = list(zip(mined.src, mined.tgt))
+    todo = sorted({p for p in pairs if (precision, *p) not in cache})
+    tgts = sorted({t for _, t in pairs if (precision, None, t) not in cache})
+    src_texts = sorted({s for s, _ in todo})
+    tgt_texts = sorted({t for _, t in todo} | set(tgts))
     si = {t: i for i, t in enumerate(src_texts)}
     ti = {t: i for i, t in enumerate(tgt_texts)}
-    src = np.array([si[t] for t in mined.src], dtype=np.int64)
-    tgt = np.array([ti[t] for t in mined.tgt], dtype=np.int64)
-    n = len(mined)
+    src = np.array([si[s] for s, _ in todo], dtype=np.int64)
+    tgt = np.array([ti[t] for _, t in todo], dtype=np.int64)
+    n = len(todo)
     cands = CandidateSet(src, tgt, np.zeros(n, dtype=np.int64),
                          {"score": np.full(n, np.nan), "n_tokens": np.full(n, np.nan)})
     with benchlib.timer() as t:
-        scored = exact_scores(model, cands, src_texts, tgt_texts, progress=progress,
-                              precision=precision)
-        prior = target_priors(model, tgt_texts, tgt, cache_dir=None, progress=progress,
-                              precision=precision)
-    return scored.col("score"), prior, scored.col("n_tokens"), t.s, t.cpu
+        if n:
+            scored = exact_scores(model, cands, src_texts, tgt_texts, progress=progress,
+                                  precision=precision)
+            for p, sc, nt in zip(todo, scored.col("score"), scored.col("n_tokens")):
+                cache[(precision, *p)] = (float(sc), float(nt))
+        if tgts:
+            prior = target_priors(model, tgt_texts, np.array([ti[x] for x in tgts]),
+                                  cache_dir=None, progress=progress, precision=precision)
+            for x, pr in zip(tgts, prior):
+                cache[(precision, None, x)] = float(pr)
+    score = np.array([cache[(precision, *p)][0] for p in pairs])
+    ntok = np.array([cache[(precision, *p)][1] for p in pairs])
+    prior = np.array([cache[(precision, None, x)] for _, x in pairs])
+    return score, prior, ntok, t.s, t.cpu
+
+
+def load_cache(path) -> dict:
+    """The values a ``--cache`` file holds (:func:`rescore`), ``{}`` when it does not exist."""
+    import pickle
+
+    if path is None or not Path(path).is_file():
+        return {}
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def save_cache(cache: dict, path) -> None:
+    import pickle
+
+    if path is not None:
+        tmp = Path(str(path) + ".tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(cache, f)
+        os.replace(tmp, path)
 
 
 def with_scores(mined, score, prior, ntok):
@@ -158,6 +195,9 @@ def main(argv=None) -> int:
                     help="the arithmetic compared with fp32 (default int8-output)")
     ap.add_argument("--rows", type=int, default=None,
                     help="only the first N rows of each TSV (a stated subset: no F1)")
+    ap.add_argument("--cache", default=None, metavar="FILE",
+                    help="scores and priors of the fidelity sets computed earlier in the compared "
+                         "arithmetic (a pickle this option fills): only missing rows are computed")
     ap.add_argument("--speed-rows", type=int, default=None,
                     help="pairs timed in both arithmetics (default 60 with --quick, else 1000)")
     args = ap.parse_args(argv)
@@ -211,8 +251,13 @@ def main(argv=None) -> int:
             sets["transfer"] = sets["transfer"].take(np.arange(min(args.rows,
                                                                    len(sets["transfer"]))))
     other = {}
+    cache = load_cache(args.cache)
+    if args.cache:
+        res["cache"] = (f"{len(cache)} values computed earlier (--cache): the seconds are "
+                        "this run's computations only")
     for name, mined in sets.items():
-        s, p, nt, wall, cpu = rescore(model, mined, prec_b)
+        s, p, nt, wall, cpu = rescore(model, mined, prec_b, cache=cache)
+        save_cache(cache, args.cache)
         ref_s, ref_p = mined.col("score"), mined.col("prior")
         res[f"{name}_rows"] = len(mined)
         res[f"{name}_score_abs_diff_per_token_mean"] = round(float(np.mean(np.abs(s - ref_s) / nt)), 5)
