@@ -189,7 +189,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", default=str(cache_root() / "demo" / "sample.tsv"),
                     help="mining TSV of the default configuration on the BUCC sample")
     ap.add_argument("--transfer", default=str(cache_root() / "demo" / "transfer.tsv"),
-                    help="the same on the transfer set")
+                    help="the same on the transfer set ('none': the sample alone, the "
+                         "transfer set recorded as not measured)")
     ap.add_argument("--shared", default=os.environ.get("TRIEMINE_SHARED", "../shared"))
     ap.add_argument("--precision", default="int8-output", choices=("int8-output", "bf16"),
                     help="the arithmetic compared with fp32 (default int8-output)")
@@ -208,8 +209,9 @@ def main(argv=None) -> int:
     from triemine.decoding.model_dir import load_model_dir
     from triemine.tsv import read_mined
 
+    no_transfer = args.transfer == "none"
     if not args.quick:
-        for p in (args.sample, args.transfer):
+        for p in (args.sample,) + (() if no_transfer else (args.transfer,)):
             if not Path(p).is_file():
                 sys.exit(f"precision_bench: {p} is missing; `make demo` (or bench/bucc_bench.py) "
                          f"writes it")
@@ -245,7 +247,9 @@ def main(argv=None) -> int:
                    "scores and priors re-run in " + lab)
 
     sets = {"sample": sample}
-    if not args.quick:
+    if no_transfer:
+        res["transfer"] = "not measured (--transfer none)"
+    if not args.quick and not no_transfer:
         sets["transfer"] = read_mined(args.transfer)
         if args.rows:
             sets["transfer"] = sets["transfer"].take(np.arange(min(args.rows,
@@ -282,11 +286,15 @@ def main(argv=None) -> int:
         sg = Path(args.shared) / "data/bucc2018/zh-en/zh-en.sample.gold"
         tg = Path(args.shared) / "data/devsets/zh-en/zh-en.dev.gold"
         for prec, rows in (("fp32", sets), (lab, other)):
-            r = evaluate_config("combined", rows["sample"], rows["transfer"], sg, tg)
+            # without a transfer set the sample stands in for it and its transfer F1 is dropped
+            r = evaluate_config("combined", rows["sample"], rows.get("transfer", rows["sample"]),
+                                sg, sg if no_transfer else tg)
             res[f"f1_tuned_{prec}"] = r["sample_tuned"]["F1"]
             res[f"f1_heldout_{prec}"] = r["sample_heldout"]["F1"]
-            res[f"f1_transfer_{prec}"] = r["transfer"]["F1"]
-            res[f"f1_transfer_shipped_{prec}"] = shipped_f1(rows["transfer"], tg)
+            res[f"f1_sample_shipped_{prec}"] = shipped_f1(rows["sample"], sg)
+            if not no_transfer:
+                res[f"f1_transfer_{prec}"] = r["transfer"]["F1"]
+                res[f"f1_transfer_shipped_{prec}"] = shipped_f1(rows["transfer"], tg)
         res["f1_heldout_change_points"] = round(100 * (res[f"f1_heldout_{lab}"] -
                                                        res["f1_heldout_fp32"]), 2)
     return run.finish(res)
