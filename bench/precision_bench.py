@@ -123,13 +123,15 @@ def with_scores(mined, score, prior, ntok):
     return out.with_column("combined", comb({**out.numeric}))
 
 
-def quick_rows(model, shared: Path, n: int = 60):
-    """Without a mined TSV: the first ``n / 2`` gold pairs of the sample and as many wrong pairs
-    (each gold source with the next one's target), with their fp32 score and prior."""
+def quick_rows(model, shared: Path, n: int = 60, gold: str = "data/bucc2018/zh-en/zh-en.sample.gold",
+               cache=None):
+    """Without a mined TSV: the first ``n / 2`` gold pairs of a BUCC set (default the sample)
+    and as many wrong pairs (each gold source with the next one's target), with their fp32
+    score and prior."""
     from triemine.evaluation.bucc import read_bucc
     from triemine.tsv import Mined
 
-    b = read_bucc(shared / "data/bucc2018/zh-en/zh-en.sample.gold")
+    b = read_bucc(shared / gold)
     si = {i: k for k, i in enumerate(b.src.ids)}
     ti = {i: k for k, i in enumerate(b.tgt.ids)}
     g = b.gold[: n // 2]
@@ -138,7 +140,7 @@ def quick_rows(model, shared: Path, n: int = 60):
     rows = Mined.from_columns([b.src.ids[s] for s, _ in pairs], [b.tgt.ids[t] for _, t in pairs],
                               [b.src.texts[s] for s, _ in pairs], [b.tgt.texts[t] for _, t in pairs],
                               {"score": np.zeros(len(pairs))})
-    score, prior, ntok, _, _ = rescore(model, rows, "fp32", progress=False)
+    score, prior, ntok, _, _ = rescore(model, rows, "fp32", progress=False, cache=cache)
     return with_scores(rows, score, prior, ntok)
 
 
@@ -196,6 +198,9 @@ def main(argv=None) -> int:
                     help="the arithmetic compared with fp32 (default int8-output)")
     ap.add_argument("--rows", type=int, default=None,
                     help="only the first N rows of each TSV (a stated subset: no F1)")
+    ap.add_argument("--transfer-pairs", type=int, default=0, metavar="N",
+                    help="with --transfer none: |delta| on N/2 gold and N/2 wrong pairs of the "
+                         "transfer set (no F1)")
     ap.add_argument("--cache", default=None, metavar="FILE",
                     help="scores and priors of the fidelity sets computed earlier in the compared "
                          "arithmetic (a pickle this option fills): only missing rows are computed")
@@ -249,6 +254,12 @@ def main(argv=None) -> int:
     sets = {"sample": sample}
     if no_transfer:
         res["transfer"] = "not measured (--transfer none)"
+        if args.transfer_pairs:
+            sets["transfer_pairs"] = quick_rows(model, Path(args.shared), args.transfer_pairs,
+                                                "data/devsets/zh-en/zh-en.dev.gold",
+                                                cache=load_cache(args.cache))
+            res["transfer"] = (f"the transfer set's first {args.transfer_pairs // 2} gold pairs "
+                               "and as many wrong ones (transfer_pairs_*); no mined TSV, no F1")
     if not args.quick and not no_transfer:
         sets["transfer"] = read_mined(args.transfer)
         if args.rows:
