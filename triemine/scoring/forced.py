@@ -123,6 +123,20 @@ def autocast(precision: str, device: str):
     return stack
 
 
+def _cuda_fp32_product(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``x @ w.T`` of two half tensors on CUDA with float32 output: ``torch.mm(...,
+    out_dtype=)`` where this torch has it, else the operands widened to float32 and multiplied
+    with TF32 allowed (a bf16 or fp16 value is exact in TF32, so the products are the same
+    exact products, summed in float32, at TF32's rate)."""
+    try:
+        return torch.mm(x, w.t(), out_dtype=torch.float32)
+    except (TypeError, RuntimeError, NotImplementedError):
+        from triemine.embedding.knn import matmul_precision
+
+        with matmul_precision(tf32=True):
+            return torch.mm(x.float(), w.float().t())
+
+
 def half_weight(w: torch.Tensor, precision: str) -> torch.Tensor:
     """The output projection's weights as :func:`half_logits` multiplies them: rounded to the
     half type of ``precision``; on CUDA in that type, elsewhere the rounded values in float32."""
@@ -142,7 +156,7 @@ def half_logits(feats: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor],
     n = x.size(0)
     with torch.autocast(x.device.type, enabled=False):
         if x.device.type == "cuda":
-            out[:n] = torch.mm(x, w.t(), out_dtype=torch.float32)
+            out[:n] = _cuda_fp32_product(x, w)
             if b is not None:
                 out[:n] += b.float()
         else:
