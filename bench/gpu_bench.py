@@ -9,9 +9,11 @@ What runs on the GPU, each stage after a warm-up, timed with the device synchron
 
 * ``scores``: exact log P(y|x) by teacher forcing (:class:`triemine.scoring.forced.ForcedScorer`,
   the job's exact scores) of ``--pairs`` pairs of the BUCC sample (its gold pairs first, then
-  random pairs, real texts and so real lengths), at the scorer's batch sizes of ``--max-tokens``;
-  fp32, and with TF32 matrix products allowed (an approximation: its score differences are
-  printed);
+  random pairs, real texts and so real lengths), at each of the scorer's batch sizes
+  ``--scorer`` (the best is the stage's rate: batch shapes chosen by measurement) in each
+  arithmetic of ``--precisions``: fp32, TF32 products allowed, the job's bf16 and fp16
+  (``--precision``); each with pairs/s, the achieved TFLOP/s beside the device's dense peak and
+  its largest score difference from fp32;
 * ``priors``: log P(y | empty source) of ``--priors`` target lines (the job's priors);
 * ``trie``: the paper's trie search (``--config paper``: pre-expansion, beam 5) of ``--sources``
   sample sources against the sample's 13,589-sentence English trie, at ``--batch-sizes``;
@@ -273,19 +275,62 @@ def _one_core():
 # stages
 
 
-def stage_scores(gpu, cpu, device: str, srcs, tgts, configs, n_cpu: int, prior: bool) -> dict:
+# dense peak rates (TFLOP/s, no sparsity) of the devices this workplace lends, by the name torch
+# reports: NVIDIA's data sheets for the SXM parts (the H200 has the H100 SXM's compute)
+PEAK_TFLOPS = {"H100 PCIe": {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
+               "H100": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
+               "H200": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}}
+
+
+def peak_tflops(device: str) -> dict:
+    """The device's dense peak rates by arithmetic (:data:`PEAK_TFLOPS`), ``{}`` when unknown
+    (the CPU, another card)."""
+    if not device.startswith("cuda"):
+        return {}
+    import torch
+
+    name = torch.cuda.get_device_name(0)
+    for key in sorted(PEAK_TFLOPS, key=len, reverse=True):  # "H100 PCIe" before "H100"
+        if key in name:
+            return PEAK_TFLOPS[key]
+    return {}
+
+
+def model_flops(model, source_tokens: int, target_tokens: int) -> float:
+    """The multiply-adds x 2 of teacher-forcing ``target_tokens`` target tokens against
+    ``source_tokens`` source tokens: every weight matrix of the encoder once per source token,
+    of the decoder and its output projection once per target token (attention's own products,
+    a few percent at these lengths, left out: the rates are a lower bound)."""
+    net = model.model
+
+    def matrices(mod, skip=()):
+        return sum(p.numel() for n, p in mod.named_parameters()
+                   if p.dim() == 2 and not any(s in n for s in skip))
+    enc = matrices(net.encoder, ("embed_tokens", "embed_positions"))
+    dec = matrices(net.decoder, ("embed_tokens", "embed_positions", "output_projection"))
+    proj = net.decoder.output_projection.weight.numel()
+    return 2.0 * (enc * source_tokens + (dec + proj) * target_tokens)
+
+
+def stage_scores(gpu, cpu, device: str, srcs, tgts, configs, n_cpu: int, prior: bool,
+                 precisions=("fp32", "tf32")) -> dict:
     """Forced scores (``prior``: of the targets given the empty source) of every pair on the
-    device at each ``(max_tokens, chunk)`` of ``configs``, fp32 and TF32, and of the first
-    ``n_cpu`` on one CPU core (the scorer's CPU defaults)."""
+    device at each ``(max_tokens, chunk)`` of ``configs`` in each of ``precisions`` (fp32, TF32
+    products, the scorer's bf16 / fp16: ``ForcedScorer(precision=...)``), with the achieved
+    TFLOP/s (:func:`model_flops`) beside the device's peak and each arithmetic's largest
+    difference from fp32, and of the first ``n_cpu`` on one CPU core (the scorer's CPU
+    defaults).  An arithmetic the device refuses (fp16 on the CPU) is recorded as refused."""
     from triemine.embedding.knn import matmul_precision
+    from triemine.errors import InputError
     from triemine.scoring.forced import ForcedScorer
 
     def enc(m):
         return [m.encode_source(s) for s in srcs], [m.encode_target(t) for t in tgts]
 
-    def run(model, s, t, dev, cfg, n):
+    def run(model, s, t, dev, cfg, n, precision="fp32"):
         mt, chunk = cfg or (None, None)  # None: the scorer's defaults for the device
-        sc = ForcedScorer(model, max_tokens=mt, chunk=chunk, device=dev)
+        sc = ForcedScorer(model, max_tokens=mt, chunk=chunk, device=dev,
+                          precision="fp32" if precision == "tf32" else precision)
         idx = np.arange(n)
         if prior:
             return lambda: sc.prior(t[:n])
@@ -293,21 +338,36 @@ def stage_scores(gpu, cpu, device: str, srcs, tgts, configs, n_cpu: int, prior: 
 
     n = len(tgts)
     s_g, t_g = enc(gpu)
+    src_tokens = 1 if prior else int(sum(len(x) for x in s_g))  # the priors' one empty source
     res = {"items": n, "target_tokens": int(sum(len(x) for x in t_g)),
            "source_tokens": int(sum(len(x) for x in s_g))}
-    run(gpu, s_g, t_g, device, configs[0], min(n, 256))()  # warm-up: kernels, allocator
+    flops = model_flops(gpu, src_tokens, res["target_tokens"])
+    peaks = peak_tflops(device)
+    res["gflop_per_item"] = round(flops / n / 1e9, 3)
     ref = None
-    for precision in ("fp32", "tf32"):
+    for precision in precisions:
         rows = {}
-        with matmul_precision(tf32=precision == "tf32"):
-            for cfg in configs:
-                got, secs = _timed(run(gpu, s_g, t_g, device, cfg, n), device)
-                key = f"max_tokens={cfg[0]},chunk={cfg[1]}"
-                rows[key] = {"s": round(secs, 3), "per_s": round(n / secs, 1)}
-                if ref is None:
-                    ref = got
-                else:
-                    rows[key]["max_diff_vs_first_nats"] = float(np.abs(got - ref).max())
+        try:
+            with matmul_precision(tf32=precision == "tf32"):
+                run(gpu, s_g, t_g, device, configs[0], min(n, 256), precision)()  # warm-up
+                for cfg in configs:
+                    got, secs = _timed(run(gpu, s_g, t_g, device, cfg, n, precision), device)
+                    key = f"max_tokens={cfg[0]},chunk={cfg[1]}"
+                    rows[key] = {"s": round(secs, 3), "per_s": round(n / secs, 1),
+                                 "tflop_per_s": float(f"{flops / secs / 1e12:.4g}")}
+                    if ref is None:
+                        ref = got
+                    else:
+                        rows[key]["max_diff_vs_first_nats"] = float(np.abs(got - ref).max())
+        except (InputError, ValueError, RuntimeError) as exc:  # e.g. fp16 on the CPU
+            res[precision] = {"refused": f"{type(exc).__name__}: {exc}"}
+            continue
+        best = max(rows, key=lambda k: rows[k]["per_s"])
+        rows["best"] = best
+        rows["best_per_s"] = rows[best]["per_s"]
+        if precision in peaks:
+            rows["peak_tflop_per_s"] = peaks[precision]
+            rows["share_of_peak"] = round(rows[best]["tflop_per_s"] / peaks[precision], 4)
         res[precision] = rows
     s_c, t_c = enc(cpu)
     with _one_core():
@@ -315,9 +375,12 @@ def stage_scores(gpu, cpu, device: str, srcs, tgts, configs, n_cpu: int, prior: 
         got, secs = _timed(run(cpu, s_c, t_c, "cpu", None, n_cpu), "cpu")
     res["cpu_one_thread"] = {"items": n_cpu, "s": round(secs, 3), "per_s": round(n_cpu / secs, 2),
                              "max_diff_vs_gpu_fp32_nats": float(np.abs(got - ref[:n_cpu]).max())}
-    best = max(r["per_s"] for r in res["fp32"].values())
+    best = res["fp32"]["best_per_s"]
     res["gpu_fp32_best_per_s"] = best
     res["cores_per_gpu_fp32"] = round(best / res["cpu_one_thread"]["per_s"], 1)
+    for precision in precisions:
+        if precision != "fp32" and "best_per_s" in res[precision]:
+            res[f"speedup_{precision}_vs_fp32"] = round(res[precision]["best_per_s"] / best, 2)
     return res
 
 
@@ -335,12 +398,16 @@ def _rows(tsv: Path):
 
 
 def stage_trie(gpu, cpu, device: str, data: Path, work: Path, n: int, n_cpu: int, beam: int,
-               batch_sizes) -> dict:
+               batch_sizes, half=()) -> dict:
     """The trie search of the first ``n`` sample sources on the device at each batch size and of
-    the first ``n_cpu`` on one CPU core (default batch size), with the rows compared."""
+    the first ``n_cpu`` on one CPU core (default batch size), with the rows compared; then at
+    each batch size in each arithmetic of ``half`` (bf16, fp16: the decoder under
+    ``torch.autocast``, its logits rounded to that type, fairseq's log-softmax and the sums in
+    float32; not yet a setting of the job), with the share of the fp32 rows it keeps."""
     from triemine.decoding.driver import mine_to_tsv
     from triemine.decoding.settings import SearchSettings
     from triemine.decoding.trie_cache import get_trie
+    from triemine.scoring.forced import autocast
 
     src, tgt = _sample(data)
     lines = [f"{i}\t{t}" for i, t in zip(src.ids, src.texts) if t.strip()]
@@ -377,6 +444,22 @@ def stage_trie(gpu, cpu, device: str, data: Path, work: Path, n: int, n_cpu: int
     best = max(v["sent_per_s"] for k, v in res.items() if k.startswith("batch_"))
     res["gpu_best_sent_per_s"] = best
     res["cores_per_gpu"] = round(best / res["cpu_one_thread"]["sent_per_s"], 1)
+    for p in half:
+        rows = {}
+        for b in batch_sizes:
+            out = work / f"trie.gpu.{p}.{b}.tsv"
+            search = SearchSettings(beam=beam, batch_size=b)
+            with autocast(p, device):
+                _, secs = _timed(lambda: mine_to_tsv(gpu, srcs, target, out, trie=trie,
+                                                     device=device, search=search), device)
+            h_rows, _ = _rows(out)
+            ref_rows, _ = _rows(work / f"trie.gpu.{b}.tsv")
+            rows[f"batch_{b}"] = {"s": round(secs, 2), "sent_per_s": round(n / secs, 2),
+                                  "rows_kept_from_fp32": round(len(set(h_rows) & set(ref_rows))
+                                                               / max(1, len(ref_rows)), 4)}
+        rows["best_sent_per_s"] = max(v["sent_per_s"] for v in rows.values())
+        rows["speedup_vs_fp32"] = round(rows["best_sent_per_s"] / best, 2)
+        res[p] = rows
     return res
 
 
@@ -527,6 +610,18 @@ def stage_knn_cell(device: str, queries: int, rows: int, dim: int, k: int) -> di
 # ---------------------------------------------------------------------------------------------
 
 
+def _runs_on(precision: str, device: str) -> bool:
+    """Whether the job's ``precision`` runs on ``device`` (fp16 does not on the CPU)."""
+    from triemine.errors import InputError
+    from triemine.scoring.precision import check_precision
+
+    try:
+        check_precision(precision, device)
+    except InputError:
+        return False
+    return True
+
+
 def _device_info(device: str) -> dict:
     import torch
 
@@ -551,8 +646,11 @@ def main(argv=None) -> int:
     ap.add_argument("--priors", type=int, default=5000)
     ap.add_argument("--sources", type=int, default=512)
     ap.add_argument("--beam", type=int, default=5)
-    ap.add_argument("--scorer", default="4096:256,16384:256,16384:2048",
-                    help="the scorer's max_tokens:chunk settings on the device")
+    ap.add_argument("--scorer", default="4096:256,16384:256,16384:2048,65536:4096",
+                    help="the scorer's max_tokens:chunk settings on the device (each timed; "
+                         "the best is the stage's rate)")
+    ap.add_argument("--precisions", default="fp32,tf32,bf16,fp16",
+                    help="the scores' and priors' arithmetics (fp32, tf32, bf16, fp16)")
     ap.add_argument("--batch-sizes", default="64,256")
     ap.add_argument("--translate-subs", default="32,256",
                     help="the fairseq decoder's sub-batches for the translations")
@@ -635,10 +733,13 @@ def main(argv=None) -> int:
                     n = args.pairs if stage == "scores" else args.priors
                     s, t = _pairs(data, n, seed=0 if stage == "scores" else 1)
                     out = stage_scores(gpu, cpu, args.device, s, t, sizes, args.cpu_items,
-                                       prior=stage == "priors")
+                                       prior=stage == "priors",
+                                       precisions=[p for p in args.precisions.split(",") if p])
                 elif stage == "trie":
+                    half = [p for p in args.precisions.split(",") if p in ("bf16", "fp16")
+                            and _runs_on(p, args.device)]
                     out = stage_trie(gpu, cpu, args.device, data, work, args.sources,
-                                     args.cpu_sources, args.beam, batch_sizes)
+                                     args.cpu_sources, args.beam, batch_sizes, half)
                 elif stage == "translate":
                     s, _ = _pairs(data, args.sources, seed=2)
                     out = stage_translate(gpu, cpu, args.device, s, args.cpu_sources,

@@ -97,8 +97,11 @@ def build_set(work: Path, n_targets: int, n_gold: int, n_other: int, seed: int =
     return Path(f"{base}.gold")
 
 
-def mine(model: Path, gold: Path, out: Path, workers: int) -> dict:
-    """One ``trie-mine`` run with its own empty cache (the model is linked in); its summary."""
+def mine(model: Path, gold: Path, out: Path, workers: int, extra=()) -> dict:
+    """One ``trie-mine`` run with its own empty cache (the model is linked in), with the flags
+    ``extra`` (``--device``, ``--precision``); its summary.  Where no ``trie-mine`` script sits
+    beside this Python (a machine where the package is not installed, only on the path), its
+    entry point is run by this Python."""
     cache = out.parent / f"cache.{out.stem}"
     (cache / "models").mkdir(parents=True, exist_ok=True)
     link = cache / "models" / model.name
@@ -106,8 +109,12 @@ def mine(model: Path, gold: Path, out: Path, workers: int) -> dict:
         link.symlink_to(model.resolve())
     env = dict(os.environ, TRIEMINE_CACHE=str(cache), OMP_NUM_THREADS="1")
     base = str(gold)[: -len(".gold")]
-    cmd = [str(Path(sys.executable).parent / "trie-mine"), "--model", str(link), "--source",
-           f"{base}.zh", "--target", f"{base}.en", "-o", str(out), "-q"]
+    script = Path(sys.executable).parent / "trie-mine"
+    prog = [str(script)] if script.is_file() else [
+        sys.executable, "-c", "import sys; from triemine.cli import mine_main; "
+        "sys.exit(mine_main(sys.argv[1:]))"]
+    cmd = prog + ["--model", str(link), "--source", f"{base}.zh", "--target", f"{base}.en",
+                  "-o", str(out), "-q", *extra]
     if workers:
         cmd += ["--workers", str(workers)]
     with benchlib.timer() as t:
@@ -342,6 +349,12 @@ def main(argv=None) -> int:
                          "run the speed-ups and the identity check are not measured")
     ap.add_argument("--stages", default=None, help="with --stage-speedups: only these stages "
                     "(comma-separated: embed, knn, scoring, priors, trie; default all)")
+    ap.add_argument("--device", default="cpu", help="the job's --device (default cpu)")
+    ap.add_argument("--precision", default="fp32", help="the job's --precision (default fp32)")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="worker processes of the second run (named workers2; default 2)")
+    ap.add_argument("--skip-index-checks", action="store_true",
+                    help="no IVF / HNSW checks after the runs (a timed device run)")
     args = ap.parse_args(argv)
     run = benchlib.start("haystack_bench", args)
     stages = [st.strip() for st in args.stages.split(",") if st.strip()] if args.stages else None
@@ -374,10 +387,11 @@ def main(argv=None) -> int:
     if not wanted or set(wanted) - {"single", "workers2"}:
         ap.error(f"--runs: single, workers2 or both, not {args.runs!r}")
     runs, reused = {}, []
-    for name, workers in (("single", 0), ("workers2", 2)):
+    job_flags = ["--device", args.device, "--precision", args.precision]
+    for name, workers in (("single", 0), ("workers2", args.workers)):
         saved = work / f"{name}.summary.json"
         if name in wanted:
-            runs[name] = mine(model, gold, work / f"{name}.tsv", workers)
+            runs[name] = mine(model, gold, work / f"{name}.tsv", workers, job_flags)
             saved.write_text(json.dumps(runs[name]), encoding="utf-8")
         elif saved.is_file() and (work / f"{name}.tsv").is_file():  # an earlier invocation's
             runs[name] = json.loads(saved.read_text(encoding="utf-8"))
@@ -393,6 +407,8 @@ def main(argv=None) -> int:
                    for st in single["stage_s"] if st in STAGES and two["stage_s"].get(st)}
     result = {"bench": "haystack_bench", "quick": bool(args.quick), "machine": machine(),
               "threads_per_process": 1, "date": time.strftime("%Y-%m-%d"), "runs": list(runs),
+              "device": args.device, "precision": args.precision,
+              "workers_of_workers2": args.workers,
               "runs_from_an_earlier_invocation": reused,
               "sources": one["sources"], "targets": one["targets"],
               **evaluate(work / f"{first}.tsv", gold),
@@ -406,8 +422,10 @@ def main(argv=None) -> int:
               "peak_rss_mb": max(r.get("peak_rss_mb", 0) for r in runs.values()),
               "candidates": one["candidates"], "scored_pairs": one["candidates"],
               "knn_recall_vs_exact": knn_recall(work / f"{first}.tsv"),
-              "ivf": ivf_check(work / f"{first}.tsv", nprobe=args.nprobe),
+              "ivf": "not run (--skip-index-checks)" if args.skip_index_checks else
+              ivf_check(work / f"{first}.tsv", nprobe=args.nprobe),
               "hnsw": "not run in --quick" if args.quick else
+              "not run (--skip-index-checks)" if args.skip_index_checks else
               hnsw_check(work / f"{first}.tsv", ef_search=args.ef_search,
                          graph_rows=args.graph_rows),
               "identical_to_single_process": same if both else not_measured,

@@ -1,4 +1,6 @@
-"""Fidelity and speed of the int8 output projection in exact (forced-decoding) scoring.
+"""Fidelity and speed of a cheaper arithmetic in exact (forced-decoding) scoring: the int8
+output projection (``--precision int8-output``, the default) or the job's half precision
+(``--precision bf16``: ``trie-mine --precision bf16``).
 
 The default configuration spends nearly all of its time scoring candidate pairs and their
 targets' priors by teacher forcing, and about 60% of that arithmetic is the output projection
@@ -14,6 +16,15 @@ and what it changes, in one run:
   share of sources whose best target (by the combined score) is unchanged
   (``best_target_agreement``), and BUCC F1 with both precisions: tuned and 2-fold held-out on the
   sample, and on the transfer set with the sample's threshold (``f1_*_fp32`` / ``f1_*_int8``).
+
+With ``--precision bf16`` the record also has, per set, the largest and mean |delta log P(y|x)|
+per pair (``{set}_score_abs_diff_max`` / ``_mean``, nats, the whole sentence) and of the
+prior, and how many of the one-to-one selections with the shipped threshold change
+(``{set}_selected_fp32`` pairs kept in fp32, ``{set}_selection_changed`` pairs kept by one
+arithmetic and not the other, ``{set}_selection_changed_share`` of the fp32 ones).  The
+candidates stay those of the fp32 run (the TSVs): the exact-scoring and prior stages are
+re-run in the other arithmetic on them, the kNN is not (``candidates: fixed``).
+``--rows N`` measures the first N rows of each TSV only (no F1, which needs every row).
 
 ``--quick``: speed on 60 pairs and fidelity on the first 120 rows of the sample's TSV (or, where
 ``make demo`` has not run, on 30 gold and 30 wrong pairs of the sample, agreement by ``pmi``);
@@ -36,26 +47,63 @@ from benchlib import machine, shared_model_dir  # noqa: E402
 from triemine.paths import cache_root  # noqa: E402
 
 
-def rescore(model, mined, precision: str, progress: bool = True):
-    """(score, prior) of every row of ``mined`` under ``precision``, with wall and CPU seconds."""
+def rescore(model, mined, precision: str, progress: bool = True, cache=None):
+    """(score, prior, n_tokens, wall s, CPU s) of every row of ``mined`` under ``precision``.
+
+    ``cache`` (a dict, :func:`load_cache`): values computed earlier in that arithmetic, keyed by
+    ``(precision, source text, target text)`` and ``(precision, None, target text)`` for a
+    prior; only the rows it lacks are computed (and added to it), and the seconds are theirs."""
     from triemine.mining.candidates import CandidateSet
     from triemine.mining.features import exact_scores, target_priors
 
-    src_texts = sorted(set(mined.src))
-    tgt_texts = sorted(set(mined.tgt))
+    cache = {} if cache is None else cache
+    pairs = list(zip(mined.src, mined.tgt))
+    todo = sorted({p for p in pairs if (precision, *p) not in cache})
+    tgts = sorted({t for _, t in pairs if (precision, None, t) not in cache})
+    src_texts = sorted({s for s, _ in todo})
+    tgt_texts = sorted({t for _, t in todo} | set(tgts))
     si = {t: i for i, t in enumerate(src_texts)}
     ti = {t: i for i, t in enumerate(tgt_texts)}
-    src = np.array([si[t] for t in mined.src], dtype=np.int64)
-    tgt = np.array([ti[t] for t in mined.tgt], dtype=np.int64)
-    n = len(mined)
+    src = np.array([si[s] for s, _ in todo], dtype=np.int64)
+    tgt = np.array([ti[t] for _, t in todo], dtype=np.int64)
+    n = len(todo)
     cands = CandidateSet(src, tgt, np.zeros(n, dtype=np.int64),
                          {"score": np.full(n, np.nan), "n_tokens": np.full(n, np.nan)})
     with benchlib.timer() as t:
-        scored = exact_scores(model, cands, src_texts, tgt_texts, progress=progress,
-                              precision=precision)
-        prior = target_priors(model, tgt_texts, tgt, cache_dir=None, progress=progress,
-                              precision=precision)
-    return scored.col("score"), prior, scored.col("n_tokens"), t.s, t.cpu
+        if n:
+            scored = exact_scores(model, cands, src_texts, tgt_texts, progress=progress,
+                                  precision=precision)
+            for p, sc, nt in zip(todo, scored.col("score"), scored.col("n_tokens")):
+                cache[(precision, *p)] = (float(sc), float(nt))
+        if tgts:
+            prior = target_priors(model, tgt_texts, np.array([ti[x] for x in tgts]),
+                                  cache_dir=None, progress=progress, precision=precision)
+            for x, pr in zip(tgts, prior):
+                cache[(precision, None, x)] = float(pr)
+    score = np.array([cache[(precision, *p)][0] for p in pairs])
+    ntok = np.array([cache[(precision, *p)][1] for p in pairs])
+    prior = np.array([cache[(precision, None, x)] for _, x in pairs])
+    return score, prior, ntok, t.s, t.cpu
+
+
+def load_cache(path) -> dict:
+    """The values a ``--cache`` file holds (:func:`rescore`), ``{}`` when it does not exist."""
+    import pickle
+
+    if path is None or not Path(path).is_file():
+        return {}
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def save_cache(cache: dict, path) -> None:
+    import pickle
+
+    if path is not None:
+        tmp = Path(str(path) + ".tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(cache, f)
+        os.replace(tmp, path)
 
 
 def with_scores(mined, score, prior, ntok):
@@ -75,13 +123,15 @@ def with_scores(mined, score, prior, ntok):
     return out.with_column("combined", comb({**out.numeric}))
 
 
-def quick_rows(model, shared: Path, n: int = 60):
-    """Without a mined TSV: the first ``n / 2`` gold pairs of the sample and as many wrong pairs
-    (each gold source with the next one's target), with their fp32 score and prior."""
+def quick_rows(model, shared: Path, n: int = 60, gold: str = "data/bucc2018/zh-en/zh-en.sample.gold",
+               cache=None):
+    """Without a mined TSV: the first ``n / 2`` gold pairs of a BUCC set (default the sample)
+    and as many wrong pairs (each gold source with the next one's target), with their fp32
+    score and prior."""
     from triemine.evaluation.bucc import read_bucc
     from triemine.tsv import Mined
 
-    b = read_bucc(shared / "data/bucc2018/zh-en/zh-en.sample.gold")
+    b = read_bucc(shared / gold)
     si = {i: k for k, i in enumerate(b.src.ids)}
     ti = {i: k for k, i in enumerate(b.tgt.ids)}
     g = b.gold[: n // 2]
@@ -90,8 +140,36 @@ def quick_rows(model, shared: Path, n: int = 60):
     rows = Mined.from_columns([b.src.ids[s] for s, _ in pairs], [b.tgt.ids[t] for _, t in pairs],
                               [b.src.texts[s] for s, _ in pairs], [b.tgt.texts[t] for _, t in pairs],
                               {"score": np.zeros(len(pairs))})
-    score, prior, ntok, _, _ = rescore(model, rows, "fp32", progress=False)
+    score, prior, ntok, _, _ = rescore(model, rows, "fp32", progress=False, cache=cache)
     return with_scores(rows, score, prior, ntok)
+
+
+def selection_changes(a, b) -> dict:
+    """The one-to-one selections of ``a`` and ``b`` (rows of the same pairs) with the shipped
+    threshold of the default configuration: pairs kept in ``a``, and pairs kept by one and not
+    the other."""
+    from triemine.filtering.selection import Selection, shipped_default
+
+    saved = shipped_default("combined")
+    sel = Selection(saved.rule, saved.rank_by, saved.filter,
+                    dict(next(iter(saved.thresholds.values()))))
+    kept = [{(m.src_ids[i], m.tgt_ids[i]) for i in sel.keep(m)} for m in (a, b)]
+    return {"selected_fp32": len(kept[0]), "selection_changed": len(kept[0] ^ kept[1]),
+            "selection_changed_share": round(len(kept[0] ^ kept[1]) / max(1, len(kept[0])), 5)}
+
+
+def shipped_f1(mined, gold: Path) -> float:
+    """Strict F1 of ``mined`` against ``gold`` with the default configuration's selection and
+    its shipped threshold (what ``trie-mine-filter`` keeps by default)."""
+    from triemine.evaluation.bucc import read_bucc
+    from triemine.evaluation.pipeline import Direction, evaluate
+    from triemine.filtering.selection import shipped_default
+
+    saved = shipped_default("combined")
+    th = {"zh-en": dict(next(iter(saved.thresholds.values())))}
+    out = evaluate([Direction(mined)], read_bucc(gold), saved.filter, saved.rank_by,
+                   thresholds=th, thresholds_source="shipped", rule=saved.rule)
+    return out.strict.as_dict()["F1"]
 
 
 def best_target_agreement(a, b) -> float:
@@ -113,8 +191,21 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", default=str(cache_root() / "demo" / "sample.tsv"),
                     help="mining TSV of the default configuration on the BUCC sample")
     ap.add_argument("--transfer", default=str(cache_root() / "demo" / "transfer.tsv"),
-                    help="the same on the transfer set")
+                    help="the same on the transfer set ('none': the sample alone, the "
+                         "transfer set recorded as not measured)")
     ap.add_argument("--shared", default=os.environ.get("TRIEMINE_SHARED", "../shared"))
+    ap.add_argument("--precision", default="int8-output", choices=("int8-output", "bf16"),
+                    help="the arithmetic compared with fp32 (default int8-output)")
+    ap.add_argument("--rows", type=int, default=None,
+                    help="only the first N rows of each TSV (a stated subset: no F1)")
+    ap.add_argument("--transfer-pairs", type=int, default=0, metavar="N",
+                    help="with --transfer none: |delta| on N/2 gold and N/2 wrong pairs of the "
+                         "transfer set (no F1)")
+    ap.add_argument("--cache", default=None, metavar="FILE",
+                    help="scores and priors of the fidelity sets computed earlier in the compared "
+                         "arithmetic (a pickle this option fills): only missing rows are computed")
+    ap.add_argument("--speed-rows", type=int, default=None,
+                    help="pairs timed in both arithmetics (default 60 with --quick, else 1000)")
     args = ap.parse_args(argv)
     run = benchlib.start("precision_bench", args)
 
@@ -123,8 +214,9 @@ def main(argv=None) -> int:
     from triemine.decoding.model_dir import load_model_dir
     from triemine.tsv import read_mined
 
+    no_transfer = args.transfer == "none"
     if not args.quick:
-        for p in (args.sample, args.transfer):
+        for p in (args.sample,) + (() if no_transfer else (args.transfer,)):
             if not Path(p).is_file():
                 sys.exit(f"precision_bench: {p} is missing; `make demo` (or bench/bucc_bench.py) "
                          f"writes it")
@@ -132,15 +224,18 @@ def main(argv=None) -> int:
     threads = torch.get_num_threads()
     if Path(args.sample).is_file():
         sample = read_mined(args.sample)
-        if args.quick:
-            sample = sample.take(np.arange(min(120, len(sample))))
+        if args.quick or args.rows:
+            sample = sample.take(np.arange(min(args.rows or 120, len(sample))))
     else:  # --quick on a machine that has not run `make demo`
         sample = quick_rows(model, Path(args.shared))
 
     # speed: both precisions on the same pairs, one after the other in this process
-    speed_rows = sample.take(np.arange(min(60 if args.quick else 1000, len(sample))))
+    prec_b = args.precision
+    lab = "int8" if prec_b == "int8-output" else prec_b  # the record's name of it
+    speed_n = args.speed_rows or (60 if args.quick else 1000)
+    speed_rows = sample.take(np.arange(min(speed_n, len(sample))))
     speed = {}
-    for prec in ("fp32", "int8-output"):
+    for prec in ("fp32", prec_b):
         s, p, nt, wall, cpu = rescore(model, speed_rows, prec, progress=False)
         speed[prec] = (wall, cpu)
         print(f"{prec}: {len(speed_rows)} pairs + their priors in {wall:.1f} s wall, "
@@ -149,37 +244,70 @@ def main(argv=None) -> int:
     res = {"bench": "precision", "quick": args.quick, "machine": machine(), "threads": threads,
            "date": time.strftime("%Y-%m-%d"), "speed_pairs": len(speed_rows),
            "pairs_per_s_fp32": round(len(speed_rows) / speed["fp32"][0], 2),
-           "pairs_per_s_int8": round(len(speed_rows) / speed["int8-output"][0], 2),
-           "speedup_wall": round(speed["fp32"][0] / speed["int8-output"][0], 3),
-           "speedup_cpu": round(speed["fp32"][1] / speed["int8-output"][1], 3)}
+           f"pairs_per_s_{lab}": round(len(speed_rows) / speed[prec_b][0], 2),
+           "speedup_wall": round(speed["fp32"][0] / speed[prec_b][0], 3),
+           "speedup_cpu": round(speed["fp32"][1] / speed[prec_b][1], 3)}
+    if lab != "int8":
+        res.update(precision=lab, candidates="fixed: the fp32 run's (TSV rows); the exact "
+                   "scores and priors re-run in " + lab)
 
     sets = {"sample": sample}
-    if not args.quick:
+    if no_transfer:
+        res["transfer"] = "not measured (--transfer none)"
+        if args.transfer_pairs:
+            sets["transfer_pairs"] = quick_rows(model, Path(args.shared), args.transfer_pairs,
+                                                "data/devsets/zh-en/zh-en.dev.gold",
+                                                cache=load_cache(args.cache))
+            res["transfer"] = (f"the transfer set's first {args.transfer_pairs // 2} gold pairs "
+                               "and as many wrong ones (transfer_pairs_*); no mined TSV, no F1")
+    if not args.quick and not no_transfer:
         sets["transfer"] = read_mined(args.transfer)
-    int8 = {}
+        if args.rows:
+            sets["transfer"] = sets["transfer"].take(np.arange(min(args.rows,
+                                                                   len(sets["transfer"]))))
+    other = {}
+    cache = load_cache(args.cache)
+    if args.cache:
+        res["cache"] = (f"{len(cache)} values computed earlier (--cache): the seconds are "
+                        "this run's computations only")
     for name, mined in sets.items():
-        s, p, nt, wall, cpu = rescore(model, mined, "int8-output")
+        s, p, nt, wall, cpu = rescore(model, mined, prec_b, cache=cache)
+        save_cache(cache, args.cache)
         ref_s, ref_p = mined.col("score"), mined.col("prior")
         res[f"{name}_rows"] = len(mined)
         res[f"{name}_score_abs_diff_per_token_mean"] = round(float(np.mean(np.abs(s - ref_s) / nt)), 5)
         res[f"{name}_score_abs_diff_per_token_max"] = round(float(np.max(np.abs(s - ref_s) / nt)), 5)
         res[f"{name}_pmi_abs_diff_mean"] = round(float(np.mean(np.abs((s - p) - (ref_s - ref_p)) / nt)), 5)
-        int8[name] = with_scores(mined, s, p, nt)
-        res[f"{name}_best_target_agreement"] = round(best_target_agreement(mined, int8[name]), 4)
-        res[f"{name}_int8_seconds"] = round(wall, 1)
+        other[name] = with_scores(mined, s, p, nt)
+        res[f"{name}_best_target_agreement"] = round(best_target_agreement(mined, other[name]), 4)
+        res[f"{name}_{lab}_seconds"] = round(wall, 1)
+        if lab != "int8":
+            res[f"{name}_score_abs_diff_max"] = round(float(np.max(np.abs(s - ref_s))), 5)
+            res[f"{name}_score_abs_diff_mean"] = round(float(np.mean(np.abs(s - ref_s))), 5)
+            res[f"{name}_prior_abs_diff_max"] = round(float(np.max(np.abs(p - ref_p))), 5)
+            res[f"{name}_prior_abs_diff_mean"] = round(float(np.mean(np.abs(p - ref_p))), 5)
+            if "combined" in mined.numeric:
+                res.update({f"{name}_{k}": v for k, v in
+                            selection_changes(mined, other[name]).items()})
     res["best_target_agreement"] = res["sample_best_target_agreement"]
 
-    if not args.quick:
+    if not args.quick and not args.rows:
         from bucc_bench import evaluate_config
 
         sg = Path(args.shared) / "data/bucc2018/zh-en/zh-en.sample.gold"
         tg = Path(args.shared) / "data/devsets/zh-en/zh-en.dev.gold"
-        for prec, rows in (("fp32", sets), ("int8", int8)):
-            r = evaluate_config("combined", rows["sample"], rows["transfer"], sg, tg)
+        for prec, rows in (("fp32", sets), (lab, other)):
+            # without a transfer set the sample stands in for it and its transfer F1 is dropped
+            r = evaluate_config("combined", rows["sample"], rows.get("transfer", rows["sample"]),
+                                sg, sg if no_transfer else tg)
             res[f"f1_tuned_{prec}"] = r["sample_tuned"]["F1"]
             res[f"f1_heldout_{prec}"] = r["sample_heldout"]["F1"]
-            res[f"f1_transfer_{prec}"] = r["transfer"]["F1"]
-        res["f1_heldout_change_points"] = round(100 * (res["f1_heldout_int8"] - res["f1_heldout_fp32"]), 2)
+            res[f"f1_sample_shipped_{prec}"] = shipped_f1(rows["sample"], sg)
+            if not no_transfer:
+                res[f"f1_transfer_{prec}"] = r["transfer"]["F1"]
+                res[f"f1_transfer_shipped_{prec}"] = shipped_f1(rows["transfer"], tg)
+        res["f1_heldout_change_points"] = round(100 * (res[f"f1_heldout_{lab}"] -
+                                                       res["f1_heldout_fp32"]), 2)
     return run.finish(res)
 
 

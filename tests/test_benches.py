@@ -59,6 +59,13 @@ def test_gpu_bench_quick_runs_every_stage_on_torchs_cpu_device_with_parity():
     for name in ("scores", "priors"):
         assert st[name]["cpu_one_thread"]["max_diff_vs_gpu_fp32_nats"] < 1e-3
         assert st[name]["gpu_fp32_best_per_s"] > 0
+        # the job's half precision at every batch shape, with its rate and its distance from fp32
+        bf = st[name]["bf16"]
+        assert bf["best_per_s"] > 0 and bf[bf["best"]]["tflop_per_s"] > 0
+        assert 0 < bf[bf["best"]]["max_diff_vs_first_nats"] < 1.0
+        assert "fp16 runs on a GPU only" in st[name]["fp16"]["refused"]
+    kept = [v["rows_kept_from_fp32"] for k, v in st["trie"]["bf16"].items() if k.startswith("batch_")]
+    assert kept and all(0.5 < x <= 1.0 for x in kept)
     assert st["trie"]["cpu_one_thread"]["rows_identical_to_gpu"] is True
     assert st["translate"]["cpu_one_thread"]["identical_to_gpu"] == 1.0
     assert st["knn"]["cpu_one_thread"]["ids_identical_to_gpu_fp32"] is True

@@ -134,23 +134,55 @@ def topk_blocks(q, blocks, k: int, query_block: int = DEVICE_QUERY_BLOCK):
     return best_s, best_i
 
 
+# half-precision kNN: candidates a query keeps from the half products, re-scored in float32
+HALF_CANDIDATES = 4  # times k
+HALF_TYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
 def device_knn(q: np.ndarray, d: np.ndarray, k: int, device: str,
-               query_block: int = DEVICE_QUERY_BLOCK, row_block: int = DEVICE_ROW_BLOCK):
+               query_block: int = DEVICE_QUERY_BLOCK, row_block: int = DEVICE_ROW_BLOCK,
+               precision: str = "fp32"):
     """:func:`knn`'s search as torch products on ``device`` (:func:`topk_blocks`): ``(sims,
     idx)`` of the ``k`` best rows of ``d`` (``k <= len(d)``) for every row of ``q``, most
     similar first, ties to the lower row among the k kept (which of several rows tied at the
     k-th place is kept is torch's ``topk``'s choice).  ``d`` may be memory-mapped: it is copied
-    to the device a block of ``row_block`` rows at a time."""
+    to the device a block of ``row_block`` rows at a time.
+
+    ``precision`` ``"bf16"`` / ``"fp16"``: the products in that half type, keeping
+    ``HALF_CANDIDATES * k`` rows a query, which are then re-scored exactly (float32 inner
+    products of the float32 rows) and the best ``k`` of those kept: the sims are float32
+    values; a true neighbour is lost only when the half products rank it below that many
+    others."""
     import torch
 
+    half = HALF_TYPES.get(precision)
+    if half is None and precision != "fp32":
+        raise ValueError(f"unknown precision {precision!r} (fp32, bf16 or fp16)")
+    dtype = getattr(torch, half) if half else torch.float32
+    kk = min(HALF_CANDIDATES * k, d.shape[0]) if half else k
     with matmul_precision(tf32=False), torch.no_grad():  # exact float32, whatever was set
         qt = torch.from_numpy(np.array(q, dtype=np.float32)).to(device)  # copies: maps stay
         blocks = ((b, torch.from_numpy(np.array(d[b:b + row_block], dtype=np.float32))
-                   .to(device)) for b in range(0, d.shape[0], row_block))
-        best_s, best_i = topk_blocks(qt, blocks, k, query_block)
+                   .to(device).to(dtype)) for b in range(0, d.shape[0], row_block))
+        best_s, best_i = topk_blocks(qt.to(dtype), blocks, kk, query_block)
+        if half:
+            best_s, best_i = _rescore(qt, d, best_i, k)
         sims, idx = best_s.cpu().numpy(), best_i.cpu().numpy()
     order = np.lexsort((idx, -sims), axis=1)  # by similarity, then the lower row
     return np.take_along_axis(sims, order, 1), np.take_along_axis(idx, order, 1)
+
+
+def _rescore(qt, d: np.ndarray, cand, k: int):
+    """The ``k`` best of each query's candidate rows ``cand`` (``n x m`` row numbers of ``d``)
+    by their exact float32 inner products with the query (``qt``, on the device)."""
+    import torch
+
+    rows, inv = np.unique(cand.cpu().numpy(), return_inverse=True)
+    dt = torch.from_numpy(np.array(d[rows], dtype=np.float32)).to(qt.device)
+    pos = torch.from_numpy(inv.reshape(cand.shape)).to(qt.device)
+    exact = torch.einsum("qd,qmd->qm", qt, dt[pos])
+    top = exact.topk(k, dim=1)
+    return top.values, cand.gather(1, top.indices)
 
 
 def knn(queries: np.ndarray, database: np.ndarray, k: int, threads: Optional[int] = None,

@@ -25,6 +25,7 @@ from triemine.distributed.settings import PoolSettings
 from triemine.errors import InputError
 from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
 from triemine.mining.generators import REGISTRY
+from triemine.scoring.precision import PRECISIONS, check_precision
 from triemine.mining.settings import (DedupSettings, NeighbourSettings, RetrievalSettings,
                                       ScoreSettings)
 from triemine.settings import (check_value, flag_of, get, setting, setting_field, with_also,
@@ -35,11 +36,12 @@ GENERATORS = tuple(REGISTRY)
 PAPER_ONLY = ("nbest", "debug", "trie", "max_tokens")
 JOB_ONLY = ("reverse_model", "min_margin", "knn_index", "combination")
 # the mining job's settings as its resume key and its TSV's ``pipeline`` name them, in this
-# order; knn_index is left out at "auto" (jobs and outputs from before it existed keep their keys)
+# order; knn_index is left out at "auto" and precision at "fp32" (jobs and outputs from before
+# they existed keep their keys)
 PIPELINE_KEY = ("candidates", "encoder", "k", "per_source", "per_target", "min_margin",
                 "knn_index", "mode", "beam", "prior_weight", "trie_nbest", "batch_size",
                 "sort_window", "translate_beam", "retrieval_min_margin", "priors", "combination",
-                "max_length")
+                "max_length", "precision")
 # of those, the ones only the trie search reads (left out of a job's resume key without it)
 TRIE_KNOBS = ("mode", "beam", "prior_weight", "trie_nbest", "batch_size", "sort_window")
 
@@ -67,6 +69,10 @@ class MineOptions:
     scores: ScoreSettings = field(default_factory=ScoreSettings)
     duplicates: DedupSettings = field(default_factory=DedupSettings)
     device: str = setting("cpu", "cpu or cuda (default cpu)", flag="--device")
+    precision: str = setting(
+        "fp32", "arithmetic of the model's encoder and decoder: fp32 (default), bf16, or fp16 "
+        "(GPU only); logits, log-sum-exps and sums stay float32", flag="--precision",
+        choices=lambda: PRECISIONS)
     target_spm: Optional[str] = setting(
         None, "target sentencepiece model when the model directory has none", flag="--target-spm")
     trie: Optional[str] = setting(None, "prebuilt trie (trie-build) instead of the cache",
@@ -143,6 +149,11 @@ class MineOptions:
             raise InputError(f"--device {self.device} with --ray: Ray gives each actor one GPU of "
                              "its own (as cuda); pass --device cuda")
         check_device(self.device, local=self.pool.ray is None)
+        check_precision(self.precision, self.device)
+        if self.precision != "fp32" and trie_search:
+            raise InputError(f"--precision {self.precision} applies to the exact scores and "
+                             "priors; the trie search computes in fp32 (not with --config paper "
+                             "or --candidates with trie)")
         return self
 
     def job_search(self) -> SearchSettings:
@@ -173,6 +184,8 @@ def pipeline_key(opts: MineOptions) -> Dict[str, Any]:
     key["candidates"] = list(key["candidates"])
     if key["knn_index"] == "auto":
         del key["knn_index"]
+    if key["precision"] == "fp32":  # fp32 jobs keep the keys and TSVs from before precision
+        del key["precision"]
     return key
 
 

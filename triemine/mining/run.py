@@ -233,7 +233,8 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
     in_idx, out_idx = rules.sides(pairs.mapped("src"), pairs.mapped("tgt"))
     parts, _ = forced_score_shards(model, in_idx, out_idx, job.source_path, job.target_path,
                                    job.work, job.model_pool(model), name=stage, reverse=reverse,
-                                   progress=job.progress, desc=rules.desc, device=job.device)
+                                   progress=job.progress, desc=rules.desc, device=job.device,
+                                   precision=job.opts.precision)
     rows = _Rows(parts)
 
     def merged():  # the computed rows, in order, go to the NaN rows of each block
@@ -299,7 +300,7 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
                                        need, job.source_path, job.target_path, job.work,
                                        pool, name=f"priors.{part}" if part else "priors",
                                        desc="priors", stale="restart", progress=job.progress,
-                                       device=job.device)
+                                       device=job.device, precision=job.opts.precision)
         out, a = np.empty(len(need)), 0
         for score, _ntok in parts:
             out[a:a + len(score)] = score
@@ -307,7 +308,8 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
         return out
     table = prior_table(job.model, job.tgt.texts, lines, trie=job.trie,
                         node_prior=job.node_prior, cache_dir=cache_dir("priors"),
-                        progress=job.progress, scores=sharded, work=job.work, device=job.device)
+                        progress=job.progress, scores=sharded, work=job.work, device=job.device,
+                        precision=job.opts.precision)
 
     def blocks():
         for a, b in store.bounds():

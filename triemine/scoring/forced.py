@@ -31,6 +31,8 @@ from typing import List, Optional, Sequence
 import numpy as np
 import torch
 
+from triemine.scoring.precision import check_precision
+
 logger = logging.getLogger(__name__)
 
 
@@ -103,6 +105,65 @@ def weights_device(model) -> str:
     """The device of a loaded model directory's weights (``"cpu"``, ``"cuda:0"``, ...)."""
     return str(next(model.model.parameters()).device)
 
+# the half-precision types a scorer computes its encoder and decoder in (``precision``)
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast(precision: str, device: str):
+    """The context the encoder and decoder run in: ``torch.autocast`` to the half type of
+    ``precision`` (:data:`HALF`) on ``device``'s kind, nothing (fp32 as it was) otherwise."""
+    import contextlib
+
+    if precision not in HALF:
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    stack.enter_context(warnings.catch_warnings())  # torch's attention on fairseq's masks under
+    warnings.filterwarnings("ignore", message="Support for mismatched key_padding_mask")  # autocast
+    stack.enter_context(torch.autocast(str(device).split(":")[0], dtype=HALF[precision]))
+    return stack
+
+
+def _cuda_fp32_product(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``x @ w.T`` of two half tensors on CUDA with float32 output: ``torch.mm(...,
+    out_dtype=)`` where this torch has it, else the operands widened to float32 and multiplied
+    with TF32 allowed (a bf16 or fp16 value is exact in TF32, so the products are the same
+    exact products, summed in float32, at TF32's rate)."""
+    try:
+        return torch.mm(x, w.t(), out_dtype=torch.float32)
+    except (TypeError, RuntimeError, NotImplementedError):
+        from triemine.embedding.knn import matmul_precision
+
+        with matmul_precision(tf32=True):
+            return torch.mm(x.float(), w.float().t())
+
+
+def half_weight(w: torch.Tensor, precision: str) -> torch.Tensor:
+    """The output projection's weights as :func:`half_logits` multiplies them: rounded to the
+    half type of ``precision``; on CUDA in that type, elsewhere the rounded values in float32."""
+    h = w.detach().to(HALF[precision])
+    return h if h.device.type == "cuda" else h.float()
+
+
+def half_logits(feats: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor],
+                precision: str, out: torch.Tensor) -> torch.Tensor:
+    """``feats @ w.T + b`` (``n x vocabulary``, float32) from operands rounded to the half type
+    of ``precision`` (``w`` from :func:`half_weight`), written into ``out`` (float32, at least
+    ``n`` rows): on CUDA one product with float32 output (tensor cores: exact products, float32
+    sums), elsewhere the rounded operands multiplied in float32 (what those tensor cores
+    compute, up to the order of the sums).  The logits are never rounded to the half type, so
+    the gold logit and the log-sum-exp keep float32 precision.  Returns ``out[:n]``."""
+    x = feats.detach().to(HALF[precision])
+    n = x.size(0)
+    with torch.autocast(x.device.type, enabled=False):
+        if x.device.type == "cuda":
+            out[:n] = _cuda_fp32_product(x, w)
+            if b is not None:
+                out[:n] += b.float()
+        else:
+            _cpu_product(x.float(), w, b.float() if b is not None else None, out)
+    return out[:n]
+
+
 # target tokens per decoder batch and positions per output-projection chunk: on the CPU 512 /
 # 256, elsewhere 16,384 / 2,048 (see docs/decisions.md#exact-scorer-batch-sizes)
 CPU_MAX_TOKENS = 512
@@ -121,13 +182,18 @@ class ForcedScorer:
         device: where the inputs go; default: the device of the model's weights.
         chunk: positions per output-projection chunk (memory: one ``chunk x vocabulary`` float
             buffer, kept); default ``CPU_CHUNK`` on the CPU, ``CHUNK`` elsewhere.
-        precision: ``"fp32"`` (exact) or ``"int8-output"``: the output projection (about 60% of
-            the arithmetic of an OPUS-MT decoder) as a dynamically quantised int8 matrix with
-            per-row weight scales (CPU only; an approximation, not used by any job: see
+        precision: ``"fp32"`` (exact), ``"bf16"`` / ``"fp16"`` (:data:`HALF`: the encoder and
+            decoder under ``torch.autocast`` in that type; the output projection's operands in
+            it too, its logits, their log-sum-exp and every sum in float32, see
+            :func:`half_logits`; fp16 is refused on the CPU,
+            :func:`triemine.scoring.precision.check_precision`) or
+            ``"int8-output"``: the output projection (about 60% of the arithmetic of an OPUS-MT
+            decoder) as a dynamically quantised int8 matrix with per-row weight scales (CPU
+            only; an approximation, not used by any job: see
             docs/decisions.md#int8-output-projection).
     """
 
-    PRECISIONS = ("fp32", "int8-output")
+    PRECISIONS = ("fp32", "bf16", "fp16", "int8-output")
 
     def __init__(self, model, max_tokens: Optional[int] = None, chunk: Optional[int] = None,
                  device: Optional[str] = None, precision: str = "fp32"):
@@ -146,7 +212,10 @@ class ForcedScorer:
         self.empty_source = torch.tensor([model.src_dict.eos()], dtype=torch.long)
         if precision not in self.PRECISIONS:
             raise ValueError(f"unknown precision {precision!r} (choose from {self.PRECISIONS})")
+        if precision in HALF:
+            check_precision(precision, device)
         self.precision = precision
+        self._half_w: Optional[torch.Tensor] = None  # half_weight of the output projection
         self.output_layer = self.net.decoder.output_layer
         if precision == "int8-output":
             self.output_layer = _int8_projection(self.net.decoder, device)
@@ -235,7 +304,17 @@ class ForcedScorer:
         n = feats.size(0)
         if not self._proj_checked:
             self._proj, self._proj_checked = self._plain_projection(), True
-        if self._proj is not None:
+        if self.precision in HALF and self._proj is not None:
+            if self._half_w is None:
+                self._half_w = half_weight(self._proj.weight, self.precision)
+            if self._logits is None or self._logits.device != feats.device:
+                self._logits = torch.empty(max(2, self.chunk), self._half_w.size(0),
+                                           device=feats.device)
+            logits = half_logits(feats, self._half_w, self._proj.bias, self.precision,
+                                 self._logits)
+        elif self.precision in HALF:
+            logits = self.output_layer(feats).float()
+        elif self._proj is not None:
             w, b = self._proj.weight, self._proj.bias
             if self._logits is None or self._logits.device != feats.device:
                 self._logits = torch.empty(max(2, self.chunk), w.size(0), device=feats.device)
@@ -287,10 +366,11 @@ class ForcedScorer:
         lengths = np.fromiter((len(targets[t]) for t in tgt_index), dtype=np.int64, count=n)
         # every distinct source is encoded once per call, whatever batches its pairs fall in
         uniq, inv = np.unique(src_index, return_inverse=True)
-        states = self._encode([sources[s] if sources[s] is not None else self.empty_source
-                               for s in uniq.tolist()])
+        with autocast(self.precision, self.device):
+            states = self._encode([sources[s] if sources[s] is not None else self.empty_source
+                                   for s in uniq.tolist()])
         with tqdm(total=n, desc="forced decoding", unit="pair", disable=not progress) as bar, \
-                self._blas_threads():
+                self._blas_threads(), autocast(self.precision, self.device):
             for batch in self._batches(lengths):
                 lp = self._token_logprobs([states[j] for j in inv[batch].tolist()],
                                           [targets[t] for t in tgt_index[batch]])
