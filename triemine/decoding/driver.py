@@ -39,10 +39,9 @@ from triemine.decoding.settings import SearchSettings
 from triemine.decoding.shards import TrieShardTask
 from triemine.decoding.trie_cache import check_trie_fits, get_trie, target_shard_tries
 from triemine.distributed import make_pool
-from triemine.distributed.shards import (SHARDS_SUFFIX, Shard, ShardStore, execute, plan_shards,
-                                         progress_bar, shard_stats, total)
+from triemine.distributed.shards import SHARDS_SUFFIX, total
+from triemine.distributed.stage import Stage, run_stage
 from triemine.errors import InputError
-from triemine.paths import content_sha256
 from triemine.scoring.prior import get_node_priors
 from triemine.tsv import count_rows, prepare_resume, write_meta, write_progress
 
@@ -201,35 +200,32 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
     plan = plan_blocks(run.lengths,
                        search.sources_per_batch, search.max_tokens, search.sort_window,
                        search.sources_per_block)
-    shards = plan_shards([s for s, _ in plan], n, search.shard_size(n))
     key = dict(run.key, target_shards=search.target_shards,
                tries=[[os.path.basename(t.path), off] for t, off in run.tries],
-               source_sha256=content_sha256(source_path), shard_sources=search.shard_size(n))
-    store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
-                       ext="tsv", unit="sources")
+               shard_sources=search.shard_size(n))
     write_meta(out_path, _meta(model, run, search))
     spec = model_spec(model, device)
     trie_files = tuple((os.path.abspath(t.path), off) for t, off in run.tries)
     source, target = os.path.abspath(source_path), os.path.abspath(target_path)
-
-    def make_task(s: Shard) -> TrieShardTask:
-        return TrieShardTask(shard=s.id, model=spec, source=source, target=target,
-                             start=s.start, end=s.end, tries=trie_files, search=search,
-                             debug=debug)
-    reused = sum(len(store.by_id[i]) for i in store.reused)
-    with progress_bar(n, reused, f"mine ({search.mode}, shards)", "sent", progress) as bar:
-        computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
-    size = store.merge_to(out_path, (run.header + "\n").encode("utf-8"))
+    ran = run_stage(Stage(
+        f"mine ({search.mode}, shards)", Path(str(out_path) + SHARDS_SUFFIX), key,
+        ([s for s, _ in plan], n, search.shard_size(n)),
+        lambda s: TrieShardTask(shard=s.id, model=spec, source=source, target=target,
+                                start=s.start, end=s.end, tries=trie_files, search=search,
+                                debug=debug),
+        inputs={"source_sha256": source_path}, unit="sources", bar_unit="sent", ext="tsv",
+        resume=resume, progress=progress), pool)
+    size = ran.merge_to(out_path, (run.header + "\n").encode("utf-8"))
     with open(out_path, "rb") as f:
         write_progress(out_path, run.key, n, size, crc32_range(f, 0, size))
-    entries = store.entries()
-    return MineSummary(sources=n, decoded=sum(len(store.by_id[i]) for i in computed),
+    entries = ran.store.entries()
+    return MineSummary(sources=n, decoded=ran.computed_items(),
                        rows=total(entries, "rows"),
                        sources_with_matches=total(entries, "with_matches"),
                        skipped_long=run.skipped_long, skipped_bad=run.skipped_bad,
-                       resumed_from=reused,
+                       resumed_from=ran.reused_items(),
                        trie_path=";".join(t.path for t, _ in run.tries),
-                       shards=shard_stats(store, computed))
+                       shards=ran.stats())
 
 
 def _meta(model, run: _Run, search: SearchSettings) -> dict:
