@@ -141,6 +141,39 @@ def run_stage(stage: Stage, pool) -> StageRun:
     return run_stages([stage], pool)[0]
 
 
+@dataclass(frozen=True)
+class EchoTask:
+    """A task that computes nothing: its payload is its shard's range.  A stage of them costs
+    only what the runner adds to every shard (the store, the manifest, the pool's round trip),
+    which :func:`fixed_cost_per_shard` measures."""
+
+    shard: int
+    start: int
+    end: int
+
+    def needs(self) -> list:
+        return []
+
+    def run(self, ctx) -> Tuple[bytes, dict]:
+        return f"{self.start} {self.end}\n".encode("ascii"), {}
+
+
+def fixed_cost_per_shard(pool, directory, shards: int = 64) -> float:
+    """Seconds the runner spends per shard of a stage of ``shards`` :class:`EchoTask` shards on
+    ``pool`` (wall time of :func:`run_stage` / ``shards``; open the pool first so that its start
+    is not counted); ``directory`` holds the shards and is removed after."""
+    import shutil
+    import time
+    stage = Stage("echo", Path(directory), {"echo": shards}, [Shard(i, i, i + 1)
+                                                              for i in range(shards)],
+                  lambda s: EchoTask(s.id, s.start, s.end), resume=False)
+    t0 = time.perf_counter()
+    run_stage(stage, pool)
+    seconds = (time.perf_counter() - t0) / shards
+    shutil.rmtree(directory, ignore_errors=True)
+    return seconds
+
+
 def empty_stats() -> Dict[str, int]:
     """The shard statistics of a stage with nothing to do."""
     return {"shards": 0, "shards_computed": 0, "shards_reused": 0}
