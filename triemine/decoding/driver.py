@@ -40,7 +40,7 @@ from triemine.decoding.shards import TrieShardTask
 from triemine.decoding.trie_cache import check_trie_fits, get_trie, target_shard_tries
 from triemine.distributed import make_pool
 from triemine.distributed.shards import SHARDS_SUFFIX, total
-from triemine.distributed.stage import Stage, run_stage
+from triemine.distributed.stage import Stage, StageRun, run_stage
 from triemine.errors import InputError
 from triemine.scoring.prior import get_node_priors
 from triemine.tsv import count_rows, prepare_resume, write_meta, write_progress
@@ -192,20 +192,17 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
                target_path, *, device: str, resume: bool, debug: bool,
                progress: bool) -> MineSummary:
     """Shards: groups of consecutive blocks of the one-process plan holding at least
-    ``search.shard_size(n)`` sources (``shard_sources``; by default at most a 16th of a small
-    job); their outputs and manifest live in ``OUT.shards/``.  With
-    target shards every source is searched in each trie and its matches merged by score (the
-    ``beam`` best; :func:`triemine.decoding.shards.merge_matches`)."""
+    ``search.shard_size(n)`` sources, in ``OUT.shards/``; with target shards each source's
+    matches of every trie merged (:func:`triemine.decoding.shards.merge_matches`)."""
     n = len(run.src)
-    plan = plan_blocks(run.lengths,
-                       search.sources_per_batch, search.max_tokens, search.sort_window,
-                       search.sources_per_block)
+    plan = plan_blocks(run.lengths, search.sources_per_batch, search.max_tokens,
+                       search.sort_window, search.sources_per_block)
     key = dict(run.key, target_shards=search.target_shards,
                tries=[[os.path.basename(t.path), off] for t, off in run.tries],
                shard_sources=search.shard_size(n))
     write_meta(out_path, _meta(model, run, search))
-    spec = model_spec(model, device)
-    trie_files = tuple((os.path.abspath(t.path), off) for t, off in run.tries)
+    spec, trie_files = model_spec(model, device), tuple((os.path.abspath(t.path), off)
+                                                        for t, off in run.tries)
     source, target = os.path.abspath(source_path), os.path.abspath(target_path)
     ran = run_stage(Stage(
         f"mine ({search.mode}, shards)", Path(str(out_path) + SHARDS_SUFFIX), key,
@@ -218,8 +215,13 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
     size = ran.merge_to(out_path, (run.header + "\n").encode("utf-8"))
     with open(out_path, "rb") as f:
         write_progress(out_path, run.key, n, size, crc32_range(f, 0, size))
+    return _sharded_summary(run, ran)
+
+
+def _sharded_summary(run: _Run, ran: StageRun) -> MineSummary:
+    """The summary of a search run in shards (``ran``: its :class:`StageRun`)."""
     entries = ran.store.entries()
-    return MineSummary(sources=n, decoded=ran.computed_items(),
+    return MineSummary(sources=len(run.src), decoded=ran.computed_items(),
                        rows=total(entries, "rows"),
                        sources_with_matches=total(entries, "with_matches"),
                        skipped_long=run.skipped_long, skipped_bad=run.skipped_bad,

@@ -23,12 +23,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from triemine.distributed.shards import (Shard, ShardStore, execute_all, plan_shards,
-                                         progress_bar, shard_stats)
+from triemine.distributed.shards import (MANIFEST, Shard, ShardStore, execute_all, plan_shards,
+                                         progress_bar, read_key, shard_stats)
 from triemine.paths import content_sha256
 
 # a plan: the shards themselves, or ``(boundaries, n, size)`` for plan_shards
@@ -52,7 +54,9 @@ class Stage:
     ``make_task(shard)``: the shard's task (made when it is submitted; it may read
     :attr:`store`); ``unit``/``ext``: the items a shard holds and its files' extension;
     ``bar_unit``: the progress bar's unit; ``resume``/``stale``: as
-    :class:`~triemine.distributed.shards.ShardStore`'s."""
+    :class:`~triemine.distributed.shards.ShardStore`'s; ``stale_note``: with ``resume``, a
+    manifest of another key is named in a warning saying it holds this (its shards are built
+    again: with ``stale="restart"``)."""
 
     name: str
     directory: Path
@@ -66,6 +70,7 @@ class Stage:
     resume: bool = True
     stale: str = "refuse"
     progress: bool = False
+    stale_note: str = ""
 
     @functools.cached_property
     def shards(self) -> List[Shard]:
@@ -77,8 +82,13 @@ class Stage:
     @functools.cached_property
     def store(self) -> ShardStore:
         """The stage's store, opened (and the resume decision made) when first asked for."""
-        return ShardStore(self.directory, stage_key(self.settings, self.inputs), self.shards,
-                          resume=self.resume, ext=self.ext, unit=self.unit, stale=self.stale)
+        key = stage_key(self.settings, self.inputs)
+        old = (read_key(self.directory) or {}).get("settings") if self.stale_note else None
+        if self.resume and old is not None and old != json.loads(json.dumps(key)):
+            warnings.warn(f"{Path(self.directory) / MANIFEST}: {self.stale_note} ({old}; this "
+                          f"job: {key}); building them again", stacklevel=4)
+        return ShardStore(self.directory, key, self.shards, resume=self.resume, ext=self.ext,
+                          unit=self.unit, stale=self.stale)
 
 
 @dataclass

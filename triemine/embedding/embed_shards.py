@@ -103,31 +103,44 @@ def embed_corpora(encoder: str, corpora: Sequence[tuple], pool, *, progress: boo
     done: List[Optional[np.ndarray]] = [None] * len(corpora)
     stages, todo = [], []
     for i, (corpus_path, n_lines, out_path, *mask) in enumerate(corpora):
-        blank = (np.flatnonzero(mask[0]) if mask and mask[0] is not None
-                 else np.zeros(0, dtype=np.int64))
-        # other vectors: other shards (no key change without any)
-        extra = ({"blank": hashlib.sha256(blank.astype("<i8").tobytes()).hexdigest()}
-                 if len(blank) else {})
-        stage = Stage(f"embed ({encoder}, {Path(corpus_path).name})",
-                      Path(str(out_path) + SHARDS_SUFFIX),
-                      {"encoder": encoder, "lines": int(n_lines), "batch": 256, **extra},
-                      (range(0, n_lines, lines), n_lines, lines), inputs={"corpus": corpus_path},
-                      make_task=_task_maker(encoder, module, os.path.abspath(corpus_path), blank),
-                      unit="lines", bar_unit="sent", ext="npy", resume=resume,
-                      progress=progress)
-        if Path(out_path).is_file() and not stage.store.pending():
-            # a merged file that was truncated, damaged or replaced is merged again
-            merged = cached_npy(out_path, "embeddings", np.float32)
-            if merged is not None and merged.ndim == 2 and merged.shape[0] == n_lines:
-                done[i] = merged
-                continue
-        stages.append(stage)
-        todo.append(i)
+        stage = _embed_stage(encoder, module, corpus_path, n_lines, out_path,
+                             mask[0] if mask else None, lines=lines, resume=resume,
+                             progress=progress)
+        done[i] = _merged_file(stage, out_path, n_lines)
+        if done[i] is None:
+            stages.append(stage)
+            todo.append(i)
     for ran, i in zip(run_stages(stages, pool), todo):
         corpus_path, n_lines, out_path = corpora[i][:3]
         _merge_rows(ran, n_lines, getattr(ENCODERS[encoder], "dim", 0), Path(out_path))
         done[i] = load_npy(out_path, "embeddings", written=True)
     return done
+
+
+def _embed_stage(encoder: str, module: str, corpus_path, n_lines: int, out_path, mask, *,
+                 lines: int, resume: bool, progress: bool) -> Stage:
+    """The embedding stage of one corpus (shards in ``<out_path>.shards/``); ``mask``: its lines
+    to embed as empty lines, or None."""
+    blank = np.flatnonzero(mask) if mask is not None else np.zeros(0, dtype=np.int64)
+    # other vectors: other shards (no key change without any)
+    extra = ({"blank": hashlib.sha256(blank.astype("<i8").tobytes()).hexdigest()}
+             if len(blank) else {})
+    return Stage(f"embed ({encoder}, {Path(corpus_path).name})",
+                 Path(str(out_path) + SHARDS_SUFFIX),
+                 {"encoder": encoder, "lines": int(n_lines), "batch": 256, **extra},
+                 (range(0, n_lines, lines), n_lines, lines), inputs={"corpus": corpus_path},
+                 make_task=_task_maker(encoder, module, os.path.abspath(corpus_path), blank),
+                 unit="lines", bar_unit="sent", ext="npy", resume=resume, progress=progress)
+
+
+def _merged_file(stage: Stage, out_path, n_lines: int) -> Optional[np.ndarray]:
+    """The merged embeddings of a stage whose shards are all recorded, when ``out_path`` is
+    whole (one truncated, damaged or replaced is merged again: None)."""
+    if Path(out_path).is_file() and not stage.store.pending():
+        merged = cached_npy(out_path, "embeddings", np.float32)
+        if merged is not None and merged.ndim == 2 and merged.shape[0] == n_lines:
+            return merged
+    return None
 
 
 def _task_maker(encoder: str, module: str, corpus: str, blank: np.ndarray):

@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from triemine.checksum import cached_npy, load_npy, npy_writer, write_npy
-from triemine.distributed.shards import MANIFEST, SHARDS_SUFFIX, Shard, ShardStore, read_key
+from triemine.distributed.shards import SHARDS_SUFFIX, Shard, ShardStore
 from triemine.distributed.stage import (Stage, StageRun, npy_payload, run_stage, run_stages,
                                         stage_key)
 from triemine.embedding import hnsw, ivf
@@ -143,18 +143,47 @@ def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, 
                resume: bool, rows: int, stale: str = "refuse",
                graphs: Optional[ShardStore] = None, ef_search: int = 0,
                device: str = "cpu", progress: bool = False) -> tuple:
-    """The search as a grid of cells, ``rows`` queries against a range of database rows each
-    (``rows`` of them, or with ``graphs`` one graph's rows, walked through its graph; off the CPU
-    ``DEVICE_KNN_QUERY_ROWS`` queries against ``DEVICE_KNN_DATABASE_ROWS`` rows), merged per
-    query.  The cells of one graph are planned together, so a worker walking them keeps
-    that graph loaded.  Returns ``(stage, finish)``: the cells' stage, and ``finish(ran)``, the
-    merged ``(sim, idx)`` once every cell is done."""
-    n_q = np.load(queries_path, mmap_mode="r").shape[0]
-    n_d = np.load(database_path, mmap_mode="r").shape[0]
-    kk = min(int(k), n_d)
-    on_cpu = device == "cpu" or graphs is not None
-    q_rows = rows if on_cpu else DEVICE_KNN_QUERY_ROWS
-    d_rows = rows if on_cpu else DEVICE_KNN_DATABASE_ROWS
+    """The search as a grid of cells (:func:`_grid_cells`; off the CPU
+    ``DEVICE_KNN_QUERY_ROWS`` x ``DEVICE_KNN_DATABASE_ROWS``), merged per query.  Returns
+    ``(stage, finish)``: the cells' stage, and ``finish(ran)``, the merged ``(sim, idx)``."""
+    n_q, n_d = (np.load(p, mmap_mode="r").shape[0] for p in (queries_path, database_path))
+    kk, on_cpu = min(int(k), n_d), device == "cpu" or graphs is not None
+    q_rows, d_rows = (rows, rows) if on_cpu else (DEVICE_KNN_QUERY_ROWS, DEVICE_KNN_DATABASE_ROWS)
+    q_ranges, d_ranges, cell = _grid_cells(n_q, n_d, q_rows, d_rows, graphs)
+    grid = {c: (q_ranges[qi], d_ranges[di], di) for (qi, di), c in cell.items()}
+    key = dict({"k": kk, "rows": rows},  # other products, other cells: never mixed
+               **({} if on_cpu else dict(device=device, query_rows=q_rows, database_rows=d_rows)),
+               **_graphs_key(graphs, ef_search))
+    queries, database = os.path.abspath(queries_path), os.path.abspath(database_path)
+    stage = Stage(f"kNN ({name}, shards)", Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key,
+                  [Shard(i, i, i + 1) for i in range(len(grid))],  # one grid cell each
+                  lambda s: KnnShardTask(
+                      s.id, queries, database, grid[s.id][0], grid[s.id][1], kk,
+                      graph="" if graphs is None else
+                      os.path.abspath(graphs.path(graphs.shards[grid[s.id][2]].id)),
+                      ef_search=int(ef_search), device=device if graphs is None else "cpu"),
+                  inputs={"queries": queries_path, "database": database_path}, unit="cells",
+                  bar_unit="shard", ext="npz", resume=resume, stale=stale, progress=progress)
+    return stage, lambda ran: _merged_lists(
+        ran.store, Path(work_dir), name, n_q, kk,
+        (_merged_cells(ran.store, [cell[qi, di] for di in range(len(d_ranges))], kk)
+         for qi in range(len(q_ranges))))
+
+
+def _graphs_key(graphs: Optional[ShardStore], ef_search: int) -> dict:
+    """What the cells of a search walking ``graphs`` add to their key: new graphs (a rebuilt
+    shard) make the old cells stale."""
+    if graphs is None:
+        return {}
+    return dict(graphs=graphs.key, graph_bytes=[e["bytes"] for e in graphs.entries()],
+                ef_search=int(ef_search))
+
+
+def _grid_cells(n_q: int, n_d: int, q_rows: int, d_rows: int, graphs: Optional[ShardStore]):
+    """``(query ranges, database ranges, {(query range, database range): cell id})`` of a grid
+    of ``q_rows`` queries x ``d_rows`` database rows a cell (with ``graphs``: one graph's rows,
+    walked through its graph; a graph's cells numbered together, so a worker walking them keeps
+    that graph loaded)."""
     q_ranges = [(a, min(a + q_rows, n_q)) for a in range(0, n_q, q_rows)] or [(0, 0)]
     d_ranges = ([(a, min(a + d_rows, n_d)) for a in range(0, n_d, d_rows)] or [(0, 0)]
                 if graphs is None else [(g.start, g.end) for g in graphs.shards])
@@ -162,41 +191,21 @@ def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, 
              for di in range(len(d_ranges))} if graphs is None else
             {(qi, di): di * len(q_ranges) + qi for qi in range(len(q_ranges))
              for di in range(len(d_ranges))})
-    grid = {c: (q_ranges[qi], d_ranges[di], di) for (qi, di), c in cell.items()}
-    shards = [Shard(i, i, i + 1) for i in range(len(grid))]  # one grid cell each
-    key = {"k": kk, "rows": rows}
-    if not on_cpu:  # other products, other cells: never mixed
-        key.update(device=device, query_rows=q_rows, database_rows=d_rows)
-    if graphs is not None:  # new graphs (a rebuilt shard) make the old cells stale
-        key.update(graphs=graphs.key, graph_bytes=[e["bytes"] for e in graphs.entries()],
-                   ef_search=int(ef_search))
+    return q_ranges, d_ranges, cell
 
-    def make_task(s: Shard) -> KnnShardTask:
-        q, d, di = grid[s.id]
-        return KnnShardTask(s.id, os.path.abspath(queries_path), os.path.abspath(database_path),
-                            q, d, kk, graph="" if graphs is None else
-                            os.path.abspath(graphs.path(graphs.shards[di].id)),
-                            ef_search=int(ef_search), device=device if graphs is None else "cpu")
-    stage = Stage(f"kNN ({name}, shards)", Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key,
-                  shards, make_task, inputs={"queries": queries_path, "database": database_path},
-                  unit="cells", bar_unit="shard", ext="npz", resume=resume, stale=stale,
-                  progress=progress)
 
-    def merged(store: ShardStore, qi: int):
-        parts = [np.load(io.BytesIO(store.read(cell[qi, di]))) for di in range(len(d_ranges))]
-        sim = np.concatenate([p["sim"] for p in parts], axis=1)
-        idx = np.concatenate([p["idx"] for p in parts], axis=1)
-        if len(parts) > 1:  # by similarity, then the lower row (within a cell faiss lists
-            # exactly tied rows in its heap's order, the higher one first as measured; the plan,
-            # and so which cells merge, is the same for any workers)
-            order = np.lexsort((idx, -sim), axis=1)[:, :kk]
-            sim, idx = np.take_along_axis(sim, order, axis=1), np.take_along_axis(idx, order, 1)
-        return sim, idx
-
-    def finish(ran: StageRun):
-        return _merged_lists(ran.store, Path(work_dir), name, n_q, kk,
-                             (merged(ran.store, qi) for qi in range(len(q_ranges))))
-    return stage, finish
+def _merged_cells(store: ShardStore, cells: Sequence[int], kk: int):
+    """``(sim, idx)`` of one query range from its ``cells`` (one per database range, in order):
+    the ``kk`` best of each query's lists."""
+    parts = [np.load(io.BytesIO(store.read(c))) for c in cells]
+    sim = np.concatenate([p["sim"] for p in parts], axis=1)
+    idx = np.concatenate([p["idx"] for p in parts], axis=1)
+    if len(parts) > 1:  # by similarity, then the lower row (within a cell faiss lists
+        # exactly tied rows in its heap's order, the higher one first as measured; the plan,
+        # and so which cells merge, is the same for any workers)
+        order = np.lexsort((idx, -sim), axis=1)[:, :kk]
+        sim, idx = np.take_along_axis(sim, order, axis=1), np.take_along_axis(idx, order, 1)
+    return sim, idx
 
 
 def _grid_searches(plans: Sequence[tuple], pool) -> List[tuple]:
@@ -315,17 +324,11 @@ def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
                   {"m": hnsw.M, "ef_construction": hnsw.EF_CONSTRUCTION,
                    "faiss": faiss.__version__}, plan, inputs={"database": database_path},
                   unit="rows", bar_unit="row", ext="faiss", resume=resume, stale="restart",
-                  progress=progress)
+                  progress=progress,
+                  stale_note="HNSW graphs built for another database or other settings")
     stage.make_task = lambda s: GraphShardTask(
         s.id, os.path.abspath(database_path), (s.start, s.end),
         str(stage.store.path(s.id).resolve()), hnsw.M, hnsw.EF_CONSTRUCTION)
-    old = (read_key(directory) or {}).get("settings")  # graphs of another database (or built
-    # otherwise) are named, then built again
-    key = stage_key(stage.settings, stage.inputs)
-    if resume and old is not None and old != json.loads(json.dumps(key)):
-        warnings.warn(f"{directory / MANIFEST}: HNSW graphs built for another database or "
-                      f"other settings ({old}; this job: {key}); building them again",
-                      stacklevel=2)
     graphs = run_stage(stage, pool).store
     return _grid_sharded(queries_path, database_path, k, work_dir, pool, name=name,
                          progress=progress, resume=resume, rows=rows, stale="restart",

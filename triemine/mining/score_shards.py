@@ -72,40 +72,34 @@ def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, sourc
 
 def forced_score_shards(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_path,
                         target_path, work_dir: Path, pool, *, name: str = "scores",
-                        reverse: bool = False,
-                        progress: bool = False, desc: str = "exact scores", device: str = "cpu",
-                        resume: bool = True, chunk: Optional[int] = None,
-                        precision: str = "fp32",
+                        reverse: bool = False, progress: bool = False,
+                        desc: str = "exact scores", device: str = "cpu", resume: bool = True,
+                        chunk: Optional[int] = None, precision: str = "fp32",
                         stale: str = "refuse"):
-    """:func:`triemine.mining.features.forced_scores` with the pairs cut into shards of whole
-    chunks (``chunk`` pairs: the function's own chunking), so every pair gets the very bits the
-    single-process run computes.  ``src_idx`` indexes the model's input lines (the target corpus
-    with ``reverse``; ``-1`` the empty source); the index arrays may be memory-mapped (a shard's
-    slice is read when its task is made).  Shards live in ``work_dir/<name>.shards/``.
-    ``stale``: what a manifest of other pairs does (:class:`~triemine.distributed.shards.ShardStore`).
-    Runs every shard, then returns ``(parts, shard statistics)``: ``parts`` yields each shard's
-    ``(score, n_tokens)`` in order, read from its file as it is asked for."""
-    src_idx = np.asarray(src_idx, dtype=np.int64)
-    tgt_idx = np.asarray(tgt_idx, dtype=np.int64)
-    n = len(src_idx)
+    """:func:`triemine.mining.features.forced_scores` in shards of whole ``chunk``-pair chunks
+    (its own chunking: the single process's bits), in ``work_dir/<name>.shards/``.  ``src_idx``
+    indexes the model's input lines (the target corpus with ``reverse``; ``-1`` the empty
+    source); the index arrays may be memory-mapped (a shard's slice is read when its task is
+    made).  ``stale``: what a manifest of other pairs does.  Returns ``(parts, shard
+    statistics)``: ``parts`` yields each shard's ``(score, n_tokens)`` in order."""
+    src_idx, tgt_idx = np.asarray(src_idx, dtype=np.int64), np.asarray(tgt_idx, dtype=np.int64)
+    n, chunk = len(src_idx), chunk or score_chunk(len(src_idx))
     if not n:
         return iter(()), empty_stats()
-    chunk = chunk or score_chunk(n)
-    spec, source, target = model_spec(model, device), os.path.abspath(source_path), \
-        os.path.abspath(target_path)
+    spec, source, target = (model_spec(model, device), os.path.abspath(source_path),
+                            os.path.abspath(target_path))
     stage = Stage(desc + " (shards)", Path(work_dir) / f"{name}{SHARDS_SUFFIX}",
                   {"model": model_fingerprint(model), "pairs": _pairs_digest(src_idx, tgt_idx),
                    "reverse": reverse, "chunk": chunk, "precision": precision},
-                  (range(0, n, chunk), n, chunk), inputs={"source": source_path,
-                                                          "target": target_path},
+                  (range(0, n, chunk), n, chunk), inputs={"source": source, "target": target},
                   make_task=lambda s: ScoreShardTask(
                       s.id, spec, source, target, tuple(src_idx[s.start:s.end].tolist()),
                       tuple(tgt_idx[s.start:s.end].tolist()), chunk=chunk, reverse=reverse,
                       precision=precision),
                   unit="pairs", bar_unit="pair", ext="npy", resume=resume, stale=stale,
                   progress=progress)
-    done = run_stage(stage, pool)
-    return (tuple(p) for p in done.parts(npy_payload)), done.stats()
+    ran = run_stage(stage, pool)
+    return (tuple(p) for p in ran.parts(npy_payload)), ran.stats()
 
 
 def _pairs_digest(src_idx: np.ndarray, tgt_idx: np.ndarray) -> str:
