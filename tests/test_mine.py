@@ -280,13 +280,14 @@ def test_a_small_job_gets_blocks_and_shards_for_several_workers(tmp_path):
     large = search.for_job(100_000)
     assert large.sources_per_block == 512 and large.shard_size(100_000) == DEFAULT_SHARD_SOURCES
     assert SearchSettings(beam=5, shard_sources=300).shard_size(120) == 300  # as given
-    # the blocks are in the resume key where they differ from the 8-batch default, so a run
-    # planned with other blocks is never continued; large jobs keep their older keys
+    # the blocks are in the resume key, so a run planned with other blocks is never continued
+    from triemine.decoding.driver import search_key
+
     src, tgt = tmp_path / "s", tmp_path / "t"  # the key hashes the corpora's content
     src.write_text("a\n", encoding="utf-8")
     tgt.write_text("b\n", encoding="utf-8")
-    assert small.resume_key(None, src, tgt, 120)["block_sources"] == 64
-    assert "block_sources" not in large.resume_key(None, src, tgt, 100_000)
+    assert search_key(None, small, src, tgt, 120)["block_sources"] == 64
+    assert search_key(None, large, src, tgt, 100_000)["block_sources"] == 512
 
 
 def test_default_batch_size_follows_the_beam():

@@ -13,8 +13,7 @@ input order) and keeps the sidecars ``OUT.tsv.meta.json`` and ``OUT.tsv.progress
   recorded in ``OUT.tsv.shards/`` (:mod:`triemine.distributed.shards`), merged at the end: the
   same bytes as without one (same settings, same threads per process).
 
-Both write the same sidecars, keyed by :meth:`SearchSettings.resume_key
-<triemine.decoding.settings.SearchSettings.resume_key>`.  Sources over the model's positions or
+Both write the same sidecars, keyed by :func:`search_key`.  Sources over the model's positions or
 ``max_length`` are skipped, and so are rows of targets over ``max_length``; both counts are
 ``skipped_long`` in the summary and the ``.meta.json``.  Empty source lines produce no rows but
 count as done.
@@ -40,9 +39,12 @@ from triemine.decoding.shards import TrieShardTask
 from triemine.decoding.trie_cache import check_trie_fits, get_trie, target_shard_tries
 from triemine.distributed import make_pool
 from triemine.distributed.shards import SHARDS_SUFFIX, total
-from triemine.distributed.stage import Stage, StageRun, run_stage
+from triemine.decoding.fingerprint import model_fingerprint
+from triemine.decoding.lengths import LENGTH_RULE
+from triemine.distributed.stage import Stage, StageRun, run_stage, stage_key
 from triemine.errors import InputError
 from triemine.scoring.prior import get_node_priors
+from triemine.settings import key_of
 from triemine.tsv import count_rows, prepare_resume, write_meta, write_progress
 
 
@@ -77,7 +79,7 @@ class _Run:
     skip_tgt: np.ndarray
     skipped_long: dict
     skipped_bad: dict
-    key: dict                       # SearchSettings.resume_key
+    key: dict                       # search_key
     header: str
     search: SearchSettings          # the caller's, with this job's blocks (for_job)
 
@@ -116,6 +118,16 @@ def mine_to_tsv(model, source_path, target_path, out_path, *,
     return summary
 
 
+def search_key(model, search: SearchSettings, source_path, target_path, n_sources: int) -> dict:
+    """What the search's output depends on, as ``OUT.tsv.progress`` and the shard manifest
+    record it and a resumed run checks it: the model, the corpora (their paths and contents),
+    their length rule and every setting of ``search`` but the transient ones."""
+    return stage_key({"model": model_fingerprint(model), "source": os.path.abspath(source_path),
+                      "target": os.path.abspath(target_path), "n_sources": n_sources,
+                      "lengths": LENGTH_RULE, **key_of(search)},
+                     {"source_sha256": source_path, "target_sha256": target_path})
+
+
 def _prepare(model, source_path, target_path, search: SearchSettings, trie, sharded: bool,
              progress: bool) -> _Run:
     src, tgt = open_pair(source_path, target_path)
@@ -141,7 +153,7 @@ def _prepare(model, source_path, target_path, search: SearchSettings, trie, shar
     skip_tgt = long_targets(model, tgt.texts, search.max_length)
     return _Run(src, tgt, tries, node_prior, lengths, skip_tgt,
                 {"source": len(skipped), "target": int(skip_tgt.sum())}, skipped_counts(src, tgt),
-                search.resume_key(model, source_path, target_path, len(src)),
+                search_key(model, search, source_path, target_path, len(src)),
                 "\t".join(search.columns), search)
 
 
@@ -197,9 +209,7 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
     n = len(run.src)
     plan = plan_blocks(run.lengths, search.sources_per_batch, search.max_tokens,
                        search.sort_window, search.sources_per_block)
-    key = dict(run.key, target_shards=search.target_shards,
-               tries=[[os.path.basename(t.path), off] for t, off in run.tries],
-               shard_sources=search.shard_size(n))
+    key = dict(run.key, tries=[[os.path.basename(t.path), off] for t, off in run.tries])
     write_meta(out_path, _meta(model, run, search))
     spec, trie_files = model_spec(model, device), tuple((os.path.abspath(t.path), off)
                                                         for t, off in run.tries)
@@ -210,8 +220,8 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
         lambda s: TrieShardTask(shard=s.id, model=spec, source=source, target=target,
                                 start=s.start, end=s.end, tries=trie_files, search=search,
                                 debug=debug),
-        inputs={"source_sha256": source_path}, unit="sources", bar_unit="sent", ext="tsv",
-        resume=resume, progress=progress), pool)
+        unit="sources", bar_unit="sent", ext="tsv",
+        resume=resume, progress=progress, task=TrieShardTask), pool)
     size = ran.merge_to(out_path, (run.header + "\n").encode("utf-8"))
     with open(out_path, "rb") as f:
         write_progress(out_path, run.key, n, size, crc32_range(f, 0, size))

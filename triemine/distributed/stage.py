@@ -31,16 +31,20 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from triemine.distributed.shards import (MANIFEST, Shard, ShardStore, execute_all, plan_shards,
                                          progress_bar, read_key, shard_stats)
+from triemine.keys import KEY_VERSION, older_key
 from triemine.paths import content_sha256
 
 # a plan: the shards themselves, or ``(boundaries, n, size)`` for plan_shards
 Plan = Union[Sequence[Shard], Tuple[Sequence[int], int, int]]
 
 
-def stage_key(settings: Mapping[str, Any], inputs: Mapping[str, Any] = ()) -> dict:
-    """A stage's key: for each ``name: path`` of ``inputs``, the SHA-256 of the file's content
-    under ``name`` (a file edited in place is never resumed), then ``settings``."""
-    return {**{name: content_sha256(path) for name, path in dict(inputs).items()}, **settings}
+def stage_key(settings: Mapping[str, Any], inputs: Mapping[str, Any] = (),
+              task: Optional[type] = None) -> dict:
+    """A stage's key: :data:`KEY_VERSION`, its task class's name, for each ``name: path`` of
+    ``inputs`` the SHA-256 of the file's content under ``name`` (a file edited in place is never
+    resumed), then ``settings`` (of a settings node: :func:`triemine.settings.key_of`)."""
+    return {"key_version": KEY_VERSION, **({"task": task.__name__} if task else {}),
+            **{name: content_sha256(path) for name, path in dict(inputs).items()}, **settings}
 
 
 @dataclass(eq=False)
@@ -53,7 +57,8 @@ class Stage:
     ``(boundaries, n, size)`` (:func:`~triemine.distributed.shards.plan_shards`);
     ``make_task(shard)``: the shard's task (made when it is submitted; it may read
     :attr:`store`); ``unit``/``ext``: the items a shard holds and its files' extension;
-    ``bar_unit``: the progress bar's unit; ``resume``/``stale``: as
+    ``bar_unit``: the progress bar's unit; ``task``: the task class (its name is in the key);
+    ``resume``/``stale``: as
     :class:`~triemine.distributed.shards.ShardStore`'s; ``stale_note``: with ``resume``, a
     manifest of another key is named in a warning saying it holds this (its shards are built
     again: with ``stale="restart"``)."""
@@ -71,6 +76,7 @@ class Stage:
     stale: str = "refuse"
     progress: bool = False
     stale_note: str = ""
+    task: Optional[type] = None
 
     @functools.cached_property
     def shards(self) -> List[Shard]:
@@ -81,13 +87,18 @@ class Stage:
 
     @functools.cached_property
     def store(self) -> ShardStore:
-        """The stage's store, opened (and the resume decision made) when first asked for."""
-        key = stage_key(self.settings, self.inputs)
-        old = (read_key(self.directory) or {}).get("settings") if self.stale_note else None
-        if self.resume and old is not None and old != json.loads(json.dumps(key)):
+        """The stage's store, opened (and the resume decision made) when first asked for: a
+        manifest of this key is continued (with ``resume``); one of an older
+        :data:`KEY_VERSION` is named in a warning and started over; another key is refused or,
+        with ``stale="restart"``, started over (named in a warning with ``stale_note``)."""
+        key = stage_key(self.settings, self.inputs, self.task)
+        old = (read_key(self.directory) or {}).get("settings") if self.resume else None
+        resume = self.resume and not older_key(old, self.directory, "shards")
+        if resume and self.stale_note and old is not None and \
+                old != json.loads(json.dumps(key)):
             warnings.warn(f"{Path(self.directory) / MANIFEST}: {self.stale_note} ({old}; this "
                           f"job: {key}); building them again", stacklevel=4)
-        return ShardStore(self.directory, key, self.shards, resume=self.resume, ext=self.ext,
+        return ShardStore(self.directory, key, self.shards, resume=resume, ext=self.ext,
                           unit=self.unit, stale=self.stale)
 
 
@@ -176,7 +187,7 @@ def fixed_cost_per_shard(pool, directory, shards: int = 64) -> float:
     import time
     stage = Stage("echo", Path(directory), {"echo": shards}, [Shard(i, i, i + 1)
                                                               for i in range(shards)],
-                  lambda s: EchoTask(s.id, s.start, s.end), resume=False)
+                  lambda s: EchoTask(s.id, s.start, s.end), resume=False, task=EchoTask)
     t0 = time.perf_counter()
     run_stage(stage, pool)
     seconds = (time.perf_counter() - t0) / shards

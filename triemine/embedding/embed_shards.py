@@ -130,7 +130,8 @@ def _embed_stage(encoder: str, module: str, corpus_path, n_lines: int, out_path,
                  {"encoder": encoder, "lines": int(n_lines), "batch": 256, **extra},
                  (range(0, n_lines, lines), n_lines, lines), inputs={"corpus": corpus_path},
                  make_task=_task_maker(encoder, module, os.path.abspath(corpus_path), blank),
-                 unit="lines", bar_unit="sent", ext="npy", resume=resume, progress=progress)
+                 unit="lines", bar_unit="sent", ext="npy", resume=resume, progress=progress,
+                 task=EmbedShardTask)
 
 
 def _merged_file(stage: Stage, out_path, n_lines: int) -> Optional[np.ndarray]:

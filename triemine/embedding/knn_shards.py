@@ -163,7 +163,8 @@ def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, 
                       os.path.abspath(graphs.path(graphs.shards[grid[s.id][2]].id)),
                       ef_search=int(ef_search), device=device if graphs is None else "cpu"),
                   inputs={"queries": queries_path, "database": database_path}, unit="cells",
-                  bar_unit="shard", ext="npz", resume=resume, stale=stale, progress=progress)
+                  bar_unit="shard", ext="npz", resume=resume, stale=stale, progress=progress,
+                  task=KnnShardTask)
     return stage, lambda ran: _merged_lists(
         ran.store, Path(work_dir), name, n_q, kk,
         (_merged_cells(ran.store, [cell[qi, di] for di in range(len(d_ranges))], kk)
@@ -301,7 +302,7 @@ def _ivf_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path
                                os.path.abspath(database_path), (s.start, s.end), (0, n_d), kk,
                                index=os.path.abspath(index_path), nprobe=int(nprobe)),
         inputs={"queries": queries_path}, unit="queries", bar_unit="query", ext="npz",
-        resume=resume, stale="restart", progress=progress), pool)
+        resume=resume, stale="restart", progress=progress, task=KnnShardTask), pool)
     parts = ((p["sim"].astype(np.float32), p["idx"]) for p in ran.parts(npy_payload))
     return _merged_lists(ran.store, Path(work_dir), name, n_q, kk, parts)
 
@@ -324,7 +325,7 @@ def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
                   {"m": hnsw.M, "ef_construction": hnsw.EF_CONSTRUCTION,
                    "faiss": faiss.__version__}, plan, inputs={"database": database_path},
                   unit="rows", bar_unit="row", ext="faiss", resume=resume, stale="restart",
-                  progress=progress,
+                  progress=progress, task=GraphShardTask,
                   stale_note="HNSW graphs built for another database or other settings")
     stage.make_task = lambda s: GraphShardTask(
         s.id, os.path.abspath(database_path), (s.start, s.end),

@@ -97,7 +97,7 @@ def forced_score_shards(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_
                       tuple(tgt_idx[s.start:s.end].tolist()), chunk=chunk, reverse=reverse,
                       precision=precision),
                   unit="pairs", bar_unit="pair", ext="npy", resume=resume, stale=stale,
-                  progress=progress)
+                  progress=progress, task=ScoreShardTask)
     ran = run_stage(stage, pool)
     return (tuple(p) for p in ran.parts(npy_payload)), ran.stats()
 

@@ -122,7 +122,7 @@ def _translate(model, source_path, n: int, shards: Path, path: Path, pool, setti
     ran = run_stage(Stage(
         "translate (shards)", shards, {"model": model_fingerprint(model), "lines": n, **settings},
         (range(0, n, lines), n, lines), inputs={"corpus": source_path}, unit="lines",
-        bar_unit="sent", ext="txt", stale="restart", progress=progress,
+        bar_unit="sent", ext="txt", stale="restart", progress=progress, task=TranslateShardTask,
         make_task=lambda s: TranslateShardTask(s.id, spec, corpus, s.start, s.end,
                                                settings["beam"], settings["backend"],
                                                settings["batch"])), pool)
