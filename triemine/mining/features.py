@@ -27,7 +27,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.checksum import cached_npy, load_npy, npy_writer, write_npy
-from triemine.decoding.matches import word_count
+from triemine.decoding.matches import ce_token, ce_word, pmi, word_count
 from triemine.mining.candidates import CandidateSet
 from triemine.scoring import forced_scoring
 
@@ -352,11 +352,11 @@ def derived(cands: CandidateSet, tgt_texts: Sequence[str], src_texts: Optional[S
     score, ntok = cands.col("score"), cands.col("n_tokens")
     nwords = np.fromiter((word_count(tgt_texts[t]) for t in cands.tgt), dtype=np.float64,
                          count=len(cands))
-    cols = {"ce_word": -score / (nwords + 1), "ce_token": -score / ntok}
+    cols = {"ce_word": ce_word(score, nwords), "ce_token": ce_token(score, ntok)}
     if "prior" in cands.columns:
-        cols["pmi"] = (score - cands.col("prior")) / ntok
+        cols["pmi"] = pmi(score, cands.col("prior"), ntok)
     if "score_rev" in cands.columns:  # dual conditional cross-entropy (Junczys-Dowmunt, 2018)
-        fwd, bwd = cols["ce_token"], -cands.col("score_rev") / cands.col("n_tokens_rev")
+        fwd, bwd = cols["ce_token"], ce_token(cands.col("score_rev"), cands.col("n_tokens_rev"))
         cols["ce_token_rev"] = bwd
         cols["dual_ce"] = np.abs(fwd - bwd) + 0.5 * (fwd + bwd)
     if src_texts is not None:
