@@ -41,7 +41,7 @@ from triemine.errors import DamagedFile, InputError
 from triemine.keys import older_key
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.combine import Combination, shipped
-from triemine.mining.features import ScoreJob, prior_range, prior_table
+from triemine.mining.features import PRIOR, ScoreJob, derivable, prior_range, prior_table
 from triemine.mining.score_shards import forced_score_shards
 from triemine.mining.columns import ColumnStore, write_store
 from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, load_scored
@@ -305,8 +305,8 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
         for a, b in store.bounds():
             have = store.rows("prior", a, b) if "prior" in store.columns else \
                 np.full(b - a, np.nan)
-            yield {"prior": np.where(np.isnan(have), table[store.rows("tgt", a, b)], have)}
-    return store.put_columns(["prior"], blocks(), "priors")
+            yield {PRIOR: np.where(np.isnan(have), table[store.rows("tgt", a, b)], have)}
+    return store.put_columns([PRIOR], blocks(), "priors")
 
 
 def _empty_mask(corpus) -> np.ndarray:
@@ -332,14 +332,17 @@ def _too_long(model, reverse_model, src, tgt, max_length: Optional[int]):
 
 
 def _check_features(comb, opts: MineOptions, reverse: bool) -> None:
-    """Refuse, before any work, a combination that needs a column this job cannot produce."""
-    have = {"score", "n_tokens", "ce_word", "ce_token", "numerals"}
+    """Refuse, before any work, a combination that needs a column this job cannot produce: the
+    columns its producers write (the exact scores of each direction, the priors, the
+    generators') and the scores derived from them (:func:`~triemine.mining.features.derivable`)."""
+    have = set()
+    for rules in [ScoreJob.of()] + ([ScoreJob.of(reverse=True)] if reverse else []):
+        have |= {rules.score, rules.n_tokens}
     if opts.scores.priors:
-        have |= {"prior", "pmi"}
+        have.add(PRIOR)
     for name in opts.candidates:
         have |= REGISTRY[name].columns(opts)
-    if reverse:
-        have |= {"score_rev", "ce_token_rev", "dual_ce"}
+    have = derivable(have)
     missing = [f for f in comb.features if f not in have]
     if missing:
         raise InputError(f"combination {comb.name} needs {', '.join(missing)}, which candidates "
