@@ -313,16 +313,21 @@ def _called(node: ast.AST) -> Iterator[Tuple[int, str]]:
                 yield sub.lineno, name
 
 
+def _outside_launcher(root: Path) -> Iterator[Tuple[Module, ast.Module]]:
+    """``(module, parsed)`` of every ``.py`` module outside the :data:`LAUNCHER` subpackage."""
+    modules = find_modules(root)
+    for module in modules.values():
+        if module.path.suffix == ".py" and _subpackage(module.name, modules) != LAUNCHER:
+            yield module, _parse(module.path)
+
+
 def runner_calls(root) -> List[str]:
     """One line per call of a :data:`RUNNER_ONLY` name outside the :data:`LAUNCHER` subpackage
     (a stage builds a ``Stage`` and the runner opens its store, plans and shows progress)."""
     root = Path(root)
     problems = []
-    modules = find_modules(root)
-    for module in modules.values():
-        if module.path.suffix != ".py" or _subpackage(module.name, modules) == LAUNCHER:
-            continue
-        for line, name in _called(_parse(module.path)):
+    for module, tree in _outside_launcher(root):
+        for line, name in _called(tree):
             if name in RUNNER_ONLY:
                 problems.append(f"runner call outside {root.name}/{LAUNCHER}/: "
                                 f"{_relpath(module, root)}:{line} {name}(")
@@ -334,11 +339,8 @@ def long_stage_drivers(root, limit: int = MAX_DRIVER_LINES) -> List[str]:
     :data:`RUNNER_CALLS`) over ``limit`` lines."""
     root = Path(root)
     problems = []
-    modules = find_modules(root)
-    for module in modules.values():
-        if module.path.suffix != ".py" or _subpackage(module.name, modules) == LAUNCHER:
-            continue
-        for name, fn in _outer_functions(_parse(module.path)):
+    for module, tree in _outside_launcher(root):
+        for name, fn in _outer_functions(tree):
             n = fn.end_lineno - fn.lineno + 1
             if n > limit and any(c in RUNNER_CALLS for _, c in _called(fn)):
                 problems.append(f"stage driver over {limit} lines: {_relpath(module, root)}:"
