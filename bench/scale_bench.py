@@ -51,13 +51,17 @@ def _timed_sharded(model, src, tgt, out, pool, warm_src, search):
 
     from triemine.decoding.driver import mine_to_tsv
 
+    from triemine.distributed.stage import fixed_cost_per_shard
+
     with pool:
-        with benchlib.timer() as warm:
+        with benchlib.timer() as warm:  # a shard per worker: every worker started and warmed
             mine_to_tsv(model, warm_src, tgt, str(out) + ".warm", pool=pool,
                         search=replace(search, shard_sources=1))
         with benchlib.timer() as t:
             summary = mine_to_tsv(model, src, tgt, out, pool=pool, search=search)
+        fixed = fixed_cost_per_shard(pool, str(out) + ".echo.shards")
     stats = summary.shards
+    stats["runner_fixed_cost_per_shard_ms"] = round(1000 * fixed, 2)
     # the workers are reaped now: the largest resident size of any of them
     stats["worker_max_rss_mb"] = benchlib.peak_rss_mb()["children"]
     return t.s, warm.s, summary, stats
@@ -85,7 +89,10 @@ def trie_search(model, src, tgt, work: Path, n_sources: int, beam: int, shard: i
     trie = get_trie(model, tgt)
     lines = src.read_text(encoding="utf-8").splitlines()
     warm = _write(work / "warm.src", lines[:8])
+    # two blocks (one batch each, the least a block holds), so two shards: a pool starts no more
+    # workers than a stage has shards, and both must be warm before the timed run
     search = SearchSettings(mode="pre", beam=beam, batch_size=16, shard_sources=shard)
+    warm_pool = _write(work / "warm_pool.src", lines[:2 * search.sources_per_batch])
     single = work / "single.tsv"
     mine_to_tsv(model, warm, tgt, work / "warm.tsv", trie=trie, search=search)  # first-call costs, as the workers'
     with benchlib.timer() as t:
@@ -100,7 +107,8 @@ def trie_search(model, src, tgt, work: Path, n_sources: int, beam: int, shard: i
         runs.append(("ray", make_pool(2, ray="local")))
     for name, pool in runs:
         out = work / f"{name}.tsv"
-        secs, start, summary, stats = _timed_sharded(model, src, tgt, out, pool, warm, search)
+        secs, start, summary, stats = _timed_sharded(model, src, tgt, out, pool, warm_pool,
+                                                     search)
         same = out.read_bytes() == single.read_bytes()
         print(f"{name} x2: {n_sources} sources in {secs:.1f} s (+{start:.1f} s start-up), "
               f"identical: {same}", file=sys.stderr, flush=True)
@@ -109,6 +117,7 @@ def trie_search(model, src, tgt, work: Path, n_sources: int, beam: int, shard: i
                      "sent_per_s_with_startup": round(n_sources / (secs + start), 3),
                      "speedup_vs_1_worker": round(t_single / secs, 3),
                      "shards": stats["shards"], "identical_to_single_process": same,
+                     "runner_fixed_cost_per_shard_ms": stats["runner_fixed_cost_per_shard_ms"],
                      "worker_max_rss_mb": stats["worker_max_rss_mb"] if name == "workers"
                      else "not measured (Ray workers are not children)",
                      **_cpu_view(stats, c_single)}
@@ -271,6 +280,8 @@ def main(argv=None) -> int:
                                  if isinstance(result.get("scoring"), dict) else None),
         "trie_bytes_per_target_sentence": search["trie_bytes_per_target_sentence"]}
     result["goal_speedup_1_7"] = w["speedup_vs_1_worker"] >= 1.7
+    result["runner_fixed_cost_per_shard_ms"] = w["runner_fixed_cost_per_shard_ms"]
+    result["goal_fixed_cost_50ms"] = w["runner_fixed_cost_per_shard_ms"] <= 50
     result["projected_speedup_on_idle_cores"] = w.get("projected_speedup_on_idle_cores")
     result["load_before"] = load_before
     result["load_after"] = _load()

@@ -21,6 +21,11 @@ Problems reported, one line each:
   or heavy third-party dependencies (torch, fairseq, transformers, Ray), not for dodging a cycle;
 * imports from :data:`LAUNCHER` (``triemine/distributed/``, which ships work to pools and Ray)
   of :data:`LAUNCHER_FORBIDDEN` (the job and the models it runs): one problem per import line;
+* calls of :data:`RUNNER_ONLY` (``ShardStore(``, ``plan_shards(``, ``progress_bar(``) outside
+  :data:`LAUNCHER`: one problem per call (a stage describes itself as a ``Stage``; the one
+  runner, ``triemine.distributed.stage``, opens its store, plans its shards and shows progress);
+* stage drivers (functions outside :data:`LAUNCHER` calling ``Stage(``, ``run_stage(`` or
+  ``run_stages(``) over :data:`MAX_DRIVER_LINES` lines;
 * package folders (any folder under the package holding ``.py`` / ``.pyx`` files) without an
   ``__init__.py`` (setuptools' ``find:`` skips them, so the wheel would lack their modules);
 * modules over :data:`MAX_MODULE_LINES` lines (``.py`` and ``.pyx``);
@@ -42,7 +47,8 @@ Usage::
 prints one line per problem and exits 1 if there is any. From Python:
 ``layout_problems(root) -> list[str]`` (``root`` the package folder), or the single checks
 :func:`import_cycles`, :func:`package_cycles`, :func:`inner_imports` (its sites:
-:func:`inner_import_sites`), :func:`launcher_imports`, :func:`missing_inits`,
+:func:`inner_import_sites`), :func:`launcher_imports`, :func:`runner_calls`,
+:func:`long_stage_drivers`, :func:`missing_inits`,
 :func:`long_modules`, :func:`long_functions`, :func:`history_marks`, :func:`decision_links`.
 """
 from __future__ import annotations
@@ -62,6 +68,10 @@ MAX_FUNCTION_LINES = 120
 MAX_INNER_IMPORTS = 10
 LAUNCHER = "distributed"
 LAUNCHER_FORBIDDEN = ("mining", "decoding", "embedding", "scoring", "models")
+# what only the one runner (triemine/distributed/) calls: a stage describes itself, it runs there
+RUNNER_ONLY = ("ShardStore", "plan_shards", "progress_bar")
+RUNNER_CALLS = ("Stage", "run_stage", "run_stages")  # a function calling one is a stage driver
+MAX_DRIVER_LINES = 30
 SOURCE_SUFFIXES = (".py", ".pyx")
 SKIP_DIRS = {"__pycache__", "build", ".git"}
 
@@ -295,6 +305,52 @@ def launcher_imports(root) -> List[str]:
             f"from {', '.join(LAUNCHER_FORBIDDEN)})" for path, line, name in sorted(problems)]
 
 
+def _called(node: ast.AST) -> Iterator[Tuple[int, str]]:
+    """``(line, name)`` of every call in ``node`` (``f(...)`` or ``x.f(...)``: ``f``)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            f = sub.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+                else None
+            if name is not None:
+                yield sub.lineno, name
+
+
+def _outside_launcher(root: Path) -> Iterator[Tuple[Module, ast.Module]]:
+    """``(module, parsed)`` of every ``.py`` module outside the :data:`LAUNCHER` subpackage."""
+    modules = find_modules(root)
+    for module in modules.values():
+        if module.path.suffix == ".py" and _subpackage(module.name, modules) != LAUNCHER:
+            yield module, _parse(module.path)
+
+
+def runner_calls(root) -> List[str]:
+    """One line per call of a :data:`RUNNER_ONLY` name outside the :data:`LAUNCHER` subpackage
+    (a stage builds a ``Stage`` and the runner opens its store, plans and shows progress)."""
+    root = Path(root)
+    problems = []
+    for module, tree in _outside_launcher(root):
+        for line, name in _called(tree):
+            if name in RUNNER_ONLY:
+                problems.append(f"runner call outside {root.name}/{LAUNCHER}/: "
+                                f"{_relpath(module, root)}:{line} {name}(")
+    return sorted(problems)
+
+
+def long_stage_drivers(root, limit: int = MAX_DRIVER_LINES) -> List[str]:
+    """One line per stage driver (a function outside :data:`LAUNCHER` that calls one of
+    :data:`RUNNER_CALLS`) over ``limit`` lines."""
+    root = Path(root)
+    problems = []
+    for module, tree in _outside_launcher(root):
+        for name, fn in _outer_functions(tree):
+            n = fn.end_lineno - fn.lineno + 1
+            if n > limit and any(c in RUNNER_CALLS for _, c in _called(fn)):
+                problems.append(f"stage driver over {limit} lines: {_relpath(module, root)}:"
+                                f"{fn.lineno} {name} ({n})")
+    return sorted(problems)
+
+
 def missing_inits(root) -> List[str]:
     root = Path(root)
     folders = sorted({p.parent for p in _source_files(root)})
@@ -427,11 +483,13 @@ def decision_links(root) -> List[str]:
 
 def layout_problems(root) -> List[str]:
     """Every problem, in the order: cycles, subpackages importing each other, imports inside
-    functions, launcher imports, missing ``__init__.py``, long modules, long functions, dates and
-    commit hashes, broken links to ``docs/decisions.md``, machine facts in the README."""
+    functions, launcher imports, runner calls outside the launcher, long stage drivers, missing
+    ``__init__.py``, long modules, long functions, dates and commit hashes, broken links to
+    ``docs/decisions.md``, machine facts in the README."""
     return import_cycles(root) + package_cycles(root) + inner_imports(root) + \
-        launcher_imports(root) + missing_inits(root) + long_modules(root) + \
-        long_functions(root) + history_marks(root) + decision_links(root) + readme_marks(root)
+        launcher_imports(root) + runner_calls(root) + long_stage_drivers(root) + \
+        missing_inits(root) + long_modules(root) + long_functions(root) + history_marks(root) + \
+        decision_links(root) + readme_marks(root)
 
 
 def main(argv=None) -> int:

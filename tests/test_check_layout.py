@@ -133,6 +133,28 @@ def test_the_launcher_imports_none_of_the_job(tmp_path):
         for line, name in ((1, "pkg.models.m"), (4, "pkg.mining.run"), (5, "pkg.scoring.s"))]
 
 
+def test_only_the_runner_opens_stores_plans_and_shows_progress(tmp_path):
+    root = _layered(tmp_path)
+    _write(root, "distributed/__init__.py")
+    _write(root, "distributed/stage.py", "def run(s):\n    return ShardStore(s), plan_shards(s)\n")
+    assert check_layout.runner_calls(root) == []
+    _write(root, "mining/shards.py", "from x import progress_bar, shards\n"
+           "def f(n):\n    bar = progress_bar(n)\n    return shards.ShardStore(n)\n")
+    assert check_layout.runner_calls(root) == [
+        f"runner call outside pkg/distributed/: pkg/mining/shards.py:{line} {name}("
+        for line, name in ((3, "progress_bar"), (4, "ShardStore"))]
+
+
+def test_a_stage_driver_is_at_most_30_lines(tmp_path):
+    root = _layered(tmp_path)
+    body = "".join(f"    x{i} = {i}\n" for i in range(28))
+    _write(root, "mining/drive.py", "def short(pool):\n" + body + "    return run_stage(x, pool)\n"
+           "def long(pool):\n" + body + "    y = 1\n    return run_stage(x, pool)\n"
+           "def other(pool):\n" + body * 2 + "    return pool\n")
+    assert check_layout.long_stage_drivers(root) == [
+        "stage driver over 30 lines: pkg/mining/drive.py:31 long (31)"]
+
+
 def test_main_exit_status(tmp_path, capsys):
     root = tmp_path / "clean"
     _write(root, "__init__.py", "from clean import m\n")

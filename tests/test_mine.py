@@ -280,13 +280,14 @@ def test_a_small_job_gets_blocks_and_shards_for_several_workers(tmp_path):
     large = search.for_job(100_000)
     assert large.sources_per_block == 512 and large.shard_size(100_000) == DEFAULT_SHARD_SOURCES
     assert SearchSettings(beam=5, shard_sources=300).shard_size(120) == 300  # as given
-    # the blocks are in the resume key where they differ from the 8-batch default, so a run
-    # planned with other blocks is never continued; large jobs keep their older keys
+    # the blocks are in the resume key, so a run planned with other blocks is never continued
+    from triemine.decoding.driver import search_key
+
     src, tgt = tmp_path / "s", tmp_path / "t"  # the key hashes the corpora's content
     src.write_text("a\n", encoding="utf-8")
     tgt.write_text("b\n", encoding="utf-8")
-    assert small.resume_key(None, src, tgt, 120)["block_sources"] == 64
-    assert "block_sources" not in large.resume_key(None, src, tgt, 100_000)
+    assert search_key(None, small, src, tgt, 120)["block_sources"] == 64
+    assert search_key(None, large, src, tgt, 100_000)["block_sources"] == 512
 
 
 def test_default_batch_size_follows_the_beam():
@@ -319,7 +320,9 @@ def test_a_search_off_the_cpu_batches_more_sources_by_default(tiny_model, corpor
     mine_to_tsv(tiny_model, src, tgt, tmp_path / "dev.tsv", search=search, device="cpu:0")
     key = json.loads((tmp_path / "dev.tsv.progress").read_text())["settings"]
     assert (key["batch_size"], key["max_tokens"]) == (1024, DEVICE_ROW_TOKENS // 3)
-    assert json.loads((tmp_path / "cpu.tsv.progress").read_text())["settings"]["batch_size"] == 64
+    # the key records the settings as the search ran them: on the CPU the batch left unset
+    # (resolved from the beam, 64 at beam 3)
+    assert json.loads((tmp_path / "cpu.tsv.progress").read_text())["settings"]["batch_size"] is None
     a, b = read_mined(tmp_path / "cpu.tsv"), read_mined(tmp_path / "dev.tsv")
     assert list(zip(a.src_ids, a.tgt_ids)) == list(zip(b.src_ids, b.tgt_ids)) and len(a) > 10
     assert b.col("score") == pytest.approx(a.col("score"), abs=1e-4)

@@ -320,10 +320,15 @@ def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_mo
     mine_pipeline(tiny_model, src, tgt, out, cfg, resume=True)
     assert out.read_bytes() == first
     assert {p: p.stat().st_mtime_ns for p in work.rglob("*.npy")} == stamps
-    # a knob of the trie search, which this job does not run, does not stop a resume
+    # a transient setting (the shard size: the same bytes) does not stop a resume; any other
+    # setting of the tree is in the key (settings.key_of), a trie knob too
     out.unlink()
-    mine_pipeline(tiny_model, src, tgt, out, with_values(cfg, dict(sort_window=3, batch_size=5)), resume=True)
+    mine_pipeline(tiny_model, src, tgt, out, with_values(cfg, dict(shard_sources=3)), resume=True)
     assert out.read_bytes() == first
+    assert {p: p.stat().st_mtime_ns for p in work.rglob("*.npy")} == stamps
+    with pytest.raises(InputError, match="cannot resume"):
+        mine_pipeline(tiny_model, src, tgt, out, with_values(cfg, dict(sort_window=3)),
+                      resume=True)
     other = job_options(candidates=("knn",), encoder="cipher", min_margin=0.5,
                            combination=cfg.scores.combination)
     with pytest.raises(InputError, match="cannot resume"):

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from triemine.errors import InputError
-from triemine.mining.options import MineOptions, pipeline_key
+from triemine.mining.options import MineOptions
 from triemine.scoring.forced import ForcedScorer
+from triemine.settings import key_of
 from triemine.tsv import read_mined
 
 from test_decoding import OTHER, PAIRS
@@ -54,7 +55,7 @@ def test_fp32_is_the_default_with_the_keys_and_bits_of_before(tiny_model, corpor
     comb = _combination(tmp_path)
     default = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
                           combination=comb)
-    assert default.precision == "fp32" and "precision" not in pipeline_key(default)
+    assert default.precision == "fp32" and key_of(default)["precision"] == "fp32"
     named = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
                         combination=comb, precision="fp32")
     mine_pipeline(tiny_model, src, tgt, tmp_path / "a.tsv", default)
@@ -63,7 +64,7 @@ def test_fp32_is_the_default_with_the_keys_and_bits_of_before(tiny_model, corpor
 
     half = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
                        combination=comb, precision="bf16")
-    assert pipeline_key(half)["precision"] == "bf16"
+    assert key_of(half)["precision"] == "bf16"
     with pytest.raises(InputError, match="cannot resume"):  # fp32's work is not bf16's
         mine_pipeline(tiny_model, src, tgt, tmp_path / "a.tsv", half, resume=True)
     mine_pipeline(tiny_model, src, tgt, tmp_path / "c.tsv", half)

@@ -290,8 +290,7 @@ def test_a_new_arithmetic_is_never_mixed_with_cached_or_resumed_bits(tiny_model,
     target_priors(tiny_model, texts, np.array([0, 2]), cache_dir=tmp_path, scores=scores)
     assert calls == [[0, 2], [0, 2]]  # computed again, not read from the older arithmetic's
     assert run._settings_digest(tiny_model, src, tgt, cfg) != key
-    # another device's products are other bits: its caches and keys are its own, the CPU's
-    # stay as they were before devices were told apart
+    # another device's products are other bits: its caches and keys are its own
     from triemine.mining.features import prior_table
 
     assert forced.arithmetic("cpu") == str(forced.ARITHMETIC)
@@ -300,7 +299,7 @@ def test_a_new_arithmetic_is_never_mixed_with_cached_or_resumed_bits(tiny_model,
                 device="cuda")
     assert calls[-1] == [0, 2] and len(calls) == 3  # not the CPU's cached values
     on_gpu = run._settings_digest(tiny_model, src, tgt, with_values(cfg, {"device": "cuda"}))
-    assert on_gpu["arithmetic"]["device"] == "cuda" and "device" not in key["arithmetic"]
+    assert on_gpu["config"]["device"] == "cuda" and key["config"]["device"] == "cpu"
     assert "faiss" in on_gpu["arithmetic"]["knn"] and "torch" in on_gpu["arithmetic"]["knn"]
     import copy
 

@@ -14,7 +14,7 @@ from triemine.filtering import registry
 from triemine.filtering.selection import SELECTION, shipped_default
 from triemine.mining.combine import shipped
 from triemine.mining.generators import REGISTRY
-from triemine.mining.options import PIPELINE_KEY, MineOptions, pipeline_key
+from triemine.mining.options import MineOptions
 
 # every option trie-mine had before its flags were generated from the tree, with the same names
 FLAGS = {"-h", "--help", "--model", "--source", "--target", "-o", "--output", "--config",
@@ -37,7 +37,6 @@ def test_no_setting_is_declared_twice_in_the_tree():
     names = [f.name for node in _nodes(MineOptions) for f in fields(node)
              if not is_dataclass(getattr(f, "default_factory", None))]
     assert len(names) == len(set(names)) == len(settings.paths(MineOptions))
-    assert set(PIPELINE_KEY) <= set(names)
 
     @dataclass(frozen=True)
     class Inner:
@@ -113,16 +112,18 @@ def test_the_cli_builds_the_same_tree_as_the_api():
                                  candidates=["retrieval", "trie"])
 
 
-def test_the_jobs_resume_key_keeps_its_bytes():
-    """The key jobs started before the settings tree recorded (a job resumes only when equal)."""
-    assert json.dumps(pipeline_key(MineOptions.of("combined"))) == json.dumps({
-        "candidates": ["knn"], "encoder": "use", "k": 4, "per_source": 2, "per_target": 1,
-        "min_margin": 1.02, "mode": "pre", "beam": 5, "prior_weight": 0.0, "trie_nbest": 1,
-        "batch_size": None, "sort_window": 8, "translate_beam": 4,
-        "retrieval_min_margin": None, "priors": True, "combination": "combined",
-        "max_length": None})
-    key = pipeline_key(MineOptions.of("mt-only", knn_index="ivf"))
-    assert key["knn_index"] == "ivf" and key["translate_beam"] == 1
+def test_the_jobs_key_is_every_setting_but_the_transient_ones():
+    """The job's key and its TSV's ``pipeline`` record: the tree's settings by name, without
+    threads of execution (workers, Ray) or checks that change no output (debug, shard size)."""
+    key = settings.key_of(MineOptions.of("combined", workers=2, ray="local", shard_sources=9))
+    assert key == settings.key_of(MineOptions.of("combined"))
+    assert settings.key_of(MineOptions.of(PAPER, debug=True)) == \
+        settings.key_of(MineOptions.of(PAPER))
+    assert not {"workers", "ray", "debug", "shard_sources"} & set(key)
+    assert key["candidates"] == ["knn"] and key["beam"] == 5 and key["combination"] == "combined"
+    assert json.loads(json.dumps(key)) == key
+    other = settings.key_of(MineOptions.of("mt-only", knn_index="ivf"))
+    assert other["knn_index"] == "ivf" and other["translate_beam"] == 1
 
 
 def test_with_values_replaces_nested_settings_and_keeps_none():

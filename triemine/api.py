@@ -34,16 +34,12 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from triemine.decoding.driver import mine_to_tsv
-from triemine.decoding.model_dir import load_model_dir
-from triemine.decoding.task import load_trie_for_dict
-from triemine.distributed import check_workers, make_pool
 from triemine.errors import InputError
 from triemine.filtering import registry
 from triemine.filtering import formats
 from triemine.filtering.selection import Selection, choose, load_thresholds, write_pairs
-from triemine.mining.dedup import expand_rows, mine_unique, side_maps
-from triemine.mining.run import mine_pipeline
+from triemine.mining.dedup import expand_rows, side_maps
+from triemine.mining.job import run_job
 from triemine.mining.options import MineOptions
 from triemine.outfile import check_distinct, describe, output_lock
 from triemine.settings import paths
@@ -284,35 +280,9 @@ def _inputs(opts: MineOptions, model, source, target, thresholds) -> List[Tuple[
 
 def _run_locked(opts: MineOptions, model, source, target, output, resume, progress, select,
                 given, saved) -> MiningResult:
-    """:func:`run` once the paths are checked and the output locked."""
-    workers, ray = opts.pool.workers, opts.pool.ray
-    pool = None
-    if opts.sharded or opts.search.target_shards > 1:
-        threads = int(os.environ.get("OMP_NUM_THREADS") or 1)
-        if ray is None and workers:
-            check_workers(workers, threads, _model_bytes(model, opts.reverse_model))
-        pool = make_pool(workers, ray=ray, device=opts.device, threads=threads)
-        if ray is not None:  # fail before the slow model load (no ray, no cluster, no GPU)
-            pool.check()
-            if ray == "local":  # this machine's cores and memory (a cluster's: Ray's)
-                check_workers(pool.workers, threads, _model_bytes(model, opts.reverse_model))
-    if isinstance(model, (str, os.PathLike)):
-        # with Ray the driver only plans and merges: the actors hold the model on --device
-        model = load_model_dir(model, target_spm=opts.target_spm,
-                               device="cpu" if ray is not None else opts.device)
-    if opts.paper:
-        summary = _trie_search(opts, model, source, target, output, pool, resume, progress)
-    else:
-        reverse = (load_model_dir(opts.reverse_model, device=opts.device)
-                   if opts.reverse_model else None)
-
-        def job(src, tgt, out):  # its stages in OUT.work/ whichever TSV it writes
-            return mine_pipeline(model, src, tgt, out, opts, resume=resume, progress=progress,
-                                 reverse_model=reverse, pool=pool if opts.sharded else None,
-                                 work_dir=output + ".work")
-        d = opts.duplicates
-        summary = (mine_unique(job, source, target, output, case=d.dedup_case,
-                               punct=d.dedup_punct) if d.dedup else job(source, target, output))
+    """:func:`run` once the paths are checked and the output locked: the job's stages
+    (:func:`triemine.mining.job.run_job`), then with ``select`` the selection."""
+    summary = run_job(opts, model, source, target, output, resume=resume, progress=progress)
     result = MiningResult(output, None, None, summary=summary)
     if select:
         result.candidates = mined = read_mined(output)
@@ -328,20 +298,3 @@ def _run_locked(opts: MineOptions, model, source, target, output, resume, progre
                            "a side; with %d lines the margins have few neighbours and unrelated "
                            "pairs can pass: check the kept pairs, or give a threshold", small)
     return result
-
-
-def _model_bytes(model, reverse_model) -> int:
-    """The size of the checkpoint(s) a worker loads (:func:`triemine.distributed.check_workers`)."""
-    total = 0
-    for m in (model, reverse_model):
-        where = m if isinstance(m, (str, os.PathLike)) else getattr(m, "path", None)
-        if where is not None and os.path.isfile(os.path.join(where, "checkpoint.pt")):
-            total += os.path.getsize(os.path.join(where, "checkpoint.pt"))
-    return total
-
-
-def _trie_search(opts: MineOptions, model, source, target, output, pool, resume, progress) -> dict:
-    trie = load_trie_for_dict(opts.trie, model.tgt_dict) if opts.trie else None
-    return mine_to_tsv(model, source, target, output, search=opts.search, pool=pool, trie=trie,
-                       device=opts.device, resume=resume, debug=opts.debug,
-                       progress=progress).as_dict()

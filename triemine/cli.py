@@ -14,16 +14,14 @@ import warnings
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-import numpy as np
-
 import triemine.baselines as baselines  # registers the baselines' score names
 from triemine import cliargs, settings
 from triemine.corpus import sentences
 from triemine.errors import InputError, TrieMineError
 from triemine.evaluation import report
 from triemine.evaluation.pipeline import evaluate_files, report_data, save_thresholds
-from triemine.filtering import formats, registry
-from triemine.filtering.selection import choose, load_thresholds, write_pairs, write_union
+from triemine.filtering import formats
+from triemine.filtering.apply import filter_tsvs, thresholds_of
 from triemine.mining.options import MineOptions, flag_help_values
 from triemine.outfile import check_distinct, write_text
 from triemine.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, cache_root, shared_path
@@ -31,7 +29,7 @@ from triemine.plugin import user_dir
 from triemine.prepare import prepare
 from triemine.prepare.cliopts import options_of, prepare_parser
 from triemine.trie.build import build_trie_from_corpus
-from triemine.tsv import read_mined, record_bitext, write_mined
+from triemine.tsv import read_mined, record_bitext
 
 
 def _run(prog: str, body: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser,
@@ -295,37 +293,23 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                        cliargs.with_meta("MINED", args.mined) + cliargs.with_meta(
                            "--second", args.second) + [("--thresholds", args.thresholds),
                                                        ("--bicleaner-model", args.bicleaner_model)])
-        given = registry.named_thresholds(
-            [("ce_word", args.ce_max), ("bicleaner", args.bicleaner_min)] + args.threshold)
-        saved = load_thresholds(args.thresholds) if args.thresholds else None
+        saved, given = thresholds_of(args.thresholds, args.ce_max, args.bicleaner_min,
+                                     args.threshold)
         if (args.bicleaner or args.classifier) and saved is None and not given:
             args.filter = args.filter or "none"  # only adding score columns: every row kept
-        inputs = [args.mined] + ([args.second] if args.second else [])
-        kepts = []
-        for k, path in enumerate(inputs):
-            mined = with_scores(first if k == 0 else read_mined(path), reverse=k == 1, bicleaner=args.bicleaner,
-                                bicleaner_model=args.bicleaner_model, batch_size=args.batch_size,
-                                classifiers=args.classifier, model_dir=args.model)
-            try:
-                sel = choose(mined, saved=saved, index=k, given=given, filt=args.filter,
-                             rule=args.rule, rank_by=args.rank_by)
-            except InputError as exc:
-                if exc.path is not None:
-                    raise
-                parser.error(f"{exc.problem} (--thresholds, --ce-max, --bicleaner-min or "
-                             "--threshold)")
-            kept = mined.take(sel.keep(mined))
-            print(f"{path}: kept {len(kept)} of {len(mined)} rows ({sel.text()})", file=sys.stderr)
-            if args.output:
-                write_mined(kept, args.output)
-            kepts.append(kept)
-        if args.bitext:  # the union of the directions: each (l1 id, l2 id) once
-            n = (write_union(kepts, args.bitext, args.bitext_format, *langs) if len(kepts) > 1
-                 else write_pairs(kepts[0], np.arange(len(kepts[0])), args.bitext,
-                                  args.bitext_format, *langs))
-            if args.output:
-                record_bitext(args.output, args.bitext, args.bitext_format, n, langs)
-            print(f"{args.bitext}: {n} pairs", file=sys.stderr)
+        paths = [args.mined] + ([args.second] if args.second else [])
+        mineds = [with_scores(first if k == 0 else read_mined(path), reverse=k == 1,
+                              bicleaner=args.bicleaner, bicleaner_model=args.bicleaner_model,
+                              batch_size=args.batch_size, classifiers=args.classifier,
+                              model_dir=args.model) for k, path in enumerate(paths)]
+        try:
+            filter_tsvs(mineds, paths, saved=saved, given=given, filt=args.filter,
+                        rule=args.rule, rank_by=args.rank_by, output=args.output,
+                        bitext=args.bitext, bitext_format=args.bitext_format, langs=langs)
+        except InputError as exc:  # the thresholds given do not fit: a usage error
+            if exc.path is not None:
+                raise
+            parser.error(exc.problem)
         return 0
 
     return _run("trie-mine-filter", body, parser, argv)

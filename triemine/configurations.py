@@ -6,6 +6,9 @@ makes a configuration:
 * ``generators``: the candidate generators the job runs (``["trie"]`` alone is the paper's trie
   search, :mod:`triemine.decoding.driver`; any other set is the mining job,
   :mod:`triemine.mining.run`);
+* ``stages``: the job's stages in order, names of :data:`triemine.mining.job.STAGES` (the
+  paper's: the trie search alone; the mining job's: deduplication, the job, the rows mapped
+  back to the original lines);
 * ``settings``: the values this configuration gives fields of the settings tree
   (:class:`triemine.mining.options.MineOptions`), by field name, e.g. ``{"beam": 5}``; a field not
   named keeps its declared default;
@@ -58,6 +61,7 @@ class Configuration:
     name: str
     help: str
     generators: Tuple[str, ...]
+    stages: Tuple[str, ...]
     settings: Mapping[str, Any]
     selection: Selection
     combination: Optional[Dict[str, Any]]
@@ -82,6 +86,7 @@ def configuration(name: str) -> Configuration:
             raise ValueError(f"version {RECORD_VERSION} record of {name!r} expected")
         return Configuration(name=name, help=str(data["help"]),
                              generators=tuple(data["generators"]),
+                             stages=tuple(data["stages"]),
                              settings=dict(data["settings"]),
                              selection=Selection(**data["selection"]),
                              combination=data["combination"], thresholds=data["thresholds"])

@@ -34,7 +34,7 @@ def setting(default: Any, help: str = "", *, flag: Optional[str] = None,
             metavar: Optional[str] = None, low: Optional[float] = None, low_note: str = "",
             parse: Optional[Callable[[str], Any]] = None, nargs: Optional[str] = None,
             group: Optional[str] = None, also: Sequence[str] = (),
-            exclusive: Optional[Mapping[str, Any]] = None) -> Field:
+            exclusive: Optional[Mapping[str, Any]] = None, transient: bool = False) -> Field:
     """A dataclass field declaring one setting.
 
     ``help`` is a ``str.format`` template filled by :func:`add_flags`; ``flag`` the option
@@ -44,11 +44,12 @@ def setting(default: Any, help: str = "", *, flag: Optional[str] = None,
     smallest allowed value (``low_note`` explains it); ``group``: the parser's argument group;
     ``also``: other fields set to the same value (:func:`with_values`); ``exclusive``:
     ``{flag: (value, help)}`` for mutually exclusive flags that each set this field to their
-    value."""
+    value; ``transient``: the setting never changes an output (threads, workers, progress, where
+    work is kept), so it is left out of every key (:func:`key_of`)."""
     meta = {"help": help, "flag": flag, "flags": tuple(flags), "const": const,
             "choices": choices, "metavar": metavar, "low": low, "low_note": low_note,
             "parse": parse, "nargs": nargs, "group": group, "also": tuple(also),
-            "exclusive": dict(exclusive or {})}
+            "exclusive": dict(exclusive or {}), "transient": bool(transient)}
     return field(default=default, metadata={"setting": meta})
 
 
@@ -224,3 +225,19 @@ def finite(text: str) -> float:
     if not math.isfinite(v):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
     return v
+
+
+def key_of(tree) -> Dict[str, Any]:
+    """The settings of ``tree`` (a settings tree or one node of it) that may change an output,
+    by field name in declaration order: every setting but the ``transient`` ones, a tuple as a
+    list (as JSON has it).  What the keys of stages, caches and jobs record of their settings: a
+    setting declared in a node is in every key built from that node, with no list to update."""
+    out: Dict[str, Any] = {}
+    for path, f in leaves(type(tree)):
+        if _meta(f).get("transient"):
+            continue
+        value = tree
+        for part in path:
+            value = getattr(value, part)
+        out[path[-1]] = list(value) if isinstance(value, tuple) else value
+    return out

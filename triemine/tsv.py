@@ -39,6 +39,7 @@ import numpy as np
 
 from triemine.checksum import crc32_range, json_crc32
 from triemine.errors import InputError
+from triemine.keys import older_key
 from triemine.outfile import atomic_write, describe, write_text
 from triemine.textfile import decode_utf8, open_binary, read_bytes, read_json
 
@@ -216,7 +217,8 @@ def prepare_resume(tsv_path, settings: dict, header: str) -> Optional[Tuple[int,
     """Validate an interrupted output and truncate it to its last complete block: ``(sources
     done (the first source to mine), CRC32 of the output kept)``; ``None`` when the run must
     start over: its progress file is damaged, or the output is not what it records (a warning
-    names the file).  :class:`InputError` (``cannot resume``) when the output is not this
+    names the file; so is a progress file of an older :data:`~triemine.keys.KEY_VERSION`).
+    :class:`InputError` (``cannot resume``) when the output is not this
     command's: another header and no progress file of ours, or other settings."""
     out_path = Path(tsv_path)
     prog_path = Path(os.fspath(tsv_path) + PROGRESS_SUFFIX)
@@ -238,6 +240,8 @@ def prepare_resume(tsv_path, settings: dict, header: str) -> Optional[Tuple[int,
                       "starting the run over", stacklevel=2)
         return None
     old = prog["settings"]
+    if older_key(old, prog_path, "the interrupted output"):
+        return None
     diff = [k for k in settings if old.get(k) != settings[k]]
     if diff:
         raise InputError("cannot resume: the run used different settings ("

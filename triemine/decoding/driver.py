@@ -13,8 +13,7 @@ input order) and keeps the sidecars ``OUT.tsv.meta.json`` and ``OUT.tsv.progress
   recorded in ``OUT.tsv.shards/`` (:mod:`triemine.distributed.shards`), merged at the end: the
   same bytes as without one (same settings, same threads per process).
 
-Both write the same sidecars, keyed by :meth:`SearchSettings.resume_key
-<triemine.decoding.settings.SearchSettings.resume_key>`.  Sources over the model's positions or
+Both write the same sidecars, keyed by :func:`search_key`.  Sources over the model's positions or
 ``max_length`` are skipped, and so are rows of targets over ``max_length``; both counts are
 ``skipped_long`` in the summary and the ``.meta.json``.  Empty source lines produce no rows but
 count as done.
@@ -39,11 +38,13 @@ from triemine.decoding.settings import SearchSettings
 from triemine.decoding.shards import TrieShardTask
 from triemine.decoding.trie_cache import check_trie_fits, get_trie, target_shard_tries
 from triemine.distributed import make_pool
-from triemine.distributed.shards import (SHARDS_SUFFIX, Shard, ShardStore, execute, plan_shards,
-                                         progress_bar, shard_stats, total)
+from triemine.distributed.shards import SHARDS_SUFFIX, total
+from triemine.decoding.fingerprint import model_fingerprint
+from triemine.decoding.lengths import LENGTH_RULE
+from triemine.distributed.stage import Stage, StageRun, run_stage, stage_key
 from triemine.errors import InputError
-from triemine.paths import content_sha256
 from triemine.scoring.prior import get_node_priors
+from triemine.settings import key_of
 from triemine.tsv import count_rows, prepare_resume, write_meta, write_progress
 
 
@@ -78,7 +79,7 @@ class _Run:
     skip_tgt: np.ndarray
     skipped_long: dict
     skipped_bad: dict
-    key: dict                       # SearchSettings.resume_key
+    key: dict                       # search_key
     header: str
     search: SearchSettings          # the caller's, with this job's blocks (for_job)
 
@@ -117,6 +118,16 @@ def mine_to_tsv(model, source_path, target_path, out_path, *,
     return summary
 
 
+def search_key(model, search: SearchSettings, source_path, target_path, n_sources: int) -> dict:
+    """What the search's output depends on, as ``OUT.tsv.progress`` and the shard manifest
+    record it and a resumed run checks it: the model, the corpora (their paths and contents),
+    their length rule and every setting of ``search`` but the transient ones."""
+    return stage_key({"model": model_fingerprint(model), "source": os.path.abspath(source_path),
+                      "target": os.path.abspath(target_path), "n_sources": n_sources,
+                      "lengths": LENGTH_RULE, **key_of(search)},
+                     {"source_sha256": source_path, "target_sha256": target_path})
+
+
 def _prepare(model, source_path, target_path, search: SearchSettings, trie, sharded: bool,
              progress: bool) -> _Run:
     src, tgt = open_pair(source_path, target_path)
@@ -142,7 +153,7 @@ def _prepare(model, source_path, target_path, search: SearchSettings, trie, shar
     skip_tgt = long_targets(model, tgt.texts, search.max_length)
     return _Run(src, tgt, tries, node_prior, lengths, skip_tgt,
                 {"source": len(skipped), "target": int(skip_tgt.sum())}, skipped_counts(src, tgt),
-                search.resume_key(model, source_path, target_path, len(src)),
+                search_key(model, search, source_path, target_path, len(src)),
                 "\t".join(search.columns), search)
 
 
@@ -193,43 +204,40 @@ def _in_shards(model, run: _Run, search: SearchSettings, out_path: Path, pool, s
                target_path, *, device: str, resume: bool, debug: bool,
                progress: bool) -> MineSummary:
     """Shards: groups of consecutive blocks of the one-process plan holding at least
-    ``search.shard_size(n)`` sources (``shard_sources``; by default at most a 16th of a small
-    job); their outputs and manifest live in ``OUT.shards/``.  With
-    target shards every source is searched in each trie and its matches merged by score (the
-    ``beam`` best; :func:`triemine.decoding.shards.merge_matches`)."""
+    ``search.shard_size(n)`` sources, in ``OUT.shards/``; with target shards each source's
+    matches of every trie merged (:func:`triemine.decoding.shards.merge_matches`)."""
     n = len(run.src)
-    plan = plan_blocks(run.lengths,
-                       search.sources_per_batch, search.max_tokens, search.sort_window,
-                       search.sources_per_block)
-    shards = plan_shards([s for s, _ in plan], n, search.shard_size(n))
-    key = dict(run.key, target_shards=search.target_shards,
-               tries=[[os.path.basename(t.path), off] for t, off in run.tries],
-               source_sha256=content_sha256(source_path), shard_sources=search.shard_size(n))
-    store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
-                       ext="tsv", unit="sources")
+    plan = plan_blocks(run.lengths, search.sources_per_batch, search.max_tokens,
+                       search.sort_window, search.sources_per_block)
+    key = dict(run.key, tries=[[os.path.basename(t.path), off] for t, off in run.tries])
     write_meta(out_path, _meta(model, run, search))
-    spec = model_spec(model, device)
-    trie_files = tuple((os.path.abspath(t.path), off) for t, off in run.tries)
+    spec, trie_files = model_spec(model, device), tuple((os.path.abspath(t.path), off)
+                                                        for t, off in run.tries)
     source, target = os.path.abspath(source_path), os.path.abspath(target_path)
-
-    def make_task(s: Shard) -> TrieShardTask:
-        return TrieShardTask(shard=s.id, model=spec, source=source, target=target,
-                             start=s.start, end=s.end, tries=trie_files, search=search,
-                             debug=debug)
-    reused = sum(len(store.by_id[i]) for i in store.reused)
-    with progress_bar(n, reused, f"mine ({search.mode}, shards)", "sent", progress) as bar:
-        computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
-    size = store.merge_to(out_path, (run.header + "\n").encode("utf-8"))
+    ran = run_stage(Stage(
+        f"mine ({search.mode}, shards)", Path(str(out_path) + SHARDS_SUFFIX), key,
+        ([s for s, _ in plan], n, search.shard_size(n)),
+        lambda s: TrieShardTask(shard=s.id, model=spec, source=source, target=target,
+                                start=s.start, end=s.end, tries=trie_files, search=search,
+                                debug=debug),
+        unit="sources", bar_unit="sent", ext="tsv",
+        resume=resume, progress=progress, task=TrieShardTask), pool)
+    size = ran.merge_to(out_path, (run.header + "\n").encode("utf-8"))
     with open(out_path, "rb") as f:
         write_progress(out_path, run.key, n, size, crc32_range(f, 0, size))
-    entries = store.entries()
-    return MineSummary(sources=n, decoded=sum(len(store.by_id[i]) for i in computed),
+    return _sharded_summary(run, ran)
+
+
+def _sharded_summary(run: _Run, ran: StageRun) -> MineSummary:
+    """The summary of a search run in shards (``ran``: its :class:`StageRun`)."""
+    entries = ran.store.entries()
+    return MineSummary(sources=len(run.src), decoded=ran.computed_items(),
                        rows=total(entries, "rows"),
                        sources_with_matches=total(entries, "with_matches"),
                        skipped_long=run.skipped_long, skipped_bad=run.skipped_bad,
-                       resumed_from=reused,
+                       resumed_from=ran.reused_items(),
                        trie_path=";".join(t.path for t, _ in run.tries),
-                       shards=shard_stats(store, computed))
+                       shards=ran.stats())
 
 
 def _meta(model, run: _Run, search: SearchSettings) -> dict:

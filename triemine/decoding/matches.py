@@ -37,6 +37,24 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
+# The scores derived from a forced or searched score: the one home of their formulas, for one
+# match (Python floats) and for a column of candidates (numpy arrays) alike.
+
+def ce_token(score, n_tokens):
+    """The per-token cross-entropy ``-score / n_tokens`` (target tokens incl. EOS)."""
+    return -score / n_tokens
+
+
+def ce_word(score, n_words):
+    """The per-word cross-entropy ``-score / (n_words + 1)`` (the 1 stands for EOS)."""
+    return -score / (n_words + 1)
+
+
+def pmi(score, prior, n_tokens):
+    """``(score - prior) / n_tokens``: log P(y|x) - log P(y|empty source), per token."""
+    return (score - prior) / n_tokens
+
+
 def to_matches(model, src_index: int, hyps, nbest: Optional[int]) -> List[Match]:
     """The generator's finished hypotheses of one source as matches (the ``nbest`` best)."""
     out = []
@@ -47,8 +65,8 @@ def to_matches(model, src_index: int, hyps, nbest: Optional[int]) -> List[Match]
         n_tok = int(h["n_tokens"])
         out.append(Match(src_index=src_index, rank=rank,
                          tgt_line_ids=tuple(int(x) for x in h["line_ids"]), tokens=toks,
-                         score=score, n_tokens=n_tok, ce_token=-score / n_tok,
-                         ce_word=-score / (word_count(text) + 1), text=text,
+                         score=score, n_tokens=n_tok, ce_token=ce_token(score, n_tok),
+                         ce_word=ce_word(score, word_count(text)), text=text,
                          prior=h.get("prior")))
     return out
 
@@ -70,7 +88,7 @@ def match_rows(matches: Iterable[Match], columns: Sequence[str], src_ids: Sequen
             "ce_token": lambda m, line: m.ce_token, "n_tokens": lambda m, line: m.n_tokens,
             "src": lambda m, line: src_texts[m.src_index],
             "tgt": lambda m, line: tgt_texts[line], "prior": lambda m, line: m.prior,
-            "pmi": lambda m, line: (m.score - m.prior) / m.n_tokens,
+            "pmi": lambda m, line: pmi(m.score, m.prior, m.n_tokens),
             "src_line": lambda m, line: first_source + m.src_index + 1,
             "tgt_line": lambda m, line: line + 1}
     return format_rows(columns, {c: [cell[c](m, line) for m, line in kept] for c in columns})

@@ -1,22 +1,18 @@
 """The trie search's settings: one frozen object, the one home of their defaults.
 
 :class:`SearchSettings` is what :func:`triemine.decoding.driver.mine_to_tsv` is told, what its
-resume key records (:meth:`SearchSettings.resume_key`, written to ``OUT.tsv.progress`` and into
-the shard manifest) and what a shard task carries to the workers
+resume key records (:func:`triemine.decoding.driver.search_key`, written to ``OUT.tsv.progress``
+and into the shard manifest) and what a shard task carries to the workers
 (:class:`triemine.decoding.shards.TrieShardTask`), so the one-process and the sharded run
 cannot drift apart.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from typing import List, Optional
 
 from triemine.decoding.batching import (MIN_BLOCKS, SORT_WINDOW, block_size, device_batch,
                                         resolve_batch_size)
-from triemine.decoding.fingerprint import model_fingerprint
-from triemine.decoding.lengths import LENGTH_RULE
-from triemine.paths import content_sha256
 from triemine.settings import finite, setting
 from triemine.tsv import column_order
 
@@ -29,11 +25,9 @@ MODES = ("pre", "post")
 @dataclass(frozen=True)
 class SearchSettings:
     """How the trie search runs (a node of the settings tree, :mod:`triemine.settings`: each
-    field declares its default, help, range and flag).  Fields that change the output are in :meth:`resume_key`
-    (``max_length``, ``token_counts``, ``line_numbers`` and ``trie_nbest`` only when not their
-    default, so older sidecars still resume); ``target_shards`` is keyed by the shard
-    manifest, the one path that searches several tries; ``shard_sources`` never changes the
-    output."""
+    field declares its default, help, range and flag).  Every field but the transient
+    ``shard_sources`` (which never changes the output) is in the search's key
+    (:func:`triemine.settings.key_of`; :func:`triemine.decoding.driver.search_key`)."""
 
     mode: str = setting("pre", exclusive={
         "--pre-expansion": ("pre", "trie search: mask tokens outside the trie before top-k "
@@ -76,7 +70,8 @@ class SearchSettings:
     shard_sources: Optional[int] = setting(
         None, "trie search: at least N sources per shard (default {shard_sources}, or a 16th of "
         "a smaller job; scoring shards: {score_chunk} pairs, a 4th of a smaller job, at least "
-        "{min_score_chunk})", flag="--shard-size", metavar="N", low=1, group="scale")
+        "{min_score_chunk})", flag="--shard-size", metavar="N", low=1, group="scale",
+        transient=True)
     block_sources: Optional[int] = setting(None)  # sources per block; the driver sets it for the
                                                   # job (for_job); None: sort_window batches
 
@@ -141,25 +136,3 @@ class SearchSettings:
         if self.shard_sources is not None:
             return self.shard_sources
         return max(1, min(DEFAULT_SHARD_SOURCES, -(-int(n_sources) // MIN_BLOCKS)))
-
-    def resume_key(self, model, source_path, target_path, n_sources: int) -> dict:
-        """What the output depends on, as the sidecars record it and resume checks it (the same
-        bytes for the one-process and the sharded run)."""
-        return {"model": model_fingerprint(model),
-                "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
-                # what the corpora hold, not only where they are: a corpus edited in place
-                # (even keeping its size and mtime) is never resumed
-                "source_sha256": content_sha256(source_path),
-                "target_sha256": content_sha256(target_path),
-                "mode": self.mode, "beam": self.beam, "nbest": self.nbest,
-                "batch_size": self.sources_per_batch, "sort_window": self.sort_window,
-                "max_tokens": self.max_tokens, "n_sources": n_sources,
-                "prior_weight": self.prior_weight, "with_prior": self.priors,
-                "lengths": LENGTH_RULE,  # the batches are cut by these counts
-                **({"max_length": self.max_length} if self.max_length else {}),
-                **({"trie_nbest": self.trie_nbest} if self.trie_nbest != 1 else {}),
-                **({"token_counts": True} if self.token_counts else {}),
-                **({"line_numbers": True} if self.line_numbers else {}),
-                **({"block_sources": self.sources_per_block}
-                   if self.sources_per_block != self.sort_window * self.sources_per_batch
-                   and self.sort_window > 1 else {})}

@@ -27,6 +27,11 @@ Engines (a *pool* runs any task of :mod:`triemine.distributed.tasks` on a
   worker (``num_gpus=1`` each with ``--device cuda``), Ray's actor restarts and task retries for
   dead workers.  Ray is the optional extra ``triemine[ray]`` and imported only here.
 
+The one runner (:mod:`triemine.distributed.stage`): a stage describes itself as a
+:class:`~triemine.distributed.stage.Stage` (task class, plan, settings, inputs) and
+:func:`~triemine.distributed.stage.run_stages` builds its key, opens its store (the resume
+decision), shows its progress, runs it on the pool and hands back its shards to merge.
+
 What is sharded (each stage's task and driver live beside the stage; this package only runs
 them): the trie search (:func:`triemine.decoding.driver.mine_to_tsv` given a pool, also with
 ``--target-shards K``), sentence embeddings and their exact kNN

@@ -6,7 +6,6 @@ payload: ``.npy`` bytes of float32 rows.  :func:`embed_corpora` plans, runs and 
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import io
@@ -20,12 +19,12 @@ import numpy as np
 
 from triemine.checksum import TRAILER, cached_npy, load_npy, npy_writer
 from triemine.distributed.local import InlinePool
-from triemine.distributed.shards import (SHARDS_SUFFIX, Shard, ShardStore, execute_all,
-                                         plan_shards, progress_bar)
+from triemine.distributed.shards import SHARDS_SUFFIX
+from triemine.distributed.stage import Stage, StageRun, npy_payload, run_stages
 from triemine.distributed.tasks import Corpus, WorkerContext
 from triemine.embedding.encoders import ENCODERS, get_encoder
 from triemine.outfile import npy_header
-from triemine.paths import content_sha256, remember_sha256
+from triemine.paths import remember_sha256
 
 
 @dataclass(frozen=True)
@@ -102,49 +101,64 @@ def embed_corpora(encoder: str, corpora: Sequence[tuple], pool, *, progress: boo
     if module.split(".")[0] != "triemine":
         pool = InlinePool()
     done: List[Optional[np.ndarray]] = [None] * len(corpora)
-    runs, todo = [], []
-    with contextlib.ExitStack() as bars:
-        for i, (corpus_path, n_lines, out_path, *mask) in enumerate(corpora):
-            key = {"encoder": encoder, "corpus": content_sha256(corpus_path),
-                   "lines": int(n_lines), "batch": 256}
-            blank = (np.flatnonzero(mask[0]) if mask and mask[0] is not None
-                     else np.zeros(0, dtype=np.int64))
-            if len(blank):  # other vectors: other shards (no key change without any)
-                key["blank"] = hashlib.sha256(blank.astype("<i8").tobytes()).hexdigest()
-            shards = plan_shards(range(0, n_lines, lines), n_lines, lines)
-            store = ShardStore(Path(str(out_path) + SHARDS_SUFFIX), key, shards, resume=resume,
-                               ext="npy", unit="lines")
-            if Path(out_path).is_file() and not store.pending():
-                # a merged file that was truncated, damaged or replaced is merged again
-                merged = cached_npy(out_path, "embeddings", np.float32)
-                if merged is not None and merged.ndim == 2 and merged.shape[0] == n_lines:
-                    done[i] = merged
-                    continue
-            corpus = os.path.abspath(corpus_path)
-
-            def make_task(s: Shard, corpus=corpus, blank=blank) -> EmbedShardTask:
-                lo, hi = np.searchsorted(blank, [s.start, s.end])
-                return EmbedShardTask(s.id, encoder, corpus, s.start, s.end, module,
-                                      tuple(blank[lo:hi].tolist()))
-            reused = sum(len(store.by_id[j]) for j in store.reused)
-            bar = bars.enter_context(progress_bar(n_lines, reused, f"embed ({encoder}, "
-                                                  f"{Path(corpus_path).name})", "sent", progress))
-            runs.append((store, make_task, lambda s, _info, bar=bar: bar.update(len(s))))
+    stages, todo = [], []
+    for i, (corpus_path, n_lines, out_path, *mask) in enumerate(corpora):
+        stage = _embed_stage(encoder, module, corpus_path, n_lines, out_path,
+                             mask[0] if mask else None, lines=lines, resume=resume,
+                             progress=progress)
+        done[i] = _merged_file(stage, out_path, n_lines)
+        if done[i] is None:
+            stages.append(stage)
             todo.append(i)
-        execute_all(runs, pool)
-    for (store, _make, _bar), i in zip(runs, todo):
+    for ran, i in zip(run_stages(stages, pool), todo):
         corpus_path, n_lines, out_path = corpora[i][:3]
-        _merge_rows(store, n_lines, getattr(ENCODERS[encoder], "dim", 0), Path(out_path))
+        _merge_rows(ran, n_lines, getattr(ENCODERS[encoder], "dim", 0), Path(out_path))
         done[i] = load_npy(out_path, "embeddings", written=True)
     return done
 
 
-def _merge_rows(store: ShardStore, n_rows: int, dim: int, out_path: Path) -> None:
+def _embed_stage(encoder: str, module: str, corpus_path, n_lines: int, out_path, mask, *,
+                 lines: int, resume: bool, progress: bool) -> Stage:
+    """The embedding stage of one corpus (shards in ``<out_path>.shards/``); ``mask``: its lines
+    to embed as empty lines, or None."""
+    blank = np.flatnonzero(mask) if mask is not None else np.zeros(0, dtype=np.int64)
+    # other vectors: other shards (no key change without any)
+    extra = ({"blank": hashlib.sha256(blank.astype("<i8").tobytes()).hexdigest()}
+             if len(blank) else {})
+    return Stage(f"embed ({encoder}, {Path(corpus_path).name})",
+                 Path(str(out_path) + SHARDS_SUFFIX),
+                 {"encoder": encoder, "lines": int(n_lines), "batch": 256, **extra},
+                 (range(0, n_lines, lines), n_lines, lines), inputs={"corpus": corpus_path},
+                 make_task=_task_maker(encoder, module, os.path.abspath(corpus_path), blank),
+                 unit="lines", bar_unit="sent", ext="npy", resume=resume, progress=progress,
+                 task=EmbedShardTask)
+
+
+def _merged_file(stage: Stage, out_path, n_lines: int) -> Optional[np.ndarray]:
+    """The merged embeddings of a stage whose shards are all recorded, when ``out_path`` is
+    whole (one truncated, damaged or replaced is merged again: None)."""
+    if Path(out_path).is_file() and not stage.store.pending():
+        merged = cached_npy(out_path, "embeddings", np.float32)
+        if merged is not None and merged.ndim == 2 and merged.shape[0] == n_lines:
+            return merged
+    return None
+
+
+def _task_maker(encoder: str, module: str, corpus: str, blank: np.ndarray):
+    """The embedding stage's ``make_task`` for one corpus (``blank``: sorted lines to embed as
+    empty lines)."""
+    def make_task(s) -> EmbedShardTask:
+        lo, hi = np.searchsorted(blank, [s.start, s.end])
+        return EmbedShardTask(s.id, encoder, corpus, s.start, s.end, module,
+                              tuple(blank[lo:hi].tolist()))
+    return make_task
+
+
+def _merge_rows(ran: StageRun, n_rows: int, dim: int, out_path: Path) -> None:
     """The shards' float32 rows, in order, as one ``.npy`` written atomically by plain writes (a
     full disk is an :class:`~triemine.errors.OutputError` naming the file, not the SIGBUS of a
     memory map that cannot get its page)."""
-    parts = (np.ascontiguousarray(np.load(io.BytesIO(store.read(s.id))), dtype=np.float32)
-             for s in store.shards)
+    parts = (np.ascontiguousarray(p, dtype=np.float32) for p in ran.parts(npy_payload))
     first = next(parts, np.zeros((0, dim), dtype=np.float32))
     shape = (n_rows, first.shape[1] if first.ndim == 2 else dim)
     digest = hashlib.sha256()  # the kNN's keys name the file by content: hashed as written

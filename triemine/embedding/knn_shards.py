@@ -7,7 +7,6 @@ of workers, so any pool gives the same bits; cells and graphs (the tasks of
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
@@ -19,12 +18,12 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from triemine.checksum import cached_npy, load_npy, npy_writer, write_npy
-from triemine.distributed.shards import (MANIFEST, SHARDS_SUFFIX, Shard, ShardStore, execute,
-                                         execute_all, plan_shards, progress_bar, read_key)
+from triemine.distributed.shards import SHARDS_SUFFIX, Shard, ShardStore
+from triemine.distributed.stage import (Stage, StageRun, npy_payload, run_stage, run_stages,
+                                        stage_key)
 from triemine.embedding import hnsw, ivf
 from triemine.embedding.knn import KNN_INDEXES
 from triemine.embedding.knn_tasks import GraphShardTask, KnnShardTask
-from triemine.paths import content_sha256
 
 
 # rows per kNN shard, each way: a task is up to this many queries against up to this many
@@ -127,8 +126,9 @@ def knn_searches(searches: Sequence[tuple], k: int, work_dir: Path, pool, *,
         if (knn_method(n_q, n_d, index, device) if n_d else "exact") == "exact":
             exact.append(i)
     plans = [_grid_plan(searches[i][0], searches[i][1], k, work_dir, name=searches[i][2],
-                        resume=resume, rows=rows, device=device) for i in exact]
-    for i, res in zip(exact, _grid_searches(plans, pool, progress)):
+                        resume=resume, rows=rows, device=device, progress=progress)
+             for i in exact]
+    for i, res in zip(exact, _grid_searches(plans, pool)):
         out[i] = res
     for i, (queries_path, database_path, name) in enumerate(searches):
         if out[i] is None:
@@ -142,19 +142,49 @@ def knn_searches(searches: Sequence[tuple], k: int, work_dir: Path, pool, *,
 def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, *, name: str,
                resume: bool, rows: int, stale: str = "refuse",
                graphs: Optional[ShardStore] = None, ef_search: int = 0,
-               device: str = "cpu") -> tuple:
-    """The search as a grid of cells, ``rows`` queries against a range of database rows each
-    (``rows`` of them, or with ``graphs`` one graph's rows, walked through its graph; off the CPU
-    ``DEVICE_KNN_QUERY_ROWS`` queries against ``DEVICE_KNN_DATABASE_ROWS`` rows), merged per
-    query.  The cells of one graph are planned together, so a worker walking them keeps
-    that graph loaded.  Returns ``(store, make_task, finish)``: the cells' store and tasks, and
-    ``finish()``, the merged ``(sim, idx)`` once every cell is done."""
-    n_q = np.load(queries_path, mmap_mode="r").shape[0]
-    n_d = np.load(database_path, mmap_mode="r").shape[0]
-    kk = min(int(k), n_d)
-    on_cpu = device == "cpu" or graphs is not None
-    q_rows = rows if on_cpu else DEVICE_KNN_QUERY_ROWS
-    d_rows = rows if on_cpu else DEVICE_KNN_DATABASE_ROWS
+               device: str = "cpu", progress: bool = False) -> tuple:
+    """The search as a grid of cells (:func:`_grid_cells`; off the CPU
+    ``DEVICE_KNN_QUERY_ROWS`` x ``DEVICE_KNN_DATABASE_ROWS``), merged per query.  Returns
+    ``(stage, finish)``: the cells' stage, and ``finish(ran)``, the merged ``(sim, idx)``."""
+    n_q, n_d = (np.load(p, mmap_mode="r").shape[0] for p in (queries_path, database_path))
+    kk, on_cpu = min(int(k), n_d), device == "cpu" or graphs is not None
+    q_rows, d_rows = (rows, rows) if on_cpu else (DEVICE_KNN_QUERY_ROWS, DEVICE_KNN_DATABASE_ROWS)
+    q_ranges, d_ranges, cell = _grid_cells(n_q, n_d, q_rows, d_rows, graphs)
+    grid = {c: (q_ranges[qi], d_ranges[di], di) for (qi, di), c in cell.items()}
+    key = dict({"k": kk, "rows": rows},  # other products, other cells: never mixed
+               **({} if on_cpu else dict(device=device, query_rows=q_rows, database_rows=d_rows)),
+               **_graphs_key(graphs, ef_search))
+    queries, database = os.path.abspath(queries_path), os.path.abspath(database_path)
+    stage = Stage(f"kNN ({name}, shards)", Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key,
+                  [Shard(i, i, i + 1) for i in range(len(grid))],  # one grid cell each
+                  lambda s: KnnShardTask(
+                      s.id, queries, database, grid[s.id][0], grid[s.id][1], kk,
+                      graph="" if graphs is None else
+                      os.path.abspath(graphs.path(graphs.shards[grid[s.id][2]].id)),
+                      ef_search=int(ef_search), device=device if graphs is None else "cpu"),
+                  inputs={"queries": queries_path, "database": database_path}, unit="cells",
+                  bar_unit="shard", ext="npz", resume=resume, stale=stale, progress=progress,
+                  task=KnnShardTask)
+    return stage, lambda ran: _merged_lists(
+        ran.store, Path(work_dir), name, n_q, kk,
+        (_merged_cells(ran.store, [cell[qi, di] for di in range(len(d_ranges))], kk)
+         for qi in range(len(q_ranges))))
+
+
+def _graphs_key(graphs: Optional[ShardStore], ef_search: int) -> dict:
+    """What the cells of a search walking ``graphs`` add to their key: new graphs (a rebuilt
+    shard) make the old cells stale."""
+    if graphs is None:
+        return {}
+    return dict(graphs=graphs.key, graph_bytes=[e["bytes"] for e in graphs.entries()],
+                ef_search=int(ef_search))
+
+
+def _grid_cells(n_q: int, n_d: int, q_rows: int, d_rows: int, graphs: Optional[ShardStore]):
+    """``(query ranges, database ranges, {(query range, database range): cell id})`` of a grid
+    of ``q_rows`` queries x ``d_rows`` database rows a cell (with ``graphs``: one graph's rows,
+    walked through its graph; a graph's cells numbered together, so a worker walking them keeps
+    that graph loaded)."""
     q_ranges = [(a, min(a + q_rows, n_q)) for a in range(0, n_q, q_rows)] or [(0, 0)]
     d_ranges = ([(a, min(a + d_rows, n_d)) for a in range(0, n_d, d_rows)] or [(0, 0)]
                 if graphs is None else [(g.start, g.end) for g in graphs.shards])
@@ -162,54 +192,28 @@ def _grid_plan(queries_path: Path, database_path: Path, k: int, work_dir: Path, 
              for di in range(len(d_ranges))} if graphs is None else
             {(qi, di): di * len(q_ranges) + qi for qi in range(len(q_ranges))
              for di in range(len(d_ranges))})
-    grid = {c: (q_ranges[qi], d_ranges[di], di) for (qi, di), c in cell.items()}
-    shards = [Shard(i, i, i + 1) for i in range(len(grid))]  # one grid cell each
-    key = {"queries": content_sha256(queries_path), "database": content_sha256(database_path),
-           "k": kk, "rows": rows}
-    if not on_cpu:  # other products, other cells: never mixed
-        key.update(device=device, query_rows=q_rows, database_rows=d_rows)
-    if graphs is not None:  # new graphs (a rebuilt shard) make the old cells stale
-        key.update(graphs=graphs.key, graph_bytes=[e["bytes"] for e in graphs.entries()],
-                   ef_search=int(ef_search))
-
-    def make_task(s: Shard) -> KnnShardTask:
-        q, d, di = grid[s.id]
-        return KnnShardTask(s.id, os.path.abspath(queries_path), os.path.abspath(database_path),
-                            q, d, kk, graph="" if graphs is None else
-                            os.path.abspath(graphs.path(graphs.shards[di].id)),
-                            ef_search=int(ef_search), device=device if graphs is None else "cpu")
-    store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards, resume=resume,
-                       ext="npz", unit="cells", stale=stale)
-
-    def merged(qi: int):
-        parts = [np.load(io.BytesIO(store.read(cell[qi, di]))) for di in range(len(d_ranges))]
-        sim = np.concatenate([p["sim"] for p in parts], axis=1)
-        idx = np.concatenate([p["idx"] for p in parts], axis=1)
-        if len(parts) > 1:  # by similarity, then the lower row (within a cell faiss lists
-            # exactly tied rows in its heap's order, the higher one first as measured; the plan,
-            # and so which cells merge, is the same for any workers)
-            order = np.lexsort((idx, -sim), axis=1)[:, :kk]
-            sim, idx = np.take_along_axis(sim, order, axis=1), np.take_along_axis(idx, order, 1)
-        return sim, idx
-
-    def finish():
-        return _merged_lists(store, Path(work_dir), name, n_q, kk,
-                             (merged(qi) for qi in range(len(q_ranges))))
-    return store, make_task, finish
+    return q_ranges, d_ranges, cell
 
 
-def _grid_searches(plans: Sequence[tuple], pool, progress: bool) -> List[tuple]:
-    """The ``(store, make_task, finish)`` of :func:`_grid_plan` run together on ``pool``, each
-    merged; ``(sim, idx)`` of each."""
-    with contextlib.ExitStack() as bars:
-        runs = []
-        for store, make_task, _finish in plans:
-            name = store.dir.name[:-len(SHARDS_SUFFIX)]
-            bar = bars.enter_context(progress_bar(len(store.shards), len(store.reused),
-                                                  f"kNN ({name}, shards)", "shard", progress))
-            runs.append((store, make_task, lambda s, _info, bar=bar: bar.update(1)))
-        execute_all(runs, pool)
-    return [finish() for _store, _make, finish in plans]
+def _merged_cells(store: ShardStore, cells: Sequence[int], kk: int):
+    """``(sim, idx)`` of one query range from its ``cells`` (one per database range, in order):
+    the ``kk`` best of each query's lists."""
+    parts = [np.load(io.BytesIO(store.read(c))) for c in cells]
+    sim = np.concatenate([p["sim"] for p in parts], axis=1)
+    idx = np.concatenate([p["idx"] for p in parts], axis=1)
+    if len(parts) > 1:  # by similarity, then the lower row (within a cell faiss lists
+        # exactly tied rows in its heap's order, the higher one first as measured; the plan,
+        # and so which cells merge, is the same for any workers)
+        order = np.lexsort((idx, -sim), axis=1)[:, :kk]
+        sim, idx = np.take_along_axis(sim, order, axis=1), np.take_along_axis(idx, order, 1)
+    return sim, idx
+
+
+def _grid_searches(plans: Sequence[tuple], pool) -> List[tuple]:
+    """The ``(stage, finish)`` of :func:`_grid_plan` run together on ``pool``, each merged;
+    ``(sim, idx)`` of each."""
+    return [finish(ran) for ran, (_stage, finish)
+            in zip(run_stages([stage for stage, _finish in plans], pool), plans)]
 
 
 def _grid_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
@@ -219,7 +223,8 @@ def _grid_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
     """:func:`_grid_plan`'s search, run and merged: ``(sim, idx)``."""
     return _grid_searches([_grid_plan(queries_path, database_path, k, work_dir, name=name,
                                       resume=resume, rows=rows, stale=stale, graphs=graphs,
-                                      ef_search=ef_search, device=device)], pool, progress)[0]
+                                      ef_search=ef_search, device=device, progress=progress)],
+                          pool)[0]
 
 
 def _merged_lists(store: ShardStore, work_dir: Path, name: str, n_rows: int, k: int,
@@ -261,8 +266,8 @@ def ivf_index(database_path: Path, work_dir: Path, pool, *, name: str, progress:
     db = np.load(database_path, mmap_mode="r")
     nlist = ivf.n_lists(len(db))
     directory = Path(work_dir) / f"{name}.ivf"
-    key = {"database": content_sha256(database_path), "nlist": nlist, "seed": seed,
-           "per_list": 64}
+    key = stage_key({"nlist": nlist, "seed": seed, "per_list": 64},
+                    {"database": database_path})
     try:
         return ivf.check_index(directory, key)
     except ivf.StaleIndex as exc:
@@ -288,26 +293,18 @@ def _ivf_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path
     n_d = np.load(database_path, mmap_mode="r").shape[0]
     kk = min(int(k), n_d)
     nprobe = nprobe or ivf_nprobe(n_d)
-    shards = plan_shards(range(0, n_q, rows), n_q, rows)
-    key = {"queries": content_sha256(queries_path), "index": meta, "k": kk, "rows": rows,
-           "nprobe": int(nprobe)}
     # a rebuilt index (named in a warning) makes the old search shards stale: start over
-    store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards, resume=resume,
-                       ext="npz", unit="queries", stale="restart")
-
-    def make_task(s: Shard) -> KnnShardTask:
-        return KnnShardTask(s.id, os.path.abspath(queries_path), os.path.abspath(database_path),
-                            (s.start, s.end), (0, n_d), kk, index=os.path.abspath(index_path),
-                            nprobe=int(nprobe))
-    with progress_bar(n_q, sum(len(store.by_id[i]) for i in store.reused),
-                      f"kNN ({name}, IVF shards)", "query", progress) as bar:
-        execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
-
-    def parts():
-        for s in store.shards:
-            p = np.load(io.BytesIO(store.read(s.id)))
-            yield p["sim"].astype(np.float32), p["idx"]
-    return _merged_lists(store, Path(work_dir), name, n_q, kk, parts())
+    ran = run_stage(Stage(
+        f"kNN ({name}, IVF shards)", Path(work_dir) / f"{name}{SHARDS_SUFFIX}",
+        {"index": meta, "k": kk, "rows": rows, "nprobe": int(nprobe)}, (range(0, n_q, rows), n_q,
+                                                                        rows),
+        lambda s: KnnShardTask(s.id, os.path.abspath(queries_path),
+                               os.path.abspath(database_path), (s.start, s.end), (0, n_d), kk,
+                               index=os.path.abspath(index_path), nprobe=int(nprobe)),
+        inputs={"queries": queries_path}, unit="queries", bar_unit="query", ext="npz",
+        resume=resume, stale="restart", progress=progress, task=KnnShardTask), pool)
+    parts = ((p["sim"].astype(np.float32), p["idx"]) for p in ran.parts(npy_payload))
+    return _merged_lists(ran.store, Path(work_dir), name, n_q, kk, parts)
 
 
 def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path, pool, *,
@@ -323,24 +320,17 @@ def _hnsw_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
     planned_rows, planned_ef = hnsw.graph_plan(n_d)
     graph_rows, ef_search = graph_rows or planned_rows, ef_search or planned_ef
     plan = [Shard(i, a, min(a + graph_rows, n_d)) for i, a in enumerate(range(0, n_d, graph_rows))]
-    key = {"database": content_sha256(database_path), "m": hnsw.M,
-           "ef_construction": hnsw.EF_CONSTRUCTION, "faiss": faiss.__version__}
     directory = Path(work_dir) / f"{name}.hnsw"
-    old = (read_key(directory) or {}).get("settings")  # graphs of another database (or built
-    # otherwise) are named, then built again
-    if resume and old is not None and old != json.loads(json.dumps(key)):
-        warnings.warn(f"{directory / MANIFEST}: HNSW graphs built for another database or "
-                      f"other settings ({old}; this job: {key}); building them again",
-                      stacklevel=2)
-    graphs = ShardStore(directory, key, plan, resume=resume, ext="faiss", unit="rows",
-                        stale="restart")
-
-    def make_task(s: Shard) -> GraphShardTask:
-        return GraphShardTask(s.id, os.path.abspath(database_path), (s.start, s.end),
-                              str(graphs.path(s.id).resolve()), hnsw.M, hnsw.EF_CONSTRUCTION)
-    with progress_bar(n_d, sum(len(graphs.by_id[i]) for i in graphs.reused),
-                      f"kNN ({name}, HNSW graphs)", "row", progress) as bar:
-        execute(graphs, make_task, pool, lambda s, _info: bar.update(len(s)))
+    stage = Stage(f"kNN ({name}, HNSW graphs)", directory,
+                  {"m": hnsw.M, "ef_construction": hnsw.EF_CONSTRUCTION,
+                   "faiss": faiss.__version__}, plan, inputs={"database": database_path},
+                  unit="rows", bar_unit="row", ext="faiss", resume=resume, stale="restart",
+                  progress=progress, task=GraphShardTask,
+                  stale_note="HNSW graphs built for another database or other settings")
+    stage.make_task = lambda s: GraphShardTask(
+        s.id, os.path.abspath(database_path), (s.start, s.end),
+        str(stage.store.path(s.id).resolve()), hnsw.M, hnsw.EF_CONSTRUCTION)
+    graphs = run_stage(stage, pool).store
     return _grid_sharded(queries_path, database_path, k, work_dir, pool, name=name,
                          progress=progress, resume=resume, rows=rows, stale="restart",
                          graphs=graphs, ef_search=ef_search)

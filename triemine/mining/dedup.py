@@ -312,21 +312,51 @@ def mine_unique(run_job: Callable[[str, str, str], dict], source, target, output
     written) and in ``stage_s`` the seconds of ``dedup`` (grouping both sides, or reusing
     their files) and ``dedup_map`` (rewriting the TSV).  The job's own errors and resume rules
     apply unchanged; the unique corpora of an unchanged input are reused."""
+    unique = unique_inputs(source, target, output, work_dir, case=case, punct=punct)
+    summary = run_job(unique.sides["source"].path, unique.sides["target"].path,
+                      str(unique.job_output))
+    return expand_output(unique, summary, every_pair=every_pair)
+
+
+@dataclass
+class Unique:
+    """The deduplication stage's result: the job's corpora and where it writes its TSV."""
+
+    source: str                # the original corpora, the output the job is for
+    target: str
+    output: str
+    case: bool
+    punct: bool
+    sides: Dict[str, object]   # "source"/"target" -> dedup_corpus's SideMap
+    job_output: Path           # the job's TSV, in the dedup folder
+    seconds: float             # grouping both sides (or reusing their files)
+
+
+def unique_inputs(source, target, output, work_dir=None, *, case: bool = False,
+                  punct: bool = False) -> Unique:
+    """The deduplication stage (:func:`mine_unique`'s first half): both corpora grouped
+    (:func:`dedup_corpus`) into ``work_dir`` (default ``output + ".dedup"``)."""
     output = os.fspath(output)
     folder = Path(work_dir) if work_dir is not None else Path(output + DEDUP_SUFFIX)
     t0 = time.perf_counter()
     sides = {side: dedup_corpus(path, folder, side, case=case, punct=punct)
              for side, path in (("source", source), ("target", target))}
-    grouped = time.perf_counter() - t0
     # the job writes its TSV in the folder; ``output`` is written once, whole, with the columns
-    job_out = folder / JOB_TSV
-    summary = dict(run_job(sides["source"].path, sides["target"].path, str(job_out)))
+    return Unique(source, target, output, case, punct, sides, folder / JOB_TSV,
+                  time.perf_counter() - t0)
+
+
+def expand_output(unique: Unique, summary: dict, *, every_pair: bool = False) -> dict:
+    """The stage after the job on the unique corpora (:func:`mine_unique`'s second half): its
+    TSV expanded to the original lines' ids, written to the output; returns the summary."""
+    source, target, output, sides = unique.source, unique.target, unique.output, unique.sides
+    summary = dict(summary)
     t0 = time.perf_counter()
-    mined = read_mined(job_out)
+    mined = read_mined(unique.job_output)
     if any(c in mined.columns for c in DUP_COLUMNS):
         raise ValueError(f"{output}: the job's TSV already has {'/'.join(DUP_COLUMNS)}")
     out = expand_rows(mined, sides["source"], sides["target"], every_pair)
-    info = {"rule": rule(case, punct), "every_pair": bool(every_pair),
+    info = {"rule": rule(unique.case, unique.punct), "every_pair": bool(every_pair),
             "source": dict(sides["source"].stats), "target": dict(sides["target"].stats)}
     out.meta = dict(mined.meta, source=os.path.abspath(source), target=os.path.abspath(target),
                     unique_source=os.path.abspath(sides["source"].path),
@@ -337,7 +367,7 @@ def mine_unique(run_job: Callable[[str, str, str], dict], source, target, output
         out.meta["skipped_bad"] = summary["skipped_bad"] = skipped
     write_mined(out, output)
     stage_s = dict(summary.get("stage_s") or {})
-    stage_s = {"dedup": round(grouped, 3), **stage_s,
+    stage_s = {"dedup": round(unique.seconds, 3), **stage_s,
                "dedup_map": round(time.perf_counter() - t0, 3)}
     summary.update(dedup=info, rows=len(out), stage_s=stage_s, output=output)
     return summary

@@ -22,12 +22,12 @@ import shutil
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from triemine.checksum import cached_npy, load_npy, npy_writer, write_npy
-from triemine.decoding.matches import word_count
+from triemine.decoding.matches import ce_token, ce_word, pmi, word_count
 from triemine.mining.candidates import CandidateSet
 from triemine.scoring import forced_scoring
 
@@ -111,6 +111,9 @@ def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Se
         score = _chunked(work_dir, name, len(src_idx), chunk or score_chunk(len(src_idx)),
                          compute)
     return score, ntok
+
+
+PRIOR = "prior"  # the column of the targets' priors, log P(y|empty source)
 
 
 @dataclass(frozen=True)
@@ -345,22 +348,78 @@ def numeral_agreement(src: str, tgt: str) -> float:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
+@dataclass(frozen=True)
+class DerivedScore:
+    """A score computed from other columns when the TSV is written (:func:`derived`):
+    ``needs``, the columns it reads (producers' columns or derived scores declared before it);
+    ``compute(cols, src_texts, tgt_texts)`` its values (``cols``: the candidates' columns and the
+    scores derived before it, by name; ``src_texts``/``tgt_texts``: each pair's texts, the
+    sources' None when :func:`derived` is not given them, where ``texts`` scores are skipped)."""
+
+    name: str
+    needs: Tuple[str, ...]
+    compute: Callable[..., np.ndarray]
+    texts: bool = False
+
+
+DERIVED: Dict[str, DerivedScore] = {}  # in declaration order, the order they are computed in
+
+
+def derive(name: str, needs: Sequence[str] = (), texts: bool = False):
+    """Declare a derived score: decorate its ``compute`` (:class:`DerivedScore`).  A score
+    named in :mod:`triemine.filtering.registry` and declared here is computed for every job
+    whose producers write its ``needs``, and a combination may use it."""
+    def register(compute):
+        DERIVED[name] = DerivedScore(name, tuple(needs), compute, texts)
+        return compute
+    return register
+
+
+def derivable(columns: Iterable[str]) -> Set[str]:
+    """``columns`` and every score derived from them (:data:`DERIVED`)."""
+    have = set(columns)
+    for d in DERIVED.values():
+        if set(d.needs) <= have:
+            have.add(d.name)
+    return have
+
+
+@derive("ce_word", ("score",))
+def _ce_word(cols, _src, tgt_texts):
+    nwords = np.fromiter((word_count(t) for t in tgt_texts), dtype=np.float64,
+                         count=len(tgt_texts))
+    return ce_word(cols["score"], nwords)
+
+
+derive("ce_token", ("score", "n_tokens"))(lambda c, _s, _t: ce_token(c["score"], c["n_tokens"]))
+derive("pmi", ("score", "prior", "n_tokens"))(
+    lambda c, _s, _t: pmi(c["score"], c["prior"], c["n_tokens"]))
+derive("ce_token_rev", ("score_rev", "n_tokens_rev"))(
+    lambda c, _s, _t: ce_token(c["score_rev"], c["n_tokens_rev"]))
+# dual conditional cross-entropy (Junczys-Dowmunt, 2018)
+derive("dual_ce", ("ce_token", "ce_token_rev"))(
+    lambda c, _s, _t: np.abs(c["ce_token"] - c["ce_token_rev"])
+    + 0.5 * (c["ce_token"] + c["ce_token_rev"]))
+
+
+@derive("numerals", texts=True)
+def _numerals(_cols, src_texts, tgt_texts):
+    return np.fromiter((numeral_agreement(s, t) for s, t in zip(src_texts, tgt_texts)),
+                       dtype=np.float64, count=len(tgt_texts))
+
+
 def derived(cands: CandidateSet, tgt_texts: Sequence[str], src_texts: Optional[Sequence[str]] = None
             ) -> CandidateSet:
-    """``ce_word``, ``ce_token`` and (with ``prior``) ``pmi`` from ``score`` and ``n_tokens``;
-    with ``src_texts``, ``numerals`` (:func:`numeral_agreement`)."""
-    score, ntok = cands.col("score"), cands.col("n_tokens")
-    nwords = np.fromiter((word_count(tgt_texts[t]) for t in cands.tgt), dtype=np.float64,
-                         count=len(cands))
-    cols = {"ce_word": -score / (nwords + 1), "ce_token": -score / ntok}
-    if "prior" in cands.columns:
-        cols["pmi"] = (score - cands.col("prior")) / ntok
-    if "score_rev" in cands.columns:  # dual conditional cross-entropy (Junczys-Dowmunt, 2018)
-        fwd, bwd = cols["ce_token"], -cands.col("score_rev") / cands.col("n_tokens_rev")
-        cols["ce_token_rev"] = bwd
-        cols["dual_ce"] = np.abs(fwd - bwd) + 0.5 * (fwd + bwd)
-    if src_texts is not None:
-        cols["numerals"] = np.fromiter((numeral_agreement(src_texts[s], tgt_texts[t])
-                                        for s, t in zip(cands.src.tolist(), cands.tgt.tolist())),
-                                       dtype=np.float64, count=len(cands))
+    """Every :data:`DERIVED` score whose columns ``cands`` has, in declaration order (``ce_word``,
+    ``ce_token``, with ``prior`` ``pmi``, with a reverse model's scores ``ce_token_rev`` and
+    ``dual_ce``); with ``src_texts``, the ones that read the texts too (``numerals``,
+    :func:`numeral_agreement`).  ``tgt_texts``/``src_texts`` are indexed by the candidates'
+    line ids."""
+    cols = {}
+    tgt = [tgt_texts[t] for t in cands.tgt.tolist()]
+    src = [src_texts[s] for s in cands.src.tolist()] if src_texts is not None else None
+    have = dict(cands.columns)
+    for d in DERIVED.values():
+        if set(d.needs) <= set(have) and (src is not None or not d.texts):
+            cols[d.name] = have[d.name] = d.compute(have, src, tgt)
     return cands.with_columns(**cols)

@@ -5,8 +5,8 @@ search, :class:`NeighbourSettings` and :class:`RetrievalSettings` of the candida
 :class:`ScoreSettings`, :class:`PoolSettings`); each setting is one field, declared once with its
 default, help, range and flag (:mod:`triemine.settings`), and no field name occurs twice, so a
 setting is named by its field name alone (``beam``, ``workers``).  ``trie-mine``'s flags are
-built from the fields; the resume keys are derived from the tree (:func:`pipeline_key`,
-:meth:`SearchSettings.resume_key`).
+built from the fields; the keys are derived from the tree: every setting not declared
+``transient`` (:func:`triemine.settings.key_of`).
 
 :meth:`MineOptions.of` is how a tree is made: the named configuration's record
 (:mod:`triemine.configurations`: its generators and settings) over the declared defaults, the
@@ -28,22 +28,13 @@ from triemine.mining.generators import REGISTRY
 from triemine.scoring.precision import PRECISIONS, check_precision
 from triemine.mining.settings import (DedupSettings, NeighbourSettings, RetrievalSettings,
                                       ScoreSettings)
-from triemine.settings import (check_value, flag_of, get, setting, setting_field, with_also,
+from triemine.settings import (check_value, flag_of, setting, setting_field, with_also,
                                with_values)
 
 GENERATORS = tuple(REGISTRY)
 # the settings that apply only to the paper's trie search, and only to the mining job
 PAPER_ONLY = ("nbest", "debug", "trie", "max_tokens")
 JOB_ONLY = ("reverse_model", "min_margin", "knn_index", "combination")
-# the mining job's settings as its resume key and its TSV's ``pipeline`` name them, in this
-# order; knn_index is left out at "auto" and precision at "fp32" (jobs and outputs from before
-# they existed keep their keys)
-PIPELINE_KEY = ("candidates", "encoder", "k", "per_source", "per_target", "min_margin",
-                "knn_index", "mode", "beam", "prior_weight", "trie_nbest", "batch_size",
-                "sort_window", "translate_beam", "retrieval_min_margin", "priors", "combination",
-                "max_length", "precision")
-# of those, the ones only the trie search reads (left out of a job's resume key without it)
-TRIE_KNOBS = ("mode", "beam", "prior_weight", "trie_nbest", "batch_size", "sort_window")
 
 
 def _generator_list(text: str) -> Tuple[str, ...]:
@@ -78,7 +69,7 @@ class MineOptions:
     trie: Optional[str] = setting(None, "prebuilt trie (trie-build) instead of the cache",
                                   flag="--trie")
     debug: bool = setting(False, "verify every hypothesis's trie node against a walk from the "
-                          "root", flag="--debug", const=True)
+                          "root", flag="--debug", const=True, transient=True)
     pool: PoolSettings = field(default_factory=PoolSettings)
 
     @classmethod
@@ -175,18 +166,6 @@ def _check_applies(paper: bool, given: Mapping[str, Any]) -> None:
             raise InputError(f"{flag} needs the mining job (not --config paper / "
                              "--candidates trie alone)")
         raise InputError(f"{flag} applies to --candidates trie only")
-
-
-def pipeline_key(opts: MineOptions) -> Dict[str, Any]:
-    """The mining job's settings as its resume key and its TSV's ``pipeline`` record them
-    (:data:`PIPELINE_KEY`, read from the tree by name)."""
-    key = {name: get(opts, name) for name in PIPELINE_KEY}
-    key["candidates"] = list(key["candidates"])
-    if key["knn_index"] == "auto":
-        del key["knn_index"]
-    if key["precision"] == "fp32":  # fp32 jobs keep the keys and TSVs from before precision
-        del key["precision"]
-    return key
 
 
 def flag_help_values(opts: Optional[MineOptions] = None) -> Dict[str, Any]:

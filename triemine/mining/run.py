@@ -36,19 +36,21 @@ from triemine.corpus import open_pair, skipped_counts
 from triemine.decoding import lengths
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.embedding.knn import search_arithmetic
+from triemine.distributed.stage import stage_key
 from triemine.errors import DamagedFile, InputError
+from triemine.keys import older_key
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.combine import Combination, shipped
-from triemine.mining.features import ScoreJob, prior_range, prior_table
+from triemine.mining.features import PRIOR, ScoreJob, derivable, prior_range, prior_table
 from triemine.mining.score_shards import forced_score_shards
 from triemine.mining.columns import ColumnStore, write_store
 from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, load_scored
 from triemine.mining.generators import REGISTRY, Job, origin_counts
 from triemine.mining.stages import cache_dir, stage_dir
-from triemine.mining.options import TRIE_KNOBS, MineOptions, pipeline_key
+from triemine.mining.options import MineOptions
 from triemine.outfile import atomic_write
-from triemine.paths import content_sha256
 from triemine.scoring import forced_scoring
+from triemine.settings import key_of
 
 logger = logging.getLogger(__name__)
 
@@ -62,25 +64,16 @@ def _work(out_path: Path) -> Path:
 
 
 def _settings_digest(model, source, target, opts: MineOptions) -> dict:
-    """The job's resume key: the model, the corpora, the settings and the arithmetic of its
-    scores and of its kNN search (other code, another faiss or another device gives other last
-    bits; the CPU's keys name no device, as before devices were told apart)."""
-    device = opts.device
-    config = pipeline_key(opts)
-    if "trie" not in opts.candidates:  # knobs of a stage this job does not run
-        for knob in TRIE_KNOBS:
-            config.pop(knob)
-    else:  # the search's TSV has the line columns the generator reads: an
-        config["trie_rows"] = "line columns"  # older job's search is not resumed
-    # the skip masks (and the trie search's batches) are cut by the length rule's counts
-    arithmetic = {"scores": forced_scoring().ARITHMETIC, "lengths": lengths.LENGTH_RULE}
-    if device != "cpu":
-        arithmetic["device"] = device
-    if "knn" in opts.candidates:
-        arithmetic["knn"] = search_arithmetic(device)
-    return json.loads(json.dumps({"model": model_fingerprint(model), "source": content_sha256(source),
-                                  "target": content_sha256(target), "config": config,
-                                  "arithmetic": arithmetic}))
+    """The job's resume key (:func:`~triemine.distributed.stage.stage_key`): the model, the
+    corpora's contents, every setting of the tree but the transient ones
+    (:func:`~triemine.settings.key_of`) and the arithmetic of its scores, of its length rule and
+    of its kNN search on its device (other code, another faiss or another device gives other
+    last bits)."""
+    arithmetic = {"scores": forced_scoring().ARITHMETIC, "lengths": lengths.LENGTH_RULE,
+                  "knn": search_arithmetic(opts.device)}
+    return json.loads(json.dumps(stage_key(
+        {"model": model_fingerprint(model), "config": key_of(opts), "arithmetic": arithmetic},
+        {"source": source, "target": target})))
 
 
 def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
@@ -107,11 +100,8 @@ def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
     out_path = Path(out_path)
     work = Path(work_dir) if work_dir is not None else _work(out_path)
     settings = _settings_digest(model, source_path, target_path, opts)
-    target_shards = opts.search.target_shards
     if reverse_model is not None:
         settings["reverse_model"] = model_fingerprint(reverse_model)
-    if target_shards > 1:  # other tries, other trie matches
-        settings["target_shards"] = target_shards
     settings_file = work / "settings.json"
     if work.is_dir():
         try:  # written atomically before any stage: missing means nothing was computed yet
@@ -121,6 +111,8 @@ def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
         except DamagedFile as exc:  # nothing in the directory can be trusted: start over
             if resume:
                 logger.warning("%s; cannot resume from it: starting the job over", exc)
+            old = None
+        if resume and older_key(old, work, "its stages"):
             old = None
         if resume and old is not None and old != settings:
             raise InputError("cannot resume: the job used other settings, model or corpora "
@@ -144,7 +136,7 @@ def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
             "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
             "mode": "+".join(opts.candidates),
             "beam": opts.search.beam if "trie" in opts.candidates else "-",
-            "pipeline": pipeline_key(opts), "combination": asdict(comb), "skipped_long": skipped,
+            "pipeline": key_of(opts), "combination": asdict(comb), "skipped_long": skipped,
             "skipped_bad": skipped_counts(src, tgt)})
     return {"sources": len(src), "targets": len(tgt), "candidates": len(scored),
             "by_generator": origin_counts(origins), "skipped_long": skipped,
@@ -315,8 +307,8 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
         for a, b in store.bounds():
             have = store.rows("prior", a, b) if "prior" in store.columns else \
                 np.full(b - a, np.nan)
-            yield {"prior": np.where(np.isnan(have), table[store.rows("tgt", a, b)], have)}
-    return store.put_columns(["prior"], blocks(), "priors")
+            yield {PRIOR: np.where(np.isnan(have), table[store.rows("tgt", a, b)], have)}
+    return store.put_columns([PRIOR], blocks(), "priors")
 
 
 def _empty_mask(corpus) -> np.ndarray:
@@ -342,14 +334,17 @@ def _too_long(model, reverse_model, src, tgt, max_length: Optional[int]):
 
 
 def _check_features(comb, opts: MineOptions, reverse: bool) -> None:
-    """Refuse, before any work, a combination that needs a column this job cannot produce."""
-    have = {"score", "n_tokens", "ce_word", "ce_token", "numerals"}
+    """Refuse, before any work, a combination that needs a column this job cannot produce: the
+    columns its producers write (the exact scores of each direction, the priors, the
+    generators') and the scores derived from them (:func:`~triemine.mining.features.derivable`)."""
+    have = set()
+    for rules in [ScoreJob.of()] + ([ScoreJob.of(reverse=True)] if reverse else []):
+        have |= {rules.score, rules.n_tokens}
     if opts.scores.priors:
-        have |= {"prior", "pmi"}
+        have.add(PRIOR)
     for name in opts.candidates:
         have |= REGISTRY[name].columns(opts)
-    if reverse:
-        have |= {"score_rev", "ce_token_rev", "dual_ce"}
+    have = derivable(have)
     missing = [f for f in comb.features if f not in have]
     if missing:
         raise InputError(f"combination {comb.name} needs {', '.join(missing)}, which candidates "

@@ -20,11 +20,10 @@ import numpy as np
 
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.decoding.model_spec import ModelSpec, model_spec
-from triemine.distributed.shards import (SHARDS_SUFFIX, Shard, ShardStore, execute, plan_shards,
-                                         progress_bar, shard_stats)
+from triemine.distributed.shards import SHARDS_SUFFIX
+from triemine.distributed.stage import Stage, empty_stats, npy_payload, run_stage
 from triemine.distributed.tasks import Corpus, WorkerContext
 from triemine.mining.features import exact_scores, forced_scores, score_chunk
-from triemine.paths import content_sha256
 
 HASH_ROWS = 1 << 20  # pairs hashed at a time for a shard store's key
 
@@ -73,48 +72,43 @@ def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, sourc
 
 def forced_score_shards(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_path,
                         target_path, work_dir: Path, pool, *, name: str = "scores",
-                        reverse: bool = False,
-                        progress: bool = False, desc: str = "exact scores", device: str = "cpu",
-                        resume: bool = True, chunk: Optional[int] = None,
-                        precision: str = "fp32",
+                        reverse: bool = False, progress: bool = False,
+                        desc: str = "exact scores", device: str = "cpu", resume: bool = True,
+                        chunk: Optional[int] = None, precision: str = "fp32",
                         stale: str = "refuse"):
-    """:func:`triemine.mining.features.forced_scores` with the pairs cut into shards of whole
-    chunks (``chunk`` pairs: the function's own chunking), so every pair gets the very bits the
-    single-process run computes.  ``src_idx`` indexes the model's input lines (the target corpus
-    with ``reverse``; ``-1`` the empty source); the index arrays may be memory-mapped (a shard's
-    slice is read when its task is made).  Shards live in ``work_dir/<name>.shards/``.
-    ``stale``: what a manifest of other pairs does (:class:`~triemine.distributed.shards.ShardStore`).
-    Runs every shard, then returns ``(parts, shard statistics)``: ``parts`` yields each shard's
-    ``(score, n_tokens)`` in order, read from its file as it is asked for."""
-    src_idx = np.asarray(src_idx, dtype=np.int64)
-    tgt_idx = np.asarray(tgt_idx, dtype=np.int64)
-    n = len(src_idx)
+    """:func:`triemine.mining.features.forced_scores` in shards of whole ``chunk``-pair chunks
+    (its own chunking: the single process's bits), in ``work_dir/<name>.shards/``.  ``src_idx``
+    indexes the model's input lines (the target corpus with ``reverse``; ``-1`` the empty
+    source); the index arrays may be memory-mapped (a shard's slice is read when its task is
+    made).  ``stale``: what a manifest of other pairs does.  Returns ``(parts, shard
+    statistics)``: ``parts`` yields each shard's ``(score, n_tokens)`` in order."""
+    src_idx, tgt_idx = np.asarray(src_idx, dtype=np.int64), np.asarray(tgt_idx, dtype=np.int64)
+    n, chunk = len(src_idx), chunk or score_chunk(len(src_idx))
     if not n:
-        return iter(()), {"shards": 0, "shards_computed": 0, "shards_reused": 0}
-    chunk = chunk or score_chunk(n)
-    shards = plan_shards(range(0, n, chunk), n, chunk)
-    h = hashlib.sha256()
-    for arr in (src_idx, tgt_idx):  # a slice at a time: no copy of the pairs' bytes
-        for a in range(0, n, HASH_ROWS):
-            h.update(np.ascontiguousarray(arr[a:a + HASH_ROWS]).data)
-    key = {"model": model_fingerprint(model), "source": content_sha256(source_path),
-           "target": content_sha256(target_path), "pairs": h.hexdigest(), "reverse": reverse,
-           "chunk": chunk, "precision": precision}
-    store = ShardStore(Path(work_dir) / f"{name}{SHARDS_SUFFIX}", key, shards,
-                       resume=resume, ext="npy", unit="pairs", stale=stale)
-    spec = model_spec(model, device)
+        return iter(()), empty_stats()
+    spec, source, target = (model_spec(model, device), os.path.abspath(source_path),
+                            os.path.abspath(target_path))
+    stage = Stage(desc + " (shards)", Path(work_dir) / f"{name}{SHARDS_SUFFIX}",
+                  {"model": model_fingerprint(model), "pairs": _pairs_digest(src_idx, tgt_idx),
+                   "reverse": reverse, "chunk": chunk, "precision": precision},
+                  (range(0, n, chunk), n, chunk), inputs={"source": source, "target": target},
+                  make_task=lambda s: ScoreShardTask(
+                      s.id, spec, source, target, tuple(src_idx[s.start:s.end].tolist()),
+                      tuple(tgt_idx[s.start:s.end].tolist()), chunk=chunk, reverse=reverse,
+                      precision=precision),
+                  unit="pairs", bar_unit="pair", ext="npy", resume=resume, stale=stale,
+                  progress=progress, task=ScoreShardTask)
+    ran = run_stage(stage, pool)
+    return (tuple(p) for p in ran.parts(npy_payload)), ran.stats()
 
-    def make_task(s: Shard) -> ScoreShardTask:
-        return ScoreShardTask(s.id, spec, os.path.abspath(source_path),
-                              os.path.abspath(target_path),
-                              tuple(src_idx[s.start:s.end].tolist()),
-                              tuple(tgt_idx[s.start:s.end].tolist()), chunk=chunk,
-                              reverse=reverse, precision=precision)
-    reused = sum(len(store.by_id[i]) for i in store.reused)
-    with progress_bar(n, reused, desc + " (shards)", "pair", progress) as bar:
-        computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
-    parts = (tuple(np.load(io.BytesIO(store.read(s.id)))) for s in store.shards)
-    return parts, shard_stats(store, computed)
+
+def _pairs_digest(src_idx: np.ndarray, tgt_idx: np.ndarray) -> str:
+    """SHA-256 of the pairs' index arrays, a slice at a time (no copy of the pairs' bytes)."""
+    h = hashlib.sha256()
+    for arr in (src_idx, tgt_idx):
+        for a in range(0, len(arr), HASH_ROWS):
+            h.update(np.ascontiguousarray(arr[a:a + HASH_ROWS]).data)
+    return h.hexdigest()
 
 
 def exact_scores_sharded(model, cands, source_path, target_path, work_dir: Path, pool,

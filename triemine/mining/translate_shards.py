@@ -20,15 +20,15 @@ from triemine.checksum import discard, dumps_sealed, read_sealed
 from triemine.corpus import open_corpus
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.decoding.model_spec import ModelSpec, model_spec
-from triemine.distributed.shards import (SHARDS_SUFFIX, Shard, ShardStore, execute, plan_shards,
-                                         progress_bar, shard_stats)
+from triemine.distributed.shards import SHARDS_SUFFIX
+from triemine.distributed.stage import Stage, empty_stats, run_stage
 from triemine.distributed.tasks import Corpus, WorkerContext
 from triemine.errors import DamagedFile
 from triemine.mining.features import corpus_key
 from triemine.mining.translate import (TRANSLATE_BATCH, make_translator, sub_batch,
                                        translate_lines, translation_backend)
 from triemine.outfile import atomic_write
-from triemine.paths import content_sha256, file_sha256
+from triemine.paths import file_sha256
 
 
 @dataclass(frozen=True)
@@ -103,35 +103,40 @@ def cached_translations(model, source_path, cache: Path, pool, *, beam: int = 4,
         done = _read_translations(path, n)
         if done is not None:  # (shards a killed merge left behind go too)
             shutil.rmtree(cache / f"{key}{SHARDS_SUFFIX}", ignore_errors=True)
-            return done, {"shards": 0, "shards_computed": 0, "shards_reused": 0}
-        store = ShardStore(cache / f"{key}{SHARDS_SUFFIX}",
-                           {"model": model_fingerprint(model), "corpus": content_sha256(source_path),
-                            "lines": n, "backend": backend, "beam": int(beam),
-                            "batch": int(batch), "device": device, **sub},
-                           plan_shards(range(0, n, lines), n, lines), resume=True,
-                           stale="restart", ext="txt", unit="lines")
-        spec, corpus = model_spec(model, device), os.path.abspath(source_path)
-
-        def make_task(s: Shard) -> TranslateShardTask:
-            return TranslateShardTask(s.id, spec, corpus, s.start, s.end, int(beam), backend,
-                                      int(batch))
-        reused = sum(len(store.by_id[i]) for i in store.reused)
-        with progress_bar(n, reused, "translate (shards)", "sent", progress) as bar:
-            computed = execute(store, make_task, pool, lambda s, _info: bar.update(len(s)))
-        for s in store.shards:  # one line a source, before the cache names them
-            if store.read(s.id).count(b"\n") != len(s):
-                shutil.rmtree(store.dir)
-                raise RuntimeError(f"{store.path(s.id)}: not one translation a line of "
-                                   f"{source_path} {s.start + 1}-{s.end}; the shards are removed")
-        store.merge_to(path)
-        atomic_write(_sum_path(path), dumps_sealed({"sha256": file_sha256(path)}),
-                     "translations checksum")
-        stats = shard_stats(store, computed)
-        shutil.rmtree(store.dir)
+            return done, empty_stats()
+        stats = _translate(model, source_path, n, cache / f"{key}{SHARDS_SUFFIX}", path, pool,
+                           dict(backend=backend, beam=int(beam), batch=int(batch), device=device,
+                                **sub), lines=lines, progress=progress)
         done = _read_translations(path, n)
         if done is None:
             raise RuntimeError(f"{path}: the merged translations are not {n} lines")
         return done, stats
+
+
+def _translate(model, source_path, n: int, shards: Path, path: Path, pool, settings: dict, *,
+               lines: int, progress: bool) -> dict:
+    """The translation stage: ``n`` lines of ``source_path`` in shards of ``lines`` in
+    ``shards`` (kept until merged, whoever resumes them), checked one line a source, merged into
+    ``path`` with its checksum file; returns the shard statistics."""
+    spec, corpus = model_spec(model, settings["device"]), os.path.abspath(source_path)
+    ran = run_stage(Stage(
+        "translate (shards)", shards, {"model": model_fingerprint(model), "lines": n, **settings},
+        (range(0, n, lines), n, lines), inputs={"corpus": source_path}, unit="lines",
+        bar_unit="sent", ext="txt", stale="restart", progress=progress, task=TranslateShardTask,
+        make_task=lambda s: TranslateShardTask(s.id, spec, corpus, s.start, s.end,
+                                               settings["beam"], settings["backend"],
+                                               settings["batch"])), pool)
+    for s in ran.store.shards:  # one line a source, before the cache names them
+        if ran.store.read(s.id).count(b"\n") != len(s):
+            shutil.rmtree(shards)
+            raise RuntimeError(f"{ran.store.path(s.id)}: not one translation a line of "
+                               f"{source_path} {s.start + 1}-{s.end}; the shards are removed")
+    ran.merge_to(path)
+    atomic_write(_sum_path(path), dumps_sealed({"sha256": file_sha256(path)}),
+                 "translations checksum")
+    stats = ran.stats()
+    shutil.rmtree(shards)
+    return stats
 
 
 def _sum_path(path: Path) -> Path:

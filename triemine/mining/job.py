@@ -1,0 +1,132 @@
+"""The job driver: the pool, the model, then the configuration's stages in order.
+
+A configuration's record lists its stages (``stages`` in ``triemine/configs/<name>.json``,
+:mod:`triemine.configurations`), each a name of :data:`STAGES`:
+
+* ``dedup``: both corpora grouped into their distinct texts (:func:`triemine.mining.dedup.unique_inputs`;
+  nothing with ``--no-dedup``), so the stages after it read the unique corpora;
+* ``mine``: the mining job (:func:`triemine.mining.run.mine_pipeline`: candidates by generator,
+  exact scores, priors, the combination, the TSV), its stages kept in ``OUT.work/``;
+* ``trie_search``: the paper's trie search alone (:func:`triemine.decoding.driver.mine_to_tsv`);
+* ``dedup_map``: the job's rows mapped back to every original line
+  (:func:`triemine.mining.dedup.expand_output`).
+
+:func:`run_job` is what :func:`triemine.api.run` calls once the paths are checked and the
+output locked; a stage is a function of the :class:`JobRun`, adding a stage is adding one here
+and naming it in a record.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional
+
+from triemine.configurations import PAPER, configuration
+from triemine.decoding.driver import mine_to_tsv
+from triemine.decoding.model_dir import load_model_dir
+from triemine.decoding.task import load_trie_for_dict
+from triemine.distributed import check_workers, make_pool
+from triemine.mining.dedup import Unique, expand_output, unique_inputs
+from triemine.mining.options import MineOptions
+from triemine.mining.run import mine_pipeline
+
+
+@dataclass
+class JobRun:
+    """One job's state as its stages pass it on: its settings, model, pool and files; ``unique``
+    once deduplicated; ``summary`` once mined."""
+
+    opts: MineOptions
+    model: object
+    source: str
+    target: str
+    output: str
+    resume: bool
+    progress: bool
+    pool: object = None
+    unique: Optional[Unique] = None
+    summary: Optional[dict] = None
+
+    def corpora(self):
+        """``(source, target, TSV)`` the mining stages read and write: the unique corpora and
+        the dedup folder's TSV once deduplicated."""
+        if self.unique is None:
+            return self.source, self.target, self.output
+        u = self.unique
+        return u.sides["source"].path, u.sides["target"].path, str(u.job_output)
+
+
+def _dedup(job: JobRun) -> None:
+    d = job.opts.duplicates
+    if d.dedup:
+        job.unique = unique_inputs(job.source, job.target, job.output, case=d.dedup_case,
+                                   punct=d.dedup_punct)
+
+
+def _mine(job: JobRun) -> None:
+    opts = job.opts
+    reverse = (load_model_dir(opts.reverse_model, device=opts.device)
+               if opts.reverse_model else None)
+    job.summary = mine_pipeline(job.model, *job.corpora(), opts, resume=job.resume,
+                                progress=job.progress, reverse_model=reverse,
+                                pool=job.pool if opts.sharded else None,
+                                work_dir=job.output + ".work")  # OUT.work/ whatever TSV
+
+
+def _trie_search(job: JobRun) -> None:
+    opts = job.opts
+    trie = load_trie_for_dict(opts.trie, job.model.tgt_dict) if opts.trie else None
+    job.summary = mine_to_tsv(job.model, *job.corpora(), search=opts.search, pool=job.pool,
+                              trie=trie, device=opts.device, resume=job.resume,
+                              debug=opts.debug, progress=job.progress).as_dict()
+
+
+def _dedup_map(job: JobRun) -> None:
+    if job.unique is not None:
+        job.summary = expand_output(job.unique, job.summary)
+
+
+STAGES: Dict[str, Callable[[JobRun], None]] = {
+    "dedup": _dedup, "mine": _mine, "trie_search": _trie_search, "dedup_map": _dedup_map}
+
+
+def run_job(opts: MineOptions, model, source: str, target: str, output: str, *,
+            resume: bool = False, progress: bool = False) -> dict:
+    """Start the pool (``opts.pool``; with target shards an in-process one), load the model
+    (``model``: a directory or a loaded model), run the stages of the configuration's record
+    (the paper's for the trie search alone) in order; returns the job's summary."""
+    job = JobRun(opts, model, source, target, output, resume, progress, pool=_pool(opts, model))
+    if isinstance(model, (str, os.PathLike)):
+        # with Ray the driver only plans and merges: the actors hold the model on --device
+        job.model = load_model_dir(model, target_spm=opts.target_spm,
+                                   device="cpu" if opts.pool.ray is not None else opts.device)
+    for name in configuration(PAPER if opts.paper else opts.config).stages:
+        STAGES[name](job)
+    return job.summary
+
+
+def _pool(opts: MineOptions, model):
+    """The job's pool (None: in this process), checked before the slow model load: the
+    workers against this machine's cores and memory, a Ray cluster reached."""
+    workers, ray = opts.pool.workers, opts.pool.ray
+    if not (opts.sharded or opts.search.target_shards > 1):
+        return None
+    threads = int(os.environ.get("OMP_NUM_THREADS") or 1)
+    if ray is None and workers:
+        check_workers(workers, threads, _model_bytes(model, opts.reverse_model))
+    pool = make_pool(workers, ray=ray, device=opts.device, threads=threads)
+    if ray is not None:  # fail before the slow model load (no ray, no cluster, no GPU)
+        pool.check()
+        if ray == "local":  # this machine's cores and memory (a cluster's: Ray's)
+            check_workers(pool.workers, threads, _model_bytes(model, opts.reverse_model))
+    return pool
+
+
+def _model_bytes(model, reverse_model) -> int:
+    """The size of the checkpoint(s) a worker loads (:func:`triemine.distributed.check_workers`)."""
+    total = 0
+    for m in (model, reverse_model):
+        where = m if isinstance(m, (str, os.PathLike)) else getattr(m, "path", None)
+        if where is not None and os.path.isfile(os.path.join(where, "checkpoint.pt")):
+            total += os.path.getsize(os.path.join(where, "checkpoint.pt"))
+    return total
