@@ -48,7 +48,7 @@ def test_bf16_scores_and_priors_stay_within_the_tolerance_of_fp32(tiny_model):
     assert (a.argmax(1) == b.argmax(1)).all()
 
 
-def test_fp32_is_the_default_with_the_keys_and_bits_of_before(tiny_model, corpora, tmp_path):
+def test_fp32_is_the_default_with_the_bits_of_before(tiny_model, corpora, tmp_path):
     from triemine.mining.run import mine_pipeline
 
     src, tgt, _, _ = corpora
