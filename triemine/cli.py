@@ -18,6 +18,7 @@ import numpy as np
 
 import triemine.baselines as baselines  # registers the baselines' score names
 from triemine import cliargs, settings
+from triemine.compression import check_uncompressed, write_output
 from triemine.corpus import sentences
 from triemine.errors import InputError, TrieMineError
 from triemine.evaluation import report
@@ -25,7 +26,7 @@ from triemine.evaluation.pipeline import evaluate_files, report_data, save_thres
 from triemine.filtering import formats, registry
 from triemine.filtering.selection import choose, load_thresholds, write_pairs, write_union
 from triemine.mining.options import MineOptions, flag_help_values
-from triemine.outfile import check_distinct, write_text
+from triemine.outfile import check_distinct
 from triemine.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 from triemine.plugin import user_dir
 from triemine.prepare import prepare
@@ -113,7 +114,7 @@ def _mine_parser() -> argparse.ArgumentParser:
         "paper: best per source by ce_word) and threshold: by default the one tuned on the BUCC "
         "sample and shipped with the configuration")
     keep.add_argument("--bitext", metavar="OUT", help="write the kept pairs as src<TAB>tgt")
-    keep.add_argument("--bitext-format", choices=list(formats.FORMATS), default=formats.DEFAULT,
+    keep.add_argument("--bitext-format", choices=list(formats.FORMATS), default=None,
                       help="the --bitext file: " + formats.help_text())
     keep.add_argument("--threshold", type=cliargs.score_threshold, action="append", default=[],
                       metavar="NAME=VALUE", help="override the shipped threshold, e.g. "
@@ -137,21 +138,23 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error(exc.problem)
         if (args.threshold or args.thresholds) and not args.bitext:
             parser.error("--threshold/--thresholds choose the pairs of --bitext: give --bitext")
+        args.bitext_format = cliargs.bitext_format(parser, args)
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
         warnings.filterwarnings("ignore", category=FutureWarning)
         from triemine.api import run  # heavy (torch, fairseq): after the logging set-up
 
-        result = run(opts, args.model, args.source, args.target, args.output, resume=args.resume,
-                     progress=not args.quiet, select=bool(args.bitext),
-                     given=dict(args.threshold), thresholds=args.thresholds, bitext=args.bitext,
-                     bitext_format=args.bitext_format)
-        if args.bitext:
-            n = result.write_bitext(args.bitext, args.bitext_format)
-            record_bitext(args.output, args.bitext, args.bitext_format, n,
-                          formats.languages(result.candidates.meta))
-            print(f"{args.bitext}: {n} pairs kept of {len(result.candidates)} candidates "
-                  f"({result.selection.text()})", file=sys.stderr)
+        with cliargs.bitext_lock(args.bitext):  # one job per bitext, as per -o
+            result = run(opts, args.model, args.source, args.target, args.output,
+                         resume=args.resume, progress=not args.quiet, select=bool(args.bitext),
+                         given=dict(args.threshold), thresholds=args.thresholds,
+                         bitext=args.bitext, bitext_format=args.bitext_format)
+            if args.bitext:
+                n = result.write_bitext(args.bitext, args.bitext_format)
+                record_bitext(args.output, args.bitext, args.bitext_format, n,
+                              formats.languages(result.candidates.meta))
+                print(f"{args.bitext}: {n} pairs kept of {len(result.candidates)} candidates "
+                      f"({result.selection.text()})", file=sys.stderr)
         print(json.dumps(result.summary), file=sys.stderr)
         return 0
 
@@ -251,7 +254,7 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                         "column when scored) to this TSV")
     parser.add_argument("--bitext", help="write kept pairs as 'l1 text<TAB>l2 text' (union of "
                         "directions with --second)")
-    parser.add_argument("--bitext-format", choices=list(formats.FORMATS), default=formats.DEFAULT,
+    parser.add_argument("--bitext-format", choices=list(formats.FORMATS), default=None,
                         help="the --bitext file: " + formats.help_text())
     parser.add_argument("--filter", default=None, help=cliargs.filter_help())
     parser.add_argument("--rule", default=None, choices=["none", "best-per-source", "one-to-one"],
@@ -286,6 +289,7 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--second combines two directions; use --bitext for the union")
         if args.batch_size < 1:
             parser.error("--batch-size must be >= 1")
+        args.bitext_format = cliargs.bitext_format(parser, args)
         first = read_mined(args.mined)  # its sidecar names the model, whose languages it has
         langs = formats.languages(first.meta) if args.bitext else None
         bitexts = [("--bitext", out, "folder" if folder else False) for out, folder in
@@ -295,6 +299,9 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                        cliargs.with_meta("MINED", args.mined) + cliargs.with_meta(
                            "--second", args.second) + [("--thresholds", args.thresholds),
                                                        ("--bicleaner-model", args.bicleaner_model)])
+        check_uncompressed([("-o", args.output)])
+        if args.bitext:
+            formats.check_output(args.bitext_format, args.bitext, langs)
         given = registry.named_thresholds(
             [("ce_word", args.ce_max), ("bicleaner", args.bicleaner_min)] + args.threshold)
         saved = load_thresholds(args.thresholds) if args.thresholds else None
@@ -369,6 +376,7 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
                        [x for i, m in enumerate(args.mined) for x in cliargs.with_meta(
                            f"MINED {i + 1}", m)] + [("--thresholds", args.thresholds)]
                        + cliargs.bucc_inputs(args.gold, args.src_corpus, args.tgt_corpus))
+        check_uncompressed([("--save-thresholds", args.save_thresholds)])
         out, dirs, bucc = evaluate_files(
             args.mined, args.gold, args.src_corpus, args.tgt_corpus, filt=args.filter,
             rank_by=args.rank_by, rule=args.rule, thresholds=args.thresholds, folds=args.folds,
@@ -379,8 +387,8 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
             save_thresholds(out, args.save_thresholds)
             print(f"thresholds saved to {args.save_thresholds}")
         if args.json:
-            write_text(args.json, json.dumps(out.as_dict(), indent=1) + "\n", "JSON report",
-                       hint="")
+            write_output(args.json, (json.dumps(out.as_dict(), indent=1) + "\n").encode(),
+                         "JSON report", hint="")
         print(out.signature("strict"))
         print(out.signature("lenient"))
         if out.folds:
