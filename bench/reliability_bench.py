@@ -691,27 +691,16 @@ def _trust_workers(model_dir, d, src, tgt, res, examples) -> None:
     def counted(*a, **k):
         started.append(1)
         return real(*a, **k)
-    import logging
-
-    class Lines(logging.Handler):
-        def __init__(self):
-            super().__init__()
-            self.lines = []
-
-        def emit(self, record):
-            self.lines.append(record.getMessage())
-    caught = Lines()
-    logging.getLogger("triemine.distributed").addHandler(caught)
     local._Proc = counted
     try:
-        kind, text = _outcome(_paper(model_dir, src, tgt, d / "w.tsv", "--workers", "16",
-                                     "--shard-size", "100000"), False)
+        with _Logged("triemine.distributed") as lines:
+            kind, text = _outcome(_paper(model_dir, src, tgt, d / "w.tsv", "--workers", "16",
+                                         "--shard-size", "100000"), False)
     finally:
         local._Proc = real
-        logging.getLogger("triemine.distributed").removeHandler(caught)
     cores = len(os.sched_getaffinity(0))
-    warned = sum("--workers 16" in ln and "\n" not in ln for ln in caught.lines)
-    res["workers_warning"] = caught.lines[:1]
+    warned = sum("--workers 16" in ln and "\n" not in ln for ln in lines)
+    res["workers_warning"] = lines[:1]
     if kind == "ok" and (len(started) != 1 or (16 > cores and warned != 1)):
         kind = "silent_wrong"
     res["workers_started_for_one_shard"] = len(started)
@@ -825,7 +814,11 @@ def _trust_cut_tsv(model_dir, d, src, tgt, res, examples) -> None:
 # -- 8b. the newer surfaces (issue 46) ------------------------------------------------------------
 
 class _Logged:
-    """The log records of ``triemine`` while the body runs (the CLI's warnings), as lines."""
+    """The log records of logger ``name`` (default ``triemine``) while the body runs (the CLI's
+    warnings), as lines."""
+
+    def __init__(self, name: str = "triemine"):
+        self.name = name
 
     def __enter__(self):
         import logging
@@ -838,12 +831,12 @@ class _Logged:
             def emit(self, record):
                 self.lines.append(record.getMessage())
         self.handler = Lines()
-        logging.getLogger("triemine").addHandler(self.handler)
+        logging.getLogger(self.name).addHandler(self.handler)
         return self.handler.lines
 
     def __exit__(self, *exc):
         import logging
-        logging.getLogger("triemine").removeHandler(self.handler)
+        logging.getLogger(self.name).removeHandler(self.handler)
 
 
 def _slice(d: Path, n_targets: int = 240):

@@ -27,35 +27,7 @@ from triemine.tsv import write_rows
 from test_decoding import OTHER, PAIRS
 from test_first_hour import _job  # the mining job with the tiny pair's encoder
 from test_mining import CipherEncoder  # noqa: F401  (registers the tiny pair's encoder)
-
-
-@pytest.fixture(autouse=True)
-def _env(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def pair(tmp_path):
-    """Plain-text sources and targets of the tiny pair, and a combination its encoder feeds."""
-    from triemine.mining.combine import Combination
-
-    src, tgt = tmp_path / "src.txt", tmp_path / "tgt.txt"
-    src.write_text("".join(s + "\n" for s, _ in PAIRS[:10]), encoding="utf-8")
-    tgt.write_text("".join(t + "\n" for t in OTHER[:10] + [t for _, t in PAIRS[:10]]),
-                   encoding="utf-8")
-    comb = tmp_path / "comb.json"
-    Combination("test", ["cipher_margin", "ce_token"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0],
-                "test").save(comb)
-    return src, tgt, str(comb)
-
-
-def _err(capsys, main, argv):
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # argparse's refusal of a bad option value
-        rc = exc.code
-    return rc, capsys.readouterr().err
+from test_trust_io import _env, _err, pair  # noqa: F401  (fixtures: the cache, the tiny pair)
 
 
 def _paper(model_dir, src, tgt, *extra):

@@ -72,6 +72,7 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--nbest must be >= 1")
         check_distinct([("-o", args.output)], [("corpus", args.corpus), ("--spm", args.spm),
                                                 ("--dict", args.dict_path)])
+        check_uncompressed([("-o", args.output)])
         trie, stats = build_trie_from_corpus(args.corpus, args.spm, args.dict_path, nbest=args.nbest,
                                              format=args.format, unk=args.unk,
                                              progress=not args.quiet)

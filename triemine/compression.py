@@ -206,14 +206,15 @@ def decompressed(path, codec: Codec) -> Iterator[bytes]:
 
 def check_uncompressed(outputs) -> None:
     """Refuse, before any work, an output named as compressed that the tools write plain
-    because they read it back or resume it in place: ``outputs`` are ``(label, path)`` pairs
+    because they read it back or resume it in place (mining TSVs, thresholds files, tries):
+    ``outputs`` are ``(label, path)`` pairs
     (``None`` paths left out); an :class:`InputError` naming the flag and the file."""
     for label, path in outputs:
         codec = codec_of_name(path) if path is not None else None
         if codec is not None:
-            raise InputError(f"{label}: a mining TSV or thresholds file is written plain (the "
-                             "tools read it back and resume it in place): drop the "
-                             f"{codec.suffix} suffix, or compress it afterwards", os.fspath(path))
+            raise InputError(f"{label}: this file is written plain (the tools read it back "
+                             f"or resume it in place): drop the {codec.suffix} suffix, or "
+                             "compress it afterwards", os.fspath(path))
 
 
 class CompressingFile:

@@ -21,7 +21,8 @@ import numpy as np
 
 from triemine.corpus import tsv_votes
 from triemine.errors import InputError
-from triemine.outfile import check_distinct, write_text
+from triemine.compression import write_output
+from triemine.outfile import check_distinct
 from triemine.prepare.filters import FILTERS, Batch, clean, normalise
 from triemine.prepare.scripts import scripts_for
 from triemine.prepare.textio import open_output, read_batches
@@ -317,6 +318,6 @@ def prepare(input, output, lang: str, report=None, **options) -> Dict[str, Any]:
               "summary": rep.summary(input)}
     if report is not None:
         import json
-        write_text(report, json.dumps(result, indent=1, ensure_ascii=False) + "\n", "report",
-                   hint="")
+        text = json.dumps(result, indent=1, ensure_ascii=False) + "\n"
+        write_output(report, text.encode("utf-8"), "report", hint="")  # compressed by its name
     return result
