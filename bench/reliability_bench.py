@@ -839,6 +839,12 @@ class _Logged:
         logging.getLogger(self.name).removeHandler(self.handler)
 
 
+def _last_line(err: str) -> str:
+    """The refusal's own line: the last line of stderr (argparse prints its usage above it)."""
+    lines = err.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
 def _slice(d: Path, n_targets: int = 240):
     """The issue's 40-source x ``n_targets``-line slice of the synthetic pair."""
     from triemine.decoding.testing import synthetic_pairs
@@ -1007,7 +1013,7 @@ def _trust_ranges(model_dir, d, src, tgt, res, examples, quick: bool = False) ->
 
     broken = d / "no-model"
     broken.mkdir(exist_ok=True)
-    flag_in = lambda flag: (lambda err: flag in err and err.count("\n") <= 2  # noqa: E731
+    flag_in = lambda flag: (lambda err: flag in _last_line(err)  # noqa: E731
                             and "missing model file" not in err)
     o = ("-o", str(d / "r.tsv"))
     cases = {"--trie-nbest 513": (["--config", "paper", "--trie-nbest", "513", *o], "--trie-nbest"),
@@ -1074,8 +1080,8 @@ def _trust_late(model_dir, d, src, tgt, res, examples) -> None:
     hf.mkdir(exist_ok=True)
     (hf / "notes.txt").write_text("mine\n")
     before = {hf / "notes.txt": b"mine\n"}
-    says = lambda *parts: (lambda err: all(p in err for p in parts) and ".tmp" not in err  # noqa
-                           and "missing model file" not in err and err.count("\n") <= 2)
+    says = lambda *parts: (lambda err: all(p in _last_line(err) for p in parts)  # noqa: E731
+                           and ".tmp" not in err and "missing model file" not in err)
     o = ("-o", str(d / "l.tsv"))
     cases = {"--bitext into a missing folder": (["--bitext", str(d / "nope" / "b.txt"), *o],
                                                 says("nope", "does not exist")),
