@@ -33,7 +33,14 @@ Measurements (issue 9 and later), each a count that must be 0 (or true):
    job of one shard, the output lock (live and stale), writes into a missing folder and onto
    a full disk, cut or unfinished mining TSVs, a TSV corpus that lost most tabs: each case
    ``ok``, ``silent_wrong`` or ``traceback``; ``trust_silent_wrong``, ``trust_traceback``,
-   ``trust_inputs_overwritten`` and ``trust_rows_lost`` must be 0.
+   ``trust_inputs_overwritten`` and ``trust_rows_lost`` must be 0.  Issue 46 adds the families
+   ``dedup`` (the default job's ``OUT.tsv.dedup/`` files damaged keeping their size: the same
+   output and a warning naming the file), ``compressed`` (outputs named ``.gz``/``.xz``/``.zst``
+   compressed or refused before any work; compressed mining TSVs read), ``zstd`` (compressed
+   corpora damaged in the middle, zstd without a content checksum too), ``ranges`` (flags out of
+   range, empty or of the wrong kind, refused before the model loads; ``--target-shards`` far
+   beyond a tiny target, a subprocess with a 120 s guard: ``trust_hang`` must be 0) and ``late``
+   (refusals that came after the job, the bitext lock, eval and filter without a sidecar).
 9. **A Ray cluster started with ``ray start``** (issue 42, full mode only: about a minute): two
    nodes with token authentication on loopback addresses; ``--ray ADDRESS`` with no cluster, no
    token, a wrong token, a silent port: one line, exit 2, ``ray_connect_failure_s`` at most 30;
