@@ -33,7 +33,14 @@ Measurements (issue 9 and later), each a count that must be 0 (or true):
    job of one shard, the output lock (live and stale), writes into a missing folder and onto
    a full disk, cut or unfinished mining TSVs, a TSV corpus that lost most tabs: each case
    ``ok``, ``silent_wrong`` or ``traceback``; ``trust_silent_wrong``, ``trust_traceback``,
-   ``trust_inputs_overwritten`` and ``trust_rows_lost`` must be 0.
+   ``trust_inputs_overwritten`` and ``trust_rows_lost`` must be 0.  Issue 46 adds the families
+   ``dedup`` (the default job's ``OUT.tsv.dedup/`` files damaged keeping their size: the same
+   output and a warning naming the file), ``compressed`` (outputs named ``.gz``/``.xz``/``.zst``
+   compressed or refused before any work; compressed mining TSVs read), ``zstd`` (compressed
+   corpora damaged in the middle, zstd without a content checksum too), ``ranges`` (flags out of
+   range, empty or of the wrong kind, refused before the model loads; ``--target-shards`` far
+   beyond a tiny target, a subprocess with a 120 s guard: ``trust_hang`` must be 0) and ``late``
+   (refusals that came after the job, the bitext lock, eval and filter without a sidecar).
 9. **A Ray cluster started with ``ray start``** (issue 42, full mode only: about a minute): two
    nodes with token authentication on loopback addresses; ``--ray ADDRESS`` with no cluster, no
    token, a wrong token, a silent port: one line, exit 2, ``ray_connect_failure_s`` at most 30;
@@ -531,7 +538,7 @@ def _tally(res: dict, prefix: str, outcomes, inputs_before: dict, examples: list
         1 for p, data in inputs_before.items() if not p.is_file() or p.read_bytes() != data)
 
 
-def bench_trust(model_dir, work: Path) -> dict:
+def bench_trust(model_dir, work: Path, quick: bool = False) -> dict:
     """Issue 37's cases, each counted as ok, silent_wrong or traceback: outputs equal to inputs
     (every tool), the Python API's bad items and arguments, unknown devices, worker counts,
     the output lock, write failures (a missing folder, a full disk), cut mining TSVs and a TSV
@@ -546,8 +553,12 @@ def bench_trust(model_dir, work: Path) -> dict:
     tgt.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
     res: dict = {}
     examples: list = []
+
+    def _trust_ranges_here(*a):
+        return _trust_ranges(*a, quick=quick)
     cases = [_trust_outputs, _trust_api, _trust_devices, _trust_workers, _trust_lock,
-             _trust_writes, _trust_cut_tsv]
+             _trust_writes, _trust_cut_tsv, _trust_dedup, _trust_compressed, _trust_zstd,
+             _trust_ranges_here, _trust_late]
     old_cache = os.environ.get("TRIEMINE_CACHE")
     os.environ["TRIEMINE_CACHE"] = str(d / "cache")
     try:
@@ -562,7 +573,8 @@ def bench_trust(model_dir, work: Path) -> dict:
             os.environ.pop("TRIEMINE_CACHE", None)
         else:
             os.environ["TRIEMINE_CACHE"] = old_cache
-    kinds = ("cases", "ok", "silent_wrong", "traceback", "inputs_overwritten", "rows_lost")
+    kinds = ("cases", "ok", "silent_wrong", "traceback", "hang", "inputs_overwritten",
+             "rows_lost")
     for kind in kinds:
         res[f"trust_{kind}"] = sum(v for k, v in res.items() if k.endswith(f"_{kind}") and
                                    not k.startswith("trust_"))
@@ -686,27 +698,16 @@ def _trust_workers(model_dir, d, src, tgt, res, examples) -> None:
     def counted(*a, **k):
         started.append(1)
         return real(*a, **k)
-    import logging
-
-    class Lines(logging.Handler):
-        def __init__(self):
-            super().__init__()
-            self.lines = []
-
-        def emit(self, record):
-            self.lines.append(record.getMessage())
-    caught = Lines()
-    logging.getLogger("triemine.distributed").addHandler(caught)
     local._Proc = counted
     try:
-        kind, text = _outcome(_paper(model_dir, src, tgt, d / "w.tsv", "--workers", "16",
-                                     "--shard-size", "100000"), False)
+        with _Logged("triemine.distributed") as lines:
+            kind, text = _outcome(_paper(model_dir, src, tgt, d / "w.tsv", "--workers", "16",
+                                         "--shard-size", "100000"), False)
     finally:
         local._Proc = real
-        logging.getLogger("triemine.distributed").removeHandler(caught)
     cores = len(os.sched_getaffinity(0))
-    warned = sum("--workers 16" in ln and "\n" not in ln for ln in caught.lines)
-    res["workers_warning"] = caught.lines[:1]
+    warned = sum("--workers 16" in ln and "\n" not in ln for ln in lines)
+    res["workers_warning"] = lines[:1]
     if kind == "ok" and (len(started) != 1 or (16 > cores and warned != 1)):
         kind = "silent_wrong"
     res["workers_started_for_one_shard"] = len(started)
@@ -815,6 +816,340 @@ def _trust_cut_tsv(model_dir, d, src, tgt, res, examples) -> None:
         lambda err: "4 of 10" in err)))
     res["cut_rows_lost"] = lost
     _tally(res, "cut", outcomes, {}, examples)
+
+
+# -- 8b. the newer surfaces (issue 46) ------------------------------------------------------------
+
+class _Logged:
+    """The log records of logger ``name`` (default ``triemine``) while the body runs (the CLI's
+    warnings), as lines."""
+
+    def __init__(self, name: str = "triemine"):
+        self.name = name
+
+    def __enter__(self):
+        import logging
+
+        class Lines(logging.Handler):
+            def __init__(self):
+                super().__init__()
+                self.lines = []
+
+            def emit(self, record):
+                self.lines.append(record.getMessage())
+        self.handler = Lines()
+        logging.getLogger(self.name).addHandler(self.handler)
+        return self.handler.lines
+
+    def __exit__(self, *exc):
+        import logging
+        logging.getLogger(self.name).removeHandler(self.handler)
+
+
+def _last_line(err: str) -> str:
+    """The refusal's own line: the last line of stderr (argparse prints its usage above it)."""
+    lines = err.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def _slice(d: Path, n_targets: int = 240):
+    """The issue's 40-source x ``n_targets``-line slice of the synthetic pair."""
+    from triemine.decoding.testing import synthetic_pairs
+
+    pairs = synthetic_pairs(n_targets, seed=5)
+    src, tgt = d / "slice.src", d / f"slice{n_targets}.tgt"
+    src.write_text("".join(s + "\n" for s, _ in pairs[:40]), encoding="utf-8")
+    tgt.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    return src, tgt
+
+
+def _mine(model_dir, src, tgt, *extra):
+    from triemine.cli import mine_main
+    return lambda: mine_main(["--model", str(model_dir), "--source", str(src), "--target",
+                              str(tgt), "-q", *extra])
+
+
+def _trust_dedup(model_dir, d, src, tgt, res, examples) -> None:
+    """The default job's ``OUT.tsv.dedup/`` files damaged keeping their size (random bytes,
+    a kept target's letters, an array, a key), the job run again with and without
+    ``--resume``: the same TSV and bitext bytes and a warning naming the file, or it is silent
+    wrong; a resume refused for a changed setting names that setting."""
+    src, tgt = _slice(d)
+    out, bt = d / "dd.tsv", d / "dd.bt"
+    run = _mine(model_dir, src, tgt, "-o", str(out), "--bitext", str(bt), "--threshold",
+                "combined=-1e9")
+    outcomes = [("first run", *_outcome(run, False))]
+    want = (out.read_bytes(), bt.read_bytes()) if out.is_file() and bt.is_file() else None
+    folder = Path(str(out) + ".dedup")
+
+    def random_bytes(p):
+        data = bytearray(p.read_bytes())
+        m = len(data) // 2
+        data[m:m + 40] = bytes(b ^ 0x5A for b in data[m:m + 40])
+        p.write_bytes(bytes(data))
+
+    def letters(p):  # one kept target's letters replaced, the size kept
+        lines = p.read_text(encoding="utf-8").splitlines(keepends=True)
+        i, text = lines[3].split("\t", 1)
+        lines[3] = i + "\t" + text[::-1].replace("\n", "") + "\n"
+        p.write_text("".join(lines), encoding="utf-8")
+    damages = [("target.unique.tsv", random_bytes, False), ("target.unique.tsv", letters, True),
+               ("source.unique.tsv", letters, False), ("target.lines.npy", random_bytes, True),
+               ("source.key.json", random_bytes, False)]
+    for name, damage, resume in damages:
+        path = folder / name
+        if want is None or not path.is_file():
+            outcomes.append((f"{name}: not written", "silent_wrong", str(path)))
+            continue
+        size = path.stat().st_size
+        damage(path)
+        assert path.stat().st_size == size
+        with _Logged() as lines:
+            kind, text = _outcome(lambda: run() if not resume else _mine(
+                model_dir, src, tgt, "-o", str(out), "--bitext", str(bt), "--threshold",
+                "combined=-1e9", "--resume")(), False)
+        same = (out.read_bytes(), bt.read_bytes()) == want
+        named = any(name in ln for ln in lines)
+        if kind == "ok" and not (same and named):
+            kind, text = "silent_wrong", f"identical={same} named={named}: {text[-150:]}"
+        outcomes.append((f"{name}: {damage.__name__}{' --resume' if resume else ''}", kind,
+                         text))
+    outcomes.append(("resume with another --min-margin", *_outcome(
+        _mine(model_dir, src, tgt, "-o", str(out), "--resume", "--min-margin", "0.5"), True,
+        lambda err: "min_margin" in err and err.count("\n") == 1)))
+    _tally(res, "dedup", outcomes, {}, examples)
+
+
+def _trust_compressed(model_dir, d, src, tgt, res, examples) -> None:
+    """Outputs named ``.gz``/``.xz``/``.zst``: compressed (their bytes decompress) or refused
+    before any work naming the flag; compressed mining TSVs read by eval and filter."""
+    import gzip
+    import lzma
+
+    import zstandard
+
+    from triemine.cli import eval_main, filter_main, prepare_main
+    from triemine.tsv import write_rows
+
+    broken = d / "no-model"
+    broken.mkdir(exist_ok=True)
+    dec = {".gz": gzip.decompress, ".xz": lzma.decompress,
+           ".zst": lambda b: zstandard.ZstdDecompressor().decompressobj().decompress(b)}
+    cells = {"src_id": ["1", "2"], "tgt_id": ["1", "2"], "score": [-1.0, -2.0],
+             "ce_word": [1.0, 2.0], "ce_token": [1.0, 2.0], "src": ["a", "b"], "tgt": ["c", "e"]}
+    mined = d / "cm.tsv"
+    write_rows(mined, list(cells), cells, meta={"mode": "pre"})
+    gold = d / "zh-en.c.gold"
+    gold.write_text("1\t1\n")
+    for name in ("zh-en.c.zh", "zh-en.c.en"):
+        (d / name).write_text("1\ta\n2\tb\n")
+    outcomes = []
+    for suffix, unpack in dec.items():
+        outcomes.append((f"mine -o o.tsv{suffix}", *_outcome(
+            _paper(broken, src, tgt, d / f"co.tsv{suffix}"), True,
+            lambda err: "-o" in err and "drop the" in err and err.count("\n") == 1)))
+        outcomes.append((f"filter -o k.tsv{suffix}", *_outcome(
+            lambda: filter_main([str(mined), "--ce-max", "9", "-o", str(d / f"ck.tsv{suffix}")]),
+            True, lambda err: "drop the" in err)))
+        written = {"filter --bitext": (d / f"cb{suffix}", lambda p: filter_main(
+                       [str(mined), "--ce-max", "9", "--bitext", str(p)])),
+                   "eval --json": (d / f"ce.json{suffix}", lambda p: eval_main(
+                       [str(mined), "--gold", str(gold), "--json", str(p)])),
+                   "prepare -o": (d / f"cp.en{suffix}", lambda p: prepare_main(
+                       [str(tgt), "-o", str(p), "--lang", "en", "--skip", "lang,script"]))}
+        for what, (path, call) in written.items():
+            kind, text = _outcome(lambda: call(path), False)
+            if kind == "ok":
+                try:
+                    unpack(path.read_bytes())
+                except Exception as exc:  # noqa: BLE001 - plain text under a compressed name
+                    kind, text = "silent_wrong", f"not {suffix} data: {exc}"
+            outcomes.append((f"{what} {path.name}", kind, text))
+        packed = d / f"cm.tsv{suffix}"  # a compressed mining TSV read back
+        codec = {".gz": lambda b: gzip.compress(b, mtime=0), ".xz": lzma.compress,
+                 ".zst": lambda b: zstandard.ZstdCompressor(write_checksum=True).compress(b)}
+        packed.write_bytes(codec[suffix](mined.read_bytes()))
+        Path(str(packed) + ".meta.json").write_bytes(Path(str(mined) + ".meta.json").read_bytes())
+        outcomes.append((f"eval on m.tsv{suffix}", *_outcome(
+            lambda: eval_main([str(packed), "--gold", str(gold)]), False)))
+        outcomes.append((f"filter on m.tsv{suffix}", *_outcome(
+            lambda: filter_main([str(packed), "--ce-max", "9", "-o", str(d / "cf.tsv")]),
+            False)))
+    _tally(res, "compressed", outcomes, {}, examples)
+
+
+def _trust_zstd(model_dir, d, src, tgt, res, examples) -> None:
+    """Compressed corpora damaged in the middle (40 bytes): gzip, xz, checksummed zstd and
+    zstd without a content checksum read once before the damage: each refused, naming the
+    file, by ``trie-mine-prepare`` and by ``trie-mine`` (never mined)."""
+    import gzip
+    import lzma
+
+    import zstandard
+
+    from triemine.cli import prepare_main
+
+    src40, tgt = _slice(d)
+    data = tgt.read_bytes()
+    packers = {"gz": lambda b: gzip.compress(b, mtime=0), "xz": lzma.compress,
+               "zst": lambda b: zstandard.ZstdCompressor(write_checksum=True).compress(b),
+               "zst-nocheck": lambda b: zstandard.ZstdCompressor().compress(b)}
+    outcomes = []
+    for name, pack in packers.items():
+        path = d / f"z.{name}.en.{name.split('-')[0]}"
+        path.write_bytes(pack(data))
+        prep = lambda: prepare_main([str(path), "-o", str(d / "zp.en"), "--lang", "en",  # noqa
+                                     "--skip", "lang,script"])
+        outcomes.append((f"{name}: whole", *_outcome(prep, False)))
+        raw = bytearray(path.read_bytes())
+        m = len(raw) // 2
+        raw[m:m + 40] = bytes(b ^ 0x21 for b in raw[m:m + 40])
+        path.write_bytes(bytes(raw))
+        named = lambda err, p=path: str(p) in err and err.count("\n") == 1  # noqa: E731
+        outcomes.append((f"{name}: damaged, prepare", *_outcome(prep, True, named)))
+        outcomes.append((f"{name}: damaged, trie-mine", *_outcome(
+            _paper(model_dir, src40, path, d / "zm.tsv"), True, named)))
+    _tally(res, "zstd", outcomes, {}, examples)
+
+
+def _trust_ranges(model_dir, d, src, tgt, res, examples, quick: bool = False) -> None:
+    """Flags out of range, empty or of the wrong kind: one line naming the flag, exit 2, before
+    the model loads (the model here cannot load); ``--target-shards`` far beyond a tiny target
+    corpus finishes (a subprocess, 120 s: a hang otherwise)."""
+    from triemine.cli import prepare_main
+
+    broken = d / "no-model"
+    broken.mkdir(exist_ok=True)
+    flag_in = lambda flag: (lambda err: flag in _last_line(err)  # noqa: E731
+                            and "missing model file" not in err)
+    o = ("-o", str(d / "r.tsv"))
+    cases = {"--trie-nbest 513": (["--config", "paper", "--trie-nbest", "513", *o], "--trie-nbest"),
+             "--trie-nbest 513 (trie,knn)": (["--candidates", "trie,knn", "--trie-nbest", "513",
+                                              *o], "--trie-nbest"),
+             "--target-spm text file": (["--config", "paper", "--target-spm", str(src), *o],
+                                        "--target-spm"),
+             "--target-spm ''": (["--config", "paper", "--target-spm", "", *o], "--target-spm"),
+             "--trie ''": (["--config", "paper", "--trie", "", *o], "--trie"),
+             "--reverse-model ''": (["--reverse-model", "", *o], "--reverse-model"),
+             "-o ''": (["-o", ""], "-o"),
+             "--bitext ''": (["--bitext", "", *o], "--bitext"),
+             "--encoder bogus": (["--encoder", "bogus", *o], "--encoder"),
+             "--target-shards 0": (["--config", "paper", "--target-shards", "0", *o],
+                                   "--target-shards")}
+    outcomes = [(name, *_outcome(_mine(broken, src, tgt, *argv), True, flag_in(flag)))
+                for name, (argv, flag) in cases.items()]
+    cwd_hidden = [p for p in os.listdir(".") if p in (".work", ".dedup", ".lock")]
+    if cwd_hidden:
+        outcomes.append(("-o '' left files", "silent_wrong", str(cwd_hidden)))
+    for flag, value in (("--max-chars", "-1"), ("--max-words", "0"), ("--min-chars", "-3")):
+        outcomes.append((f"prepare {flag} {value}", *_outcome(lambda: prepare_main(
+            [str(tgt), "-o", str(d / "rp.en"), "--lang", "en", flag, value]), True,
+            flag_in(flag.lstrip("-").replace("-", "_")))))
+    outcomes.append(("prepare --lang EN", *_outcome(lambda: prepare_main(
+        [str(tgt), "-o", str(d / "rp.en"), "--lang", "EN", "--skip", "lang,script"]), False)))
+    # many target shards on a tiny target: a subprocess with a hang guard
+    shards = [("100000", 48)] if quick else [("240", 240), ("1000", 240), ("100000", 240)]
+    for k, n in shards:
+        s40, t = _slice(d, n)
+        argv = [sys.executable, "-c", "import sys; from triemine.cli import mine_main; "
+                "sys.exit(mine_main(sys.argv[1:]))", *CONFIG_ARGS["paper"], "--model",
+                str(model_dir), "--source", str(s40), "--target", str(t), "-o",
+                str(d / f"ts{k}.tsv"), "-q", "--target-shards", k]
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                                  env=dict(os.environ, PYTHONPATH=str(REPO)))
+            kind = "ok" if proc.returncode == 0 and "--target-shards" in proc.stderr else \
+                "silent_wrong"
+            text = proc.stderr[-300:]
+        except subprocess.TimeoutExpired:
+            kind, text = "hang", "ran past 120 s"
+        res[f"target_shards_{k}_on_{n}_s"] = round(time.perf_counter() - t0, 1)
+        outcomes.append((f"--target-shards {k} on {n} lines", kind, text))
+    _tally(res, "ranges", outcomes, {}, examples)
+
+
+def _trust_late(model_dir, d, src, tgt, res, examples) -> None:
+    """Refusals that used to come after the whole job, now before the model loads: a missing
+    ``--bitext`` folder, ``hf`` with a compressed name or onto a folder of other files,
+    ``--bitext-format`` without ``--bitext``, ``-o`` into a missing folder (never a temporary
+    name), a ``--bitext`` another job writes (its lock); eval without a sidecar (refused unless
+    told the rule), filter's message for it; a read-only output folder (the output named)."""
+    import errno
+    import socket
+
+    from triemine.cli import eval_main, filter_main, prepare_main
+    from triemine.tsv import write_rows
+
+    broken = d / "no-model"
+    broken.mkdir(exist_ok=True)
+    hf = d / "hf-other"
+    hf.mkdir(exist_ok=True)
+    (hf / "notes.txt").write_text("mine\n")
+    before = {hf / "notes.txt": b"mine\n"}
+    says = lambda *parts: (lambda err: all(p in _last_line(err) for p in parts)  # noqa: E731
+                           and ".tmp" not in err and "missing model file" not in err)
+    o = ("-o", str(d / "l.tsv"))
+    cases = {"--bitext into a missing folder": (["--bitext", str(d / "nope" / "b.txt"), *o],
+                                                says("nope", "does not exist")),
+             "--bitext-format hf with .gz": (["--bitext", str(d / "b.gz"), "--bitext-format",
+                                              "hf", *o], says("b.gz", "drop the .gz")),
+             "--bitext-format hf onto other files": (["--bitext", str(hf), "--bitext-format", "hf",
+                                                      *o], says(str(hf), "not a bitext folder")),
+             "--bitext-format without --bitext": (["--bitext-format", "tmx", *o],
+                                                  says("--bitext-format", "give --bitext")),
+             "-o into a missing folder": (["-o", str(d / "nope" / "o.tsv")],
+                                          says("nope", "does not exist"))}
+    outcomes = [(name, *_outcome(_mine(broken, src, tgt, "--config", "paper", *argv), True, ok))
+                for name, (argv, ok) in cases.items()]
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        Path(str(d / "lk.bt") + ".lock").write_text(f"{holder.pid} {socket.gethostname()}\n")
+        outcomes.append(("--bitext another job writes", *_outcome(
+            _mine(broken, src, tgt, "--config", "paper", "-o", str(d / "lk.tsv"), "--bitext",
+                  str(d / "lk.bt")), True, says(f"pid {holder.pid}", "lk.bt"))))
+    finally:
+        holder.kill()
+        holder.wait()
+    cells = {"src_id": ["1", "1", "2"], "tgt_id": ["1", "2", "2"], "score": [-1.0, -2.0, -1.0],
+             "ce_word": [2.0, 1.0, 1.0], "ce_token": [1.0, 1.0, 1.0], "combined": [9.0, 1.0, 9.0],
+             "src": ["a", "a", "b"], "tgt": ["c", "e", "e"]}
+    nosc = d / "nosidecar.tsv"
+    write_rows(nosc, list(cells), cells)
+    gold = d / "zh-en.n.gold"
+    gold.write_text("1\t1\n2\t2\n")
+    for name in ("zh-en.n.zh", "zh-en.n.en"):
+        (d / name).write_text("1\ta\n2\tb\n")
+    outcomes.append(("eval without a sidecar", *_outcome(
+        lambda: eval_main([str(nosc), "--gold", str(gold)]), True,
+        says("nosidecar.tsv", ".meta.json", "--rule"))))
+    outcomes.append(("eval without a sidecar, --rule given", *_outcome(
+        lambda: eval_main([str(nosc), "--gold", str(gold), "--rule", "one-to-one", "--rank-by",
+                           "combined"]), False)))
+    outcomes.append(("filter without a sidecar", *_outcome(
+        lambda: filter_main([str(nosc), "-o", str(d / "nk.tsv")]), True,
+        lambda err: "no .meta.json sidecar" in err and "names no known" not in err)))
+    real_open, real_unlink = open, os.unlink
+
+    def read_only(path, mode="r", *a, **k):  # a read-only file system, as EROFS
+        if "w" in mode and ".tmp" in os.fspath(path):
+            raise OSError(errno.EROFS, "Read-only file system", os.fspath(path))
+        return real_open(path, mode, *a, **k)
+
+    def unlink(path, *a, **k):
+        if ".tmp" in os.fspath(path):
+            raise OSError(errno.EROFS, "Read-only file system", os.fspath(path))
+        return real_unlink(path, *a, **k)
+    import builtins
+    builtins.open, os.unlink = read_only, unlink
+    try:
+        ro = _outcome(lambda: prepare_main([str(tgt), "-o", str(d / "ro.en"), "--lang", "en",
+                                            "--skip", "lang,script"]), True,
+                      says("ro.en", "cannot write"))
+    finally:
+        builtins.open, os.unlink = real_open, real_unlink
+    outcomes.append(("prepare into a read-only folder", *ro))
+    _tally(res, "late", outcomes, before, examples)
 
 
 def bench_digest(work: Path, size_mb: int = 1024) -> dict:
@@ -1239,7 +1574,7 @@ def main(argv=None) -> int:
                          ("digest", lambda: bench_digest(work, 256 if args.quick else 1024)),
                          ("damage", lambda: bench_damage(model_dir, work, rng)
                           if not args.quick else {"damage": "not run in --quick"}),
-                         ("trust", lambda: bench_trust(model_dir, work)),
+                         ("trust", lambda: bench_trust(model_dir, work, quick=args.quick)),
                          ("ray_cluster", lambda: bench_ray_cluster(model_dir, work)
                           if not args.quick else
                           {"ray_cluster": "not run in --quick (about a minute)"})):
@@ -1267,6 +1602,7 @@ def main(argv=None) -> int:
                                   and r.get("damage_rows_lost") == 0
                                   and r.get("damage_configs_run") == r.get("damage_configs")),
              "trust": lambda r: (r["trust_silent_wrong"] == 0 and r["trust_traceback"] == 0
+                                 and r["trust_hang"] == 0
                                  and r["trust_inputs_overwritten"] == 0
                                  and r["trust_rows_lost"] == 0),
 

@@ -34,6 +34,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from triemine.compression import check_uncompressed
 from triemine.errors import InputError
 from triemine.filtering import registry
 from triemine.filtering import formats
@@ -99,6 +100,7 @@ class MiningResult:
         langs = formats.languages(self.candidates.meta, src_lang, tgt_lang)
         for out, folder in formats.output_paths(format, path, langs):
             self._check_output("path", out, "folder" if folder else False)
+        formats.check_output(format, path, langs)
         rows = self.kept_rows()
         return write_pairs(rows, np.arange(len(rows)), path, format, *langs)
 
@@ -106,6 +108,7 @@ class MiningResult:
         """The kept rows as a mining TSV, with every column of the candidates (and its
         ``.meta.json``); refused like :meth:`write_bitext`."""
         self._check_output("path", path, sides=True)
+        check_uncompressed([("path", path)])
         write_mined(self.kept_rows(), os.fspath(path))
 
     def _check_output(self, label: str, path, sides: bool = False) -> None:
@@ -229,7 +232,9 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
 
     Before any work: every output (``output`` with its side files and work folders,
     ``bitext`` in ``bitext_format``) is checked against every input and each other
-    (:func:`triemine.outfile.check_distinct`), and ``output`` is locked for the run
+    (:func:`triemine.outfile.check_distinct`), ``output`` must not be named as compressed and
+    ``bitext`` must be writable in its format (:func:`triemine.filtering.formats.check_output`),
+    and ``output`` is locked for the run
     (:func:`triemine.outfile.output_lock`: a second job on it is refused); ``api``: name them
     as :func:`mine`'s arguments (``output``), not as ``trie-mine``'s flags (``-o``)."""
     opts.check()
@@ -242,6 +247,9 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
         bitexts = [(name("--bitext"), out, "folder" if folder else False)
                    for out, folder in formats.output_paths(bitext_format, bitext, langs)]
     check_distinct([(name("-o"), output, True)] + bitexts, inputs)
+    check_uncompressed([(name("-o"), output)])
+    if bitext is not None:
+        formats.check_output(bitext_format, bitext, langs)
     for what, path in (("source file", source), ("target file", target),
                        ("trie file", opts.trie)):  # fail before the slow model load
         if path is not None and describe(path):

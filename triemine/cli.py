@@ -16,6 +16,7 @@ from typing import Callable, Optional, Sequence
 
 import triemine.baselines as baselines  # registers the baselines' score names
 from triemine import cliargs, settings
+from triemine.compression import check_uncompressed, write_output
 from triemine.corpus import sentences
 from triemine.errors import InputError, TrieMineError
 from triemine.evaluation import report
@@ -23,7 +24,7 @@ from triemine.evaluation.pipeline import evaluate_files, report_data, save_thres
 from triemine.filtering import formats
 from triemine.filtering.apply import filter_tsvs, thresholds_of
 from triemine.mining.options import MineOptions, flag_help_values
-from triemine.outfile import check_distinct, write_text
+from triemine.outfile import check_distinct
 from triemine.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 from triemine.plugin import user_dir
 from triemine.prepare import prepare
@@ -69,6 +70,7 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--nbest must be >= 1")
         check_distinct([("-o", args.output)], [("corpus", args.corpus), ("--spm", args.spm),
                                                 ("--dict", args.dict_path)])
+        check_uncompressed([("-o", args.output)])
         trie, stats = build_trie_from_corpus(args.corpus, args.spm, args.dict_path, nbest=args.nbest,
                                              format=args.format, unk=args.unk,
                                              progress=not args.quiet)
@@ -111,7 +113,7 @@ def _mine_parser() -> argparse.ArgumentParser:
         "paper: best per source by ce_word) and threshold: by default the one tuned on the BUCC "
         "sample and shipped with the configuration")
     keep.add_argument("--bitext", metavar="OUT", help="write the kept pairs as src<TAB>tgt")
-    keep.add_argument("--bitext-format", choices=list(formats.FORMATS), default=formats.DEFAULT,
+    keep.add_argument("--bitext-format", choices=list(formats.FORMATS), default=None,
                       help="the --bitext file: " + formats.help_text())
     keep.add_argument("--threshold", type=cliargs.score_threshold, action="append", default=[],
                       metavar="NAME=VALUE", help="override the shipped threshold, e.g. "
@@ -135,21 +137,23 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error(exc.problem)
         if (args.threshold or args.thresholds) and not args.bitext:
             parser.error("--threshold/--thresholds choose the pairs of --bitext: give --bitext")
+        args.bitext_format = cliargs.bitext_format(parser, args)
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
         warnings.filterwarnings("ignore", category=FutureWarning)
         from triemine.api import run  # heavy (torch, fairseq): after the logging set-up
 
-        result = run(opts, args.model, args.source, args.target, args.output, resume=args.resume,
-                     progress=not args.quiet, select=bool(args.bitext),
-                     given=dict(args.threshold), thresholds=args.thresholds, bitext=args.bitext,
-                     bitext_format=args.bitext_format)
-        if args.bitext:
-            n = result.write_bitext(args.bitext, args.bitext_format)
-            record_bitext(args.output, args.bitext, args.bitext_format, n,
-                          formats.languages(result.candidates.meta))
-            print(f"{args.bitext}: {n} pairs kept of {len(result.candidates)} candidates "
-                  f"({result.selection.text()})", file=sys.stderr)
+        with cliargs.bitext_lock(args.bitext):  # one job per bitext, as per -o
+            result = run(opts, args.model, args.source, args.target, args.output,
+                         resume=args.resume, progress=not args.quiet, select=bool(args.bitext),
+                         given=dict(args.threshold), thresholds=args.thresholds,
+                         bitext=args.bitext, bitext_format=args.bitext_format)
+            if args.bitext:
+                n = result.write_bitext(args.bitext, args.bitext_format)
+                record_bitext(args.output, args.bitext, args.bitext_format, n,
+                              formats.languages(result.candidates.meta))
+                print(f"{args.bitext}: {n} pairs kept of {len(result.candidates)} candidates "
+                      f"({result.selection.text()})", file=sys.stderr)
         print(json.dumps(result.summary), file=sys.stderr)
         return 0
 
@@ -249,7 +253,7 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                         "column when scored) to this TSV")
     parser.add_argument("--bitext", help="write kept pairs as 'l1 text<TAB>l2 text' (union of "
                         "directions with --second)")
-    parser.add_argument("--bitext-format", choices=list(formats.FORMATS), default=formats.DEFAULT,
+    parser.add_argument("--bitext-format", choices=list(formats.FORMATS), default=None,
                         help="the --bitext file: " + formats.help_text())
     parser.add_argument("--filter", default=None, help=cliargs.filter_help())
     parser.add_argument("--rule", default=None, choices=["none", "best-per-source", "one-to-one"],
@@ -284,6 +288,7 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--second combines two directions; use --bitext for the union")
         if args.batch_size < 1:
             parser.error("--batch-size must be >= 1")
+        args.bitext_format = cliargs.bitext_format(parser, args)
         first = read_mined(args.mined)  # its sidecar names the model, whose languages it has
         langs = formats.languages(first.meta) if args.bitext else None
         bitexts = [("--bitext", out, "folder" if folder else False) for out, folder in
@@ -293,6 +298,9 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                        cliargs.with_meta("MINED", args.mined) + cliargs.with_meta(
                            "--second", args.second) + [("--thresholds", args.thresholds),
                                                        ("--bicleaner-model", args.bicleaner_model)])
+        check_uncompressed([("-o", args.output)])
+        if args.bitext:
+            formats.check_output(args.bitext_format, args.bitext, langs)
         saved, given = thresholds_of(args.thresholds, args.ce_max, args.bicleaner_min,
                                      args.threshold)
         if (args.bicleaner or args.classifier) and saved is None and not given:
@@ -353,6 +361,7 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
                        [x for i, m in enumerate(args.mined) for x in cliargs.with_meta(
                            f"MINED {i + 1}", m)] + [("--thresholds", args.thresholds)]
                        + cliargs.bucc_inputs(args.gold, args.src_corpus, args.tgt_corpus))
+        check_uncompressed([("--save-thresholds", args.save_thresholds)])
         out, dirs, bucc = evaluate_files(
             args.mined, args.gold, args.src_corpus, args.tgt_corpus, filt=args.filter,
             rank_by=args.rank_by, rule=args.rule, thresholds=args.thresholds, folds=args.folds,
@@ -363,8 +372,8 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
             save_thresholds(out, args.save_thresholds)
             print(f"thresholds saved to {args.save_thresholds}")
         if args.json:
-            write_text(args.json, json.dumps(out.as_dict(), indent=1) + "\n", "JSON report",
-                       hint="")
+            write_output(args.json, (json.dumps(out.as_dict(), indent=1) + "\n").encode(),
+                         "JSON report", hint="")
         print(out.signature("strict"))
         print(out.signature("lenient"))
         if out.folds:

@@ -4,13 +4,16 @@ output of a tool is one of its inputs)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from typing import Optional, Sequence, Tuple
 
 from triemine.errors import InputError
 from triemine.evaluation.bucc import bucc_files
 from triemine.evaluation.report import CURVE_PNG, HISTOGRAM_PNG
+from triemine.filtering.formats import DEFAULT
 from triemine.filtering.registry import ALIASES, SCORES
+from triemine.outfile import output_lock
 from triemine.settings import finite
 from triemine.tsv import META_SUFFIX
 
@@ -57,3 +60,19 @@ def plot_files(folder: Optional[str]):
     if folder is None:
         return []
     return [("--plot", os.path.join(folder, name)) for name in (CURVE_PNG, HISTOGRAM_PNG)]
+
+
+def bitext_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """``--bitext-format``'s value (default :data:`triemine.filtering.formats.DEFAULT`); a
+    format given without ``--bitext`` is refused (it would be ignored)."""
+    if args.bitext_format is not None and not args.bitext:
+        parser.error("--bitext-format chooses the format of --bitext: give --bitext")
+    return args.bitext_format or DEFAULT
+
+
+def bitext_lock(bitext: Optional[str]):
+    """The lock of ``--bitext`` (:func:`triemine.outfile.output_lock`) while a job runs and
+    writes it: a second job writing the same bitext is refused; no lock without one."""
+    if not bitext:
+        return contextlib.nullcontext()
+    return output_lock(bitext)

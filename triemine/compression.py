@@ -2,7 +2,10 @@
 
 Inputs are recognised by their first bytes (:data:`CODECS`' magic numbers), whatever their
 name; a file named ``.gz``/``.xz``/``.zst`` whose bytes are none of these is refused (a damaged
-header, or a misnamed file), never read as text.  A compressed corpus is decompressed once, as a
+header, or a misnamed file), never read as text.  Zstandard frames written without a content
+checksum (python-zstandard's default) cannot show damage inside them: each such file read is
+recorded under its real path (size, SHA-256, and its text's SHA-256), and the same file
+changed in place keeping its size is refused (:func:`_zstd_unchecked`).  A compressed corpus is decompressed once, as a
 stream, into a plain copy under ``$TRIEMINE_CACHE/decompressed/`` named by the compressed file's
 content SHA-256 (:func:`plain_copy`); the line index and its memory map then work on that copy as
 on any plain file (why a cache and not a seekable format: docs/decisions.md, "Compressed
@@ -12,8 +15,10 @@ one that is not what its sidecar records, is never used but decompressed again. 
 truncated compressed file is an :class:`~triemine.errors.InputError` naming it and the reason,
 and leaves no copy behind.
 
-Outputs whose path ends in one of the suffixes are compressed as they are written
-(:func:`codec_of_name`, :class:`CompressingFile`); every other path is written as it is.
+Outputs whose path ends in one of the suffixes are compressed as they are written, by one
+writer (:func:`output_file`: bitexts, prepared corpora, reports); every other path is written as
+it is.  Outputs the tools read back or resume in place (mining TSVs, thresholds files) are
+refused under a compressed name before any work (:func:`check_uncompressed`).
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import logging
 import lzma
 import os
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
@@ -127,16 +133,88 @@ def _zstd_blocks(path) -> Iterator[bytes]:
                          "interrupted download or copy?)", path)
 
 
+def _zstd_checked(path) -> bool:
+    """Whether the first zstd frame of ``path`` carries a content checksum (a header the
+    decoder cannot parse counts as checked: the decoder reports it)."""
+    zstandard = _zstd()
+    with open(path, "rb") as f:
+        head = f.read(18)  # the longest frame header
+    try:
+        return bool(zstandard.get_frame_parameters(head).has_checksum)
+    except zstandard.ZstdError:
+        return True
+
+
+def _frame_record(path) -> Path:
+    """Where the record of a checksum-less zstd file read at ``path`` (its real path) is kept."""
+    real = os.path.realpath(os.fspath(path)).encode("utf-8", "surrogateescape")
+    return _cache_dir() / "unchecked" / (hashlib.sha256(real).hexdigest()[:32] + ".json")
+
+
+def _zstd_unchecked(path) -> Iterator[bytes]:
+    """:func:`_zstd_blocks` of a zstd file whose frames carry no content checksum (damage
+    inside them decodes to other text without an error): each read is recorded (the file's
+    size, its SHA-256 and its decompressed text's SHA-256) under the file's real path, and a
+    file changed in place keeping its size (damage, as an edit of compressed data almost never
+    keeps it) is an :class:`InputError` naming it; a file read for the first time is warned
+    about once."""
+    rec_path = _frame_record(path)
+    size, digest = os.path.getsize(path), content_sha256(path)
+    try:
+        rec = read_sealed(rec_path, "zstd frame record")
+    except FileNotFoundError:
+        rec = None
+    except (OSError, DamagedFile) as exc:
+        logger.warning("%s; recording the file again", exc)
+        rec = None
+    rec = rec if isinstance(rec, dict) else None
+    if rec is not None and rec.get("size") == size and rec.get("sha256") != digest:
+        raise InputError("changed in place since it was read (the same size, other bytes) and "
+                         "its zstd frames carry no content checksum, so the change cannot be "
+                         "told from damage: restore the file, or remove "
+                         f"{rec_path} if the change is meant", path)
+    if rec is None or rec.get("sha256") != digest:
+        logger.warning("%s: zstd frames without a content checksum: damage inside them cannot "
+                       "be detected (compress with zstd's default --check)", path)
+    h, n = hashlib.sha256(), 0
+    for block in _zstd_blocks(path):
+        h.update(block)
+        n += len(block)
+        yield block
+    if rec is not None and rec.get("sha256") == digest and rec.get("plain_sha256") != h.hexdigest():
+        raise InputError("decompressed to other text than when it was last read (the same "
+                         "compressed bytes): a faulty decoder or memory?", path)
+    rec_path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(rec_path, dumps_sealed({"path": os.path.realpath(path), "size": size,
+                                         "sha256": digest, "plain_size": n,
+                                         "plain_sha256": h.hexdigest()}),
+                 "zstd frame record", hint="")
+
+
 def decompressed(path, codec: Codec) -> Iterator[bytes]:
     """The decompressed bytes of ``path`` in blocks; an :class:`InputError` naming the file
     and the reason when it is damaged or truncated (every frame or member is checked to its
-    end-of-stream marker and checksum)."""
+    end-of-stream marker and checksum; zstd frames without a checksum as
+    :func:`_zstd_unchecked` says)."""
     p = os.fspath(path)
     if codec.name == "gzip":
         return _gzip_like(gzip.open, p, (OSError, zlib.error))
     if codec.name == "xz":
         return _gzip_like(lzma.open, p, (lzma.LZMAError, OSError))
-    return _zstd_blocks(p)
+    return _zstd_blocks(p) if _zstd_checked(p) else _zstd_unchecked(p)
+
+
+def check_uncompressed(outputs) -> None:
+    """Refuse, before any work, an output named as compressed that the tools write plain
+    because they read it back or resume it in place (mining TSVs, thresholds files, tries):
+    ``outputs`` are ``(label, path)`` pairs
+    (``None`` paths left out); an :class:`InputError` naming the flag and the file."""
+    for label, path in outputs:
+        codec = codec_of_name(path) if path is not None else None
+        if codec is not None:
+            raise InputError(f"{label}: this file is written plain (the tools read it back "
+                             f"or resume it in place): drop the {codec.suffix} suffix, or "
+                             "compress it afterwards", os.fspath(path))
 
 
 class CompressingFile:
@@ -153,6 +231,25 @@ class CompressingFile:
         if self.comp is not None:
             self.f.write(self.comp.flush())
             self.comp = None
+
+
+@contextmanager
+def output_file(path, what: str = "file", hint: Optional[str] = None):
+    """``with output_file(path) as f: f.write(bytes)``: the one writer of the tools' outputs
+    that may be compressed: ``path`` written atomically (:func:`triemine.outfile.atomic_open`),
+    compressed when its name ends in ``.gz``, ``.xz`` or ``.zst`` (:func:`codec_of_name`); a
+    body that raises leaves ``path`` as it was; a failed write is an
+    :class:`~triemine.errors.OutputError`."""
+    with atomic_open(Path(os.fspath(path)), what, hint) as f:
+        out = CompressingFile(f, codec_of_name(path))
+        yield out
+        out.close()
+
+
+def write_output(path, data: bytes, what: str = "file", hint: Optional[str] = None) -> None:
+    """``data`` written to ``path`` by :func:`output_file` (compressed by its name)."""
+    with output_file(path, what, hint) as f:
+        f.write(data)
 
 
 # -- the decompressed cache ------------------------------------------------------------------------

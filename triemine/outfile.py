@@ -39,14 +39,16 @@ def atomic_open(path: Path, what: str = "file", hint: Optional[str] = None):
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only file system refuses the unlink too
+            tmp.unlink(missing_ok=True)
         if not path.parent.is_dir():  # say so, rather than the temporary file's ENOENT
             exc = OSError(exc.errno, f"its folder {path.parent} does not exist")
         elif path.is_dir():
             exc = OSError(exc.errno, "it is a directory")
         raise OutputError(path, exc, what, hint) from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         raise
 
 
@@ -167,10 +169,13 @@ def check_distinct(outputs, inputs=()) -> None:
     side files and work folders count as outputs too, or ``(label, path, "folder")`` for a
     folder that is replaced whole; ``inputs``: ``(label, path)`` pairs (a
     folder, such as a model directory, stands for the files in it); ``None`` paths are left
-    out.  Two paths are one file when :func:`same_file` says so (hard links and symbolic links
+    out; an empty path is refused.  Two paths are one file when :func:`same_file` says so (hard links and symbolic links
     count); an input inside an output folder is refused too (a work folder is removed when a
     job starts over, an imported model directory replaced whole).  An existing output that is not a regular file (a folder, a
     FIFO, a device) is refused: the atomic writer would replace it."""
+    for label, path, *_ in list(outputs) + list(inputs):
+        if path is not None and not os.fspath(path):
+            raise InputError(f"{label}: an empty path (name a file)")
     outs = list(_expand_outputs(outputs))
     ins = list(_expand_inputs(inputs))
     for i, (label, path, folder) in enumerate(outs):
@@ -218,11 +223,16 @@ def output_lock(output):
     """Hold ``OUTPUT.lock`` (the writing process's pid and host) while the body runs: a second
     job on the same output is refused at once (:class:`~triemine.errors.InputError` naming the
     lock and the pid holding it); a lock left by a process that is gone (same host, dead pid) is
-    taken over with a warning.  Removed when the body ends, however it ends."""
+    taken over with a warning; an output whose folder does not exist is an
+    :class:`~triemine.errors.InputError` naming it.  Removed when the body ends, however it
+    ends."""
     import logging
     import socket
 
     lock = Path(os.fspath(output) + LOCK_SUFFIX)
+    if not lock.parent.is_dir():  # say so, rather than the lock's temporary file's ENOENT
+        raise InputError(f"its folder {lock.parent} does not exist (create it, or choose "
+                         "another path)", os.fspath(output))
     host = socket.gethostname()
     mine = f"{os.getpid()} {host}\n".encode("utf-8")
     tmp = lock.with_name(f"{lock.name}.tmp{os.getpid()}")
@@ -247,7 +257,8 @@ def output_lock(output):
     except OSError as exc:
         raise OutputError(lock, exc, "lock file", hint="") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     try:
         yield lock
     finally:

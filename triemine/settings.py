@@ -9,8 +9,9 @@ keyword arguments (``beam=5``), :func:`get`, :func:`with_values` and the flags' 
 * :func:`add_flags` builds an ``argparse`` parser's options from the tree's fields (a setting
   without a flag is Python-only); every flag's argparse default is ``None`` ("not given"), so
   :func:`given` returns exactly what the user set;
-* :func:`check_value` refuses a value of the wrong type (from the field's annotation) or out of
-  its range (``low``), naming the flag (or the field, for Python callers);
+* :func:`check_value` refuses a value of the wrong type (from the field's annotation), out of
+  its range (``low``, ``high``, ``choices``), an empty path or a file of the wrong kind
+  (``path``, ``kind``), naming the flag (or the field, for Python callers);
 * :func:`with_values` is the tree with some fields replaced, each checked first (a setting's
   ``also`` fields take its value unless named themselves).
 """
@@ -32,6 +33,8 @@ _KINDS = {"int": "an integer", "bool": "True or False", "float": "a finite numbe
 def setting(default: Any, help: str = "", *, flag: Optional[str] = None,
             flags: Sequence[str] = (), const: Any = None, choices: Optional[Callable] = None,
             metavar: Optional[str] = None, low: Optional[float] = None, low_note: str = "",
+            high: Optional[float] = None, high_note: str = "", path: bool = False,
+            kind: Optional[Callable[[str], Optional[str]]] = None,
             parse: Optional[Callable[[str], Any]] = None, nargs: Optional[str] = None,
             group: Optional[str] = None, also: Sequence[str] = (),
             exclusive: Optional[Mapping[str, Any]] = None, transient: bool = False) -> Field:
@@ -40,14 +43,19 @@ def setting(default: Any, help: str = "", *, flag: Optional[str] = None,
     ``help`` is a ``str.format`` template filled by :func:`add_flags`; ``flag`` the option
     (``flags``: more spellings, e.g. ``("-o",)``); ``const``: the flag takes no value and
     sets ``const`` (``nargs="?"``: it may take one); ``choices``: a function returning the
-    allowed values (read when the parser is built); ``parse``: the argparse type; ``low``: the
-    smallest allowed value (``low_note`` explains it); ``group``: the parser's argument group;
+    allowed values (read when the parser is built; a value outside them is refused by
+    :func:`check_value` too, so the API refuses it as the flag does); ``parse``: the argparse
+    type; ``low``/``high``: the smallest/largest allowed value (``low_note``/``high_note``
+    explain them); ``path``: the value names a file (an empty string is refused); ``kind``: a
+    function of a path returning why the file is not of the kind the setting needs (``None``:
+    it is), checked before any work; ``group``: the parser's argument group;
     ``also``: other fields set to the same value (:func:`with_values`); ``exclusive``:
     ``{flag: (value, help)}`` for mutually exclusive flags that each set this field to their
     value; ``transient``: the setting never changes an output (threads, workers, progress, where
     work is kept), so it is left out of every key (:func:`key_of`)."""
     meta = {"help": help, "flag": flag, "flags": tuple(flags), "const": const,
             "choices": choices, "metavar": metavar, "low": low, "low_note": low_note,
+            "high": high, "high_note": high_note, "path": path or kind is not None, "kind": kind,
             "parse": parse, "nargs": nargs, "group": group, "also": tuple(also),
             "exclusive": dict(exclusive or {}), "transient": bool(transient)}
     return field(default=default, metadata={"setting": meta})
@@ -130,10 +138,20 @@ def check_value(f: Field, v: Any, label: Optional[str] = None) -> Any:
     if not ok:
         raise InputError(f"{label}: {v!r} is not a valid value (expected "
                          f"{_KINDS.get(kind, 'a string')})")
-    low = _meta(f).get("low")
+    meta, name = _meta(f), flag_of(f) or f.name
+    low, high = meta.get("low"), meta.get("high")
     if low is not None and v < low:
-        name = flag_of(f) or f.name
-        raise InputError(f"{name} must be >= {low:g}{_meta(f).get('low_note', '')}")
+        raise InputError(f"{name} must be >= {low:g}{meta.get('low_note', '')}")
+    if high is not None and v > high:
+        raise InputError(f"{name} must be <= {high:g}{meta.get('high_note', '')}")
+    if meta.get("choices") and kind == "str" and v not in meta["choices"]():
+        raise InputError(f"{name}: {v!r} is not one of {', '.join(map(str, meta['choices']()))}")
+    if meta.get("path") and isinstance(v, str):
+        if not v:
+            raise InputError(f"{name}: an empty path")
+        why = meta["kind"](v) if meta.get("kind") else None
+        if why:
+            raise InputError(f"{name} {v}: {why}")
     return v
 
 

@@ -38,6 +38,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, 
 import numpy as np
 
 from triemine.checksum import crc32_range, json_crc32
+from triemine.compression import plain_copy
 from triemine.errors import InputError
 from triemine.keys import older_key
 from triemine.outfile import atomic_write, describe, write_text
@@ -321,11 +322,13 @@ def write_row_blocks(path, columns: Sequence[str], blocks: Iterable[Mapping[str,
 
 
 def read_mined(path) -> Mined:
-    """Read a mining TSV; missing columns, bad or non-finite numbers are InputErrors."""
+    """Read a mining TSV (compressed ones through their decompressed copy,
+    :func:`triemine.compression.plain_copy`); missing columns, bad or non-finite numbers are
+    InputErrors."""
     path = os.fspath(path)
     if describe(path):
         raise InputError(f"mining TSV {describe(path)}", path)
-    text = decode_utf8(read_bytes(path, "mining TSV"), path)
+    text = decode_utf8(read_bytes(plain_copy(path), "mining TSV"), path)
     lines_ = text.split("\n")
     if lines_ and lines_[-1] == "":
         lines_.pop()

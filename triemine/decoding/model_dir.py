@@ -108,6 +108,23 @@ class ModelDir:
             "".join(pieces).replace("\u2581", " ").strip()
 
 
+def spm_problem(path) -> Optional[str]:
+    """Why the file at ``path`` is not a sentencepiece model (``None``: it loads as one); what
+    ``--target-spm`` is checked with before any model loads."""
+    from triemine.textfile import describe
+
+    why = describe(path)
+    if why:
+        return why
+    import sentencepiece as spm
+
+    try:
+        spm.SentencePieceProcessor(model_file=str(path))
+    except (RuntimeError, OSError, ValueError) as exc:
+        return f"not a sentencepiece model ({str(exc).strip().splitlines()[-1][:120]})"
+    return None
+
+
 def check_device(device, local: bool = True) -> str:
     """``device`` checked before any model loads: ``cpu`` (``cpu:N``, torch's same device),
     ``cuda`` or ``cuda:N``; with

@@ -61,7 +61,8 @@ class SearchSettings:
         ".meta.json (skipped_long)", flag="--max-length", metavar="N", low=2,
         low_note=" (one piece and EOS)")
     trie_nbest: int = setting(1, "sentencepiece segmentations per target line in a built trie "
-                              "(1)", flag="--trie-nbest", low=1)
+                              "(1)", flag="--trie-nbest", low=1, high=512,
+                              high_note=" (sentencepiece samples at most 512 segmentations)")
     target_shards: int = setting(
         1, "trie search: split the target corpus into K line ranges with a trie each; every "
         "source is searched in each, matches merged by score keeping the beam's B best (each "

@@ -79,6 +79,9 @@ def check_trie_fits(trie, n_target_lines: int, target_path) -> None:
 
 # -- target shards -------------------------------------------------------------------------------
 
+# the fewest non-empty target lines a target shard is given (:func:`shard_count`)
+MIN_TARGET_SHARD_LINES = 16
+
 def target_ranges(n_lines: int, k: int) -> List[Tuple[int, int]]:
     """``k`` contiguous line ranges of (nearly) equal size covering ``[0, n_lines)``."""
     if k < 1:
@@ -87,15 +90,32 @@ def target_ranges(n_lines: int, k: int) -> List[Tuple[int, int]]:
     return [(bounds[i], bounds[i + 1]) for i in range(k) if bounds[i + 1] > bounds[i]]
 
 
+def shard_count(k: int, n_text_lines: int) -> int:
+    """The target shards searched for ``--target-shards k`` on a corpus of ``n_text_lines``
+    non-empty lines: ``k``, but no more than ranges of :data:`MIN_TARGET_SHARD_LINES` lines
+    (at least 1).  Every range costs a whole search of every source (a trie of ten lines is
+    searched in about the time of the whole corpus's), so ranges of a few lines multiply the
+    cost and save no memory: ``--target-shards 240`` on 240 lines would search 240 times."""
+    return max(1, min(k, n_text_lines // MIN_TARGET_SHARD_LINES))
+
+
 def target_shard_tries(model, target_path, k: int, trie_nbest: int = 1,
                        progress: bool = False) -> List[Tuple[object, int]]:
     """``[(trie, first line), ...]``: one trie per line range of the target corpus (its lines
     written as a file of their own under ``$TRIEMINE_CACHE/target-shards/`` and its trie cached
-    like any other)."""
+    like any other); ``k`` ranges, or fewer with a warning where the corpus is too small for
+    them (:func:`shard_count`)."""
     raw = read_bytes(target_path, "target corpus")
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
+    n_text = sum(1 for x in lines if x.strip())
+    if shard_count(k, n_text) < k:
+        logger.warning("--target-shards %d: the target corpus has %d non-empty lines; searching "
+                       "%d range(s) of at least %d lines instead (each range costs a whole "
+                       "search of every source)", k, n_text, shard_count(k, n_text),
+                       MIN_TARGET_SHARD_LINES)
+        k = shard_count(k, n_text)
     ranges = target_ranges(len(lines), k)
     where = cache_root() / "target-shards"
     where.mkdir(parents=True, exist_ok=True)

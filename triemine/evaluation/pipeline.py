@@ -36,7 +36,7 @@ from triemine.evaluation.metrics import (Pair, describe, fold_of, gold_mask, sco
 from triemine.filtering import registry
 from triemine.filtering.rules import PRF
 from triemine.filtering.selection import default_selection, load_thresholds, write_thresholds
-from triemine.tsv import Mined, read_mined
+from triemine.tsv import META_SUFFIX, Mined, read_mined
 
 @dataclass
 class Direction:
@@ -323,10 +323,18 @@ def evaluate_files(mined: Sequence[str], gold: str, src_corpus: Optional[str] = 
                    ) -> Tuple[Outcome, List[Direction], BuccSet]:
     """``trie-mine-eval``: read one or two mining TSVs (l1->l2, then l2->l1) and a BUCC gold set,
     select as the TSVs' job does unless told otherwise (:func:`default_selection`), and tune
-    the thresholds on the gold or apply the fixed ones of a ``thresholds`` file."""
+    the thresholds on the gold or apply the fixed ones of a ``thresholds`` file.  A first TSV
+    without its ``.meta.json`` sidecar is refused (:class:`InputError`) unless ``rule``,
+    ``rank_by``, ``filt`` or ``thresholds`` says how to select."""
     bucc = read_bucc(gold, src_corpus, tgt_corpus)
     dirs = [Direction(read_mined(p), reverse=(i == 1)) for i, p in enumerate(mined)]
     saved = load_thresholds(thresholds) if thresholds else None
+    told = saved is not None or any(x is not None for x in (rule, rank_by, filt))
+    if not told and not os.path.isfile(os.fspath(mined[0]) + META_SUFFIX):
+        raise InputError(f"has no {META_SUFFIX} sidecar, which names the job that wrote it and "
+                         "so how its pairs are selected: give --rule, --rank-by or --filter "
+                         "(e.g. --rule one-to-one --rank-by combined), or --thresholds",
+                         mined[0])
     d_rule, d_rank, d_filt = default_selection(dirs[0].mined, saved)
     rule, rank_by, filt = rule or d_rule, rank_by or d_rank, filt or d_filt
     fixed = source = None

@@ -27,7 +27,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from triemine.filtering.rules import threshold_curve
-from triemine.outfile import atomic_write, write_text
+from triemine.compression import write_output
+from triemine.outfile import atomic_write
 
 CURVE_PNG = "threshold_curve.png"
 HISTOGRAM_PNG = "score_histogram.png"
@@ -228,8 +229,9 @@ def render_report(data: ReportData, k: int = 12) -> str:
 
 
 def write_report(data: ReportData, path, k: int = 12) -> Path:
-    """Write the self-contained HTML report to ``path``; returns it."""
+    """Write the self-contained HTML report to ``path`` (compressed when its name ends in
+    ``.gz``/``.xz``/``.zst``); returns it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, render_report(data, k), "report", hint="")
+    write_output(path, render_report(data, k).encode("utf-8"), "report", hint="")
     return path

@@ -41,7 +41,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import numpy as np
 
 from triemine import __version__
-from triemine.compression import SUFFIXES, CompressingFile, codec_of_name
+from triemine.compression import SUFFIXES, codec_of_name, output_file
 from triemine.errors import InputError, OutputError
 from triemine.outfile import atomic_open
 from triemine.tsv import clean_cell, column_order
@@ -193,13 +193,10 @@ def _write_files(paths: Sequence[str], blocks: Iterator[Sequence[bytes]]) -> Non
     """Files written together, atomically, compressed by their names: ``blocks`` yields one
     chunk per file at a time."""
     with ExitStack() as stack:
-        files = [stack.enter_context(atomic_open(Path(p), "bitext", hint="")) for p in paths]
-        sinks = [CompressingFile(f, codec_of_name(p)) for f, p in zip(files, paths)]
+        sinks = [stack.enter_context(output_file(p, "bitext", hint="")) for p in paths]
         for chunks in blocks:
             for sink, chunk in zip(sinks, chunks):
                 sink.write(chunk)
-        for sink in sinks:
-            sink.close()
 
 
 def _blocks(pairs: Pairs) -> Iterator[List[Row]]:
@@ -350,13 +347,41 @@ def hf_card(pairs: Pairs, langs, rows: int) -> str:
     return "\n".join(lines)
 
 
-def _replace_folder(tmp: Path, path: Path) -> None:
-    """``tmp`` renamed to ``path``; an earlier ``hf`` folder at ``path`` replaced, anything
-    else there refused."""
+def _check_hf(path: Path) -> None:
+    """Refuse an ``hf`` output path that is named as compressed, or where something other
+    than an earlier ``hf`` folder is."""
+    if path.name.lower().endswith(SUFFIXES):
+        raise InputError("the hf format writes a folder, which is not compressed: drop the "
+                         f"{codec_of_name(path).suffix} suffix", path)
     if path.exists() or path.is_symlink():
         if not path.is_dir() or not set(os.listdir(path)) <= set(HF_FILES):
             raise InputError("exists and is not a bitext folder trie-mine wrote (choose another "
                              "path, or remove it)", path)
+
+
+def check_output(name: str, path, langs: Tuple[str, str]) -> None:
+    """Refuse, before any work, a bitext output that format ``name`` could not write at
+    ``path``: an :class:`InputError` naming it (a folder that does not exist; for ``hf``, a
+    compression suffix or a path holding something else; for ``moses`` and ``hf``, one
+    language code twice)."""
+    fmt = get_format(name)
+    for out, _folder in fmt.outputs(os.fspath(path), langs):
+        parent = Path(out).parent
+        if not parent.is_dir():
+            raise InputError(f"its folder {parent} does not exist (create it, or choose another "
+                             "path)", out)
+    if name == "hf":
+        _check_hf(Path(os.fspath(path)))
+    if name in ("moses", "hf") and langs[0] == langs[1]:
+        raise InputError(f"{name} needs two language codes, got {langs[0]!r} twice",
+                         os.fspath(path))
+
+
+def _replace_folder(tmp: Path, path: Path) -> None:
+    """``tmp`` renamed to ``path``; an earlier ``hf`` folder at ``path`` replaced, anything
+    else there refused."""
+    if path.exists() or path.is_symlink():
+        _check_hf(path)
         old = path.with_name(f"{path.name}.old{os.getpid()}")
         os.rename(path, old)
         os.rename(tmp, path)
@@ -367,9 +392,7 @@ def _replace_folder(tmp: Path, path: Path) -> None:
 
 def write_hf(pairs: Pairs, path: str, langs) -> int:
     p = Path(os.fspath(path))
-    if p.name.lower().endswith(SUFFIXES):
-        raise InputError("the hf format writes a folder, which is not compressed: drop the "
-                         f"{codec_of_name(p).suffix} suffix", p)
+    _check_hf(p)
     if langs[0] == langs[1]:
         raise InputError(f"hf needs two language codes for its translation feature, got "
                          f"{langs[0]!r} twice", p)

@@ -32,6 +32,7 @@ from triemine.errors import InputError
 from triemine.filtering import formats, registry
 from triemine.outfile import write_text
 from triemine.textfile import read_json
+from triemine.tsv import META_SUFFIX
 
 THRESHOLDS_VERSION = 1
 # how each configuration's TSV is selected and thresholded: (rule, rank_by, filter), from the
@@ -120,6 +121,9 @@ def shipped_thresholds(meta: Mapping[str, object], where: Optional[str] = None) 
     name = configuration_of(meta)
     how = ("give thresholds: --threshold NAME=VALUE, or --thresholds FILE from "
            "trie-mine-eval --save-thresholds on a gold set")
+    if name is None and where is not None and not os.path.isfile(os.fspath(where) + META_SUFFIX):
+        raise InputError(f"no shipped default threshold: the TSV has no {META_SUFFIX} sidecar "
+                         f"to name the job that wrote it; {how}", where)
     if name is None:
         raise InputError(f"no shipped default threshold: the sidecar names no known configuration; "
                          f"{how}", where)

@@ -24,8 +24,10 @@ unless all 128 bits collide.
   ``<side>.offsets.npy`` (int64, rows + 1) and ``<side>.lines.npy`` (int64, 0-based line
   numbers of the original corpus grouped by row, in file order): the CSR map of each row to
   its lines; all sealed (:mod:`triemine.checksum`);
-* ``<side>.key.json`` (sealed): the corpus's content digest, the rule and the counts; files
-  whose key holds are reused (a resumed job does not group again).
+* ``<side>.key.json`` (sealed): the corpus's content digest, the rule, the counts and the
+  unique corpus's size and CRC32; files whose key holds and that are whole (the arrays' seals,
+  the unique corpus's size and CRC32) are reused (a resumed job does not group again); a
+  damaged one is named in a warning and the side grouped again.
 
 **The wrapper** (:func:`mine_unique`) runs the job on the two unique corpora and rewrites its
 mining TSV with the columns ``src_dups``/``tgt_dups`` (lines sharing the row's text; 1 =
@@ -39,13 +41,14 @@ import logging
 import os
 import time
 import unicodedata
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Sequence
 
 import numpy as np
 
-from triemine.checksum import dumps_sealed, load_npy, read_sealed, write_npy
+from triemine.checksum import crc32_range, discard, dumps_sealed, load_npy, read_sealed, write_npy
 from triemine.corpus import open_corpus
 from triemine.errors import DamagedFile, InputError
 from triemine.outfile import atomic_write
@@ -180,6 +183,23 @@ def _key(corpus_path: str, case: bool, punct: bool) -> dict:
     return {"corpus": content_sha256(corpus_path), "rule": rule(case, punct)}
 
 
+def _verify_text(path: Path, seal) -> None:
+    """The unique corpus at ``path`` is what its key's ``seal`` (``{"size", "crc32"}``)
+    records; else a :class:`DamagedFile` naming it (a missing file: ``FileNotFoundError``)."""
+    size = path.stat().st_size
+    if not isinstance(seal, dict):
+        raise DamagedFile(path, "its key records no size and checksum (an older version's)",
+                          "unique corpus")
+    if size != seal.get("size"):
+        raise DamagedFile(path, f"{size} bytes, its key records {seal.get('size')}",
+                          "unique corpus")
+    with open(path, "rb") as f:
+        crc = crc32_range(f, 0, size)
+    if crc != seal.get("crc32"):
+        raise DamagedFile(path, "checksum mismatch (the file was changed after it was written)",
+                          "unique corpus")
+
+
 def dedup_corpus(corpus_path, folder, side: str, *, case: bool = False,
                  punct: bool = False) -> SideMap:
     """Deduplicate the corpus at ``corpus_path`` (plain or ``id<TAB>text``, read with
@@ -200,12 +220,18 @@ def dedup_corpus(corpus_path, folder, side: str, *, case: bool = False,
     key_file = folder / f"{side}.key.json"
     try:
         saved = read_sealed(key_file, "dedup key")
-        if saved.get("key") == key and unique.is_file():
+        if not isinstance(saved, dict):
+            raise DamagedFile(key_file, "not a dedup key", "dedup key")
+        if saved.get("key") == key:
+            _verify_text(unique, saved.get("unique"))
             arrays = {x: load_npy(p, f"dedup {x}", mmap=False) for x, p in names.items()}
             return SideMap(str(unique), arrays["counts"], arrays["offsets"], arrays["lines"],
                            corpus.ids, saved["stats"], corpus.skipped_lines)
-    except (OSError, DamagedFile, AttributeError):
-        pass  # absent, damaged or foreign: group again
+    except FileNotFoundError:
+        pass  # not grouped yet, or a file removed: group again
+    except (OSError, DamagedFile) as exc:  # damaged or foreign: named, then grouped again
+        discard(exc if isinstance(exc, DamagedFile) else DamagedFile(key_file, str(exc)),
+                f"deduplicating the {side} corpus again")
     key_file.unlink(missing_ok=True)  # the key is written last: it vouches for the files
     n = len(corpus)
     k = np.empty(n, dtype=np.uint64)
@@ -225,11 +251,19 @@ def dedup_corpus(corpus_path, folder, side: str, *, case: bool = False,
             ids, texts = corpus.ids[lo:hi], corpus.texts[lo:hi]
             yield "".join(f"{ids[i - lo]}\t{texts[i - lo]}\n"
                           for i in block.tolist()).encode("utf-8")
-    atomic_write(unique, rows(), "unique corpus")
+    seal = {"size": 0, "crc32": 0}
+
+    def sealed(chunks):  # the unique corpus's size and CRC32, as it is written
+        for chunk in chunks:
+            seal["size"] += len(chunk)
+            seal["crc32"] = zlib.crc32(chunk, seal["crc32"])
+            yield chunk
+    atomic_write(unique, sealed(rows()), "unique corpus")
     for x, p in names.items():
         write_npy(p, getattr(groups, x), f"dedup {x}")
     stats = groups.summary()
-    atomic_write(key_file, dumps_sealed({"key": key, "stats": stats}), "dedup key")
+    atomic_write(key_file, dumps_sealed({"key": key, "stats": stats, "unique": seal}),
+                 "dedup key")
     return SideMap(str(unique), groups.counts, groups.offsets, groups.lines, corpus.ids, stats,
                    corpus.skipped_lines)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from triemine.configurations import NAMES, PAPER, configuration
-from triemine.decoding.model_dir import check_device
+from triemine.decoding.model_dir import check_device, spm_problem
 from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, PAPER_BEAM, SearchSettings
 from triemine.distributed.settings import PoolSettings
 from triemine.errors import InputError
@@ -55,7 +55,7 @@ class MineOptions:
     reverse_model: Optional[str] = setting(
         None, "a model of the other direction (target -> source): adds log P(x|y) and the dual "
         "conditional cross-entropy dual_ce (mining job only)", flag="--reverse-model",
-        metavar="DIR")
+        metavar="DIR", path=True)
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
     scores: ScoreSettings = field(default_factory=ScoreSettings)
     duplicates: DedupSettings = field(default_factory=DedupSettings)
@@ -65,9 +65,10 @@ class MineOptions:
         "(GPU only); logits, log-sum-exps and sums stay float32", flag="--precision",
         choices=lambda: PRECISIONS)
     target_spm: Optional[str] = setting(
-        None, "target sentencepiece model when the model directory has none", flag="--target-spm")
+        None, "target sentencepiece model when the model directory has none", flag="--target-spm",
+        kind=spm_problem)
     trie: Optional[str] = setting(None, "prebuilt trie (trie-build) instead of the cache",
-                                  flag="--trie")
+                                  flag="--trie", path=True)
     debug: bool = setting(False, "verify every hypothesis's trie node against a walk from the "
                           "root", flag="--debug", const=True, transient=True)
     pool: PoolSettings = field(default_factory=PoolSettings)

@@ -76,6 +76,28 @@ def _settings_digest(model, source, target, opts: MineOptions) -> dict:
         {"source": source, "target": target})))
 
 
+def _what_differs(old, new: dict, source, target) -> str:
+    """The parts of a resume key (:func:`_settings_digest`) that differ between ``old`` and
+    ``new``, named for the user: the corpora by path, the settings by name."""
+    old = old if isinstance(old, dict) else {}
+    parts = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if key in ("source", "target"):
+            parts.append(f"the {key} corpus's content ({source if key == 'source' else target})")
+        elif key == "config" and isinstance(a, dict) and isinstance(b, dict):
+            names = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            parts.append(f"the settings {', '.join(names)}")
+        elif key == "arithmetic":
+            parts.append("the arithmetic of the scores or the kNN search (code, library or "
+                         "device)")
+        else:
+            parts.append(f"the {key.replace('_', ' ')}")
+    return "; ".join(parts) or "the settings"
+
+
 def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
                   resume: bool = False, progress: bool = False, reverse_model=None,
                   pool=None, work_dir=None) -> dict:
@@ -115,8 +137,9 @@ def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
         if resume and older_key(old, work, "its stages"):
             old = None
         if resume and old is not None and old != settings:
-            raise InputError("cannot resume: the job used other settings, model or corpora "
-                             "(run without --resume to start over)", settings_file)
+            what = _what_differs(old, settings, source_path, target_path)
+            raise InputError(f"cannot resume, changed since the interrupted run: {what} (run "
+                             "without --resume to start over)", settings_file)
         if not resume or old != settings:
             shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from triemine.embedding.encoders import ENCODERS
 from triemine.embedding.knn import KNN_INDEXES
 from triemine.settings import finite, setting
 
@@ -18,7 +19,7 @@ class NeighbourSettings:
     generator's ratio-margin neighbourhoods too."""
 
     encoder: str = setting("use", "sentence encoder of the knn generator (default {encoder})",
-                           flag="--encoder")
+                           flag="--encoder", choices=lambda: sorted(ENCODERS))
     # the kNN search: exact, an IVF index, HNSW graphs, or auto (exact up to a size:
     # triemine.embedding.knn_shards.knn_method)
     knn_index: str = setting("auto", "knn: exact search, IVF index, HNSW graphs; default auto: "

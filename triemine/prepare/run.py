@@ -21,7 +21,8 @@ import numpy as np
 
 from triemine.corpus import tsv_votes
 from triemine.errors import InputError
-from triemine.outfile import check_distinct, write_text
+from triemine.compression import write_output
+from triemine.outfile import check_distinct
 from triemine.prepare.filters import FILTERS, Batch, clean, normalise
 from triemine.prepare.scripts import scripts_for
 from triemine.prepare.textio import open_output, read_batches
@@ -59,6 +60,8 @@ class PrepareOptions:
         import pycld2
 
         known = sorted({code.split("-")[0].lower() for _, code in pycld2.LANGUAGES} - {"un", "xx"})
+        if isinstance(self.lang, str):
+            self.lang = self.lang.strip().lower()  # codes are case-insensitive: EN is en
         if self.lang not in known:
             raise InputError(f"unknown language {self.lang!r} for --lang (ISO 639-1 codes CLD2 "
                              f"knows: {', '.join(c for c in known if len(c) == 2)})")
@@ -71,6 +74,17 @@ class PrepareOptions:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < (
                     1 if name == "batch_lines" else 0):
                 raise InputError(f"{name} must be a whole number >= 0 (batch_lines >= 1)")
+        for name in ("max_chars", "max_words"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise InputError(f"{name} (--{name.replace('_', '-')}) must be a whole number "
+                                 ">= 1 (or none)")
+        if self.max_chars is not None and self.max_chars < self.min_chars:
+            raise InputError(f"max_chars ({self.max_chars}) is below min_chars "
+                             f"({self.min_chars}): every line would be dropped")
+        if self.max_words is not None and self.max_words < self.min_words:
+            raise InputError(f"max_words ({self.max_words}) is below min_words "
+                             f"({self.min_words}): every line would be dropped")
         if not 0.0 <= self.min_script_share <= 1.0 or not 0.0 <= self.max_other_lang <= 1.0:
             raise InputError("min_script_share and max_other_lang are shares between 0 and 1")
         if self.boilerplate is not None and self.boilerplate < 1:
@@ -304,6 +318,6 @@ def prepare(input, output, lang: str, report=None, **options) -> Dict[str, Any]:
               "summary": rep.summary(input)}
     if report is not None:
         import json
-        write_text(report, json.dumps(result, indent=1, ensure_ascii=False) + "\n", "report",
-                   hint="")
+        text = json.dumps(result, indent=1, ensure_ascii=False) + "\n"
+        write_output(report, text.encode("utf-8"), "report", hint="")  # compressed by its name
     return result

@@ -12,11 +12,9 @@ corrupt input is an :class:`~triemine.errors.InputError` naming the file.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from typing import Iterator, List
 
-from triemine.compression import BLOCK, CompressingFile, codec_of_name, decompressed, sniff
-from triemine.outfile import atomic_open
+from triemine.compression import BLOCK, decompressed, output_file, sniff
 from triemine.textfile import open_binary
 
 
@@ -50,13 +48,9 @@ def read_batches(path, batch_lines: int = 10000, what: str = "input") -> Iterato
         yield [ln[:-1] if ln.endswith(b"\r") else ln for ln in batch]
 
 
-@contextmanager
 def open_output(path, what: str = "prepared corpus"):
     """``with open_output(path) as f: f.write(bytes)``: ``path`` written atomically, gzip, xz or
     zstd compressed when its name ends in ``.gz``, ``.xz`` or ``.zst``
-    (:func:`triemine.compression.codec_of_name`); a body that raises leaves ``path`` as it was;
+    (:func:`triemine.compression.output_file`); a body that raises leaves ``path`` as it was;
     a failed write is an :class:`~triemine.errors.OutputError`."""
-    with atomic_open(path, what, hint="") as f:
-        out = CompressingFile(f, codec_of_name(path))
-        yield out
-        out.close()
+    return output_file(path, what, hint="")
