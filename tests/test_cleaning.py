@@ -185,3 +185,38 @@ def test_score_on_two_workers_gives_the_same_bytes(tmp_path, tiny_model_dir, tin
     score(path, model=tiny_model, output=one, **_opts(cipher_combination))
     score(path, model=str(tiny_model_dir), output=two, workers=2, **_opts(cipher_combination))
     assert one.read_bytes() == two.read_bytes()
+
+
+def test_min_prob_is_the_calibrations_combined_cut_and_refused_without_one():
+    from triemine.configurations import configuration
+    from triemine.filtering.selection import mined_calibration, min_prob_threshold
+
+    rec = configuration("combined")
+    meta = {"combination": rec.combination}
+    cal = mined_calibration(meta)
+    assert cal is not None and cal.fitted_on
+    name, value = min_prob_threshold(meta, 0.5)
+    assert name == "combined" and abs(cal(value) - 0.5) < 1e-9
+    other = dict(rec.combination, weights=[1.0, -1.0, 1.0, 0.0])  # not the shipped combination
+    assert mined_calibration({"combination": other}) is None
+    with pytest.raises(InputError, match="--min-prob"):
+        min_prob_threshold({"combination": other}, 0.5, "x.tsv")
+
+
+def test_the_report_draws_a_reliability_diagram_when_it_has_probabilities():
+    from triemine.evaluation.report import Candidate, ReportData, render_report
+
+    cands = [Candidate(f"s{i}", f"t{i}", "a", "b", {"combined": float(i)}, i > 5)
+             for i in range(10)]
+    data = ReportData("combined", True, cands, 5.0, "sig", 4)
+    assert "reliability diagram" not in render_report(data)
+    data.prob = np.linspace(0.05, 0.95, 10)
+    assert "reliability diagram" in render_report(data)
+
+
+def test_every_shipped_calibration_reads_and_rises_with_the_score():
+    from triemine.calibration import shipped_calibration
+
+    for use in ("mined", "pairs"):
+        cal = shipped_calibration("combined", use)
+        assert cal.a > 0 and cal(10.0) > cal(0.0) and cal.fitted_on

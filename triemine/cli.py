@@ -25,7 +25,9 @@ from triemine.errors import InputError, TrieMineError
 from triemine.evaluation import report
 from triemine.evaluation.pipeline import evaluate_files, report_data, save_thresholds
 from triemine.filtering import formats, registry
-from triemine.filtering.selection import choose, load_thresholds, write_pairs, write_union
+from triemine.calibration import shipped_calibration
+from triemine.filtering.selection import (choose, load_thresholds, min_prob_threshold, write_pairs,
+                                          write_union)
 from triemine.mining.options import MineOptions, flag_help_values
 from triemine.outfile import check_distinct, write_text
 from triemine.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, cache_root, shared_path
@@ -122,6 +124,8 @@ def _mine_parser() -> argparse.ArgumentParser:
                       "combined=5.0 (repeatable)")
     keep.add_argument("--thresholds", metavar="JSON",
                       help="thresholds file from trie-mine-eval --save-thresholds")
+    keep.add_argument("--min-prob", type=cliargs.finite, metavar="P", help="keep the pairs whose "
+                      "calibrated probability (the configuration's) is >= P, e.g. 0.5")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -137,8 +141,11 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
             opts = MineOptions.of(given.pop("config", "combined"), **given).check()
         except InputError as exc:
             parser.error(exc.problem)
-        if (args.threshold or args.thresholds) and not args.bitext:
-            parser.error("--threshold/--thresholds choose the pairs of --bitext: give --bitext")
+        if (args.threshold or args.thresholds or args.min_prob is not None) and not args.bitext:
+            parser.error("--threshold/--thresholds/--min-prob choose the pairs of --bitext: "
+                         "give --bitext")
+        if args.min_prob is not None:
+            args.threshold.append(_min_prob_cut(parser, opts.scores.combination, args.min_prob))
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
         warnings.filterwarnings("ignore", category=FutureWarning)
@@ -265,6 +272,8 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--bicleaner-min", type=cliargs.finite, help="keep bicleaner >= this")
     parser.add_argument("--threshold", type=cliargs.score_threshold, action="append", default=[],
                         metavar="NAME=VALUE", help="threshold of any registered score (repeatable)")
+    parser.add_argument("--min-prob", type=cliargs.finite, metavar="P", help="keep rows whose "
+                        "calibrated probability (the TSV configuration's) is >= P")
     parser.add_argument("--bicleaner", action="store_true",
                         help="score rows with the local Bicleaner model (adds column 'bicleaner')")
     parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its dir (default: "
@@ -297,6 +306,10 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                        cliargs.with_meta("MINED", args.mined) + cliargs.with_meta(
                            "--second", args.second) + [("--thresholds", args.thresholds),
                                                        ("--bicleaner-model", args.bicleaner_model)])
+        if args.min_prob is not None:
+            if not 0 < args.min_prob < 1:
+                parser.error("--min-prob must be in (0, 1)")
+            args.threshold.append(min_prob_threshold(first.meta, args.min_prob, args.mined))
         given = registry.named_thresholds(
             [("ce_word", args.ce_max), ("bicleaner", args.bicleaner_min)] + args.threshold)
         saved = load_thresholds(args.thresholds) if args.thresholds else None
@@ -468,3 +481,14 @@ def score_main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
 
     return _run("trie-mine-score", body, parser, argv)
+
+
+def _min_prob_cut(parser, combination: str, prob: float):
+    """trie-mine's ``--min-prob``: ``("combined", value)`` of the configuration's ``mined``
+    calibration (a combination file has none: a parser error)."""
+    if not 0 < prob < 1:
+        parser.error("--min-prob must be in (0, 1)")
+    try:
+        return "combined", shipped_calibration(combination, "mined").threshold(prob)
+    except (InputError, ValueError) as exc:
+        parser.error(f"--min-prob: {getattr(exc, 'problem', exc)}")

@@ -1,12 +1,11 @@
 """Noisy bitext made from clean pairs: what the ``pairs`` calibration is fitted on and what
 ``bench/clean_bench.py`` measures, one home for both.
 
-Given clean pairs ``(src[i], tgt[i])`` in document order (``tgt[i + 1]`` the same document's next
-sentence), :func:`noisy_set` returns the clean pairs (label 1) and, per :data:`KINDS` (label 0):
+Given clean pairs ``(src[i], tgt[i])`` (and each target's next sentence in its document), :func:`noisy_set` returns the clean pairs (label 1) and, per :data:`KINDS` (label 0):
 
 * ``misaligned``: ``src[i]`` with another pair's target (a random derangement);
 * ``partial``: ``src[i]`` with the first half of ``tgt[i]``'s words (at least one word dropped);
-* ``neighbour``: ``src[i]`` with the next sentence of its document, ``tgt[i + 1]``;
+* ``neighbour``: ``src[i]`` with the next sentence of its document;
 * ``copy``: ``src[i]`` as its own target;
 * ``other_lang``: ``src[i]`` with a sentence of another language (``foreign``, e.g. German);
 * ``number``: ``tgt[i]`` with one non-zero digit changed (only pairs whose target has one).
@@ -63,17 +62,23 @@ def change_number(text: str, rng) -> Optional[str]:
 
 
 def noisy_set(src: Sequence[str], tgt: Sequence[str], foreign: Sequence[str], *,
+              following: Optional[Sequence[Optional[str]]] = None,
               per_kind: Optional[int] = None, seed: int = 20261127,
               kinds: Sequence[str] = KINDS) -> NoisySet:
     """The clean pairs and ``per_kind`` noisy pairs of each kind (default: as many as clean
-    pairs; ``number`` and ``partial`` only from the pairs that allow them, so possibly fewer).
-    ``src``/``tgt`` are aligned clean pairs in document order; ``foreign`` the other language's
-    sentences."""
+    pairs; ``number``, ``partial`` and ``neighbour`` only from the pairs that allow them, so
+    possibly fewer).  ``src``/``tgt`` are aligned clean pairs; ``following[i]`` the sentence
+    after ``tgt[i]`` in its document (None: none; default: ``tgt[i + 1]``, pairs in document
+    order); ``foreign`` the other language's sentences."""
     if len(src) != len(tgt) or len(src) < 2:
         raise ValueError("need at least two aligned clean pairs")
     rng = np.random.default_rng(seed)
     n = len(src)
     per_kind = n if per_kind is None else per_kind
+    if following is None:
+        following = list(tgt[1:]) + [None]
+    elif len(following) != n:
+        raise ValueError("one following sentence (or None) per pair")
     out = NoisySet(list(src), list(tgt), [CLEAN] * n)
     for kind in kinds:
         order = rng.permutation(n).tolist()
@@ -81,7 +86,7 @@ def noisy_set(src: Sequence[str], tgt: Sequence[str], foreign: Sequence[str], *,
         for i in order:
             if made >= per_kind:
                 break
-            t = _noisy_target(kind, i, src, tgt, foreign, rng)
+            t = _noisy_target(kind, i, src, tgt, following, foreign, rng)
             if t is None or t == tgt[i]:
                 continue
             out.src.append(src[i])
@@ -91,7 +96,7 @@ def noisy_set(src: Sequence[str], tgt: Sequence[str], foreign: Sequence[str], *,
     return out
 
 
-def _noisy_target(kind: str, i: int, src, tgt, foreign, rng) -> Optional[str]:
+def _noisy_target(kind: str, i: int, src, tgt, following, foreign, rng) -> Optional[str]:
     n = len(src)
     if kind == "misaligned":
         j = (i + 1 + int(rng.integers(n - 1))) % n
@@ -99,7 +104,7 @@ def _noisy_target(kind: str, i: int, src, tgt, foreign, rng) -> Optional[str]:
     if kind == "partial":
         return half(tgt[i])
     if kind == "neighbour":
-        return tgt[i + 1] if i + 1 < n else None
+        return following[i]
     if kind == "copy":
         return src[i]
     if kind == "other_lang":
