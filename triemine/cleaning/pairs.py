@@ -121,17 +121,22 @@ def _lines(path: str) -> Tuple[List[str], dict]:
     return _decode_lines(read_bytes(plain_copy(path), "pairs file"))
 
 
+def _records(path: str, out: Bitext, lines: List[str], bad: dict):
+    """``(line number, text)`` of the non-blank lines that are UTF-8; the others are counted
+    as bad records in ``out``."""
+    for i, ln in enumerate(lines, 1):
+        if i in bad:
+            out.bad(path, i, bad[i])
+        elif ln.strip():
+            yield i, ln
+
+
 def read_tsv(path: str) -> Bitext:
     lines, bad = _lines(path)
     counts = [ln.count("\t") + 1 for ln in lines if ln.strip()]
     width = 3 if 2 * sum(c == 3 for c in counts) > len(counts) else 2
     out = Bitext(path, "tsv")
-    for i, ln in enumerate(lines, 1):
-        if i in bad:
-            out.bad(path, i, bad[i])
-            continue
-        if not ln.strip():
-            continue
+    for i, ln in _records(path, out, lines, bad):
         cells = ln.split("\t")
         if len(cells) != width:
             out.bad(path, i, f"{len(cells)} column{'s' if len(cells) > 1 else ''}, expected "
@@ -161,12 +166,7 @@ def read_moses(src_path: str, tgt_path: str) -> Bitext:
 def read_jsonl(path: str) -> Bitext:
     lines, bad = _lines(path)
     out = Bitext(path, "jsonl")
-    for i, ln in enumerate(lines, 1):
-        if i in bad:
-            out.bad(path, i, bad[i])
-            continue
-        if not ln.strip():
-            continue
+    for i, ln in _records(path, out, lines, bad):
         try:
             obj = json.loads(ln)
         except ValueError as exc:

@@ -246,7 +246,8 @@ def reliability_png(data: ReportData) -> bytes:
     """The reliability diagram of ``data.prob`` against the gold flags
     (:func:`triemine.calibration.reliability`), its expected calibration error in the title."""
     pts = reliability(data.prob, data.gold())
-    fig, ax = _figure()
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
     ax.plot([0, 1], [0, 1], color="#bbbbbb", linestyle="--", label="perfect calibration")
     ax.plot([q["mean_prob"] for q in pts], [q["share_true"] for q in pts], marker="o",
             color="#1f77b4", label="candidates by prob bin")
