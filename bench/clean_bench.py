@@ -14,13 +14,16 @@ Two parts (``--parts``):
   (the project's trained model, when ``<cache>/bicleaner`` has it); precision and recall at the
   shipped cut (``combined >= 5.4017``) and at ``prob >= 0.5``; the share of each noise kind
   kept; the expected calibration error of ``prob``; pairs/s of trie-mine-score (embedding,
-  exact scores and priors, wall clock, ``OMP_NUM_THREADS`` threads) and of Bicleaner
-  (``-p`` = the same thread count) on the same pairs.
+  exact scores and priors, wall clock, ``OMP_NUM_THREADS`` threads; ``exact_pairs_per_s``: its
+  scored pairs over the exact scores' and priors' seconds, the mining job's rate below) and of
+  Bicleaner (``-p`` = the same thread count) on the same pairs.
 * ``unrelated``: the default mining job (:func:`triemine.api.run`) on corpora with nothing to
   find: the first ``--sources`` Chinese sentences of the BUCC sample that have no gold pair
   against ``--targets`` English lines of ``parallel/de-en/train.en`` (drawn with a seed).  How
   many pairs it keeps at the shipped threshold and at ``prob >= 0.5`` (the ``mined``
-  calibration), every kept pair shown.
+  calibration), every kept pair shown; ``exact_pairs_per_s``: its candidates over its
+  ``scoring`` and ``priors`` seconds.  With ``--work``, a rerun resumes the job's stages
+  (``resumed``: its ``wall_s`` is then not the job's).
 
 ``--quick`` (< 1 min after the model loads): 30 positives and 30 of each kind; 150 sources
 against 1,000 lines.  Last line: one JSON object.
@@ -96,7 +99,7 @@ def noisy_part(model, args, work: Path, threads: int) -> dict:
     from triemine.errors import TrieMineError
     from triemine.filtering.bicleaner import score_bicleaner
 
-    ns = transfer_noisy_set(30 if args.quick else 1000)
+    ns = transfer_noisy_set(30 if args.quick else args.positives)
     kinds = np.array(ns.kind)
     label = ns.label
     out = work / "noisy.tsv"
@@ -106,8 +109,11 @@ def noisy_part(model, args, work: Path, threads: int) -> dict:
     wall = time.perf_counter() - t0
     cols = {m: res.columns[m] for m in METHODS[:-1]}
     cols["ce_word"] = -cols["ce_word"]  # higher = more parallel
+    exact_s = res.summary["stage_s"]["exact"]
     speed = {"pairs": len(ns), "distinct": res.summary["distinct"], "wall_s": round(wall, 1),
-             "pairs_per_s": round(res.summary["distinct"] / wall, 2), "threads": threads}
+             "pairs_per_s": round(res.summary["distinct"] / wall, 2),
+             "exact_pairs_per_s": round(res.summary["scored"] / exact_s, 2),
+             "stage_s": res.summary["stage_s"], "threads": threads}
     try:
         t0 = time.perf_counter()
         cols["bicleaner"] = score_bicleaner(ns.src, ns.tgt, processes=threads, progress=False)
@@ -156,8 +162,10 @@ def unrelated_part(model, args, work: Path) -> dict:
     sp.write_text("".join(f"{i}\t{t}\n" for i, t in src), encoding="utf-8")
     tp.write_text("".join(f"de-en-{j + 1}\t{en[j]}\n" for j in pick), encoding="utf-8")
     out = str(work / "unrelated.tsv")
+    resumed = Path(out + ".work").is_dir()  # a rerun in the same --work goes on from its stages
     t0 = time.perf_counter()
-    result = run_job(MineOptions.of("combined"), model, str(sp), str(tp), out, select=True)
+    result = run_job(MineOptions.of("combined"), model, str(sp), str(tp), out, select=True,
+                     resume=True)
     wall = time.perf_counter() - t0
     m = result.kept_rows()
     try:
@@ -171,10 +179,14 @@ def unrelated_part(model, args, work: Path) -> dict:
               "prob": None if np.isnan(prob[i]) else round(float(prob[i]), 4)}
              for i in range(len(m))]
     kept_p = int(np.sum(prob >= 0.5)) if cal is not None else None
+    st = result.summary.get("stage_s") or {}
+    exact_s = st.get("scoring", 0.0) + st.get("priors", 0.0)
     return {"sources": len(src), "targets": n_tgt, "candidates": result.summary["candidates"],
+            "stage_s": st, "exact_pairs_per_s": round(result.summary["candidates"] / exact_s, 2)
+            if exact_s and not resumed else None,
             "kept_shipped": len(m), "kept_share": round(len(m) / len(src), 5),
             "kept_prob_0_5": kept_p, "selection": result.selection.text(),
-            "wall_s": round(wall, 1), "kept_pairs": pairs}
+            "wall_s": round(wall, 1), "resumed": resumed, "kept_pairs": pairs}
 
 
 def main(argv=None) -> int:
@@ -182,6 +194,8 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep the inputs and outputs in this folder")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"subset of {','.join(PARTS)}")
+    ap.add_argument("--positives", type=int, default=1000, help="noisy: gold pairs used (and "
+                    "as many noisy pairs of each kind)")
     ap.add_argument("--sources", type=int, default=3000, help="unrelated: Chinese sources")
     ap.add_argument("--targets", type=int, default=14000, help="unrelated: English lines")
     args = ap.parse_args(argv)

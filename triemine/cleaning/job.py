@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -189,14 +190,17 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
     def put(name, vals):
         cols.setdefault(name, np.full(len(keys), np.nan))[ok] = vals
     model_pool = pool if pool is not None else inline_model_pool(model)
+    t0 = time.perf_counter()
     for c, v in exact_features(model, files[0], files[1], srcs, tgts, s_idx[ok], t_idx[ok],
                                work, model_pool, progress=progress, resume=True).items():
         put(c, v)
+    t1 = time.perf_counter()
     for c, v in encoder_features(opts.encoder, files[0], files[1], len(srcs), len(tgts),
                                  s_idx[ok], t_idx[ok], work, pool, k=opts.k,
                                  skip_src=long_s | empty_s, skip_tgt=long_t | empty_t,
                                  progress=progress).items():
         put(c, v)
+    seconds = {"exact": round(t1 - t0, 3), "encoder": round(time.perf_counter() - t1, 3)}
     for c, v in length_features([srcs[i] for i in s_idx[ok]], [tgts[i] for i in t_idx[ok]]).items():
         put(c, v)
     if opts.langs:
@@ -220,7 +224,7 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
                "skipped_bad": bitext.skipped, "kept": int(kept.sum()),
                "cut": f"{cut[0]}>={cut[1]:.4f}" + (f" (prob>={opts.min_prob:g})"
                                                    if opts.min_prob is not None else ""),
-               "output": str(out_path)}
+               "stage_s": seconds, "output": str(out_path)}
     return Scored(bitext, per_row, rows_status, kept, cut, summary)
 
 
