@@ -124,7 +124,8 @@ def noisy_part(model, args, work: Path, threads: int) -> dict:
         speed["bicleaner"] = f"not measured: {exc}"
     auc = {}
     for m, v in cols.items():
-        v = np.where(np.isfinite(v), v, -np.inf)  # a pair not scored is rejected
+        fin = np.isfinite(v)  # a pair not scored is rejected: below every score
+        v = np.where(fin, v, (v[fin].min() - 1.0) if fin.any() else 0.0)
         pos = v[kinds == "clean"]
         auc[m] = {"all": _auc(pos, v[kinds != "clean"])}
         for k in dict.fromkeys(ns.kind[len(pos):]):
