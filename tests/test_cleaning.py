@@ -220,3 +220,16 @@ def test_every_shipped_calibration_reads_and_rises_with_the_score():
     for use in ("mined", "pairs"):
         cal = shipped_calibration("combined", use)
         assert cal.a > 0 and cal(10.0) > cal(0.0) and cal.fitted_on
+
+
+def test_trie_mine_min_prob_chooses_the_bitext_and_is_refused_without_it(tmp_path, capsys):
+    from triemine.cli import _min_prob_cut, mine_main
+
+    with pytest.raises(SystemExit) as exc:
+        mine_main(["--model", str(tmp_path), "--source", "s", "--target", "t", "-o",
+                   str(tmp_path / "o.tsv"), "--min-prob", "0.5"])
+    assert exc.value.code == 2 and "--min-prob" in capsys.readouterr().err
+    import argparse
+    name, value = _min_prob_cut(argparse.ArgumentParser(), "combined", 0.5)
+    from triemine.calibration import shipped_calibration
+    assert name == "combined" and abs(shipped_calibration("combined", "mined")(value) - 0.5) < 1e-9
