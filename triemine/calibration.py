@@ -1,13 +1,15 @@
 """A calibrated probability of the combined score: ``prob`` = P(the pair is a translation | combined).
 
-Platt scaling (a logistic curve of the one ``combined`` score, Platt 1999): ``prob = 1 / (1 +
-exp(-(a * combined + b)))``, monotone in ``combined``, so a ``--min-prob`` cut is a ``combined``
-cut (:meth:`Calibration.threshold`).  Each configuration record ships its curves under
+Platt scaling (a logistic curve of one score, Platt 1999): ``prob = 1 / (1 + exp(-(a * score +
+b)))``, monotone in the score, so a ``--min-prob`` cut is a cut of that score
+(:meth:`Calibration.threshold`).  Each configuration record ships its curves under
 ``calibration`` (:mod:`triemine.configurations`), one per use:
 
 * ``mined``: the mining job's candidates, fitted on the BUCC zh-en sample's candidates with its
   gold (``scripts/fit_calibration.py mined``);
-* ``pairs``: given pairs (``trie-mine-score``), fitted on a noisy set built from
+* ``pairs``: given pairs (``trie-mine-score``): a logistic regression on the pairs' features
+  (its score ``judge``, a fixed :class:`~triemine.mining.combine.Combination` of standardised
+  features, then the curve with ``a = 1``), fitted on a noisy set built from
   ``devsets/zh-en/train`` only (clean pairs and the noise kinds of :mod:`triemine.cleaning.noise`;
   ``scripts/fit_calibration.py pairs``), never on the transfer set.
 
@@ -32,12 +34,16 @@ BINS = 10
 @dataclass(frozen=True)
 class Calibration:
     """``prob = sigmoid(a * score + b)`` of the column ``score`` (default ``combined``);
-    ``fitted_on`` says on what."""
+    ``fitted_on`` says on what.  ``combination``: the fields of a
+    :class:`~triemine.mining.combine.Combination` that computes the column ``score`` from the
+    features first (a logistic regression on them, as the ``pairs`` curve is), or None when
+    ``score`` is a column the job already has."""
 
     a: float
     b: float
     score: str = "combined"
     fitted_on: str = ""
+    combination: Optional[Dict] = None
 
     def __call__(self, values) -> np.ndarray:
         """The probability of each value (NaN stays NaN), float64 of the input's shape."""

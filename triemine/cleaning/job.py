@@ -2,7 +2,8 @@
 
     pairs file(s) -> distinct pairs -> side files of distinct texts (work/src.txt, work/tgt.txt)
       -> exact features, encoder cosine and margin, language flags, Bicleaner (optional)
-      -> combined (the configuration's fixed combination) -> prob (its ``pairs`` calibration)
+      -> combined (the configuration's fixed combination) -> prob (its ``pairs`` calibration:
+         a logistic regression on the features, its score the column ``judge``)
       -> OUT.tsv: one row per input pair, in input order; kept pairs as a bitext
 
 A pair is scored once however often it occurs (its rows share its values).  A pair with an empty
@@ -68,7 +69,7 @@ class ScoreOptions:
     def cut(self, calibration) -> Tuple[str, float]:
         """``(column, value)``: a pair is kept when its column is >= value."""
         if self.min_prob is not None:
-            return "combined", calibration.threshold(self.min_prob)
+            return calibration.score, calibration.threshold(self.min_prob)
         if self.threshold is not None:
             return "combined", float(self.threshold)
         th = (configuration(self.config).thresholds or {}).get("thresholds") or {}
@@ -212,7 +213,11 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
                                          progress=progress))
     cols["combined"] = np.full(len(keys), np.nan)
     cols["combined"][ok] = comb({c: v[ok] for c, v in cols.items()})
-    cols["prob"] = cal(cols["combined"])
+    if cal.combination is not None:  # the curve's own score of the features (a regression)
+        judge = Combination.of(cal.combination, f"configuration {opts.config} calibration")
+        cols[cal.score] = np.full(len(keys), np.nan)
+        cols[cal.score][ok] = judge({c: v[ok] for c, v in cols.items()})
+    cols["prob"] = cal(cols[cal.score])
     per_row = {c: v[pair_of] for c, v in cols.items()}
     with np.errstate(invalid="ignore"):
         kept = per_row[cut[0]] >= cut[1]
