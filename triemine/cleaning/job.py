@@ -44,6 +44,7 @@ from triemine.tsv import clean_cell
 
 logger = logging.getLogger(__name__)
 TEXT_COLUMNS = ("line", "id", "src", "tgt", "status")
+DEFAULT_MIN_PROB = 0.5  # trie-mine-score's shipped cut: a pair more likely a translation than not
 
 
 @dataclass
@@ -53,7 +54,7 @@ class ScoreOptions:
     :class:`~triemine.calibration.Calibration`'s fields, override the first and the last), the
     encoder and its ``k``, language codes for the language flags
     (None: none), Bicleaner (its model: None for the default), and the cut: ``min_prob`` or
-    ``threshold`` (``combined >=``; neither: the configuration's shipped threshold)."""
+    ``threshold`` (``combined >=``; neither: ``prob >= 0.5``)."""
 
     config: str = "combined"
     combination: Optional[str] = None
@@ -67,17 +68,13 @@ class ScoreOptions:
     threshold: Optional[float] = None
 
     def cut(self, calibration) -> Tuple[str, float]:
-        """``(column, value)``: a pair is kept when its column is >= value."""
-        if self.min_prob is not None:
-            return calibration.score, calibration.threshold(self.min_prob)
+        """``(column, value)``: a pair is kept when its column is >= value: ``combined >=
+        threshold`` when given, else ``prob >= min_prob`` (default :data:`DEFAULT_MIN_PROB`) as
+        a cut of the calibration's score."""
         if self.threshold is not None:
             return "combined", float(self.threshold)
-        th = (configuration(self.config).thresholds or {}).get("thresholds") or {}
-        for per_dir in th.values():
-            if "combined" in per_dir:
-                return "combined", float(per_dir["combined"])
-        raise InputError(f"configuration {self.config!r} ships no combined threshold: give "
-                         "--threshold or --min-prob")
+        prob = DEFAULT_MIN_PROB if self.min_prob is None else self.min_prob
+        return calibration.score, calibration.threshold(prob)
 
 
 @dataclass
@@ -227,8 +224,8 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
     summary = {"pairs": len(bitext), "distinct": len(keys), "scored": int(len(ok)),
                "not_scored": {k: int((status == k).sum()) for k in ("empty side", "too long")},
                "skipped_bad": bitext.skipped, "kept": int(kept.sum()),
-               "cut": f"{cut[0]}>={cut[1]:.4f}" + (f" (prob>={opts.min_prob:g})"
-                                                   if opts.min_prob is not None else ""),
+               "cut": f"{cut[0]}>={cut[1]:.4f}" + ("" if opts.threshold is not None else
+                                                   f" (prob>={opts.min_prob or DEFAULT_MIN_PROB:g})"),
                "stage_s": seconds, "output": str(out_path)}
     return Scored(bitext, per_row, rows_status, kept, cut, summary)
 
