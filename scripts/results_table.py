@@ -195,7 +195,8 @@ def clean_tables(results: dict) -> List[str]:
                 f"against {un['targets']} English lines of de-en): {un['kept_shipped']} pairs kept "
                 f"at the shipped threshold ({cell(100 * un['kept_share'])} % of the sources), "
                 f"{cell(un['kept_prob_0_5'])} at prob >= 0.5; {un['candidates']} candidates, "
-                f"{duration(un['wall_s'])}.", ""]
+                + ("a run resumed from an earlier one's stages (its wall time is not the job's)."
+                   if un.get("resumed") else f"{duration(un['wall_s'])}."), ""]
         if un["kept_pairs"]:
             out += table(["source", "target", "combined", "prob"],
                          [[cell(p["src"]), cell(p["tgt"]), cell(p["combined"]), cell(p["prob"])]
@@ -204,6 +205,8 @@ def clean_tables(results: dict) -> List[str]:
 
 
 RENDERERS = {"bucc_bench": bucc_tables, "clean_bench": clean_tables}
+# benchmarks whose runs may record some parts only: the latest record of each part is shown
+PARTS = {"clean_bench": ("noisy", "unrelated")}
 
 
 # --- what is said under a table --------------------------------------------------------------
@@ -254,13 +257,16 @@ def render_results(records: Dict[str, List[dict]]) -> str:
     for bench, recs in records.items():
         out += [f"## {bench}", ""]
         for quick, title in ((False, "Full run"), (True, "Quick run (`--quick`)")):
-            rec = latest(recs, quick)
+            parts = PARTS.get(bench, (None,))  # a bench whose runs may record parts apart
+            shown = [r for r in dict.fromkeys(
+                id(r) for p in parts for r in [latest([x for x in recs if p is None or
+                                                       p in x["results"]], quick)] if r)]
             out += [f"### {title}", ""]
-            if rec is None:
+            if not shown:
                 out += ["No record yet.", ""]
-                continue
-            out += RENDERERS.get(bench, generic_tables)(rec["results"]) + [""]
-            out += provenance(rec) + [""]
+            for rec in [r for r in recs if id(r) in shown]:
+                out += RENDERERS.get(bench, generic_tables)(rec["results"]) + [""]
+                out += provenance(rec) + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
