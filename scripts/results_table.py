@@ -230,7 +230,46 @@ def seeds_tables(results: dict) -> List[str]:
     return out
 
 
-RENDERERS = {"bucc_bench": bucc_tables, "seeds_bench": seeds_tables}
+# --- clean_bench: ROC AUC per noise kind and method, the cuts, the unrelated corpora's pairs ---
+
+def clean_tables(results: dict) -> List[str]:
+    out: List[str] = []
+    noisy = results.get("noisy")
+    if noisy:
+        auc = noisy["auc"]
+        methods = list(auc)
+        kinds = list(dict.fromkeys(k for m in methods for k in auc[m]))
+        out += ["ROC AUC, transfer set's gold pairs against each noise kind "
+                f"({cell(noisy['pairs'])}):", ""]
+        out += table(["noise kind"] + [f"`{m}`" for m in methods],
+                     [[k] + [cell(auc[m].get(k)) for m in methods] for k in kinds])
+        out += ["", f"At the cuts (shipped: `{noisy['cut']}`; ECE of `prob` {cell(noisy['ece'])}):",
+                ""]
+        cuts = noisy["at_cut"]
+        noise = list(next(iter(cuts.values()))["noise_kept"])
+        out += table(["cut", "kept", "P", "R", "F1"] + [f"{k} kept" for k in noise],
+                     [[c, cell(v["kept"]), cell(v["P"]), cell(v["R"]), cell(v["F1"])]
+                      + [cell(v["noise_kept"][k]) for k in noise] for c, v in cuts.items()])
+        out += ["", "Speed: " + ", ".join(f"`{k}` {cell(v)}" for k, v in noisy["speed"].items())]
+    un = results.get("unrelated")
+    if un:
+        out += ["", f"Unrelated corpora ({un['sources']} Chinese sources without a gold pair "
+                f"against {un['targets']} English lines of de-en): {un['kept_shipped']} pairs kept "
+                f"at the shipped threshold ({cell(100 * un['kept_share'])} % of the sources), "
+                f"{cell(un['kept_prob_0_5'])} at prob >= 0.5; {un['candidates']} candidates, "
+                + ("a run resumed from an earlier one's stages (its wall time is not the job's)."
+                   if un.get("resumed") else f"{duration(un['wall_s'])}."), ""]
+        if un["kept_pairs"]:
+            out += table(["source", "target", "combined", "prob"],
+                         [[cell(p["src"]), cell(p["tgt"]), cell(p["combined"]), cell(p["prob"])]
+                          for p in un["kept_pairs"]])
+    return out
+
+
+RENDERERS = {"bucc_bench": bucc_tables, "seeds_bench": seeds_tables,
+             "clean_bench": clean_tables}
+# benchmarks whose runs may record some parts only: the latest record of each part is shown
+PARTS = {"clean_bench": ("noisy", "unrelated")}
 
 
 # --- what is said under a table --------------------------------------------------------------
@@ -281,13 +320,16 @@ def render_results(records: Dict[str, List[dict]]) -> str:
     for bench, recs in records.items():
         out += [f"## {bench}", ""]
         for quick, title in ((False, "Full run"), (True, "Quick run (`--quick`)")):
-            rec = latest(recs, quick)
+            parts = PARTS.get(bench, (None,))  # a bench whose runs may record parts apart
+            shown = [r for r in dict.fromkeys(
+                id(r) for p in parts for r in [latest([x for x in recs if p is None or
+                                                       p in x["results"]], quick)] if r)]
             out += [f"### {title}", ""]
-            if rec is None:
+            if not shown:
                 out += ["No record yet.", ""]
-                continue
-            out += RENDERERS.get(bench, generic_tables)(rec["results"]) + [""]
-            out += provenance(rec) + [""]
+            for rec in [r for r in recs if id(r) in shown]:
+                out += RENDERERS.get(bench, generic_tables)(rec["results"]) + [""]
+                out += provenance(rec) + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

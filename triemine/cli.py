@@ -17,12 +17,16 @@ from typing import Callable, Optional, Sequence
 import triemine.baselines as baselines  # registers the baselines' score names
 from triemine import cliargs, settings
 from triemine.compression import check_uncompressed, write_output
+from triemine.cleaning import score
+from triemine.cleaning.pairs import PAIR_FORMATS
 from triemine.corpus import sentences
 from triemine.errors import InputError, TrieMineError
 from triemine.evaluation import report
 from triemine.evaluation.pipeline import evaluate_files, report_data, save_thresholds
+from triemine.calibration import shipped_calibration
 from triemine.filtering import formats
 from triemine.filtering.apply import filter_tsvs, thresholds_of
+from triemine.filtering.selection import min_prob_threshold
 from triemine.mining.options import MineOptions, flag_help_values
 from triemine.outfile import check_distinct
 from triemine.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, cache_root, shared_path
@@ -120,6 +124,8 @@ def _mine_parser() -> argparse.ArgumentParser:
                       "combined=5.0 (repeatable)")
     keep.add_argument("--thresholds", metavar="JSON",
                       help="thresholds file from trie-mine-eval --save-thresholds")
+    keep.add_argument("--min-prob", type=cliargs.finite, metavar="P", help="keep the pairs whose "
+                      "calibrated probability (the configuration's) is >= P, e.g. 0.5")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -135,9 +141,12 @@ def mine_main(argv: Optional[Sequence[str]] = None) -> int:
             opts = MineOptions.of(given.pop("config", "combined"), **given).check()
         except InputError as exc:
             parser.error(exc.problem)
-        if (args.threshold or args.thresholds) and not args.bitext:
-            parser.error("--threshold/--thresholds choose the pairs of --bitext: give --bitext")
+        if (args.threshold or args.thresholds or args.min_prob is not None) and not args.bitext:
+            parser.error("--threshold/--thresholds/--min-prob choose the pairs of --bitext: "
+                         "give --bitext")
         args.bitext_format = cliargs.bitext_format(parser, args)
+        if args.min_prob is not None:
+            args.threshold.append(_min_prob_cut(parser, opts.scores.combination, args.min_prob))
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
         warnings.filterwarnings("ignore", category=FutureWarning)
@@ -265,6 +274,8 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--bicleaner-min", type=cliargs.finite, help="keep bicleaner >= this")
     parser.add_argument("--threshold", type=cliargs.score_threshold, action="append", default=[],
                         metavar="NAME=VALUE", help="threshold of any registered score (repeatable)")
+    parser.add_argument("--min-prob", type=cliargs.finite, metavar="P", help="keep rows whose "
+                        "calibrated probability (the TSV configuration's) is >= P")
     parser.add_argument("--bicleaner", action="store_true",
                         help="score rows with the local Bicleaner model (adds column 'bicleaner')")
     parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its dir (default: "
@@ -301,6 +312,10 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
         check_uncompressed([("-o", args.output)])
         if args.bitext:
             formats.check_output(args.bitext_format, args.bitext, langs)
+        if args.min_prob is not None:
+            if not 0 < args.min_prob < 1:
+                parser.error("--min-prob must be in (0, 1)")
+            args.threshold.append(min_prob_threshold(first.meta, args.min_prob, args.mined))
         saved, given = thresholds_of(args.thresholds, args.ce_max, args.bicleaner_min,
                                      args.threshold)
         if (args.bicleaner or args.classifier) and saved is None and not given:
@@ -405,3 +420,68 @@ def prepare_main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
 
     return _run("trie-mine-prepare", body, parser, argv)
+
+
+# trie-mine-score  (owner: triemine.cleaning)
+
+def score_main(argv: Optional[Sequence[str]] = None) -> int:
+    """Score a parallel corpus you already have: every pair with every feature of the mining
+    job, the combined score and a calibrated probability; keep the pairs above a cut."""
+    parser = argparse.ArgumentParser(prog="trie-mine-score", description=score_main.__doc__)
+    parser.add_argument("pairs", nargs="+", metavar="PAIRS", help="src<TAB>tgt or id<TAB>src<TAB>"
+                        "tgt TSV, TMX, JSON lines, or two files of a Moses pair; plain or gz/xz/zst")
+    parser.add_argument("--model", required=True, help="trie-mine model directory")
+    parser.add_argument("-o", "--output", required=True, help="scores TSV: one row per input pair")
+    parser.add_argument("--format", choices=PAIR_FORMATS, default="auto", help="PAIRS' format "
+                        "(auto: by name; two files: moses)")
+    parser.add_argument("--config", default="combined", help="configuration whose combined "
+                        "score, threshold and calibration apply (default combined)")
+    parser.add_argument("--min-prob", type=cliargs.finite, help="keep pairs with prob >= this")
+    parser.add_argument("--threshold", type=cliargs.finite, help="keep pairs with combined >= "
+                        "this (default: the configuration's shipped threshold)")
+    parser.add_argument("--bitext", metavar="OUT", help="write the kept pairs (each once)")
+    parser.add_argument("--bitext-format", choices=list(formats.FORMATS), default=formats.DEFAULT,
+                        help="the --bitext file: " + formats.help_text())
+    parser.add_argument("--langs", nargs=2, metavar=("SRC", "TGT"), help="add language-ID flags "
+                        "src_lang_ok/tgt_lang_ok (CLD2) for these language codes")
+    parser.add_argument("--bicleaner", action="store_true", help="add the Bicleaner score")
+    parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its folder")
+    parser.add_argument("--workers", type=int, default=0, help="exact scores in N processes")
+    parser.add_argument("--ray", metavar="ADDRESS", help="exact scores on Ray actors")
+    parser.add_argument("--resume", action="store_true", help="go on with an interrupted run")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    def body(args: argparse.Namespace) -> int:
+        if args.min_prob is not None and not 0 < args.min_prob < 1:
+            parser.error("--min-prob must be in (0, 1)")
+        if args.min_prob is not None and args.threshold is not None:
+            parser.error("give --min-prob or --threshold, not both")
+        if len(args.pairs) > 2:
+            parser.error("PAIRS: one file, or the two files of a Moses pair")
+        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        pairs = args.pairs[0] if len(args.pairs) == 1 else tuple(args.pairs)
+        res = score(pairs, model=args.model, output=args.output, format=args.format,
+                    workers=args.workers, ray=args.ray, resume=args.resume,
+                    progress=not args.quiet, bitext=args.bitext, bitext_format=args.bitext_format,
+                    config=args.config, min_prob=args.min_prob, threshold=args.threshold,
+                    langs=tuple(args.langs) if args.langs else None, bicleaner=args.bicleaner,
+                    bicleaner_model=args.bicleaner_model)
+        if res.bitext.skipped:
+            print(f"trie-mine-score: warning: {res.bitext.report()}", file=sys.stderr)
+        print(json.dumps(res.summary, ensure_ascii=False), file=sys.stderr)
+        return 0
+
+    return _run("trie-mine-score", body, parser, argv)
+
+
+def _min_prob_cut(parser, combination: str, prob: float):
+    """trie-mine's ``--min-prob``: ``("combined", value)`` of the configuration's ``mined``
+    calibration (a combination file has none: a parser error)."""
+    if not 0 < prob < 1:
+        parser.error("--min-prob must be in (0, 1)")
+    try:
+        return "combined", shipped_calibration(combination, "mined").threshold(prob)
+    except (InputError, ValueError) as exc:
+        parser.error(f"--min-prob: {getattr(exc, 'problem', exc)}")

@@ -18,7 +18,9 @@ makes a configuration:
 * ``thresholds``: the shipped default threshold, tuned on the BUCC 2018 zh-en sample: a
   thresholds file's ``thresholds`` (per direction), ``source``, ``signature`` and
   ``scores_where_chosen`` (:func:`triemine.filtering.selection.shipped_thresholds` reads it
-  with the record's selection and combination).
+  with the record's selection and combination);
+* ``calibration`` (optional): the calibrated probability of the combined score, per use
+  (``mined``, ``pairs``; :mod:`triemine.calibration` reads it).
 
 The job, ``trie-mine``, ``trie-mine-eval``/``-filter`` and the API all read the records
 through :func:`configuration`; nothing else names a configuration's parts.
@@ -66,6 +68,7 @@ class Configuration:
     selection: Selection
     combination: Optional[Dict[str, Any]]
     thresholds: Optional[Dict[str, Any]]
+    calibration: Optional[Dict[str, Any]] = None
 
     @property
     def paper(self) -> bool:
@@ -89,7 +92,8 @@ def configuration(name: str) -> Configuration:
                              stages=tuple(data["stages"]),
                              settings=dict(data["settings"]),
                              selection=Selection(**data["selection"]),
-                             combination=data["combination"], thresholds=data["thresholds"])
+                             combination=data["combination"], thresholds=data["thresholds"],
+                             calibration=data.get("calibration"))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"not a configuration record ({exc})", str(path)) from None
 

@@ -35,7 +35,8 @@ from triemine.evaluation.metrics import (Pair, describe, fold_of, gold_mask, sco
                                           score_pairs_lenient)
 from triemine.filtering import registry
 from triemine.filtering.rules import PRF
-from triemine.filtering.selection import default_selection, load_thresholds, write_thresholds
+from triemine.filtering.selection import (default_selection, load_thresholds, mined_prob,
+                                          write_thresholds)
 from triemine.tsv import META_SUFFIX, Mined, read_mined
 
 @dataclass
@@ -363,4 +364,5 @@ def report_data(out: Outcome, direction: Direction, bucc: BuccSet, title: str) -
         summary=summary,
         candidates=[report.Candidate(c.src_ids[i], c.tgt_ids[i], c.src[i], c.tgt[i],
                                      {k: float(v[i]) for k, v in c.numeric.items()},
-                                     bool(gold[i])) for i in range(len(c))])
+                                     bool(gold[i])) for i in range(len(c))],
+        prob=mined_prob(c))

@@ -7,7 +7,10 @@ signature line), so they do not depend on how the evaluation pipeline computed t
 * :func:`write_plots` writes ``threshold_curve.png`` (precision, recall and F1 of every threshold
   on the score, the chosen one marked) and ``score_histogram.png`` (the score's distribution over
   gold and non-gold candidates, the threshold marked).
-* :func:`write_report` writes one HTML page with both plots embedded as ``data:`` URIs, the
+* :func:`reliability_png` (with ``ReportData.prob``): the reliability diagram of the calibrated
+  probability ``prob``: the share of gold pairs (y) against the mean ``prob`` (x) per bin, the
+  bins' pair counts written beside their points.
+* :func:`write_report` writes one HTML page with the plots embedded as ``data:`` URIs, the
   signature, and the candidate pairs just above and just below the threshold side by side, so a
   reader can judge the threshold by reading pairs. Nothing on the page is fetched from elsewhere
   (no external CSS, scripts, fonts or images).
@@ -26,6 +29,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from triemine.calibration import ece, reliability
 from triemine.filtering.rules import threshold_curve
 from triemine.compression import write_output
 from triemine.outfile import atomic_write
@@ -58,6 +62,8 @@ class ReportData:
     n_gold: int
     title: str = "trie-mine evaluation"
     summary: List[str] = field(default_factory=list)
+    # the calibrated probability of each candidate (NaN: none), for the reliability diagram
+    prob: Optional[np.ndarray] = None
 
     def values(self) -> np.ndarray:
         return np.array([c.scores[self.score] for c in self.candidates], dtype=np.float64)
@@ -218,7 +224,8 @@ def render_report(data: ReportData, k: int = 12) -> str:
 <ul>{summary}</ul>
 <h2>Plots</h2>
 <div class="plots">{_img(threshold_curve_png(data), "precision, recall and F1 against the threshold")}
-{_img(histogram_png(data), "score histogram of gold and non-gold candidates")}</div>
+{_img(histogram_png(data), "score histogram of gold and non-gold candidates")}
+{_reliability_img(data)}</div>
 <h2>Pairs at the threshold</h2>
 <div class="side">
 <div><h3>Kept: just above the threshold (worst kept first)</h3>{_pair_rows(above, data.score)}</div>
@@ -235,3 +242,32 @@ def write_report(data: ReportData, path, k: int = 12) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_output(path, render_report(data, k).encode("utf-8"), "report", hint="")
     return path
+
+
+def reliability_png(data: ReportData) -> bytes:
+    """The reliability diagram of ``data.prob`` against the gold flags
+    (:func:`triemine.calibration.reliability`), its expected calibration error in the title."""
+    pts = reliability(data.prob, data.gold())
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot([0, 1], [0, 1], color="#bbbbbb", linestyle="--", label="perfect calibration")
+    ax.plot([q["mean_prob"] for q in pts], [q["share_true"] for q in pts], marker="o",
+            color="#1f77b4", label="candidates by prob bin")
+    for q in pts:
+        ax.annotate(str(q["n"]), (q["mean_prob"], q["share_true"]), fontsize=7,
+                    textcoords="offset points", xytext=(4, -10))
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("mean calibrated probability (prob) in the bin")
+    ax.set_ylabel("share of gold pairs in the bin")
+    e = ece(data.prob, data.gold())
+    ax.set_title("Reliability of prob" + ("" if e is None else f" (ECE {e:.3f})"))
+    ax.legend(loc="upper left")
+    return _png(fig)
+
+
+def _reliability_img(data: ReportData) -> str:
+    """The reliability diagram's ``<img>``, or ``""`` without probabilities."""
+    if data.prob is None or not np.isfinite(np.asarray(data.prob, dtype=np.float64)).any():
+        return ""
+    return _img(reliability_png(data), "reliability diagram of the calibrated probability")

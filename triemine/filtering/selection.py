@@ -27,6 +27,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from triemine.calibration import shipped_calibration
 from triemine.configurations import DEFAULT, NAMES, PAPER, configuration
 from triemine.errors import InputError
 from triemine.filtering import formats, registry
@@ -281,3 +282,36 @@ def write_union(kept: Sequence, path: os.PathLike | str, fmt: str = formats.DEFA
     each ``(l1 id, l2 id)`` once (:func:`formats.union`), as a bitext (:func:`write_bitext`)."""
     parts = [(m, k == 1) for k, m in enumerate(kept)]
     return write_bitext(formats.union(parts), path, fmt, src_lang, tgt_lang, kept[0].meta)
+
+
+def mined_calibration(meta: Mapping[str, object]):
+    """The calibrated probability (:class:`triemine.calibration.Calibration`, ``mined`` use) of
+    the mining TSV whose sidecar is ``meta``: its configuration's, when it ships one and the
+    TSV's combination is the shipped one; else None."""
+    name = configuration_of(meta)
+    if name is None or name not in NAMES:
+        return None
+    rec = configuration(name)
+    if not (rec.calibration or {}).get("mined") or meta.get("combination") != rec.combination:
+        return None
+    return shipped_calibration(name, "mined")
+
+
+def mined_prob(mined) -> Optional[np.ndarray]:
+    """``prob`` of every row of a :class:`~triemine.tsv.Mined` (:func:`mined_calibration` of its
+    ``combined`` column), or None when it has no calibration."""
+    cal = mined_calibration(mined.meta)
+    if cal is None or cal.score not in mined.numeric:
+        return None
+    return cal(mined.col(cal.score))
+
+
+def min_prob_threshold(meta: Mapping[str, object], prob: float, where=None) -> Tuple[str, float]:
+    """``(score, value)``: the threshold that keeps the rows with ``prob >= prob``
+    (:meth:`~triemine.calibration.Calibration.threshold`); an :class:`InputError` naming
+    ``where`` when the TSV's configuration ships no calibration."""
+    cal = mined_calibration(meta)
+    if cal is None:
+        raise InputError("--min-prob needs the calibrated probability of a shipped configuration "
+                         "with its own combination (this TSV has none): give --threshold", where)
+    return cal.score, cal.threshold(prob)
