@@ -16,7 +16,6 @@ layer over :func:`score`.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Optional, Sequence, Tuple, Union
 
 from triemine.cleaning.job import ScoreOptions, Scored, score_bitext

@@ -30,7 +30,6 @@ from triemine.checksum import dumps_sealed, read_sealed
 from triemine.cleaning.judge import (encoder_features, exact_features, language_flags,
                                      length_features)
 from triemine.cleaning.pairs import Bitext
-from triemine.configurations import configuration
 from triemine.decoding import lengths
 from triemine.decoding.fingerprint import model_fingerprint
 from triemine.decoding.model_spec import inline_model_pool

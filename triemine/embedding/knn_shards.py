@@ -19,7 +19,7 @@ import numpy as np
 
 from triemine.checksum import cached_npy, load_npy, npy_writer, write_npy
 from triemine.distributed.shards import SHARDS_SUFFIX, Shard, ShardStore
-from triemine.distributed.stage import (Stage, StageRun, npy_payload, run_stage, run_stages,
+from triemine.distributed.stage import (Stage, npy_payload, run_stage, run_stages,
                                         stage_key)
 from triemine.embedding import hnsw, ivf
 from triemine.embedding.knn import KNN_INDEXES
