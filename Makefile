@@ -21,7 +21,7 @@ BICLEANER_STAMP := .venv-bicleaner/.bicleaner-installed-v1
 BICLEANER_MODEL := $(TRIEMINE_CACHE)/bicleaner/zh-en/zh-en.yaml
 OPUS_MODEL := $(TRIEMINE_CACHE)/models/opus-mt-zh-en/checkpoint.pt
 
-.PHONY: setup test test-fast demo model bicleaner bench-quick clean
+.PHONY: setup lint test test-fast demo model bicleaner bench-quick clean
 
 setup: $(STAMP)
 
@@ -41,6 +41,10 @@ $(OPUS_MODEL): | $(STAMP)
 	$(VENV)/bin/trie-mine-import -o $(dir $@)
 
 model: $(OPUS_MODEL)
+
+# Pyflakes-level lint of every Python file (pyproject.toml's [tool.ruff]); .ci/run runs it first.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check triemine tests bench scripts setup.py
 
 test: $(STAMP) $(BICLEANER_MODEL) $(OPUS_MODEL)
 	$(PY) -m pytest -q tests

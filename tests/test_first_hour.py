@@ -23,7 +23,7 @@ import triemine
 from triemine.cli import eval_main, filter_main, mine_main
 from triemine.errors import InputError
 from triemine.configurations import NAMES
-from triemine.filtering.selection import SELECTION, choose, load_thresholds, shipped_default
+from triemine.filtering.selection import SELECTION, choose, shipped_default
 from triemine.mining.combine import shipped
 from triemine.tsv import read_mined
 

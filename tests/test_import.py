@@ -21,7 +21,6 @@ import pytest
 
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
-import ctranslate2  # noqa: E402
 import torch  # noqa: E402
 from ctranslate2.specs import common_spec, transformer_spec  # noqa: E402
 

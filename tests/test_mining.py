@@ -303,7 +303,6 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
 
 
 def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_model, corpora, tmp_path):
-    from dataclasses import replace
 
     from triemine.mining.run import mine_pipeline
 
