@@ -156,7 +156,7 @@ def test_int8_output_precision_approximates_fp32(tiny_model):
     diff = np.abs(exact - approx) / ntok
     assert diff.mean() < 0.1 and not np.array_equal(exact, approx)
     with pytest.raises(ValueError, match="unknown precision"):
-        ForcedScorer(tiny_model, precision="fp16")
+        ForcedScorer(tiny_model, precision="fp8")
 
 def test_node_prior_is_the_prefix_prior(tiny_model, small):
     texts, trie = small
