@@ -162,7 +162,8 @@ def test_a_command_main_is_at_most_25_lines(tmp_path):
     # short_main: 25 lines; long_main: 26 lines, its nested body counted; _long_parser: no
     # command; cli.py elsewhere than at the root: not the command-line layer
     _write(root, "cli.py", "def short_main(argv=None):\n" + body + "    return 0\n"
-           "def long_main(argv=None):\n    def body(args):\n" + body + "    return 0\n"
+           "def long_main(argv=None):\n    def body(args):\n" + body.replace("    ", "        ")
+           + "        return 0\n"
            "def _long_parser():\n" + body * 2 + "    return 0\n")
     _write(root, "mining/cli.py", "def deep_main(argv=None):\n" + body * 2 + "    return 0\n")
     assert check_layout.long_mains(root) == [
