@@ -26,6 +26,12 @@ Problems reported, one line each:
   runner, ``triemine.distributed.stage``, opens its store, plans its shards and shows progress);
 * stage drivers (functions outside :data:`LAUNCHER` calling ``Stage(``, ``run_stage(`` or
   ``run_stages(``) over :data:`MAX_DRIVER_LINES` lines;
+* a thick command-line layer: a ``*_main`` function of ``cli.py`` (at the package's root) over
+  :data:`MAX_MAIN_LINES` lines, its nested functions included (its parser belongs in
+  ``_NAME_parser()``, its work beside the code it serves);
+* a thick ``api.py`` (at the package's root): over :data:`MAX_API_LINES` lines, or importing
+  from :data:`API_FORBIDDEN` directly (inside functions too): the public API checks its
+  arguments, takes the lock and calls the job driver, which owns the pool and the stages;
 * package folders (any folder under the package holding ``.py`` / ``.pyx`` files) without an
   ``__init__.py`` (setuptools' ``find:`` skips them, so the wheel would lack their modules);
 * modules over :data:`MAX_MODULE_LINES` lines (``.py`` and ``.pyx``);
@@ -48,7 +54,7 @@ prints one line per problem and exits 1 if there is any. From Python:
 ``layout_problems(root) -> list[str]`` (``root`` the package folder), or the single checks
 :func:`import_cycles`, :func:`package_cycles`, :func:`inner_imports` (its sites:
 :func:`inner_import_sites`), :func:`launcher_imports`, :func:`runner_calls`,
-:func:`long_stage_drivers`, :func:`missing_inits`,
+:func:`long_stage_drivers`, :func:`long_mains`, :func:`thick_api`, :func:`missing_inits`,
 :func:`long_modules`, :func:`long_functions`, :func:`history_marks`, :func:`decision_links`.
 """
 from __future__ import annotations
@@ -72,6 +78,9 @@ LAUNCHER_FORBIDDEN = ("mining", "decoding", "embedding", "scoring", "models")
 RUNNER_ONLY = ("ShardStore", "plan_shards", "progress_bar")
 RUNNER_CALLS = ("Stage", "run_stage", "run_stages")  # a function calling one is a stage driver
 MAX_DRIVER_LINES = 30
+MAX_MAIN_LINES = 25  # a console script's *_main in cli.py: its parser and the call of its work
+MAX_API_LINES = 200
+API_FORBIDDEN = ("decoding", "distributed")  # api.py reaches them through the job driver
 SOURCE_SUFFIXES = (".py", ".pyx")
 SKIP_DIRS = {"__pycache__", "build", ".git"}
 
@@ -351,6 +360,48 @@ def long_stage_drivers(root, limit: int = MAX_DRIVER_LINES) -> List[str]:
     return sorted(problems)
 
 
+def long_mains(root, limit: int = MAX_MAIN_LINES) -> List[str]:
+    """One line per ``*_main`` function of ``cli.py`` at the package's root over ``limit``
+    lines, from ``def`` to the end of its body (nested functions included); none without
+    that file."""
+    root = Path(root)
+    path = root / "cli.py"
+    if not path.is_file():
+        return []
+    problems = []
+    for name, fn in _outer_functions(_parse(path)):
+        n = fn.end_lineno - fn.lineno + 1
+        if name.endswith("_main") and n > limit:
+            problems.append(f"command over {limit} lines: {path.relative_to(root.parent)}:"
+                            f"{fn.lineno} {name} ({n}; its parser goes in _{name[:-5]}_parser(), "
+                            f"its work beside the code it serves)")
+    return problems
+
+
+def thick_api(root, limit: int = MAX_API_LINES) -> List[str]:
+    """``api.py`` at the package's root over ``limit`` lines (one line), and one line per
+    import of it from an :data:`API_FORBIDDEN` subpackage (inside functions too); none
+    without that file."""
+    root = Path(root)
+    path = root / "api.py"
+    if not path.is_file():
+        return []
+    rel = path.relative_to(root.parent)
+    problems = []
+    n = len(path.read_text(encoding="utf-8").splitlines())
+    if n > limit:
+        problems.append(f"api over {limit} lines: {rel} ({n}; what is not the public API's "
+                        f"argument checks, lock and driver call goes beside what it serves)")
+    modules = find_modules(root)
+    api = f"{root.name}.api"
+    for line, name in sorted({(e.line, e.imported) for e in import_edges(modules)
+                              if e.importer == api
+                              and _subpackage(e.imported, modules) in API_FORBIDDEN}):
+        problems.append(f"api import in {rel}:{line}: {name} (the job driver imports "
+                        f"{', '.join(API_FORBIDDEN)}; api.py calls the driver)")
+    return problems
+
+
 def missing_inits(root) -> List[str]:
     root = Path(root)
     folders = sorted({p.parent for p in _source_files(root)})
@@ -483,12 +534,13 @@ def decision_links(root) -> List[str]:
 
 def layout_problems(root) -> List[str]:
     """Every problem, in the order: cycles, subpackages importing each other, imports inside
-    functions, launcher imports, runner calls outside the launcher, long stage drivers, missing
-    ``__init__.py``, long modules, long functions, dates and commit hashes, broken links to
-    ``docs/decisions.md``, machine facts in the README."""
+    functions, launcher imports, runner calls outside the launcher, long stage drivers, long
+    ``*_main`` commands, a thick ``api.py``, missing ``__init__.py``, long modules, long
+    functions, dates and commit hashes, broken links to ``docs/decisions.md``, machine facts
+    in the README."""
     return import_cycles(root) + package_cycles(root) + inner_imports(root) + \
         launcher_imports(root) + runner_calls(root) + long_stage_drivers(root) + \
-        missing_inits(root) + long_modules(root) + long_functions(root) + history_marks(root) + \
+        long_mains(root) + thick_api(root) + missing_inits(root) + long_modules(root) + long_functions(root) + history_marks(root) + \
         decision_links(root) + readme_marks(root)
 
 

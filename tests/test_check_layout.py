@@ -155,6 +155,41 @@ def test_a_stage_driver_is_at_most_30_lines(tmp_path):
         "stage driver over 30 lines: pkg/mining/drive.py:31 long (31)"]
 
 
+def test_a_command_main_is_at_most_25_lines(tmp_path):
+    root = _layered(tmp_path)
+    assert check_layout.long_mains(root) == []  # no cli.py: nothing to check
+    body = "".join(f"    x{i} = {i}\n" for i in range(23))
+    # short_main: 25 lines; long_main: 26 lines, its nested body counted; _long_parser: no
+    # command; cli.py elsewhere than at the root: not the command-line layer
+    _write(root, "cli.py", "def short_main(argv=None):\n" + body + "    return 0\n"
+           "def long_main(argv=None):\n    def body(args):\n" + body.replace("    ", "        ")
+           + "        return 0\n"
+           "def _long_parser():\n" + body * 2 + "    return 0\n")
+    _write(root, "mining/cli.py", "def deep_main(argv=None):\n" + body * 2 + "    return 0\n")
+    assert check_layout.long_mains(root) == [
+        "command over 25 lines: pkg/cli.py:26 long_main (26; its parser goes in "
+        "_long_parser(), its work beside the code it serves)"]
+    assert check_layout.long_mains(root, limit=26) == []
+    assert check_layout.layout_problems(root) == check_layout.long_mains(root)
+
+
+def test_the_api_is_at_most_200_lines_and_imports_no_decoding_or_launcher(tmp_path):
+    root = _layered(tmp_path)
+    assert check_layout.thick_api(root) == []  # api.py imports mining only
+    _write(root, "api.py", "from pkg.mining import run\n" + "x = 1\n" * 199)
+    assert check_layout.thick_api(root) == []  # 200 lines
+    _write(root, "api.py", "from pkg.mining import run\nimport pkg.decoding.d\n"
+           "def f():\n    from pkg.distributed import pool\n    return pool\n" + "x = 1\n" * 196)
+    assert check_layout.thick_api(root) == [
+        "api over 200 lines: pkg/api.py (201; what is not the public API's argument checks, "
+        "lock and driver call goes beside what it serves)",
+        "api import in pkg/api.py:2: pkg.decoding.d (the job driver imports decoding, "
+        "distributed; api.py calls the driver)",
+        "api import in pkg/api.py:4: pkg.distributed.pool (the job driver imports decoding, "
+        "distributed; api.py calls the driver)"]
+    assert check_layout.thick_api(root, limit=201)[0].startswith("api import in pkg/api.py:2")
+
+
 def test_main_exit_status(tmp_path, capsys):
     root = tmp_path / "clean"
     _write(root, "__init__.py", "from clean import m\n")
@@ -168,9 +203,10 @@ def test_main_exit_status(tmp_path, capsys):
 def test_the_package_keeps_the_layout_rules():
     """Every rule on the whole package: no import circle and no two subpackages importing each
     other (imports inside functions count), at most 10 imports of triemine modules inside
-    functions, a launcher (triemine/distributed/) that imports no stage, every package folder
-    with an __init__.py, no module over 500 lines, no function over 120, no dates or commit
-    hashes, no broken link to docs/decisions.md."""
+    functions, a launcher (triemine/distributed/) that imports no stage, no *_main in cli.py
+    over 25 lines, an api.py of at most 200 lines importing neither decoding nor distributed,
+    every package folder with an __init__.py, no module over 500 lines, no function over 120,
+    no dates or commit hashes, no broken link to docs/decisions.md."""
     root = Path(__file__).resolve().parents[1] / "triemine"
     assert check_layout.layout_problems(root) == []
 

@@ -223,13 +223,14 @@ def test_every_shipped_calibration_reads_and_rises_with_the_score():
 
 
 def test_trie_mine_min_prob_chooses_the_bitext_and_is_refused_without_it(tmp_path, capsys):
-    from triemine.cli import _min_prob_cut, mine_main
+    from triemine.cli import mine_main
+    from triemine.cliargs import min_prob_cut
 
     with pytest.raises(SystemExit) as exc:
         mine_main(["--model", str(tmp_path), "--source", "s", "--target", "t", "-o",
                    str(tmp_path / "o.tsv"), "--min-prob", "0.5"])
     assert exc.value.code == 2 and "--min-prob" in capsys.readouterr().err
     import argparse
-    name, value = _min_prob_cut(argparse.ArgumentParser(), "combined", 0.5)
+    name, value = min_prob_cut(argparse.ArgumentParser(), "combined", 0.5)
     from triemine.calibration import shipped_calibration
     assert name == "combined" and abs(shipped_calibration("combined", "mined")(value) - 0.5) < 1e-9

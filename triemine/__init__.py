@@ -10,7 +10,7 @@ The main job from Python: ``triemine.mine(source, target, model=DIR)`` (:mod:`tr
 __version__ = "0.2.0"
 
 _API = {"mine": "triemine.api", "MineOptions": "triemine.mining.options",
-        "MiningResult": "triemine.api", "score": "triemine.cleaning",
+        "MiningResult": "triemine.mining.result", "score": "triemine.cleaning",
         "InputError": "triemine.errors", "OutputError": "triemine.errors"}
 
 __all__ = sorted(_API)

@@ -24,98 +24,25 @@ settings tree, :mod:`triemine.mining.options`) and :func:`run`.
 """
 from __future__ import annotations
 
-import logging
 import math
 import os
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from triemine.compression import check_uncompressed
 from triemine.errors import InputError
-from triemine.filtering import registry
-from triemine.filtering import formats
-from triemine.filtering.selection import Selection, choose, load_thresholds, write_pairs
-from triemine.mining.dedup import expand_rows, side_maps
-from triemine.mining.job import run_job
+from triemine.filtering import formats, registry
+from triemine.filtering.selection import load_thresholds
+from triemine.mining.job import argument_name, inputs_of, job_inputs, run_job
 from triemine.mining.options import MineOptions
+from triemine.mining.result import MiningResult, job_result
 from triemine.outfile import check_distinct, describe, output_lock
 from triemine.settings import paths
-from triemine.tsv import Mined, read_mined, write_mined
 
 Texts = Union[str, os.PathLike, Sequence[str]]
-# below this many lines on a side, a shipped threshold is applied with a warning (the ratio
-# margin's neighbourhoods, which the threshold was tuned with, need corpora of some size)
-SMALL_CORPUS = 1000
-logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One kept pair: ids, texts and the score that ranked it."""
-
-    src_id: str
-    tgt_id: str
-    src: str
-    tgt: str
-    score: float
-
-
-@dataclass
-class MiningResult:
-    """What :func:`mine` returns: every scored candidate, the selection and the pairs it keeps."""
-
-    output: str
-    candidates: Optional[Mined]  # None when run without selecting (the CLI without --bitext)
-    selection: Optional[Selection]
-    kept: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    summary: Dict[str, object] = field(default_factory=dict)
-    inputs: List[Tuple[str, str]] = field(default_factory=list)  # what the job read
-    # the kept rows with one row per (source id, target id) of their duplicates (every_pair)
-    expanded: Optional[Mined] = None
-
-    def kept_rows(self) -> Mined:
-        """The kept rows, in order (with ``every_pair``: one per id pair of their texts)."""
-        return self.expanded if self.expanded is not None else self.candidates.take(self.kept)
-
-    @property
-    def pairs(self) -> List[Pair]:
-        m = self.kept_rows()
-        score = m.col(self.selection.rank_by) if self.selection is not None else m.col("score")
-        return [Pair(m.src_ids[i], m.tgt_ids[i], m.src[i], m.tgt[i], float(score[i]))
-                for i in range(len(m))]
-
-    def write_bitext(self, path, format: str = formats.DEFAULT, src_lang: Optional[str] = None,
-                     tgt_lang: Optional[str] = None) -> int:
-        """The kept pairs written to ``path`` in bitext ``format`` (default ``tsv``: ``src
-        text<TAB>tgt text`` lines; ``moses``, ``tmx``, ``jsonl``, ``hf``:
-        :data:`triemine.filtering.formats.FORMATS`), atomically, compressed when ``path`` ends
-        in ``.gz``/``.xz``/``.zst``; how many.  The languages default to the model's.  An
-        :class:`InputError` when a file it writes is one of the job's inputs or its output."""
-        if not isinstance(path, (str, os.PathLike)):
-            raise InputError(f"path: expected a file path, got {type(path).__name__}")
-        langs = formats.languages(self.candidates.meta, src_lang, tgt_lang)
-        for out, folder in formats.output_paths(format, path, langs):
-            self._check_output("path", out, "folder" if folder else False)
-        formats.check_output(format, path, langs)
-        rows = self.kept_rows()
-        return write_pairs(rows, np.arange(len(rows)), path, format, *langs)
-
-    def write_tsv(self, path) -> None:
-        """The kept rows as a mining TSV, with every column of the candidates (and its
-        ``.meta.json``); refused like :meth:`write_bitext`."""
-        self._check_output("path", path, sides=True)
-        check_uncompressed([("path", path)])
-        write_mined(self.kept_rows(), os.fspath(path))
-
-    def _check_output(self, label: str, path, sides: bool = False) -> None:
-        if not isinstance(path, (str, os.PathLike)):
-            raise InputError(f"{label}: expected a file path, got {type(path).__name__}")
-        check_distinct([(label, path, sides)],
-                       self.inputs + [("output", self.output, True)] * bool(self.output))
 
 
 def _corpus_file(texts: Texts, tmp: Path, name: str) -> str:
@@ -228,7 +155,8 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
         api: bool = False) -> MiningResult:
     """Run the job ``opts`` describes, write the mining TSV to ``output``; with ``select``, also
     choose the kept pairs (``given`` thresholds over the ``thresholds`` file over the shipped
-    default).  ``model``: a directory or a loaded model.
+    default; :func:`triemine.mining.result.job_result`).  ``model``: a directory or a loaded
+    model.
 
     Before any work: every output (``output`` with its side files and work folders,
     ``bitext`` in ``bitext_format``) is checked against every input and each other
@@ -238,16 +166,13 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
     (:func:`triemine.outfile.output_lock`: a second job on it is refused); ``api``: name them
     as :func:`mine`'s arguments (``output``), not as ``trie-mine``'s flags (``-o``)."""
     opts.check()
-    name = (lambda flag: _ARGUMENTS.get(flag, flag)) if api else (lambda flag: flag)
-    inputs = [(name(flag), path) for flag, path in _inputs(opts, model, source, target,
-                                                            thresholds)]
+    inputs = job_inputs(opts, model, source, target, thresholds, api)
     bitexts = []
     if bitext is not None:  # moses: two files, hf: a folder
         langs = formats.languages({"model_path": inputs_of(inputs, "--model")})
-        bitexts = [(name("--bitext"), out, "folder" if folder else False)
-                   for out, folder in formats.output_paths(bitext_format, bitext, langs)]
-    check_distinct([(name("-o"), output, True)] + bitexts, inputs)
-    check_uncompressed([(name("-o"), output)])
+        bitexts = formats.outputs(argument_name("--bitext", api), bitext_format, bitext, langs)
+    check_distinct([(argument_name("-o", api), output, True)] + bitexts, inputs)
+    check_uncompressed([(argument_name("-o", api), output)])
     if bitext is not None:
         formats.check_output(bitext_format, bitext, langs)
     for what, path in (("source file", source), ("target file", target),
@@ -257,52 +182,8 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
     saved = load_thresholds(thresholds) if thresholds is not None else None
     given = registry.named_thresholds((given or {}).items())
     with output_lock(output):
-        result = _run_locked(opts, model, source, target, output, resume, progress, select,
-                             given, saved)
+        summary = run_job(opts, model, source, target, output, resume=resume, progress=progress)
+        result = job_result(output, summary, select=select, saved=saved, given=given,
+                            every_pair=opts.duplicates.every_pair)
     result.inputs = inputs
-    return result
-
-
-def inputs_of(inputs: List[Tuple[str, str]], flag: str) -> Optional[str]:
-    """The path given as ``flag`` among ``inputs`` (``(flag, path)`` pairs), else ``None``."""
-    return next((p for f, p in inputs if f in (flag, _ARGUMENTS.get(flag))), None)
-
-
-# mine()'s argument for each of trie-mine's flags that name files
-_ARGUMENTS = {"-o": "output", "--bitext": "bitext", "--source": "source", "--target": "target",
-              "--model": "model", "--reverse-model": "reverse_model", "--trie": "trie",
-              "--target-spm": "target_spm", "--thresholds": "thresholds",
-              "--combination": "combination"}
-
-
-def _inputs(opts: MineOptions, model, source, target, thresholds) -> List[Tuple[str, str]]:
-    """``(flag, path)`` of every file the job ``opts`` reads."""
-    model_dir = model if isinstance(model, (str, os.PathLike)) else getattr(model, "path", None)
-    return [(flag, os.fspath(p)) for flag, p in (
-        ("--source", source), ("--target", target), ("--model", model_dir),
-        ("--reverse-model", opts.reverse_model), ("--trie", opts.trie),
-        ("--target-spm", opts.target_spm), ("--thresholds", thresholds),
-        ("--combination", opts.scores.combination if opts.scores.combination is not None
-         and os.path.isfile(opts.scores.combination) else None)) if p is not None]
-
-
-def _run_locked(opts: MineOptions, model, source, target, output, resume, progress, select,
-                given, saved) -> MiningResult:
-    """:func:`run` once the paths are checked and the output locked: the job's stages
-    (:func:`triemine.mining.job.run_job`), then with ``select`` the selection."""
-    summary = run_job(opts, model, source, target, output, resume=resume, progress=progress)
-    result = MiningResult(output, None, None, summary=summary)
-    if select:
-        result.candidates = mined = read_mined(output)
-        result.selection = choose(mined, saved=saved, given=given)
-        result.kept = result.selection.keep(mined)
-        if opts.duplicates.every_pair:  # the kept pairs of texts, one row per id pair
-            result.expanded = expand_rows(mined.take(result.kept), *side_maps(output),
-                                          every_pair=True)
-        summary.update(kept=len(result.kept_rows()), selection=result.selection.text())
-        small = min(int(summary.get("sources", 0)), int(summary.get("targets", 0)))
-        if "shipped default" in result.selection.source and small < SMALL_CORPUS:
-            logger.warning("the shipped threshold was tuned on corpora of thousands of sentences "
-                           "a side; with %d lines the margins have few neighbours and unrelated "
-                           "pairs can pass: check the kept pairs, or give a threshold", small)
     return result

@@ -1,7 +1,8 @@
 """Command-line layer only: argument parsing, progress, error reporting.
 
-Each console script in setup.cfg maps to one ``*_main`` function here; the work itself lives in
-the subpackages so that it can be used from Python without the CLI. Errors derived from
+Each console script in setup.cfg maps to one ``*_main`` function here: ``_NAME_parser()`` builds
+its flags, ``_NAME(parser, args)`` checks them and calls the work, which lives in the
+subpackages so that it can be used from Python without the CLI. Errors derived from
 ``TrieMineError`` are printed as ``prog: error: file:line: problem`` with exit status 2.
 """
 from __future__ import annotations
@@ -16,14 +17,12 @@ from typing import Callable, Optional, Sequence
 
 import triemine.baselines as baselines  # registers the baselines' score names
 from triemine import cliargs, settings
-from triemine.compression import check_uncompressed, write_output
+from triemine.compression import check_uncompressed
 from triemine.cleaning import score
 from triemine.cleaning.pairs import PAIR_FORMATS
 from triemine.corpus import sentences
 from triemine.errors import InputError, TrieMineError
-from triemine.evaluation import report
-from triemine.evaluation.pipeline import evaluate_files, report_data, save_thresholds
-from triemine.calibration import shipped_calibration
+from triemine.evaluation.pipeline import evaluate_files, write_outcome
 from triemine.filtering import formats
 from triemine.filtering.apply import filter_tsvs, thresholds_of
 from triemine.filtering.selection import min_prob_threshold
@@ -37,23 +36,41 @@ from triemine.trie.build import build_trie_from_corpus
 from triemine.tsv import read_mined, record_bitext
 
 
-def _run(prog: str, body: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser,
-         argv: Optional[Sequence[str]]) -> int:
+Body = Callable[[argparse.ArgumentParser, argparse.Namespace], None]
+
+
+def _run(body: Body, parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> int:
+    """``body(parser, args)`` on ``argv`` parsed: exit 0, or 2 with its error as ``prog: error:
+    ...``, or 130 when interrupted."""
+    prog = parser.prog
     args = parser.parse_args(argv)
     try:
-        return body(args) or 0
+        body(parser, args)
     except (TrieMineError, OSError) as exc:  # OSError: a full disk, a permission, a missing file
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    return 0
+
+
+def _quiet_libraries() -> None:
+    """Our warnings and errors by logger name; torch's, hydra's and fairseq's warnings not shown."""
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
+    warnings.filterwarnings("ignore", category=FutureWarning)
 
 
 # trie-build  (owner: triemine.trie)
 
 def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
     """Build the compact trie of a target corpus (plain text or BUCC TSV id<TAB>sentence)."""
+    return _run(_trie_build, _trie_build_parser(), argv)
+
+
+def _trie_build_parser() -> argparse.ArgumentParser:
+    """trie-build's arguments."""
     parser = argparse.ArgumentParser(prog="trie-build", description=trie_build_main.__doc__)
     parser.add_argument("corpus", help="target-side corpus: one sentence per line, or id<TAB>sentence")
     parser.add_argument("-o", "--output", required=True, help="trie file to write")
@@ -68,25 +85,25 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
                         help="a piece missing from the dictionary: error (default) or map to <unk>")
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    return parser
 
-    def body(args: argparse.Namespace) -> int:
-        if args.nbest < 1:
-            parser.error("--nbest must be >= 1")
-        check_distinct([("-o", args.output)], [("corpus", args.corpus), ("--spm", args.spm),
-                                                ("--dict", args.dict_path)])
-        check_uncompressed([("-o", args.output)])
-        trie, stats = build_trie_from_corpus(args.corpus, args.spm, args.dict_path, nbest=args.nbest,
-                                             format=args.format, unk=args.unk,
-                                             progress=not args.quiet)
-        trie.save(args.output)
-        if args.json:
-            print(json.dumps(dict(stats.as_dict(), output=args.output)))
-        else:
-            print(stats.report())
-            print(f"written {args.output}")
-        return 0
 
-    return _run("trie-build", body, parser, argv)
+def _trie_build(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """trie-build's work on its parsed arguments."""
+    if args.nbest < 1:
+        parser.error("--nbest must be >= 1")
+    check_distinct([("-o", args.output)], [("corpus", args.corpus), ("--spm", args.spm),
+                                            ("--dict", args.dict_path)])
+    check_uncompressed([("-o", args.output)])
+    trie, stats = build_trie_from_corpus(args.corpus, args.spm, args.dict_path, nbest=args.nbest,
+                                         format=args.format, unk=args.unk,
+                                         progress=not args.quiet)
+    trie.save(args.output)
+    if args.json:
+        print(json.dumps(dict(stats.as_dict(), output=args.output)))
+    else:
+        print(stats.report())
+        print(f"written {args.output}")
 
 
 # trie-mine  (owner: triemine.decoding)
@@ -133,51 +150,52 @@ def _mine_parser() -> argparse.ArgumentParser:
 def mine_main(argv: Optional[Sequence[str]] = None) -> int:
     """Mine parallel sentences from two monolingual corpora with an MT model and write every
     candidate pair with its scores as a mining TSV (and, with --bitext, the pairs kept)."""
-    parser = _mine_parser()
+    return _run(_mine, _mine_parser(), argv)
 
-    def body(args: argparse.Namespace) -> int:
-        given = settings.given(args, MineOptions)
-        try:
-            opts = MineOptions.of(given.pop("config", "combined"), **given).check()
-        except InputError as exc:
-            parser.error(exc.problem)
-        if (args.threshold or args.thresholds or args.min_prob is not None) and not args.bitext:
-            parser.error("--threshold/--thresholds/--min-prob choose the pairs of --bitext: "
-                         "give --bitext")
-        args.bitext_format = cliargs.bitext_format(parser, args)
-        if args.min_prob is not None:
-            args.threshold.append(_min_prob_cut(parser, opts.scores.combination, args.min_prob))
-        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-        warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        from triemine.api import run  # heavy (torch, fairseq): after the logging set-up
 
-        with cliargs.bitext_lock(args.bitext):  # one job per bitext, as per -o
-            result = run(opts, args.model, args.source, args.target, args.output,
-                         resume=args.resume, progress=not args.quiet, select=bool(args.bitext),
-                         given=dict(args.threshold), thresholds=args.thresholds,
-                         bitext=args.bitext, bitext_format=args.bitext_format)
-            if args.bitext:
-                n = result.write_bitext(args.bitext, args.bitext_format)
-                record_bitext(args.output, args.bitext, args.bitext_format, n,
-                              formats.languages(result.candidates.meta))
-                print(f"{args.bitext}: {n} pairs kept of {len(result.candidates)} candidates "
-                      f"({result.selection.text()})", file=sys.stderr)
-        print(json.dumps(result.summary), file=sys.stderr)
-        return 0
+def _mine(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """trie-mine's work on its parsed arguments."""
+    given = settings.given(args, MineOptions)
+    try:
+        opts = MineOptions.of(given.pop("config", "combined"), **given).check()
+    except InputError as exc:
+        parser.error(exc.problem)
+    if (args.threshold or args.thresholds or args.min_prob is not None) and not args.bitext:
+        parser.error("--threshold/--thresholds/--min-prob choose the pairs of --bitext: "
+                     "give --bitext")
+    args.bitext_format = cliargs.bitext_format(parser, args)
+    if args.min_prob is not None:
+        args.threshold.append(cliargs.min_prob_cut(parser, opts.scores.combination, args.min_prob))
+    _quiet_libraries()
+    from triemine.api import run  # heavy (torch, fairseq): after the logging set-up
 
-    return _run("trie-mine", body, parser, argv)
+    with cliargs.bitext_lock(args.bitext):  # one job per bitext, as per -o
+        result = run(opts, args.model, args.source, args.target, args.output,
+                     resume=args.resume, progress=not args.quiet, select=bool(args.bitext),
+                     given=dict(args.threshold), thresholds=args.thresholds,
+                     bitext=args.bitext, bitext_format=args.bitext_format)
+        if args.bitext:
+            n = result.write_bitext(args.bitext, args.bitext_format)
+            record_bitext(args.output, args.bitext, args.bitext_format, n,
+                          formats.languages(result.candidates.meta))
+            print(f"{args.bitext}: {n} pairs kept of {len(result.candidates)} candidates "
+                  f"({result.selection.text()})", file=sys.stderr)
+    print(json.dumps(result.summary), file=sys.stderr)
 
 
 def user_dir_main(argv: Optional[Sequence[str]] = None) -> int:
     """Print the fairseq ``--user-dir`` that registers trie-mine's task and architectures."""
-    parser = argparse.ArgumentParser(prog="trie-mine-user-dir", description=user_dir_main.__doc__)
+    return _run(_user_dir, _user_dir_parser(), argv)
 
-    def body(_args: argparse.Namespace) -> int:
-        print(user_dir())
-        return 0
 
-    return _run("trie-mine-user-dir", body, parser, argv)
+def _user_dir_parser() -> argparse.ArgumentParser:
+    """trie-mine-user-dir's arguments: none."""
+    return argparse.ArgumentParser(prog="trie-mine-user-dir", description=user_dir_main.__doc__)
+
+
+def _user_dir(_parser: argparse.ArgumentParser, _args: argparse.Namespace) -> None:
+    """trie-mine-user-dir's work on its parsed arguments."""
+    print(user_dir())
 
 
 # trie-mine-import  (owner: triemine.models)
@@ -185,6 +203,11 @@ def user_dir_main(argv: Optional[Sequence[str]] = None) -> int:
 def import_main(argv: Optional[Sequence[str]] = None) -> int:
     """Convert a CTranslate2 transformer or a Hugging Face MarianMTModel directory (OPUS-MT)
     into a trie-mine / fairseq model directory; the format is detected."""
+    return _run(_import, _import_parser(), argv)
+
+
+def _import_parser() -> argparse.ArgumentParser:
+    """trie-mine-import's arguments."""
     parser = argparse.ArgumentParser(
         prog="trie-mine-import", description=import_main.__doc__,
         epilog="Writes OUT/checkpoint.pt, OUT/dict.SRC.txt, OUT/dict.TGT.txt, OUT/source.spm, "
@@ -210,43 +233,48 @@ def import_main(argv: Optional[Sequence[str]] = None) -> int:
                         help="without a target sentencepiece model, do not recover one")
     parser.add_argument("--check", type=int, default=0, metavar="N",
                         help="afterwards compare N BUCC zh sample sentences with CTranslate2")
+    return parser
 
-    def body(args: argparse.Namespace) -> int:
-        from triemine.models.convert import detect_model_format, import_model  # heavy: fairseq
 
-        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-        logging.getLogger("triemine").setLevel(logging.INFO)  # our progress notes, not fairseq's
-        if args.estimation_lines < 1:
-            parser.error("--estimation-lines must be >= 1")
-        model_dir = Path(args.model_dir) if args.model_dir else shared_path(*OPUS_MT_ZH_EN_CT2)
-        out = Path(args.output) if args.output else cache_root() / "models" / "opus-mt-zh-en"
-        check_distinct([("-o", out, "folder")],  # replaced whole (a staged directory)
-                       [("MODEL_DIR", model_dir), ("--target-spm", args.target_spm),
-                        ("--estimation-text", args.estimation_text)])
-        fmt = detect_model_format(model_dir)
-        if fmt != "ctranslate2" and (args.estimation_text or args.check):
-            parser.error("--estimation-text and --check apply to CTranslate2 models only")
-        estimation = (sentences(args.estimation_text, args.estimation_lines,
-                                "sentences in the estimation text")
-                      if args.estimation_text else None)
-        import_model(model_dir, out, args.source_lang, args.target_lang,
-                     target_spm=args.target_spm, recover_target=not args.no_recover_target,
-                     estimation_sources=estimation)
-        print(f"wrote {out} (from a {fmt} model)", file=sys.stderr)
-        if args.check > 0:
-            from triemine.fidelity import check_fidelity  # heavy: torch, ctranslate2
-            texts = sentences(shared_path(*BUCC_ZH_EN, "zh-en.sample.zh"), args.check)
-            reports = check_fidelity(model_dir, out, texts)
-            print(json.dumps({k: v.as_dict() for k, v in reports.items()}, ensure_ascii=False))
-        return 0
+def _import(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """trie-mine-import's work on its parsed arguments."""
+    from triemine.models.convert import detect_model_format, import_model  # heavy: fairseq
 
-    return _run("trie-mine-import", body, parser, argv)
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    logging.getLogger("triemine").setLevel(logging.INFO)  # our progress notes, not fairseq's
+    if args.estimation_lines < 1:
+        parser.error("--estimation-lines must be >= 1")
+    model_dir = Path(args.model_dir) if args.model_dir else shared_path(*OPUS_MT_ZH_EN_CT2)
+    out = Path(args.output) if args.output else cache_root() / "models" / "opus-mt-zh-en"
+    check_distinct([("-o", out, "folder")],  # replaced whole (a staged directory)
+                   [("MODEL_DIR", model_dir), ("--target-spm", args.target_spm),
+                    ("--estimation-text", args.estimation_text)])
+    fmt = detect_model_format(model_dir)
+    if fmt != "ctranslate2" and (args.estimation_text or args.check):
+        parser.error("--estimation-text and --check apply to CTranslate2 models only")
+    estimation = (sentences(args.estimation_text, args.estimation_lines,
+                            "sentences in the estimation text")
+                  if args.estimation_text else None)
+    import_model(model_dir, out, args.source_lang, args.target_lang,
+                 target_spm=args.target_spm, recover_target=not args.no_recover_target,
+                 estimation_sources=estimation)
+    print(f"wrote {out} (from a {fmt} model)", file=sys.stderr)
+    if args.check > 0:
+        from triemine.fidelity import check_fidelity  # heavy: torch, ctranslate2
+        texts = sentences(shared_path(*BUCC_ZH_EN, "zh-en.sample.zh"), args.check)
+        reports = check_fidelity(model_dir, out, texts)
+        print(json.dumps({k: v.as_dict() for k, v in reports.items()}, ensure_ascii=False))
 
 
 # trie-mine-filter, trie-mine-eval  (owners: triemine.filtering, triemine.evaluation)
 
 def filter_main(argv: Optional[Sequence[str]] = None) -> int:
     """Score mined pairs with Bicleaner and/or keep those passing thresholds."""
+    return _run(_filter, _filter_parser(), argv)
+
+
+def _filter_parser() -> argparse.ArgumentParser:
+    """trie-mine-filter's arguments."""
     parser = argparse.ArgumentParser(
         prog="trie-mine-filter", description=filter_main.__doc__,
         epilog="Thresholds: --thresholds (trie-mine-eval --save-thresholds), --ce-max, "
@@ -286,60 +314,64 @@ def filter_main(argv: Optional[Sequence[str]] = None) -> int:
                              "ae_mlp, dual_enc, opus_enc (docs/baselines.md); trained on first use")
     parser.add_argument("--model", default=None, help="MT model directory the baselines use "
                         "(tokeniser, embeddings; default <cache>/models/opus-mt-zh-en)")
+    return parser
 
-    def body(args: argparse.Namespace) -> int:
-        from triemine.baselines.systems import with_scores  # heavy: torch and the baselines' models
 
-        if not args.output and not args.bitext:
-            parser.error("give -o/--output and/or --bitext")
-        for name in args.classifier:
-            if name not in baselines.SYSTEMS:
-                parser.error(f"unknown classifier {name!r} (choose from {', '.join(baselines.SYSTEMS)})")
-        if args.second and args.output:
-            parser.error("--second combines two directions; use --bitext for the union")
-        if args.batch_size < 1:
-            parser.error("--batch-size must be >= 1")
-        args.bitext_format = cliargs.bitext_format(parser, args)
-        first = read_mined(args.mined)  # its sidecar names the model, whose languages it has
-        langs = formats.languages(first.meta) if args.bitext else None
-        bitexts = [("--bitext", out, "folder" if folder else False) for out, folder in
-                   formats.output_paths(args.bitext_format, args.bitext, langs)] \
-            if args.bitext else []
-        check_distinct([("-o", args.output, True)] + bitexts,
-                       cliargs.with_meta("MINED", args.mined) + cliargs.with_meta(
-                           "--second", args.second) + [("--thresholds", args.thresholds),
-                                                       ("--bicleaner-model", args.bicleaner_model)])
-        check_uncompressed([("-o", args.output)])
-        if args.bitext:
-            formats.check_output(args.bitext_format, args.bitext, langs)
-        if args.min_prob is not None:
-            if not 0 < args.min_prob < 1:
-                parser.error("--min-prob must be in (0, 1)")
-            args.threshold.append(min_prob_threshold(first.meta, args.min_prob, args.mined))
-        saved, given = thresholds_of(args.thresholds, args.ce_max, args.bicleaner_min,
-                                     args.threshold)
-        if (args.bicleaner or args.classifier) and saved is None and not given:
-            args.filter = args.filter or "none"  # only adding score columns: every row kept
-        paths = [args.mined] + ([args.second] if args.second else [])
-        mineds = [with_scores(first if k == 0 else read_mined(path), reverse=k == 1,
-                              bicleaner=args.bicleaner, bicleaner_model=args.bicleaner_model,
-                              batch_size=args.batch_size, classifiers=args.classifier,
-                              model_dir=args.model) for k, path in enumerate(paths)]
-        try:
-            filter_tsvs(mineds, paths, saved=saved, given=given, filt=args.filter,
-                        rule=args.rule, rank_by=args.rank_by, output=args.output,
-                        bitext=args.bitext, bitext_format=args.bitext_format, langs=langs)
-        except InputError as exc:  # the thresholds given do not fit: a usage error
-            if exc.path is not None:
-                raise
-            parser.error(exc.problem)
-        return 0
+def _filter(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """trie-mine-filter's work on its parsed arguments."""
+    from triemine.baselines.systems import with_scores  # heavy: torch and the baselines' models
 
-    return _run("trie-mine-filter", body, parser, argv)
+    if not args.output and not args.bitext:
+        parser.error("give -o/--output and/or --bitext")
+    for name in args.classifier:
+        if name not in baselines.SYSTEMS:
+            parser.error(f"unknown classifier {name!r} (choose from {', '.join(baselines.SYSTEMS)})")
+    if args.second and args.output:
+        parser.error("--second combines two directions; use --bitext for the union")
+    if args.batch_size < 1:
+        parser.error("--batch-size must be >= 1")
+    args.bitext_format = cliargs.bitext_format(parser, args)
+    first = read_mined(args.mined)  # its sidecar names the model, whose languages it has
+    langs = formats.languages(first.meta) if args.bitext else None
+    bitexts = formats.outputs("--bitext", args.bitext_format, args.bitext, langs) \
+        if args.bitext else []
+    check_distinct([("-o", args.output, True)] + bitexts,
+                   cliargs.with_meta("MINED", args.mined) + cliargs.with_meta(
+                       "--second", args.second) + [("--thresholds", args.thresholds),
+                                                   ("--bicleaner-model", args.bicleaner_model)])
+    check_uncompressed([("-o", args.output)])
+    if args.bitext:
+        formats.check_output(args.bitext_format, args.bitext, langs)
+    if args.min_prob is not None:
+        if not 0 < args.min_prob < 1:
+            parser.error("--min-prob must be in (0, 1)")
+        args.threshold.append(min_prob_threshold(first.meta, args.min_prob, args.mined))
+    saved, given = thresholds_of(args.thresholds, args.ce_max, args.bicleaner_min,
+                                 args.threshold)
+    if (args.bicleaner or args.classifier) and saved is None and not given:
+        args.filter = args.filter or "none"  # only adding score columns: every row kept
+    paths = [args.mined] + ([args.second] if args.second else [])
+    mineds = [with_scores(first if k == 0 else read_mined(path), reverse=k == 1,
+                          bicleaner=args.bicleaner, bicleaner_model=args.bicleaner_model,
+                          batch_size=args.batch_size, classifiers=args.classifier,
+                          model_dir=args.model) for k, path in enumerate(paths)]
+    try:
+        filter_tsvs(mineds, paths, saved=saved, given=given, filt=args.filter,
+                    rule=args.rule, rank_by=args.rank_by, output=args.output,
+                    bitext=args.bitext, bitext_format=args.bitext_format, langs=langs)
+    except InputError as exc:  # the thresholds given do not fit: a usage error
+        if exc.path is not None:
+            raise
+        parser.error(exc.problem)
 
 
 def eval_main(argv: Optional[Sequence[str]] = None) -> int:
     """Precision, recall and F1 of mined pairs against a BUCC gold file, with a signature line."""
+    return _run(_eval, _eval_parser(), argv)
+
+
+def _eval_parser() -> argparse.ArgumentParser:
+    """trie-mine-eval's arguments."""
     parser = argparse.ArgumentParser(
         prog="trie-mine-eval", description=eval_main.__doc__,
         epilog="The selection rule chooses candidates (by --rank-by), then the filter is "
@@ -367,42 +399,26 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
                         "threshold, score histograms of gold and non-gold candidates) into DIR")
     parser.add_argument("--report", metavar="HTML", help="write one self-contained HTML page: "
                         "the plots, the signature and the pairs just above and below the threshold")
+    return parser
 
-    def body(args: argparse.Namespace) -> int:
-        if len(args.mined) > 2:
-            parser.error("at most two mining TSVs (one per direction)")
-        check_distinct([("--save-thresholds", args.save_thresholds), ("--json", args.json),
-                        ("--report", args.report)] + cliargs.plot_files(args.plot),
-                       [x for i, m in enumerate(args.mined) for x in cliargs.with_meta(
-                           f"MINED {i + 1}", m)] + [("--thresholds", args.thresholds)]
-                       + cliargs.bucc_inputs(args.gold, args.src_corpus, args.tgt_corpus))
-        check_uncompressed([("--save-thresholds", args.save_thresholds)])
-        out, dirs, bucc = evaluate_files(
-            args.mined, args.gold, args.src_corpus, args.tgt_corpus, filt=args.filter,
-            rank_by=args.rank_by, rule=args.rule, thresholds=args.thresholds, folds=args.folds,
-            seed=args.seed)
-        for line in out.lines(bucc.gold_path, args.thresholds):
-            print(line)
-        if args.save_thresholds:
-            save_thresholds(out, args.save_thresholds)
-            print(f"thresholds saved to {args.save_thresholds}")
-        if args.json:
-            write_output(args.json, (json.dumps(out.as_dict(), indent=1) + "\n").encode(),
-                         "JSON report", hint="")
-        print(out.signature("strict"))
-        print(out.signature("lenient"))
-        if out.folds:
-            print(out.signature("heldout-strict", out.heldout_strict))
-        if args.plot or args.report:
-            data = report_data(out, dirs[0], bucc, title=f"trie-mine-eval {' '.join(args.mined)}")
-            if args.plot:
-                for path in report.write_plots(data, args.plot):
-                    print(f"plot written: {path}")
-            if args.report:
-                print(f"report written: {report.write_report(data, args.report)}")
-        return 0
 
-    return _run("trie-mine-eval", body, parser, argv)
+def _eval(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """trie-mine-eval's work on its parsed arguments."""
+    if len(args.mined) > 2:
+        parser.error("at most two mining TSVs (one per direction)")
+    check_distinct([("--save-thresholds", args.save_thresholds), ("--json", args.json),
+                    ("--report", args.report)] + cliargs.plot_files(args.plot),
+                   [x for i, m in enumerate(args.mined) for x in cliargs.with_meta(
+                       f"MINED {i + 1}", m)] + [("--thresholds", args.thresholds)]
+                   + cliargs.bucc_inputs(args.gold, args.src_corpus, args.tgt_corpus))
+    check_uncompressed([("--save-thresholds", args.save_thresholds)])
+    out, dirs, bucc = evaluate_files(
+        args.mined, args.gold, args.src_corpus, args.tgt_corpus, filt=args.filter,
+        rank_by=args.rank_by, rule=args.rule, thresholds=args.thresholds, folds=args.folds,
+        seed=args.seed)
+    write_outcome(out, dirs, bucc, args.mined, thresholds=args.thresholds,
+                  save=args.save_thresholds, json_path=args.json, plot=args.plot,
+                  html=args.report)
 
 
 # trie-mine-prepare  (owner: triemine.prepare; its options: triemine.prepare.cliopts)
@@ -410,16 +426,15 @@ def eval_main(argv: Optional[Sequence[str]] = None) -> int:
 def prepare_main(argv: Optional[Sequence[str]] = None) -> int:
     """Clean and filter a raw corpus line by line for mining: a dropped line becomes an empty
     line (its TSV id kept), so line numbers and ids stay the input's."""
-    parser = prepare_parser("trie-mine-prepare", prepare_main.__doc__)
+    return _run(_prepare, prepare_parser("trie-mine-prepare", prepare_main.__doc__), argv)
 
-    def body(args: argparse.Namespace) -> int:
-        result = prepare(args.input, args.output, args.lang, **options_of(args))
-        print(f"{result['summary']}; report {result['report']}", file=sys.stderr)
-        if args.json:
-            print(json.dumps(result, ensure_ascii=False))
-        return 0
 
-    return _run("trie-mine-prepare", body, parser, argv)
+def _prepare(_parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """trie-mine-prepare's work on its parsed arguments."""
+    result = prepare(args.input, args.output, args.lang, **options_of(args))
+    print(f"{result['summary']}; report {result['report']}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
 
 
 # trie-mine-score  (owner: triemine.cleaning)
@@ -427,6 +442,11 @@ def prepare_main(argv: Optional[Sequence[str]] = None) -> int:
 def score_main(argv: Optional[Sequence[str]] = None) -> int:
     """Score a parallel corpus you already have: every pair with every feature of the mining
     job, the combined score and a calibrated probability; keep the pairs above a cut."""
+    return _run(_score, _score_parser(), argv)
+
+
+def _score_parser() -> argparse.ArgumentParser:
+    """trie-mine-score's arguments."""
     parser = argparse.ArgumentParser(prog="trie-mine-score", description=score_main.__doc__)
     parser.add_argument("pairs", nargs="+", metavar="PAIRS", help="src<TAB>tgt or id<TAB>src<TAB>"
                         "tgt TSV, TMX, JSON lines, or two files of a Moses pair; plain or gz/xz/zst")
@@ -450,38 +470,26 @@ def score_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--ray", metavar="ADDRESS", help="exact scores on Ray actors")
     parser.add_argument("--resume", action="store_true", help="go on with an interrupted run")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-
-    def body(args: argparse.Namespace) -> int:
-        if args.min_prob is not None and not 0 < args.min_prob < 1:
-            parser.error("--min-prob must be in (0, 1)")
-        if args.min_prob is not None and args.threshold is not None:
-            parser.error("give --min-prob or --threshold, not both")
-        if len(args.pairs) > 2:
-            parser.error("PAIRS: one file, or the two files of a Moses pair")
-        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-        warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        pairs = args.pairs[0] if len(args.pairs) == 1 else tuple(args.pairs)
-        res = score(pairs, model=args.model, output=args.output, format=args.format,
-                    workers=args.workers, ray=args.ray, resume=args.resume,
-                    progress=not args.quiet, bitext=args.bitext, bitext_format=args.bitext_format,
-                    config=args.config, min_prob=args.min_prob, threshold=args.threshold,
-                    langs=tuple(args.langs) if args.langs else None, bicleaner=args.bicleaner,
-                    bicleaner_model=args.bicleaner_model)
-        if res.bitext.skipped:
-            print(f"trie-mine-score: warning: {res.bitext.report()}", file=sys.stderr)
-        print(json.dumps(res.summary, ensure_ascii=False), file=sys.stderr)
-        return 0
-
-    return _run("trie-mine-score", body, parser, argv)
+    return parser
 
 
-def _min_prob_cut(parser, combination: str, prob: float):
-    """trie-mine's ``--min-prob``: ``("combined", value)`` of the configuration's ``mined``
-    calibration (a combination file has none: a parser error)."""
-    if not 0 < prob < 1:
+def _score(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """trie-mine-score's work on its parsed arguments."""
+    if args.min_prob is not None and not 0 < args.min_prob < 1:
         parser.error("--min-prob must be in (0, 1)")
-    try:
-        return "combined", shipped_calibration(combination, "mined").threshold(prob)
-    except (InputError, ValueError) as exc:
-        parser.error(f"--min-prob: {getattr(exc, 'problem', exc)}")
+    if args.min_prob is not None and args.threshold is not None:
+        parser.error("give --min-prob or --threshold, not both")
+    if len(args.pairs) > 2:
+        parser.error("PAIRS: one file, or the two files of a Moses pair")
+    _quiet_libraries()
+    pairs = args.pairs[0] if len(args.pairs) == 1 else tuple(args.pairs)
+    res = score(pairs, model=args.model, output=args.output, format=args.format,
+                workers=args.workers, ray=args.ray, resume=args.resume,
+                progress=not args.quiet, bitext=args.bitext, bitext_format=args.bitext_format,
+                config=args.config, min_prob=args.min_prob, threshold=args.threshold,
+                langs=tuple(args.langs) if args.langs else None, bicleaner=args.bicleaner,
+                bicleaner_model=args.bicleaner_model)
+    if res.bitext.skipped:
+        print(f"trie-mine-score: warning: {res.bitext.report()}", file=sys.stderr)
+    print(json.dumps(res.summary, ensure_ascii=False), file=sys.stderr)
+

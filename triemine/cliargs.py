@@ -8,6 +8,7 @@ import contextlib
 import os
 from typing import Optional, Sequence, Tuple
 
+from triemine.calibration import shipped_calibration
 from triemine.errors import InputError
 from triemine.evaluation.bucc import bucc_files
 from triemine.evaluation.report import CURVE_PNG, HISTOGRAM_PNG
@@ -76,3 +77,14 @@ def bitext_lock(bitext: Optional[str]):
     if not bitext:
         return contextlib.nullcontext()
     return output_lock(bitext)
+
+
+def min_prob_cut(parser: argparse.ArgumentParser, combination: str, prob: float):
+    """trie-mine's ``--min-prob``: ``("combined", value)`` of the configuration's ``mined``
+    calibration (a combination file has none: a parser error)."""
+    if not 0 < prob < 1:
+        parser.error("--min-prob must be in (0, 1)")
+    try:
+        return "combined", shipped_calibration(combination, "mined").threshold(prob)
+    except (InputError, ValueError) as exc:
+        parser.error(f"--min-prob: {getattr(exc, 'problem', exc)}")

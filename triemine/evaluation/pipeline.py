@@ -22,12 +22,14 @@ Rules (stated in the docs too):
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from triemine.compression import write_output
 from triemine.errors import InputError
 from triemine.evaluation.bucc import BuccSet, _lang_of, check_mined_ids, read_bucc
 from triemine.evaluation import report
@@ -366,3 +368,33 @@ def report_data(out: Outcome, direction: Direction, bucc: BuccSet, title: str) -
                                      {k: float(v[i]) for k, v in c.numeric.items()},
                                      bool(gold[i])) for i in range(len(c))],
         prob=mined_prob(c))
+
+
+def write_outcome(out: Outcome, dirs: Sequence[Direction], bucc: BuccSet, mined: Sequence[str],
+                  *, thresholds: Optional[str] = None, save: Optional[str] = None,
+                  json_path: Optional[str] = None, plot: Optional[str] = None,
+                  html: Optional[str] = None) -> None:
+    """``trie-mine-eval``'s outputs of :func:`evaluate_files`' ``(out, dirs, bucc)`` for the
+    TSVs ``mined`` (``thresholds``: the fixed thresholds file used, if any): the result lines
+    and the signatures on stdout; with ``save`` the thresholds file
+    (:func:`save_thresholds`), with ``json_path`` every number as JSON, with ``plot`` the PNG
+    plots in that folder, with ``html`` the report page; each file written is said on stdout."""
+    for line in out.lines(bucc.gold_path, thresholds):
+        print(line)
+    if save:
+        save_thresholds(out, save)
+        print(f"thresholds saved to {save}")
+    if json_path:
+        write_output(json_path, (json.dumps(out.as_dict(), indent=1) + "\n").encode(),
+                     "JSON report", hint="")
+    print(out.signature("strict"))
+    print(out.signature("lenient"))
+    if out.folds:
+        print(out.signature("heldout-strict", out.heldout_strict))
+    if plot or html:
+        data = report_data(out, dirs[0], bucc, title=f"trie-mine-eval {' '.join(mined)}")
+        if plot:
+            for path in report.write_plots(data, plot):
+                print(f"plot written: {path}")
+        if html:
+            print(f"report written: {report.write_report(data, html)}")

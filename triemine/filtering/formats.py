@@ -187,6 +187,13 @@ def output_paths(name: str, path, langs: Tuple[str, str]) -> List[Tuple[str, boo
     return get_format(name).outputs(os.fspath(path), langs)
 
 
+def outputs(label: str, name: str, path, langs: Tuple[str, str]) -> List[Tuple[str, str, object]]:
+    """:func:`output_paths` as :func:`triemine.outfile.check_distinct`'s outputs named
+    ``label``: ``(label, file, False)``, or ``(label, folder, "folder")``."""
+    return [(label, out, "folder" if folder else False)
+            for out, folder in output_paths(name, path, langs)]
+
+
 # -- writers ------------------------------------------------------------------------------------
 
 def _write_files(paths: Sequence[str], blocks: Iterator[Sequence[bytes]]) -> None:

@@ -13,13 +13,13 @@ A configuration's record lists its stages (``stages`` in ``triemine/configs/<nam
 
 :func:`run_job` is what :func:`triemine.api.run` calls once the paths are checked and the
 output locked; a stage is a function of the :class:`JobRun`, adding a stage is adding one here
-and naming it in a record.
+and naming it in a record.  :func:`job_inputs` lists the files a job reads, for those checks.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from triemine.configurations import PAPER, configuration
 from triemine.decoding.driver import mine_to_tsv
@@ -130,3 +130,33 @@ def _model_bytes(model, reverse_model) -> int:
         if where is not None and os.path.isfile(os.path.join(where, "checkpoint.pt")):
             total += os.path.getsize(os.path.join(where, "checkpoint.pt"))
     return total
+
+
+# mine()'s argument for each of trie-mine's flags that name files
+ARGUMENTS = {"-o": "output", "--bitext": "bitext", "--source": "source", "--target": "target",
+             "--model": "model", "--reverse-model": "reverse_model", "--trie": "trie",
+             "--target-spm": "target_spm", "--thresholds": "thresholds",
+             "--combination": "combination"}
+
+
+def argument_name(flag: str, api: bool) -> str:
+    """``flag`` as :func:`triemine.mine`'s argument (``api``) or as ``trie-mine``'s flag."""
+    return ARGUMENTS.get(flag, flag) if api else flag
+
+
+def job_inputs(opts: MineOptions, model, source, target, thresholds,
+               api: bool = False) -> List[Tuple[str, str]]:
+    """``(name, path)`` of every file the job ``opts`` reads, each named by
+    :func:`argument_name`."""
+    model_dir = model if isinstance(model, (str, os.PathLike)) else getattr(model, "path", None)
+    return [(argument_name(flag, api), os.fspath(p)) for flag, p in (
+        ("--source", source), ("--target", target), ("--model", model_dir),
+        ("--reverse-model", opts.reverse_model), ("--trie", opts.trie),
+        ("--target-spm", opts.target_spm), ("--thresholds", thresholds),
+        ("--combination", opts.scores.combination if opts.scores.combination is not None
+         and os.path.isfile(opts.scores.combination) else None)) if p is not None]
+
+
+def inputs_of(inputs: List[Tuple[str, str]], flag: str) -> Optional[str]:
+    """The path given as ``flag`` (or as its argument) among ``inputs``, else ``None``."""
+    return next((p for f, p in inputs if f in (flag, ARGUMENTS.get(flag))), None)
