@@ -304,20 +304,18 @@ class ForcedScorer:
         n = feats.size(0)
         if not self._proj_checked:
             self._proj, self._proj_checked = self._plain_projection(), True
-        if self.precision in HALF and self._proj is not None:
-            if self._half_w is None:
-                self._half_w = half_weight(self._proj.weight, self.precision)
-            if self._logits is None or self._logits.device != feats.device:
-                self._logits = torch.empty(max(2, self.chunk), self._half_w.size(0),
-                                           device=feats.device)
-            logits = half_logits(feats, self._half_w, self._proj.bias, self.precision,
-                                 self._logits)
-        elif self.precision in HALF:
+        proj = self._proj
+        if proj is not None and (self._logits is None or self._logits.device != feats.device):
+            self._logits = torch.empty(max(2, self.chunk), proj.weight.size(0),
+                                       device=feats.device)
+        if proj is None:
             logits = self.output_layer(feats).float()
-        elif self._proj is not None:
-            w, b = self._proj.weight, self._proj.bias
-            if self._logits is None or self._logits.device != feats.device:
-                self._logits = torch.empty(max(2, self.chunk), w.size(0), device=feats.device)
+        elif self.precision in HALF:
+            if self._half_w is None:
+                self._half_w = half_weight(proj.weight, self.precision)
+            logits = half_logits(feats, self._half_w, proj.bias, self.precision, self._logits)
+        else:
+            w, b = proj.weight, proj.bias
             logits = self._logits[:n]
             if logits.device.type == "cpu" and w.dtype == feats.dtype == torch.float32:
                 _cpu_product(feats, w, b, self._logits)
@@ -325,8 +323,6 @@ class ForcedScorer:
                 torch.mm(feats, w.t(), out=logits)
             else:
                 torch.addmm(b, feats, w.t(), out=logits)
-        else:
-            logits = self.output_layer(feats).float()
         picked = logits.gather(1, gold[:, None]).squeeze(1)
         top = logits.amax(1, keepdim=True)
         top.masked_fill_(top.abs() == float("inf"), 0)
