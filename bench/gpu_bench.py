@@ -24,7 +24,9 @@ What runs on the GPU, each stage after a warm-up, timed with the device synchron
 * ``knn_job``: the mining job's own sharded exact kNN, both directions, on the device
   (:func:`triemine.embedding.knn.device_knn` in the job's cells) over the same shape;
 * ``knn_cell``: one such cell from memory at the job's query range (``--cell-queries``
-  131,072 queries against ``--knn-rows``), the shape of the cells at 10^7-10^8.
+  131,072 queries against ``--knn-rows``), the shape of the cells at 10^7-10^8;
+* ``profile`` (only when named): one scorer call on ``--profile-pairs`` pairs in each
+  arithmetic under ``torch.profiler``, its operators ranked by their own device time.
 
 Each stage also runs a slice of the same items on the CPU of the same machine with one thread
 (``torch.set_num_threads(1)``, the workers' setting), which gives the ratio "one GPU = N cores"
@@ -384,6 +386,42 @@ def stage_scores(gpu, cpu, device: str, srcs, tgts, configs, n_cpu: int, prior: 
     return res
 
 
+def stage_profile(gpu, device: str, srcs, tgts, cfg, precisions, top: int = 12) -> dict:
+    """One scorer call on ``len(tgts)`` pairs at ``cfg`` (max_tokens, chunk) in each of
+    ``precisions`` under ``torch.profiler``: the wall seconds, the operators' count and the
+    ``top`` operators by their own device time (CPU time on the CPU), to find what a half
+    arithmetic spends its time on besides the products."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from triemine.embedding.knn import matmul_precision
+    from triemine.scoring.forced import ForcedScorer
+
+    s = [gpu.encode_source(x) for x in srcs]
+    t = [gpu.encode_target(x) for x in tgts]
+    idx = np.arange(len(t))
+    cuda = device.startswith("cuda")
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    res = {"pairs": len(t), "max_tokens": cfg[0], "chunk": cfg[1]}
+    for precision in precisions:
+        sc = ForcedScorer(gpu, max_tokens=cfg[0], chunk=cfg[1], device=device,
+                          precision="fp32" if precision == "tf32" else precision)
+        with matmul_precision(tf32=precision == "tf32"):
+            sc.score_pairs(s, t, idx[:64], idx[:64])  # warm-up
+            with profile(activities=acts) as prof:
+                _, secs = _timed(lambda: sc.score_pairs(s, t, idx, idx), device)
+        events = prof.key_averages()
+        ranked = sorted(events, key=lambda e: getattr(e, key, 0) or 0, reverse=True)[:top]
+        total = sum(getattr(e, key, 0) or 0 for e in events)
+        res[precision] = {"s": round(secs, 3), "ops": int(sum(e.count for e in events)),
+                          "self_ms": round(total / 1e3, 1),
+                          "top": [{"op": e.key[:60], "count": int(e.count),
+                                   "self_ms": round((getattr(e, key, 0) or 0) / 1e3, 2),
+                                   "share": round((getattr(e, key, 0) or 0) / max(total, 1), 3)}
+                                  for e in ranked]}
+    return res
+
+
 def _write(path: Path, lines) -> Path:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
@@ -652,6 +690,8 @@ def main(argv=None) -> int:
     ap.add_argument("--precisions", default="fp32,tf32,bf16,fp16",
                     help="the scores' and priors' arithmetics (fp32, tf32, bf16, fp16)")
     ap.add_argument("--batch-sizes", default="64,256")
+    ap.add_argument("--profile-pairs", type=int, default=4000,
+                    help="pairs of the profile stage (one scorer call a precision)")
     ap.add_argument("--translate-subs", default="32,256",
                     help="the fairseq decoder's sub-batches for the translations")
     ap.add_argument("--knn-queries", type=int, default=8624)
@@ -740,6 +780,11 @@ def main(argv=None) -> int:
                             and _runs_on(p, args.device)]
                     out = stage_trie(gpu, cpu, args.device, data, work, args.sources,
                                      args.cpu_sources, args.beam, batch_sizes, half)
+                elif stage == "profile":
+                    s, t = _pairs(data, min(args.pairs, args.profile_pairs), seed=0)
+                    out = stage_profile(gpu, args.device, s, t, sizes[-1],
+                                        [p for p in args.precisions.split(",") if p
+                                         and _runs_on(p, args.device)])
                 elif stage == "translate":
                     s, _ = _pairs(data, args.sources, seed=2)
                     out = stage_translate(gpu, cpu, args.device, s, args.cpu_sources,

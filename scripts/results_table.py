@@ -266,10 +266,105 @@ def clean_tables(results: dict) -> List[str]:
     return out
 
 
+# --- gpu_bench: a table per stage, one row a precision or a batch size -----------------------
+
+def _precision_rows(st: dict) -> List[List[str]]:
+    rows = []
+    for p in ("fp32", "tf32", "bf16", "fp16"):
+        v = st.get(p)
+        if not isinstance(v, dict) or "best" not in v:
+            continue
+        best = v[v["best"]]
+        diffs = [x.get("max_diff_vs_first_nats") for x in v.values()
+                 if isinstance(x, dict) and x.get("max_diff_vs_first_nats") is not None]
+        rows.append([p, f"`{v['best']}`", cell(v["best_per_s"]), cell(best["tflop_per_s"]),
+                     cell(v.get("peak_tflop_per_s")), cell(v.get("share_of_peak")),
+                     cell(st.get(f"speedup_{p}_vs_fp32", 1.0 if p == "fp32" else None)),
+                     cell(max(diffs) if diffs and p != "fp32" else None)])
+    return rows
+
+
+def gpu_tables(results: dict) -> List[str]:
+    out = [f"Device `{results.get('device')}` ({results.get('gpu', 'no GPU')}), torch "
+           f"{results.get('torch')}; model weights: {results.get('weights')}.", ""]
+    stages = results.get("stages") or {}
+    for name in ("scores", "priors"):
+        st = stages.get(name)
+        if not st or "error" in st:
+            continue
+        out += [f"`{name}`: {cell(st.get('items'))} pairs, {cell(st.get('gflop_per_item'))} "
+                "GFLOP each; the fastest batch shape of each arithmetic:", ""]
+        out += table(["precision", "shape", "pairs/s", "TFLOP/s", "peak TFLOP/s",
+                      "share of peak", "speed-up vs fp32", "max \\|Δ\\| vs fp32 (nats)"],
+                     _precision_rows(st))
+        cpu = st.get("cpu_one_thread") or {}
+        out += ["", f"One CPU core: {cell(cpu.get('per_s'))} pairs/s (max \\|Δ\\| vs the "
+                f"device's fp32 {cell(cpu.get('max_diff_vs_gpu_fp32_nats'))} nats); the device "
+                f"in fp32 = {cell(st.get('cores_per_gpu_fp32'))} cores.", ""]
+    tr = stages.get("trie")
+    if tr and "error" not in tr:
+        rows = [["fp32", k[len("batch_"):], cell(v["sent_per_s"]), "1", "–"]
+                for k, v in tr.items() if k.startswith("batch_")]
+        for p in ("bf16", "fp16"):
+            for k, v in (tr.get(p) or {}).items():
+                if k.startswith("batch_"):
+                    rows.append([p, k[len("batch_"):], cell(v["sent_per_s"]),
+                                 cell(tr[p].get("speedup_vs_fp32")),
+                                 cell(v.get("rows_kept_from_fp32"))])
+        cpu = tr.get("cpu_one_thread") or {}
+        out += [f"`trie`: the paper's search (beam {tr.get('beam')}) of {tr.get('sources')} "
+                f"sources against {tr.get('targets')} targets:", ""]
+        out += table(["precision", "batch", "sources/s", "speed-up vs fp32",
+                      "rows kept from fp32"], rows)
+        out += ["", f"One CPU core: {cell(cpu.get('sent_per_s'))} sources/s, rows identical to "
+                f"the device's: {cell(cpu.get('rows_identical_to_gpu'))}.", ""]
+    kn = stages.get("knn")
+    if kn and "error" not in kn:
+        out += [f"`knn`: {cell(kn.get('queries'))} queries x {cell(kn.get('rows'))} rows x "
+                f"{kn.get('dim')} dims, top {kn.get('k')}: fp32 {cell(kn['fp32']['s'])} s, "
+                f"fp16 {cell((kn.get('fp16') or {}).get('s'))} s (top-1 as fp32's: "
+                f"{cell((kn.get('fp16') or {}).get('top1_same_as_fp32'))}); the device in fp32 = "
+                f"{cell(kn.get('cores_per_gpu_fp32'))} cores, in fp16 = "
+                f"{cell(kn.get('cores_per_gpu_fp16'))}.", ""]
+    rest = {k: v for k, v in stages.items() if k not in ("scores", "priors", "trie", "knn")}
+    if rest:
+        out += generic_tables({"stages": rest})
+    return out
+
+
 RENDERERS = {"bucc_bench": bucc_tables, "seeds_bench": seeds_tables,
-             "clean_bench": clean_tables}
+             "clean_bench": clean_tables, "gpu_bench": gpu_tables}
 # benchmarks whose runs may record some parts only: the latest record of each part is shown
-PARTS = {"clean_bench": ("noisy", "unrelated")}
+# (a dotted path into the record's results)
+PARTS = {"clean_bench": ("noisy", "unrelated"),
+         "gpu_bench": ("stages.scores", "stages.priors", "stages.trie", "stages.knn",
+                       "stages.profile")}
+
+
+def without(results: dict, parts) -> dict:
+    """A copy of ``results`` without the dotted paths ``parts`` (the others shared)."""
+    out = dict(results)
+    for part in parts:
+        *head, last = part.split(".")
+        node = out
+        for key in head:
+            if not isinstance(node.get(key), dict):
+                break
+            node[key] = dict(node[key])
+            node = node[key]
+        else:
+            node.pop(last, None)
+    return out
+
+
+def has_part(results: dict, part: str) -> bool:
+    """Whether the dotted path ``part`` names a key of ``results``."""
+    node = results
+    for key in part.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
 
 
 # --- what is said under a table --------------------------------------------------------------
@@ -321,14 +416,17 @@ def render_results(records: Dict[str, List[dict]]) -> str:
         out += [f"## {bench}", ""]
         for quick, title in ((False, "Full run"), (True, "Quick run (`--quick`)")):
             parts = PARTS.get(bench, (None,))  # a bench whose runs may record parts apart
-            shown = [r for r in dict.fromkeys(
-                id(r) for p in parts for r in [latest([x for x in recs if p is None or
-                                                       p in x["results"]], quick)] if r)]
+            owner = {p: latest([x for x in recs if p is None or has_part(x["results"], p)],
+                               quick) for p in parts}
+            shown = {id(r) for r in owner.values() if r}
             out += [f"### {title}", ""]
             if not shown:
                 out += ["No record yet.", ""]
             for rec in [r for r in recs if id(r) in shown]:
-                out += RENDERERS.get(bench, generic_tables)(rec["results"]) + [""]
+                # a part a later record holds too is shown from that one only
+                res = without(rec["results"], [p for p, r in owner.items()
+                                               if p is not None and r is not rec])
+                out += RENDERERS.get(bench, generic_tables)(res) + [""]
                 out += provenance(rec) + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 

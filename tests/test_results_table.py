@@ -109,3 +109,40 @@ def test_the_committed_results_page_and_readme_table_are_what_the_records_give()
     res = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr[-5000:]
+
+
+def _precisions(fp32_rate, speedups):
+    st = {"items": 100, "gflop_per_item": 3.0, "fp32": {
+        "max_tokens=8,chunk=4": {"s": 1.0, "per_s": fp32_rate, "tflop_per_s": 0.3},
+        "best": "max_tokens=8,chunk=4", "best_per_s": fp32_rate, "peak_tflop_per_s": 60.0,
+        "share_of_peak": 0.005}, "cpu_one_thread": {"per_s": 2.0, "max_diff_vs_gpu_fp32_nats": 1e-5},
+        "cores_per_gpu_fp32": fp32_rate / 2}
+    for p, x in speedups.items():
+        st[p] = {"max_tokens=8,chunk=4": {"s": 1 / x, "per_s": fp32_rate * x, "tflop_per_s": 0.3 * x,
+                                          "max_diff_vs_first_nats": 0.25},
+                 "best": "max_tokens=8,chunk=4", "best_per_s": fp32_rate * x}
+        st[f"speedup_{p}_vs_fp32"] = x
+    return st
+
+
+def test_a_gpu_bench_run_recorded_in_parts_shows_the_latest_record_of_each_stage(tmp_path):
+    gpu = {"device": "cuda", "gpu": "Test GPU", "torch": "9.9", "weights": "packed"}
+    older = _record("gpu_bench", False, {**gpu, "stages": {
+        "scores": _precisions(100.0, {"bf16": 9.0}), "knn": {
+            "queries": 8, "rows": 64, "dim": 4, "k": 2, "fp32": {"s": 2.0},
+            "fp16": {"s": 1.0, "top1_same_as_fp32": 1.0}, "cores_per_gpu_fp32": 7.0}}},
+        "2030-01-01T00:00:00Z")
+    newer = _record("gpu_bench", False, {**gpu, "stages": {
+        "scores": _precisions(200.0, {"bf16": 0.5, "tf32": 1.75})}}, "2030-01-02T00:00:00Z")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "gpu_bench.jsonl").write_text(
+        json.dumps(older) + "\n" + json.dumps(newer) + "\n", encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    full = (tmp_path / "results.md").read_text(encoding="utf-8").split("### Quick run")[0]
+    # the newer record's scores, the older one's kNN (a stage the newer run did not record)
+    assert "| bf16 | `max_tokens=8,chunk=4` | 100 | 0.15 | – | – | 0.5 | 0.25 |" in full
+    assert "| tf32 | `max_tokens=8,chunk=4` | 350 | 0.525 | – | – | 1.75 | 0.25 |" in full
+    assert "| bf16 | `max_tokens=8,chunk=4` | 900 |" not in full
+    assert "`knn`: 8 queries x 64 rows x 4 dims, top 2: fp32 2 s, fp16 1 s" in full
+    assert full.count("Device `cuda` (Test GPU), torch 9.9; model weights: packed.") == 2
