@@ -385,3 +385,85 @@ def test_priors_are_computed_a_range_of_lines_at_a_time_into_a_mapped_cache(tiny
     assert got[2] == -0.5 and got[1] == got[5] == -0.25 and got[6] == -7.0
     np.testing.assert_array_equal(np.load(next((tmp_path / "t").iterdir())),
                                   [np.nan] * 6 + [-7.0])
+
+
+def _uncovered_reference(layers, tgt_mask, src_lens, cut=0.5):
+    out = []
+    for b in range(len(src_lens)):
+        pieces = int(src_lens[b]) - 1
+        if pieces <= 0:
+            out.append(float("nan"))
+            continue
+        mass = [sum(float(np.mean([w[b, t, s] for w in layers]))
+                    for t in range(tgt_mask.shape[1]) if tgt_mask[b, t]) for s in range(pieces)]
+        out.append(sum(m < cut for m in mass) / pieces)
+    return out
+
+
+def test_uncovered_share_counts_the_source_pieces_under_half_a_unit_of_attention():
+    from triemine.scoring.forced import uncovered_share
+
+    g = torch.Generator().manual_seed(5)
+    lens = torch.tensor([5, 3, 1, 6])          # EOS included; row 2 is the empty source
+    tgt_mask = torch.rand(4, 7, generator=g) > 0.3
+    layers = []
+    for _ in range(3):
+        w = torch.rand(4, 7, 6, generator=g) * (torch.arange(6)[None, None, :] < lens[:, None, None])
+        layers.append(w / w.sum(-1, keepdim=True))
+    got = uncovered_share(layers, tgt_mask, lens)
+    want = _uncovered_reference([w.numpy() for w in layers], tgt_mask.numpy(), lens.numpy())
+    assert np.isnan(got[2]) and np.isnan(want[2])
+    assert got[[0, 1, 3]].tolist() == pytest.approx([want[i] for i in (0, 1, 3)])
+    with pytest.raises(ValueError):
+        uncovered_share([], tgt_mask, lens)
+
+
+def test_coverage_leaves_the_scores_alone_and_reads_the_attention_of_every_layer(tiny_model):
+    from triemine.scoring import forced
+
+    srcs = [tiny_model.encode_source(s) for s, _ in PAIRS[:5]]
+    tgts = [tiny_model.encode_target(t) for _, t in PAIRS[:5]]
+    si, ti = np.array([0, 1, 2, 3, 4, 0]), np.array([0, 1, 2, 3, 4, 4])
+    sc = ForcedScorer(tiny_model, max_tokens=24)  # several batches
+    plain = sc.score_pairs(srcs, tgts, si, ti)
+    totals, uncovered = sc.score_pairs(srcs, tgts, si, ti, coverage=True)
+    assert np.array_equal(plain, totals)
+    assert np.all((uncovered >= 0) & (uncovered <= 1))
+    _, tokens, again = sc.score_pairs(srcs, tgts, si, ti, per_token=True, coverage=True)
+    assert np.array_equal(again, uncovered) and len(tokens) == len(si)
+    # the captured weights: one B x T x S tensor a decoder layer, rows summing to 1 over the
+    # source, nothing on its padding; the hooks are gone afterwards
+    with forced._cross_attention(tiny_model.model.decoder) as layers:  # one batch
+        ForcedScorer(tiny_model).score_pairs(srcs[:2], tgts[:2], np.array([0, 1]),
+                                             np.array([0, 1]))
+    assert len(layers) == len(tiny_model.model.decoder.layers)
+    for w in layers:
+        assert torch.allclose(w.sum(-1), torch.ones(w.shape[:2]), atol=1e-5)
+        # the batch's rows are its pairs sorted by target length
+        rows = np.argsort([len(t) for t in tgts[:2]], kind="stable").tolist()
+        for r, pair in enumerate(rows):
+            assert float(w[r, :, len(srcs[pair]):].abs().sum()) == 0.0
+    assert all(not layer.encoder_attn._forward_hooks for layer in tiny_model.model.decoder.layers)
+    _, empty = sc.score_pairs([None], tgts[:2], np.zeros(2, dtype=np.int64), np.arange(2),
+                              coverage=True)
+    assert np.isnan(empty).all()
+
+
+def test_marian_attention_hands_out_its_weights_without_changing_its_output():
+    from triemine.models.marian import MultiHeadAttention
+
+    torch.manual_seed(3)
+    att = MultiHeadAttention(8, 2).eval()
+    q, mem = torch.randn(3, 4, 8), torch.randn(3, 5, 8)
+    k, v = att.split(att.k_proj(mem)), att.split(att.v_proj(mem))
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])
+    mask = torch.zeros(3, 1, 1, 5).masked_fill(pad[:, None, None, :], float("-inf"))
+    plain = att.attend(att.q_proj(q), k, v, mask)
+    att.weights_out = got = []
+    with_weights = att.attend(att.q_proj(q), k, v, mask)
+    att.weights_out = None
+    assert torch.equal(plain, with_weights) and len(got) == 1
+    qh = att.split(att.q_proj(q))
+    ref = torch.softmax(qh @ k.transpose(-1, -2) / 2.0 + mask, -1).mean(1)  # head_dim 4
+    assert got[0].shape == (3, 4, 5) and torch.allclose(got[0], ref, atol=1e-6)
+    assert float(got[0][1, :, 3:].abs().sum()) == 0.0

@@ -67,15 +67,24 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(dim, dim)
         self.v_proj = nn.Linear(dim, dim)
         self.out_proj = nn.Linear(dim, dim)
+        self.weights_out: Optional[List[Tensor]] = None  # see attend
 
     def split(self, x: Tensor) -> Tensor:  # B x T x C -> B x H x T x D
         b, t, _ = x.shape
         return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor]) -> Tensor:
-        """q: B x T x C (projected, unsplit); k, v: B x H x S x D; mask: additive, broadcastable."""
+        """q: B x T x C (projected, unsplit); k, v: B x H x S x D; mask: additive, broadcastable.
+
+        While ``self.weights_out`` is a list, the head-averaged attention weights (``B x T x S``,
+        float32, computed apart: SDPA returns none) are appended to it; the output is the same."""
         q = self.split(q)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if self.weights_out is not None:
+            logits = torch.matmul(q.float(), k.float().transpose(-1, -2)) / math.sqrt(q.size(-1))
+            if mask is not None:
+                logits = logits + mask.float()
+            self.weights_out.append(torch.softmax(logits, -1).mean(1))
         b, _, t, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
 

@@ -164,6 +164,70 @@ def half_logits(feats: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor],
     return out[:n]
 
 
+class _cross_attention:
+    """A context that collects the head-averaged cross-attention weights (``B x T x S``) of every
+    layer of the decoder during the forward passes inside it, as a list of tensors: from a
+    ``marian_transformer`` layer's attention through its ``weights_out`` list
+    (:class:`triemine.models.marian.MultiHeadAttention`), from fairseq's own attention through a
+    forward hook on its second output (its decoder layers compute the weights in eval mode)."""
+
+    def __init__(self, decoder):
+        self.layers = [layer.encoder_attn for layer in getattr(decoder, "layers", ())
+                       if getattr(layer, "encoder_attn", None) is not None]
+        self.weights: List[torch.Tensor] = []
+        self.handles = []
+
+    def _hook(self, module, args, output):
+        if isinstance(output, tuple) and len(output) > 1 and output[1] is not None:
+            w = output[1].float()  # B x T x S; per head (H x B x T x S) in fairseq's
+            self.weights.append(w.mean(0) if w.dim() == 4 else w)  # alignment layer
+
+    def __enter__(self) -> List[torch.Tensor]:
+        for m in self.layers:
+            if hasattr(m, "weights_out"):
+                m.weights_out = self.weights
+            else:
+                self.handles.append(m.register_forward_hook(self._hook))
+        return self.weights
+
+    def __exit__(self, *exc) -> None:
+        for m in self.layers:
+            if hasattr(m, "weights_out"):
+                m.weights_out = None
+        for h in self.handles:
+            h.remove()
+
+
+# a source piece receiving less cross-attention mass than this, summed over the target's
+# positions and averaged over layers (and heads), counts as not covered by the target
+UNCOVERED_MASS = 0.5
+
+
+def uncovered_share(layers: Sequence[torch.Tensor], tgt_mask: torch.Tensor,
+                    src_lens: torch.Tensor) -> torch.Tensor:
+    """The share of each row's source pieces (its final EOS left out) that receive less than
+    :data:`UNCOVERED_MASS` of cross-attention mass from the row's target positions.
+
+    Args:
+        layers: per decoder layer, head-averaged weights ``B x T x S`` (sources right-padded).
+        tgt_mask: ``B x T`` bool, the real target positions.
+        src_lens: ``B`` source lengths, EOS included.
+    Returns:
+        ``B`` float32 in [0, 1]; NaN for a row whose source is only its EOS (the empty source).
+    Raises:
+        ValueError: no layer's weights were captured (a decoder without cross-attention).
+    """
+    if not layers:
+        raise ValueError("the decoder returned no cross-attention weights")
+    attn = torch.stack([w.float() for w in layers]).mean(0)          # B x T x S
+    mass = (attn * tgt_mask[:, :, None].to(attn.dtype)).sum(1)        # B x S
+    pos = torch.arange(mass.size(1), device=mass.device)[None, :]
+    pieces = pos < (src_lens[:, None] - 1)                            # real pieces, EOS out
+    low = ((mass < UNCOVERED_MASS) & pieces).sum(1).float()
+    n = pieces.sum(1).float()
+    return torch.where(n > 0, low / n.clamp(min=1), torch.full_like(n, float("nan")))
+
+
 # target tokens per decoder batch and positions per output-projection chunk: on the CPU 512 /
 # 256, elsewhere 16,384 / 2,048 (see docs/decisions.md#exact-scorer-batch-sizes)
 CPU_MAX_TOKENS = 512
@@ -265,10 +329,12 @@ class ForcedScorer:
         return out
 
     @torch.no_grad()
-    def _token_logprobs(self, memory: Sequence[torch.Tensor], tgt: List[torch.Tensor]) -> torch.Tensor:
+    def _token_logprobs(self, memory: Sequence[torch.Tensor], tgt: List[torch.Tensor],
+                        coverage: Optional[List[torch.Tensor]] = None) -> torch.Tensor:
         """(rows x T) log-probabilities of every target token (0 beyond each target's end).
 
-        ``memory[r]``: the encoder states (``len x C``) of row r's source.
+        ``memory[r]``: the encoder states (``len x C``) of row r's source.  With ``coverage`` (a
+        list), the rows' :func:`uncovered_share` (a float32 tensor of ``rows``) is appended to it.
         """
         lens = torch.tensor([len(m) for m in memory], device=memory[0].device)
         # right-padded: the decoder sees the source only through the states and the padding mask
@@ -280,8 +346,13 @@ class ForcedScorer:
         prev = torch.full_like(target, self.tgt_pad)
         prev[:, 0] = self.eos
         prev[:, 1:] = target[:, :-1]
-        feats, _ = self.net.decoder.extract_features(prev, encoder_out=enc)
         mask = target.ne(self.tgt_pad)
+        if coverage is None:
+            feats, _ = self.net.decoder.extract_features(prev, encoder_out=enc)
+        else:
+            with _cross_attention(self.net.decoder) as layers:
+                feats, _ = self.net.decoder.extract_features(prev, encoder_out=enc)
+            coverage.append(uncovered_share(layers, mask, lens).cpu())
         flat_feats = feats[mask]
         flat_tgt = target[mask]
         out = torch.empty(flat_tgt.numel(), dtype=torch.float32, device=feats.device)
@@ -345,12 +416,14 @@ class ForcedScorer:
 
     def score_pairs(self, sources: Sequence[Optional[torch.Tensor]], targets: Sequence[torch.Tensor],
                     src_index: np.ndarray, tgt_index: np.ndarray, progress: bool = False,
-                    per_token: bool = False):
+                    per_token: bool = False, coverage: bool = False):
         """Total log P(target | source) of every pair ``(sources[src_index[i]], targets[tgt_index[i]])``.
 
         ``sources``/``targets``: encoded id tensors ending in EOS (a source of ``None`` is scored
         as the empty source).  Returns float64 totals; with ``per_token`` also a list of float32
-        arrays (one log-probability per target token, EOS included).
+        arrays (one log-probability per target token, EOS included); with ``coverage`` also a
+        float64 array of each pair's :func:`uncovered_share` (the last item of the tuple).  The
+        totals are the same with or without ``coverage``.
         """
         from tqdm import tqdm
 
@@ -359,6 +432,7 @@ class ForcedScorer:
         n = len(src_index)
         totals = np.zeros(n, dtype=np.float64)
         tokens: List[Optional[np.ndarray]] = [None] * n if per_token else []
+        uncovered = np.full(n, np.nan) if coverage else None
         lengths = np.fromiter((len(targets[t]) for t in tgt_index), dtype=np.int64, count=n)
         # every distinct source is encoded once per call, whatever batches its pairs fall in
         uniq, inv = np.unique(src_index, return_inverse=True)
@@ -368,14 +442,18 @@ class ForcedScorer:
         with tqdm(total=n, desc="forced decoding", unit="pair", disable=not progress) as bar, \
                 self._blas_threads(), autocast(self.precision, self.device):
             for batch in self._batches(lengths):
+                cov: Optional[List[torch.Tensor]] = [] if coverage else None
                 lp = self._token_logprobs([states[j] for j in inv[batch].tolist()],
-                                          [targets[t] for t in tgt_index[batch]])
+                                          [targets[t] for t in tgt_index[batch]], cov)
                 totals[batch] = lp.double().sum(1).numpy()
+                if coverage:
+                    uncovered[batch] = cov[0].double().numpy()
                 if per_token:
                     for r, i in enumerate(batch.tolist()):
                         tokens[i] = lp[r, :lengths[i]].numpy()
                 bar.update(len(batch))
-        return (totals, tokens) if per_token else totals
+        out = (totals,) + ((tokens,) if per_token else ()) + ((uncovered,) if coverage else ())
+        return out if len(out) > 1 else totals
 
     def prior(self, targets: Sequence[torch.Tensor], progress: bool = False, per_token: bool = False):
         """log P(target | empty source) of every target (see :meth:`score_pairs`)."""
