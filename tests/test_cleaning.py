@@ -158,13 +158,15 @@ def test_score_writes_one_row_per_input_pair_in_order_and_resumes_to_the_same_by
     lines = out.read_text(encoding="utf-8").splitlines()
     head = lines[0].split("\t")
     assert head[:5] == ["line", "id", "src", "tgt", "status"]
-    for c in ("score", "prior", "pmi", "ce_word", "ce_token", "numerals", "cipher_cos",
-              "cipher_margin", "combined", "prob", "kept"):
+    for c in ("score", "prior", "pmi", "ce_word", "ce_token", "numerals", "uncovered",
+              "cipher_cos", "cipher_margin", "combined", "prob", "kept"):
         assert c in head
     body = [ln.split("\t") for ln in lines[1:]]
     assert len(body) == len(rows) and [r[2] for r in body] == [s for s, _ in rows]
     col = {c: [r[head.index(c)] for r in body] for c in head}
     assert col["status"][14] == "empty side" and col["combined"][14] == "nan"
+    uncovered = np.array([float(v) for v in col["uncovered"][:12]])
+    assert np.all((uncovered >= 0) & (uncovered <= 1)) and col["uncovered"][14] == "nan"
     assert col["score"][13] == col["score"][1]  # a repeated pair: the same values
     comb = np.array([float(v) for v in col["combined"][:12]])
     prob = np.array([float(v) for v in col["prob"][:12]])

@@ -4,7 +4,8 @@ The pairs index two side files of distinct texts (``src.txt``, ``tgt.txt`` in th
 directory, one text a line), so every stage is the mining job's own sharded stage on files:
 
 * :func:`exact_features`: the exact-scoring stage (:func:`triemine.mining.score_shards.
-  forced_scores_sharded`: log P(y|x) and the targets' priors log P(y|empty), in resumable shards
+  forced_scores_sharded`: log P(y|x), the source pieces left uncovered and the targets' priors
+  log P(y|empty), in resumable shards
   on a pool) and the derived features (:func:`triemine.mining.features.derived`: ``ce_word``,
   ``ce_token``, ``pmi``, ``numerals``).  It is the one place this package calls the scoring
   stage;
@@ -34,7 +35,8 @@ from triemine.mining.features import derived
 from triemine.mining.score_shards import forced_scores_sharded
 from triemine.prepare.filters import lang_keeps
 
-EXACT_COLUMNS = ("score", "n_tokens", "prior", "ce_word", "ce_token", "pmi", "numerals")
+EXACT_COLUMNS = ("score", "n_tokens", "prior", "ce_word", "ce_token", "pmi", "numerals",
+                 "uncovered")
 
 
 def exact_features(model, src_file: Path, tgt_file: Path, src_texts: Sequence[str],
@@ -44,12 +46,15 @@ def exact_features(model, src_file: Path, tgt_file: Path, src_texts: Sequence[st
     """:data:`EXACT_COLUMNS` of every pair ``(src_idx[i], tgt_idx[i])``: the mining job's
     exact scores and priors in shards on ``pool`` (``work/scores.shards/``,
     ``work/priors.shards/``; a resumed run reuses the finished shards), then the derived
-    features.  ``src_texts``/``tgt_texts`` are the side files' lines."""
+    features; ``uncovered`` is the share of each source's pieces its target leaves uncovered
+    (the decoder's cross-attention, :func:`triemine.scoring.forced.uncovered_share`).
+    ``src_texts``/``tgt_texts`` are the side files' lines."""
     src_idx = np.asarray(src_idx, dtype=np.int64)
     tgt_idx = np.asarray(tgt_idx, dtype=np.int64)
     kw = dict(progress=progress, resume=resume, device=device)
-    score, ntok, _ = forced_scores_sharded(model, src_idx, tgt_idx, src_file, tgt_file, work,
-                                           pool, name="scores", desc="exact scores", **kw)
+    score, ntok, uncovered, _ = forced_scores_sharded(
+        model, src_idx, tgt_idx, src_file, tgt_file, work, pool, name="scores",
+        desc="exact scores", coverage=True, **kw)
     targets = np.unique(tgt_idx)
     prior = np.full(len(tgt_texts), np.nan)
     if len(targets):
@@ -58,7 +63,7 @@ def exact_features(model, src_file: Path, tgt_file: Path, src_texts: Sequence[st
             work, pool, name="priors", desc="priors", **kw)[0]
     cands = CandidateSet(src_idx, tgt_idx, np.zeros(len(src_idx), dtype=np.uint8),
                          {"score": score, "n_tokens": ntok, "prior": prior[tgt_idx]})
-    cols = derived(cands, tgt_texts, src_texts).columns
+    cols = {**derived(cands, tgt_texts, src_texts).columns, "uncovered": uncovered}
     return {c: np.asarray(cols[c], dtype=np.float64) for c in EXACT_COLUMNS}
 
 

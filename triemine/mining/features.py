@@ -80,9 +80,12 @@ def _chunked(work_dir: Optional[Path], name: str, n: int, chunk: int, compute):
 def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Sequence[str],
                   tgt_texts: Sequence[str], *, work_dir: Optional[Path] = None,
                   name: str = "scores", chunk: Optional[int] = None, progress: bool = False,
-                  desc: str = "exact scores", precision: str = "fp32") -> Tuple[np.ndarray, np.ndarray]:
+                  desc: str = "exact scores", precision: str = "fp32", coverage: bool = False):
     """``(score, n_tokens)``: log P(y|x) of every pair ``(src_texts[src_idx[i]],
-    tgt_texts[tgt_idx[i]])`` by teacher forcing (EOS included), and the target's token count.
+    tgt_texts[tgt_idx[i]])`` by teacher forcing (EOS included), and the target's token count;
+    with ``coverage`` ``(score, n_tokens, uncovered)``, the third the share of each pair's source
+    pieces its target leaves uncovered (:func:`triemine.scoring.forced.uncovered_share`; NaN for
+    the empty source), which needs ``work_dir=None`` (its chunks are not saved).
 
     A source index of ``-1`` is the empty source: the pair's score is the target's prior
     log P(y|empty).  Chunks of ``chunk`` pairs (default :func:`score_chunk`) are saved in
@@ -103,14 +106,20 @@ def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Se
     ntok = np.fromiter((len(tgts[t]) for t in tgt_slot.tolist()), dtype=np.float64,
                        count=len(tgt_idx))
     scorer = forced_scoring().ForcedScorer(model, precision=precision)
+    if coverage and work_dir is not None:
+        raise ValueError("coverage is computed with the scores, never read from saved chunks")
+    uncovered = np.full(len(src_idx), np.nan) if coverage else None
     with tqdm(total=len(src_idx), desc=desc, unit="pair", disable=not progress) as bar:
         def compute(a, b):
-            out = scorer.score_pairs(srcs, tgts, src_slot[a:b], tgt_slot[a:b])
+            out = scorer.score_pairs(srcs, tgts, src_slot[a:b], tgt_slot[a:b],
+                                     coverage=coverage)
+            if coverage:
+                out, uncovered[a:b] = out
             bar.update(b - a)
             return out
         score = _chunked(work_dir, name, len(src_idx), chunk or score_chunk(len(src_idx)),
                          compute)
-    return score, ntok
+    return (score, ntok, uncovered) if coverage else (score, ntok)
 
 
 PRIOR = "prior"  # the column of the targets' priors, log P(y|empty source)

@@ -3,7 +3,8 @@
 :class:`ScoreShardTask` (a task of :mod:`triemine.distributed.tasks`): forced-decoding scores of
 a range of pairs aligned to the chunks of :func:`triemine.mining.features.forced_scores` (exact
 scores or the targets' priors); payload: ``.npy`` bytes of a ``(2, n)`` float64 array
-(``score``, ``n_tokens``).  :func:`forced_score_shards` plans the shards on the single-process
+(``score``, ``n_tokens``), ``(3, n)`` with ``coverage`` (and the share of source pieces left
+uncovered).  :func:`forced_score_shards` plans the shards on the single-process
 run's own chunks, so the merged scores are the single-process bits with the same settings and
 threads per process.
 """
@@ -39,6 +40,7 @@ class ScoreShardTask:
     chunk: int               # forced_scores' chunk: the shard is whole chunks of it
     reverse: bool = False    # the model reads the target corpus and writes the source corpus
     precision: str = "fp32"
+    coverage: bool = False   # also the share of source pieces left uncovered (a third row)
 
     def needs(self) -> list:
         return [self.model, Corpus(self.source), Corpus(self.target)]
@@ -47,27 +49,28 @@ class ScoreShardTask:
         model = ctx.get(self.model)
         src, tgt = ctx.get(Corpus(self.source)), ctx.get(Corpus(self.target))
         ins, outs = (tgt.texts, src.texts) if self.reverse else (src.texts, tgt.texts)
-        score, ntok = forced_scores(model, np.asarray(self.src, dtype=np.int64),
-                                    np.asarray(self.tgt, dtype=np.int64), ins, outs,
-                                    chunk=self.chunk, precision=self.precision)
+        rows = forced_scores(model, np.asarray(self.src, dtype=np.int64),
+                             np.asarray(self.tgt, dtype=np.int64), ins, outs,
+                             chunk=self.chunk, precision=self.precision, coverage=self.coverage)
         buf = io.BytesIO()
-        np.save(buf, np.stack([score, ntok]))
+        np.save(buf, np.stack(rows))
         return buf.getvalue(), {"pairs": len(self.src)}
 
 
 def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_path,
                           target_path, work_dir: Path, pool, **kw):
     """:func:`triemine.mining.features.forced_scores` with the pairs cut into shards of whole
-    chunks (:func:`forced_score_shards`); returns ``(score, n_tokens, shard statistics)``."""
+    chunks (:func:`forced_score_shards`); returns ``(score, n_tokens, shard statistics)``, with
+    ``coverage=True`` ``(score, n_tokens, uncovered, shard statistics)``."""
     n = len(src_idx)
     parts, stats = forced_score_shards(model, src_idx, tgt_idx, source_path, target_path,
                                        work_dir, pool, **kw)
-    score, ntok = np.empty(n), np.empty(n)  # each shard's rows go in place, one at a time
+    cols = np.empty((3 if kw.get("coverage") else 2, n))  # each shard's rows go in place
     a = 0
-    for sc, nt in parts:
-        score[a:a + len(sc)], ntok[a:a + len(sc)] = sc, nt
-        a += len(sc)
-    return score, ntok, stats
+    for part in parts:
+        cols[:, a:a + len(part[0])] = part
+        a += len(part[0])
+    return (*cols, stats)
 
 
 def forced_score_shards(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_path,
@@ -75,27 +78,30 @@ def forced_score_shards(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_
                         reverse: bool = False, progress: bool = False,
                         desc: str = "exact scores", device: str = "cpu", resume: bool = True,
                         chunk: Optional[int] = None, precision: str = "fp32",
-                        stale: str = "refuse"):
+                        stale: str = "refuse", coverage: bool = False):
     """:func:`triemine.mining.features.forced_scores` in shards of whole ``chunk``-pair chunks
     (its own chunking: the single process's bits), in ``work_dir/<name>.shards/``.  ``src_idx``
     indexes the model's input lines (the target corpus with ``reverse``; ``-1`` the empty
     source); the index arrays may be memory-mapped (a shard's slice is read when its task is
     made).  ``stale``: what a manifest of other pairs does.  Returns ``(parts, shard
-    statistics)``: ``parts`` yields each shard's ``(score, n_tokens)`` in order."""
+    statistics)``: ``parts`` yields each shard's ``(score, n_tokens)`` in order (and its
+    ``uncovered`` with ``coverage``: :class:`ScoreShardTask`)."""
     src_idx, tgt_idx = np.asarray(src_idx, dtype=np.int64), np.asarray(tgt_idx, dtype=np.int64)
     n, chunk = len(src_idx), chunk or score_chunk(len(src_idx))
     if not n:
         return iter(()), empty_stats()
     spec, source, target = (model_spec(model, device), os.path.abspath(source_path),
                             os.path.abspath(target_path))
-    stage = Stage(desc + " (shards)", Path(work_dir) / f"{name}{SHARDS_SUFFIX}",
-                  {"model": model_fingerprint(model), "pairs": _pairs_digest(src_idx, tgt_idx),
-                   "reverse": reverse, "chunk": chunk, "precision": precision},
+    settings = {"model": model_fingerprint(model), "pairs": _pairs_digest(src_idx, tgt_idx),
+                "reverse": reverse, "chunk": chunk, "precision": precision}
+    if coverage:  # named only when asked: the mining job's keys stay as they were
+        settings["coverage"] = True
+    stage = Stage(desc + " (shards)", Path(work_dir) / f"{name}{SHARDS_SUFFIX}", settings,
                   (range(0, n, chunk), n, chunk), inputs={"source": source, "target": target},
                   make_task=lambda s: ScoreShardTask(
                       s.id, spec, source, target, tuple(src_idx[s.start:s.end].tolist()),
                       tuple(tgt_idx[s.start:s.end].tolist()), chunk=chunk, reverse=reverse,
-                      precision=precision),
+                      precision=precision, coverage=coverage),
                   unit="pairs", bar_unit="pair", ext="npy", resume=resume, stale=stale,
                   progress=progress, task=ScoreShardTask)
     ran = run_stage(stage, pool)
