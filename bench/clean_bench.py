@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cleaning benchmark: trie-mine-score on noisy bitext, and the default job on unrelated corpora.
 
-Two parts (``--parts``):
+Three parts (``--parts``; the first two by default):
 
 * ``noisy``: the transfer set's 1,000 gold pairs (``devsets/zh-en/zh-en.dev``) as positives,
   mixed with as many noisy pairs of each kind of :func:`triemine.cleaning.noise.noisy_set` made
@@ -25,6 +25,12 @@ Two parts (``--parts``):
   calibration), every kept pair shown; ``exact_pairs_per_s``: its candidates over its
   ``scoring`` and ``priors`` seconds.  With ``--work``, a rerun resumes the job's stages
   (``resumed``: its ``wall_s`` is then not the job's).
+* ``mined`` (only when named): the ``mined`` calibration (a Platt curve of ``combined`` fitted
+  on the BUCC sample's candidates) on the default job's TSVs of ``make demo`` (``--mined-sample``,
+  ``--mined-transfer``): its expected calibration error over every candidate (a positive when
+  its id pair is gold) and BUCC F1 (one-to-one) at ``prob >= 0.5``, at the shipped threshold
+  and at the threshold tuned on the same gold (optimistic).  The sample is the calibration's
+  own fitting set; the transfer set is held out.  Needs no model.
 
 ``--quick`` (< 1 min after the model loads): 30 positives and 30 of each kind; 150 sources
 against 1,000 lines.  Last line: one JSON object.
@@ -48,7 +54,7 @@ from benchlib import machine, shared_model  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-PARTS = ("noisy", "unrelated")
+PARTS = ("noisy", "unrelated", "mined")
 METHODS = ("prob", "combined", "use_cos", "use_margin", "ce_word", "bicleaner")
 SEED = 49
 MINING_CUT = 5.4016585  # the combined configuration's shipped mining threshold
@@ -192,19 +198,66 @@ def unrelated_part(model, args, work: Path) -> dict:
             "wall_s": round(wall, 1), "resumed": resumed, "kept_pairs": pairs}
 
 
+def mined_part(args) -> dict:
+    from triemine.calibration import ece, reliability, shipped_calibration
+    from triemine.evaluation.bucc import read_gold
+    from triemine.evaluation.pipeline import evaluate, evaluate_files
+    from triemine.paths import BUCC_ZH_EN, shared_path
+
+    cal = shipped_calibration("combined", "mined")
+    golds = {"sample": shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"),
+             "transfer": shared_path("data", "devsets", "zh-en", "zh-en.dev.gold")}
+    tsvs = {"sample": args.mined_sample, "transfer": args.mined_transfer}
+    out = {"calibration": cal.as_dict()}
+    for name, tsv in tsvs.items():
+        if not Path(tsv).is_file():
+            raise SystemExit(f"clean_bench: {tsv}: no mining TSV (run make demo, or give "
+                             f"--mined-{name})")
+        tuned, dirs, bucc = evaluate_files([tsv], str(golds[name]))
+        m = dirs[0].mined
+        gold = set(read_gold(golds[name]))
+        label = np.array([(a, b) in gold for a, b in zip(m.src_ids, m.tgt_ids)], dtype=int)
+        prob = cal(m.col("combined"))
+        fin = np.isfinite(prob)
+
+        def at(value, source):
+            th = {d: {c: value for c in t} for d, t in tuned.thresholds.items()}
+            return evaluate(dirs, bucc, tuned.filter, tuned.rank_by, th, source,
+                            rule=tuned.rule).strict.as_dict()
+        out[name] = {"candidates": len(m), "positives": int(label.sum()),
+                     "ece": round(ece(prob[fin], label[fin]), 4),
+                     "reliability": reliability(prob[fin], label[fin]),
+                     "f1_tuned_same_gold": tuned.strict.as_dict(),
+                     "f1_shipped": at(MINING_CUT, "shipped"),
+                     "f1_prob_0_5": at(cal.threshold(0.5), "prob>=0.5"),
+                     "prob_0_5_threshold": round(cal.threshold(0.5), 4)}
+        out[name]["f1_gap_prob_0_5_vs_tuned"] = round(
+            out[name]["f1_tuned_same_gold"]["F1"] - out[name]["f1_prob_0_5"]["F1"], 4)
+    return out
+
+
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="small slices (< 1 min after the model loads)")
     ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep the inputs and outputs in this folder")
-    ap.add_argument("--parts", default=",".join(PARTS), help=f"subset of {','.join(PARTS)}")
+    ap.add_argument("--parts", default="noisy,unrelated", help=f"subset of {','.join(PARTS)} "
+                    "(mined: only when named; it reads make demo's TSVs)")
     ap.add_argument("--positives", type=int, default=1000, help="noisy: gold pairs used (and "
                     "as many noisy pairs of each kind)")
     ap.add_argument("--sources", type=int, default=3000, help="unrelated: Chinese sources")
     ap.add_argument("--targets", type=int, default=14000, help="unrelated: English lines")
+    ap.add_argument("--mined-sample", default=None, help="mined: the default job's TSV of the "
+                    "BUCC sample (default <cache>/demo/sample.tsv)")
+    ap.add_argument("--mined-transfer", default=None, help="mined: the default job's TSV of "
+                    "the transfer set (default <cache>/demo/transfer.tsv)")
     args = ap.parse_args(argv)
     parts = ap.names(args.parts, PARTS, "part")
+    from triemine.paths import cache_root
+
+    args.mined_sample = args.mined_sample or str(cache_root() / "demo" / "sample.tsv")
+    args.mined_transfer = args.mined_transfer or str(cache_root() / "demo" / "transfer.tsv")
     run = benchlib.start("clean_bench", args)
-    model = shared_model(args.model, "clean_bench")
+    model = shared_model(args.model, "clean_bench") if set(parts) - {"mined"} else None
     import torch
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="clean-bench-"))
@@ -217,6 +270,8 @@ def main(argv=None) -> int:
         report["noisy"] = noisy_part(model, args, work, threads)
     if "unrelated" in parts:
         report["unrelated"] = unrelated_part(model, args, work)
+    if "mined" in parts:
+        report["mined"] = mined_part(args)
     return run.finish(report)
 
 

@@ -251,6 +251,8 @@ def clean_tables(results: dict) -> List[str]:
                      [[c, cell(v["kept"]), cell(v["P"]), cell(v["R"]), cell(v["F1"])]
                       + [cell(v["noise_kept"][k]) for k in noise] for c, v in cuts.items()])
         out += ["", "Speed: " + ", ".join(f"`{k}` {cell(v)}" for k, v in noisy["speed"].items())]
+    if results.get("mined"):
+        out += ([""] if out else []) + mined_calibration_table(results["mined"])
     un = results.get("unrelated")
     if un:
         out += ["", f"Unrelated corpora ({un['sources']} Chinese sources without a gold pair "
@@ -332,11 +334,27 @@ def gpu_tables(results: dict) -> List[str]:
     return out
 
 
+def mined_calibration_table(mined: dict) -> List[str]:
+    """clean_bench's ``mined`` part: the mining calibration on the default job's candidates."""
+    rows = []
+    for name in ("sample", "transfer"):
+        m = mined.get(name)
+        if m:
+            rows.append([name + (" (fitting set)" if name == "sample" else " (held out)"),
+                         cell(m["candidates"]), cell(m["positives"]), cell(m["ece"]),
+                         cell(m["f1_tuned_same_gold"]["F1"]), cell(m["f1_shipped"]["F1"]),
+                         cell(m["f1_prob_0_5"]["F1"]), cell(m["f1_gap_prob_0_5_vs_tuned"])])
+    return ["The `mined` calibration on the default job's candidates (a candidate positive when "
+            "gold; F1 one-to-one):", ""] + table(
+        ["set", "candidates", "gold among them", "ECE of `prob`", "F1 tuned (same gold)",
+         "F1 shipped threshold", "F1 at prob >= 0.5", "gap to tuned"], rows)
+
+
 RENDERERS = {"bucc_bench": bucc_tables, "seeds_bench": seeds_tables,
              "clean_bench": clean_tables, "gpu_bench": gpu_tables}
 # benchmarks whose runs may record some parts only: the latest record of each part is shown
 # (a dotted path into the record's results)
-PARTS = {"clean_bench": ("noisy", "unrelated"),
+PARTS = {"clean_bench": ("noisy", "unrelated", "mined"),
          "gpu_bench": ("stages.scores", "stages.priors", "stages.trie", "stages.knn",
                        "stages.profile")}
 

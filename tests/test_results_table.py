@@ -146,3 +146,19 @@ def test_a_gpu_bench_run_recorded_in_parts_shows_the_latest_record_of_each_stage
     assert "| bf16 | `max_tokens=8,chunk=4` | 900 |" not in full
     assert "`knn`: 8 queries x 64 rows x 4 dims, top 2: fp32 2 s, fp16 1 s" in full
     assert full.count("Device `cuda` (Test GPU), torch 9.9; model weights: packed.") == 2
+
+
+def test_the_mined_calibration_part_of_clean_bench_is_a_row_per_set(tmp_path):
+    f = lambda v: {"P": v, "R": v, "F1": v}  # noqa: E731
+    part = {"candidates": 10, "positives": 4, "ece": 0.02, "f1_tuned_same_gold": f(0.9),
+            "f1_shipped": f(0.8), "f1_prob_0_5": f(0.7), "f1_gap_prob_0_5_vs_tuned": 0.2}
+    rec = _record("clean_bench", False, {"mined": {"sample": part, "transfer": part}},
+                  "2030-01-01T00:00:00Z")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "clean_bench.jsonl").write_text(json.dumps(rec) + "\n",
+                                                             encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    page = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "| sample (fitting set) | 10 | 4 | 0.02 | 0.9 | 0.8 | 0.7 | 0.2 |" in page
+    assert "| transfer (held out) | 10 | 4 | 0.02 | 0.9 | 0.8 | 0.7 | 0.2 |" in page
