@@ -209,12 +209,12 @@ def concat_targets(td):
 
 # -- the systems ---------------------------------------------------------------------------------
 
-STEPS = "birnn=830,ae_mlp=240,dual_enc=700,stage2=80"
+STEPS = "birnn=1000,ae_mlp=240,dual_enc=700,stage2=80"
 QUICK_STEPS = "birnn=200,ae_mlp=60,dual_enc=200,stage2=60"
 
 
 def parse_steps(text: str) -> dict:
-    """``"birnn=830,ae_mlp=240,dual_enc=700,stage2=80"`` -> ``{name: updates}``."""
+    """``"birnn=1000,ae_mlp=240,dual_enc=700,stage2=80"`` -> ``{name: updates}``."""
     out = {}
     for part in text.split(","):
         name, _, n = part.partition("=")
