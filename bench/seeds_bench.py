@@ -440,11 +440,14 @@ def main() -> int:
     return run.finish(res)
 
 
-def tail_drop(curve) -> float:
+FLAT_PCT = 2.0  # a loss that fell less than this (%) over the last fifth of training has stopped
+
+
+def tail_drop(curve):
     """Percent by which the loss fell over the last fifth of training (the mean of the last two
-    tenths of the loss curve against the two before)."""
+    tenths of the loss curve against the two before); None for fewer than 4 points."""
     if len(curve) < 4:
-        return float("nan")
+        return None
     before, last = np.mean(curve[-4:-2]), np.mean(curve[-2:])
     return round(100 * float(before - last) / max(abs(float(before)), 1e-9), 1)
 
@@ -500,6 +503,11 @@ def claims(res: dict) -> dict:
     for name, curve in res["curves"].items():
         better = (lambda a, b: b < a) if name.startswith("kim_err") else (lambda a, b: b > a)
         out[f"curve_rises {name}"] = {"holds": better(curve[0], curve[-1]), "curve": curve}
+    full = str(res["sizes"][-1])
+    for name, v in res["convergence"][full].items():
+        out[f"loss_stopped_falling {name}"] = {
+            "holds": v["tail_drop_pct"] is not None and v["tail_drop_pct"] < FLAT_PCT, "fell_in_last_fifth_pct": v["tail_drop_pct"],
+            "steps": v["steps"], "steps_per_s": v["steps_per_s"], "loss_curve": v["loss_curve"]}
     return out
 
 
