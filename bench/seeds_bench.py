@@ -29,12 +29,16 @@ target exactly instead of all 10^6 pairs. It is mined once, 1,000 test sources a
 English sentences of the transfer set, and every table takes its rows and columns from that run
 (so its candidates were drawn from a larger pool than each table's: conservative).
 
-Budgets: ``--budget B`` seconds of training per system at the full size, ``B * size / full`` (at
-least ``B/8``) at smaller sizes; the dual encoder gets ``B/2`` for stage 1 and ``B/2`` for each
-stage-2 variant. Epoch caps are lifted: the wall-time budget binds. One thread.
+Budgets are updates, not seconds (the machine is shared, so seconds buy different numbers of
+updates from run to run): ``--steps`` gives each system's updates at the full size (``birnn``,
+``ae_mlp``, ``dual_enc`` stage 1, ``stage2`` for each M of the ablation, so every M gets the same
+number of updates); a smaller size gets ``steps * size / full``, at least a quarter of ``steps``.
+``--budget B`` caps each training run's wall time (a safety net). Every training record holds
+its loss curve (the mean loss of each tenth of its steps) and its updates a second, so whether
+the loss had stopped falling is read from the record. One thread.
 
 ``--quick`` (< 1 min): 60 test pairs, pools of 360, training sizes 500 and 1,500 with the tiny
-settings, 2 s budgets. ``--work DIR`` keeps the trie-mine run and the USE vectors (default
+settings and a 2 s cap a run. ``--work DIR`` keeps the trie-mine run and the USE vectors (default
 ``<cache>/seeds_bench``; reused when the inputs are the same, with their first run's seconds).
 Last line of stdout: one JSON object.
 """
@@ -205,8 +209,27 @@ def concat_targets(td):
 
 # -- the systems ---------------------------------------------------------------------------------
 
-def budget_for(budget: float, n: int, full: int) -> float:
-    return max(budget * n / full, budget / 8)
+STEPS = "birnn=600,ae_mlp=150,dual_enc=450,stage2=40"
+QUICK_STEPS = "birnn=200,ae_mlp=60,dual_enc=200,stage2=60"
+
+
+def parse_steps(text: str) -> dict:
+    """``"birnn=600,ae_mlp=150,dual_enc=450,stage2=40"`` -> ``{name: updates}``."""
+    out = {}
+    for part in text.split(","):
+        name, _, n = part.partition("=")
+        if name not in ("birnn", "ae_mlp", "dual_enc", "stage2") or not n.isdigit() or int(n) < 1:
+            raise ValueError(f"bad --steps entry {part!r}")
+        out[name] = int(n)
+    missing = {"birnn", "ae_mlp", "dual_enc", "stage2"} - set(out)
+    if missing:
+        raise ValueError(f"--steps lacks {', '.join(sorted(missing))}")
+    return out
+
+
+def steps_for(steps: int, n: int, full: int) -> int:
+    """Updates at ``n`` training pairs: proportional to the size, at least a quarter of the full's."""
+    return max(int(round(steps * n / full)), int(round(steps / 4)), 1)
 
 
 def timed(fn, *a, **kw):
@@ -215,10 +238,11 @@ def timed(fn, *a, **kw):
     return out, round(time.perf_counter() - t0, 1)
 
 
-def run_birnn(resources, data, td, cols, budget, quick):
+def run_birnn(resources, data, td, cols, budget, steps, quick):
     from triemine.baselines.systems import train
 
-    model, secs = timed(train, "birnn", resources, data, tiny=quick, max_seconds=budget, epochs=1000)
+    model, secs = timed(train, "birnn", resources, data, tiny=quick, max_seconds=budget,
+                        max_steps=steps, epochs=1000)
     vecs = (model.encode(td["src"], "src"), model.encode(concat_targets(td), "tgt"))
     mat, eval_s = timed(P.score_matrix, model, None, None, "head", vectors=vecs)
     cos = P.score_matrix(model, None, None, "cos", vectors=vecs)
@@ -235,27 +259,30 @@ def run_features(resources, data, td, cols):
             "gl": gl_rows(mat, cols)}
 
 
-def run_ae(resources, data, td, budget, quick):
+def run_ae(resources, data, td, budget, steps, quick, head=True):
+    """``head``: also Kim et al.'s MLP row (its 10^6-pair scoring is the slow part)."""
     from triemine.baselines.systems import train
 
     model, secs = timed(train, "ae_mlp", resources, data, tiny=quick, max_seconds=budget,
-                        epochs=1000)
+                        max_steps=steps, epochs=1000)
     vecs = (model.encode(td["src"], "src"), model.encode(td["tgt"], "tgt"))
     cos = P.score_matrix(model, None, None, "cos", vectors=vecs)
-    mlp, eval_s = timed(P.score_matrix, model, None, None, "head", vectors=vecs)
-    return {"train_seconds": secs, "eval_seconds": eval_s, "training": model.stats,
-            "kim": {"ae_cos": P.recovery_error(cos), "ae_margin": P.recovery_error(P.ratio_margin(cos)),
-                    "ae_mlp": P.recovery_error(mlp)}}
+    kim = {"ae_cos": P.recovery_error(cos), "ae_margin": P.recovery_error(P.ratio_margin(cos))}
+    eval_s = 0.0
+    if head:
+        mlp, eval_s = timed(P.score_matrix, model, None, None, "head", vectors=vecs)
+        kim["ae_mlp"] = P.recovery_error(mlp)
+    return {"train_seconds": secs, "eval_seconds": eval_s, "training": model.stats, "kim": kim}
 
 
-def run_dual(resources, data, td, pools, budget, quick, ms):
+def run_dual(resources, data, td, pools, budget, steps, steps2, quick, ms):
     from triemine.baselines.dual_encoder import DualEncoder
     from triemine.baselines.systems import TINY
 
-    settings = dict(TINY["dual_enc"] if quick else {}, max_seconds=budget / 2, epochs=1000,
-                    hard_negatives=CURVE_M)
+    settings = dict(TINY["dual_enc"] if quick else {}, max_seconds=budget, max_steps=steps,
+                    epochs=1000, hard_negatives=CURVE_M)
     stage1, s1 = timed(DualEncoder.train_stage1, resources, data, **settings)
-    variants, s2 = timed(stage1.negatives_ablation, data, ms)
+    variants, s2 = timed(stage1.negatives_ablation, data, ms, max_steps=steps2)
     out = {"stage1_seconds": s1, "stage2_seconds": s2, "variants": {}}
     for name, model in [("stage1", stage1)] + [(f"M={m}", v) for m, v in variants.items()]:
         vecs = (model.encode(td["src"], "src"), model.encode(td["pool"], "tgt"))
@@ -288,6 +315,10 @@ def print_tables(res: dict) -> None:
     for name, pools in res["guo"].items():
         say(name.ljust(28) + "  ".join(f"N={k}: " + "/".join(f"{v[f'P@{n}']:.1f}" for n in (1, 3, 10))
                                      for k, v in pools.items()))
+    say("\nloss curves at the full size (mean loss of each tenth of the updates; fall over the last fifth):")
+    for name, v in res["convergence"][str(full)].items():
+        say(f"{name.ljust(20)} {v['steps']:5d} upd {v['steps_per_s']:5.2f}/s  "
+            + " ".join(f"{x:.3f}" for x in v["loss_curve"]) + f"  fell {v['tail_drop_pct']}% in the last fifth")
     say(f"\nlearning curves (train pairs {res['sizes']}), full size {full}:")
     for name, curve in res["curves"].items():
         say(name.ljust(36) + " ".join(f"{v:7.2f}" for v in curve))
@@ -295,8 +326,10 @@ def print_tables(res: dict) -> None:
 
 def main() -> int:
     ap = benchlib.parser(__doc__, quick="60 test pairs, tiny models on 500/1,500 pairs, 2 s budgets")
-    ap.add_argument("--budget", type=float, default=120.0,
-                    help="training seconds per system at the full size (default 120)")
+    ap.add_argument("--steps", default=STEPS,
+                    help=f"updates of each system at the full size (default {STEPS})")
+    ap.add_argument("--budget", type=float, default=1800.0,
+                    help="wall-time cap of each training run, seconds (default 1800)")
     ap.add_argument("--sizes", default="2000,5000,10000,all",
                     help="learning-curve training sizes, comma-separated ('all': every pair)")
     ap.add_argument("--model", help="the imported OPUS-MT model (default <cache>/models/opus-mt-zh-en)")
@@ -307,6 +340,10 @@ def main() -> int:
     args = ap.parse_args()
     if args.budget <= 0:
         ap.error("--budget must be positive")
+    try:
+        steps = parse_steps(QUICK_STEPS if args.quick and args.steps == STEPS else args.steps)
+    except ValueError as exc:
+        ap.error(str(exc))
     run = benchlib.start("seeds_bench", args)
     import torch
 
@@ -328,7 +365,7 @@ def main() -> int:
     res = {"data": dict(td["describe"], train_pairs=full, heldout_pairs=len(data.held_src),
                         mono_en=len(data.mono_tgt),
                         mono_en_in_pool=len(set(data.mono_tgt) & set(td["pool"]))),
-           "sizes": sizes, "budget_full_s": budget, "threads": torch.get_num_threads(),
+           "sizes": sizes, "budget_cap_s": budget, "steps_full": steps, "threads": torch.get_num_threads(),
            "paper": PAPER, "gl": {}, "kim": {}, "guo": {}, "curves": {}, "seconds": {}}
 
     # references
@@ -367,15 +404,14 @@ def main() -> int:
     per_size = {}
     for size in sizes:
         d = subset(data, order, size)
-        b = budget_for(budget, size, full)
-        print(f"seeds_bench: {size} training pairs, budget {b:.0f} s a system", file=sys.stderr,
-              flush=True)
-        r = {"budget_s": round(b, 1)}
+        st = {k: steps_for(v, size, full) for k, v in steps.items()}
+        print(f"seeds_bench: {size} training pairs, updates {st}", file=sys.stderr, flush=True)
+        r = {"steps": st}
         r["features"] = run_features(resources, d, td, cols)
-        r["birnn"] = run_birnn(resources, d, td, cols, b, quick)
-        r["ae_mlp"] = run_ae(resources, d, td, b, quick)
-        r["dual_enc"] = run_dual(resources, d, td, pools, b, quick,
-                                 MS if size == full else (0, CURVE_M))
+        r["birnn"] = run_birnn(resources, d, td, cols, budget, st["birnn"], quick)
+        r["ae_mlp"] = run_ae(resources, d, td, budget, st["ae_mlp"], quick, head=size == full)
+        r["dual_enc"] = run_dual(resources, d, td, pools, budget, st["dual_enc"], st["stage2"],
+                                 quick, MS if size == full else (0, CURVE_M))
         per_size[str(size)] = r
     res["per_size"] = per_size
     top = per_size[str(full)]
@@ -392,16 +428,41 @@ def main() -> int:
         "gl_F1@0 features": [per_size[str(s)]["features"]["gl"]["0.0"]["F1"] for s in sizes],
         "gl_F1@0.9 features": [per_size[str(s)]["features"]["gl"]["0.9"]["F1"] for s in sizes],
         "kim_err ae_cos": [per_size[str(s)]["ae_mlp"]["kim"]["ae_cos"]["both"] for s in sizes],
-        "kim_err ae_mlp": [per_size[str(s)]["ae_mlp"]["kim"]["ae_mlp"]["both"] for s in sizes],
         f"guo_P@1(N={big}) dual_enc M=0": [per_size[str(s)]["dual_enc"]["variants"]["M=0"]["guo"][big]["P@1"]
                                            for s in sizes],
         f"guo_P@1(N={big}) dual_enc M={CURVE_M}": [
             per_size[str(s)]["dual_enc"]["variants"][f"M={CURVE_M}"]["guo"][big]["P@1"] for s in sizes],
     }
     res["curves"] = curves
+    res["convergence"] = convergence(per_size)
     res["claims"] = claims(res)
     print_tables(res)
     return run.finish(res)
+
+
+FLAT_PCT = 2.0  # a loss that fell less than this (%) over the last fifth of training has stopped
+
+
+def tail_drop(curve):
+    """Percent by which the loss fell over the last fifth of training (the mean of the last two
+    tenths of the loss curve against the two before); None for fewer than 4 points."""
+    if len(curve) < 4:
+        return None
+    before, last = np.mean(curve[-4:-2]), np.mean(curve[-2:])
+    return round(100 * float(before - last) / max(abs(float(before)), 1e-9), 1)
+
+
+def convergence(per_size: dict) -> dict:
+    """Each training run's updates, updates a second, loss curve and :func:`tail_drop`, by size."""
+    out = {}
+    for size, r in per_size.items():
+        runs = {"birnn": r["birnn"]["training"], "ae_mlp": r["ae_mlp"]["training"]}
+        for name, v in r["dual_enc"]["variants"].items():
+            runs[f"dual_enc {name}"] = v["training"].get("stage2", v["training"].get("stage1"))
+        out[size] = {name: {"steps": t["steps"], "epochs": t["epochs"], "steps_per_s": t["steps_per_s"],
+                            "loss_curve": t["loss_curve"], "tail_drop_pct": tail_drop(t["loss_curve"])}
+                     for name, t in runs.items()}
+    return out
 
 
 def claims(res: dict) -> dict:
@@ -442,6 +503,11 @@ def claims(res: dict) -> dict:
     for name, curve in res["curves"].items():
         better = (lambda a, b: b < a) if name.startswith("kim_err") else (lambda a, b: b > a)
         out[f"curve_rises {name}"] = {"holds": better(curve[0], curve[-1]), "curve": curve}
+    full = str(res["sizes"][-1])
+    for name, v in res["convergence"][full].items():
+        out[f"loss_stopped_falling {name}"] = {
+            "holds": v["tail_drop_pct"] is not None and v["tail_drop_pct"] < FLAT_PCT, "fell_in_last_fifth_pct": v["tail_drop_pct"],
+            "steps": v["steps"], "steps_per_s": v["steps_per_s"], "loss_curve": v["loss_curve"]}
     return out
 
 

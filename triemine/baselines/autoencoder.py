@@ -39,6 +39,7 @@ class AutoencoderConfig:
     lr: float = 1e-3
     epochs: int = 3
     max_seconds: float = 300.0
+    max_steps: int = 0  # 0: epochs and seconds bind
     mlp_hidden: Tuple[int, ...] = (256, 128)
     mlp_negatives: int = 3
     mlp_epochs: int = 8
@@ -116,7 +117,7 @@ class Autoencoder(PairClassifierBaseline):
         rng = np.random.default_rng(c.seed)
         params = [p for n, p in net.named_parameters() if p.requires_grad and not n.startswith("mlp.")]
         opt = torch.optim.Adam(params, lr=c.lr)
-        budget, losses = Budget(c.epochs, c.max_seconds), []
+        budget = Budget(c.epochs, c.max_seconds, c.max_steps)
         net.train()
         for idx in budget.batches(len(src), c.batch, rng):
             ae = rng.integers(0, len(english), size=len(idx))
@@ -128,10 +129,9 @@ class Autoencoder(PairClassifierBaseline):
             loss.backward()
             nn.utils.clip_grad_norm_(params, 5.0)
             opt.step()
-            losses.append(loss.item() / 2)
+            budget.record(loss.item() / 2)
         net.eval()
         stats = budget.describe()
-        stats["final_loss"] = float(np.mean(losses[-20:])) if losses else None
         model = cls(net, resources, c)
         stats["mlp"] = model.fit_mlp(data, rng)
         stats["autoencoder_seconds"] = stats["seconds"]

@@ -142,20 +142,28 @@ def minibatches(n: int, size: int, rng: np.random.Generator) -> Iterator[np.ndar
 
 
 class Budget:
-    """Stops training after ``epochs`` epochs or ``max_seconds`` of wall time, whichever first."""
+    """Stops training after ``epochs`` epochs, ``max_steps`` updates (0: no step limit) or
+    ``max_seconds`` of wall time, whichever comes first; :meth:`record` keeps each step's loss
+    for the loss curve of :meth:`describe`."""
 
-    def __init__(self, epochs: int, max_seconds: float):
+    def __init__(self, epochs: int, max_seconds: float, max_steps: int = 0):
         self.epochs, self.max_seconds = int(epochs), float(max_seconds)
+        self.max_steps = int(max_steps)
         self.t0 = time.perf_counter()
         self.steps = 0
         self.epochs_done = 0.0
+        self.losses: List[float] = []
 
     @property
     def seconds(self) -> float:
         return time.perf_counter() - self.t0
 
     def over(self) -> bool:
-        return self.seconds >= self.max_seconds
+        return self.seconds >= self.max_seconds or 0 < self.max_steps <= self.steps
+
+    def record(self, loss: float) -> None:
+        """The training loss of the step just taken."""
+        self.losses.append(float(loss))
 
     def batches(self, n: int, size: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
         """Index batches, epoch after epoch, until the budget is spent."""
@@ -169,10 +177,22 @@ class Budget:
                 yield b
             self.epochs_done = epoch + 1
 
+    def loss_curve(self, points: int = 10) -> List[float]:
+        """Mean recorded loss over each of ``points`` equal runs of consecutive steps, in order
+        (fewer points when fewer steps were recorded)."""
+        if not self.losses:
+            return []
+        parts = np.array_split(np.asarray(self.losses, dtype=np.float64), min(points, len(self.losses)))
+        return [round(float(p.mean()), 4) for p in parts if len(p)]
+
     def describe(self) -> dict:
-        return {"seconds": round(self.seconds, 1), "steps": self.steps,
+        secs = self.seconds
+        return {"seconds": round(secs, 1), "steps": self.steps,
                 "epochs": round(self.epochs_done, 2), "max_seconds": self.max_seconds,
-                "threads": torch.get_num_threads()}
+                "max_steps": self.max_steps, "steps_per_s": round(self.steps / max(secs, 1e-9), 2),
+                "threads": torch.get_num_threads(),
+                "final_loss": float(np.mean(self.losses[-20:])) if self.losses else None,
+                "loss_curve": self.loss_curve()}
 
 
 def config_from(cls, data: dict):

@@ -34,6 +34,7 @@ class BirnnConfig:
     lr: float = 2e-3
     epochs: int = 4
     max_seconds: float = 240.0
+    max_steps: int = 0  # 0: epochs and seconds bind
     seed: int = 1
 
 
@@ -70,7 +71,7 @@ class Birnn(PairClassifierBaseline):
         gen = torch.Generator().manual_seed(c.seed)
         opt = torch.optim.Adam([p for p in net.parameters() if p.requires_grad], lr=c.lr)
         loss_fn = nn.BCEWithLogitsLoss()
-        budget, losses = Budget(c.epochs, c.max_seconds), []
+        budget = Budget(c.epochs, c.max_seconds, c.max_steps)
         net.train()
         for idx in budget.batches(len(src), c.batch, rng):
             if len(idx) < 2:
@@ -86,10 +87,9 @@ class Birnn(PairClassifierBaseline):
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(loss.item())
+            budget.record(loss.item())
         net.eval()
         stats = budget.describe()
-        stats["final_loss"] = float(np.mean(losses[-20:])) if losses else None
         if data.held_src:
             model = cls(net, resources, c)
             stats["heldout"] = model.heldout_f1(data.held_src, data.held_tgt, c.negatives, c.seed)

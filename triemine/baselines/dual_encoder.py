@@ -21,7 +21,7 @@ from torch import nn
 
 from triemine.baselines.base import Budget, TrainedBaseline, hardest_negatives
 from triemine.baselines.knn import retrieval_precision
-from triemine.baselines.nn import DanEncoder, PieceEmbedding
+from triemine.baselines.nn import DanEncoder, PieceEmbedding, adam_for
 from triemine.baselines.text import pad_batch
 
 
@@ -35,6 +35,7 @@ class DualEncoderConfig:
     scale: float = 20.0
     epochs: int = 12
     max_seconds: float = 100.0  # per stage
+    max_steps: int = 0  # per stage; 0: epochs and seconds bind
     hard_negatives: int = 3
     seed: int = 1
 
@@ -67,8 +68,8 @@ class DualEncoder(TrainedBaseline):
 
     @classmethod
     def _train_stage(cls, net, src, tgt, c, rng, hard=None) -> dict:
-        opt = torch.optim.Adam([p for p in net.parameters() if p.requires_grad], lr=c.lr)
-        budget, losses = Budget(c.epochs, c.max_seconds), []
+        opts = adam_for(net, c.lr)
+        budget = Budget(c.epochs, c.max_seconds, c.max_steps)
         net.train()
         for idx in budget.batches(len(src), c.batch, rng):
             if len(idx) < 2:
@@ -79,12 +80,14 @@ class DualEncoder(TrainedBaseline):
                 h = net(pad_batch([tgt[i] for i in flat])).reshape(len(idx), hard.shape[1], -1)
             loss = ranking_loss(net(pad_batch([src[i] for i in idx])),
                                 net(pad_batch([tgt[i] for i in idx])), h, c.scale)
-            opt.zero_grad()
+            for opt in opts:
+                opt.zero_grad()
             loss.backward()
-            opt.step()
-            losses.append(loss.item())
+            for opt in opts:
+                opt.step()
+            budget.record(loss.item())
         net.eval()
-        return dict(budget.describe(), final_loss=float(np.mean(losses[-20:])) if losses else None)
+        return budget.describe()
 
     @classmethod
     def fit(cls, net, resources, c, data):
@@ -131,12 +134,14 @@ class DualEncoder(TrainedBaseline):
         stats["data"] = data.describe()
         return cls(net, resources, config, stats)
 
-    def negatives_ablation(self, data, ms=(0, 5, 10, 20)) -> dict:
+    def negatives_ablation(self, data, ms=(0, 5, 10, 20), **overrides) -> dict:
         """Guo et al.'s ablation from this model taken as stage 1: for each M of ``ms``, stage 2
-        trained afresh from these weights on ``data`` (the same budget, ``config.max_seconds``),
-        ``M = 0`` with the in-batch random negatives only.  Returns ``{M: DualEncoder}``
-        (their training records in ``.stats``); the global random state is untouched."""
-        tok, c = self.resources.tokenizer, self.config
+        trained afresh from these weights on ``data`` for the same budget (``config``'s
+        ``max_steps``/``max_seconds``/``epochs``, changed by ``overrides``), ``M = 0`` with the
+        in-batch random negatives only.  Returns ``{M: DualEncoder}`` (their training records in
+        ``.stats``); the global random state is untouched."""
+        tok = self.resources.tokenizer
+        c = type(self.config)(**dict(asdict(self.config), **overrides))
         src, tgt = tok.ids(data.src, "src"), tok.ids(data.tgt, "tgt")
         out = {}
         for m in ms:

@@ -106,7 +106,9 @@ class DanEncoder(nn.Module):
     """Deep averaging network (Iyyer et al. 2015, as in Guo et al. 2018): mean of piece
     embeddings and of hashed piece-bigram embeddings, then feed-forward layers.
 
-    ``forward(batch) -> (B, D)`` (not normalised).
+    ``forward(batch) -> (B, D)`` (not normalised).  The bigram table (``bigram_buckets`` rows)
+    has sparse gradients (only the rows a batch uses): train it with
+    ``torch.optim.SparseAdam`` (:func:`adam_for`).
     """
 
     def __init__(self, embed: PieceEmbedding, emb_dim: int, hidden: int, out_dim: int,
@@ -114,7 +116,7 @@ class DanEncoder(nn.Module):
         super().__init__()
         self.embed = embed
         self.buckets = int(bigram_buckets)
-        self.bigrams = nn.Embedding(self.buckets, emb_dim)
+        self.bigrams = nn.Embedding(self.buckets, emb_dim, sparse=True)
         nn.init.normal_(self.bigrams.weight, std=bigram_init)  # small: start from the unigrams
         self.ff = nn.Sequential(nn.Linear(2 * emb_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden),
                                 nn.Tanh(), nn.Linear(hidden, out_dim))
@@ -127,3 +129,14 @@ class DanEncoder(nn.Module):
         bmask = mask[:, 1:]                                           # (B, T-1)
         bi = (self.bigrams(big) * bmask[:, :, None]).sum(1) / bmask.sum(1, keepdim=True).clamp(min=1)
         return self.ff(torch.cat([uni, bi], dim=1))
+
+
+def adam_for(net: nn.Module, lr: float) -> list:
+    """Optimizers for ``net``'s trainable parameters, to step together: SparseAdam for the
+    tables of its ``nn.Embedding(sparse=True)`` modules (their gradients are sparse), Adam for
+    the rest."""
+    sparse = {id(m.weight): m.weight for m in net.modules()
+              if isinstance(m, nn.Embedding) and m.sparse and m.weight.requires_grad}
+    dense = [p for p in net.parameters() if p.requires_grad and id(p) not in sparse]
+    out = [torch.optim.Adam(dense, lr=lr)] if dense else []
+    return out + ([torch.optim.SparseAdam(list(sparse.values()), lr=lr)] if sparse else [])
