@@ -222,7 +222,10 @@ def seeds_tables(results: dict) -> List[str]:
                       for n, c in claims.items()]) + [""]
     job = results.get("default_job") or {}
     out += table(["result", "value"],
-                 [["training budget a system at the full size", duration(results.get("budget_full_s"))],
+                 [["training updates a system at the full size",
+                   ", ".join(f"{k} {v}" for k, v in (results.get("steps_full") or {}).items())
+                   or "–"],
+                  ["wall-time cap a training run", duration(results.get("budget_cap_s"))],
                   ["threads", cell(results.get("threads"))],
                   ["default job: wall time (1,000 sources × the pool)", duration(job.get("seconds"))],
                   ["default job: candidates a source", cell(job.get("per_source"))],
