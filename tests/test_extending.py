@@ -15,7 +15,7 @@ from triemine.mining import features
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.combine import Combination
 from triemine.mining.options import MineOptions
-from triemine.mining.run import _check_features
+from triemine.mining.run import MINE, available, check_combination
 from triemine.settings import key_of, setting
 
 
@@ -38,11 +38,12 @@ def test_a_toy_score_is_computed_named_and_usable_in_a_combination(toy_score):
     assert out.col("ce_token").tolist() == [1.0, 2.0]  # the others as before
     assert registry.get_score(toy_score).higher_is_better is False
     comb = Combination("toy", [toy_score, "ce_word"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0])
-    _check_features(comb, MineOptions.of("combined"), reverse=False)  # the job can produce it
+    opts = MineOptions.of("combined")
+    have = available(MINE, opts, reverse=False)  # the columns the job's stages write, derived
+    check_combination(opts, have, comb)  # the job can produce it
     assert comb(out.columns).tolist() == (out.col(toy_score) - out.col("ce_word")).tolist()
     with pytest.raises(InputError, match="needs dual_ce"):  # without a reverse model: cannot
-        _check_features(Combination("d", ["dual_ce"], [1.0], [0.0], [1.0]),
-                        MineOptions.of("combined"), reverse=False)
+        check_combination(opts, have, Combination("d", ["dual_ce"], [1.0], [0.0], [1.0]))
 
 
 @dataclass(frozen=True)
