@@ -32,6 +32,9 @@ Problems reported, one line each:
 * a thick ``api.py`` (at the package's root): over :data:`MAX_API_LINES` lines, or importing
   from :data:`API_FORBIDDEN` directly (inside functions too): the public API checks its
   arguments, takes the lock and calls the job driver, which owns the pool and the stages;
+* the digest of a file's content (``content_sha256(``) called from more than
+  :data:`MAX_DIGEST_FILES` modules: one problem listing them (a key takes its inputs' digests
+  from ``triemine.keys``, a stage's from the runner, not each caller from the hash);
 * package folders (any folder under the package holding ``.py`` / ``.pyx`` files) without an
   ``__init__.py`` (setuptools' ``find:`` skips them, so the wheel would lack their modules);
 * modules over :data:`MAX_MODULE_LINES` lines (``.py`` and ``.pyx``);
@@ -55,7 +58,8 @@ prints one line per problem and exits 1 if there is any. From Python:
 :func:`import_cycles`, :func:`package_cycles`, :func:`inner_imports` (its sites:
 :func:`inner_import_sites`), :func:`launcher_imports`, :func:`runner_calls`,
 :func:`long_stage_drivers`, :func:`long_mains`, :func:`thick_api`, :func:`missing_inits`,
-:func:`long_modules`, :func:`long_functions`, :func:`history_marks`, :func:`decision_links`.
+:func:`long_modules`, :func:`long_functions`, :func:`history_marks`, :func:`decision_links`,
+:func:`digest_callers`.
 """
 from __future__ import annotations
 
@@ -81,6 +85,8 @@ MAX_DRIVER_LINES = 30
 MAX_MAIN_LINES = 25  # a console script's *_main in cli.py: its parser and the call of its work
 MAX_API_LINES = 200
 API_FORBIDDEN = ("decoding", "distributed")  # api.py reaches them through the job driver
+DIGEST_CALL = "content_sha256"  # the hash every key's input digests come from
+MAX_DIGEST_FILES = 3            # modules calling it: triemine.keys and the copies' own checks
 SOURCE_SUFFIXES = (".py", ".pyx")
 SKIP_DIRS = {"__pycache__", "build", ".git"}
 
@@ -532,16 +538,33 @@ def decision_links(root) -> List[str]:
     return problems
 
 
+def digest_callers(root, limit: int = MAX_DIGEST_FILES) -> List[str]:
+    """One problem when more than ``limit`` ``.py`` modules call :data:`DIGEST_CALL`, naming
+    each with its lines (its definition is no call)."""
+    root = Path(root)
+    sites = {}
+    for module in find_modules(root).values():
+        if module.path.suffix == ".py":
+            lines = [line for line, name in _called(_parse(module.path)) if name == DIGEST_CALL]
+            if lines:
+                sites[_relpath(module, root)] = lines
+    if len(sites) <= limit:
+        return []
+    return [f"{DIGEST_CALL}( called from {len(sites)} modules (at most {limit}; take a key's "
+            "digests from triemine.keys): " + "; ".join(
+                f"{path}:{','.join(map(str, lines))}" for path, lines in sorted(sites.items()))]
+
+
 def layout_problems(root) -> List[str]:
     """Every problem, in the order: cycles, subpackages importing each other, imports inside
     functions, launcher imports, runner calls outside the launcher, long stage drivers, long
     ``*_main`` commands, a thick ``api.py``, missing ``__init__.py``, long modules, long
     functions, dates and commit hashes, broken links to ``docs/decisions.md``, machine facts
-    in the README."""
+    in the README, too many callers of the content digest."""
     return import_cycles(root) + package_cycles(root) + inner_imports(root) + \
         launcher_imports(root) + runner_calls(root) + long_stage_drivers(root) + \
         long_mains(root) + thick_api(root) + missing_inits(root) + long_modules(root) + long_functions(root) + history_marks(root) + \
-        decision_links(root) + readme_marks(root)
+        decision_links(root) + readme_marks(root) + digest_callers(root)
 
 
 def main(argv=None) -> int:

@@ -290,3 +290,24 @@ def test_every_environment_variable_is_documented():
     page = (repo / "docs" / "environment.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `(TRIEMINE_[A-Z_]+)` \|", page, re.M))
     assert used and used == documented, (sorted(used - documented), sorted(documented - used))
+
+
+def test_the_content_digest_is_called_from_at_most_three_modules(tmp_path):
+    root = tmp_path / "pkg"
+    _write(root, "__init__.py")
+    _write(root, "paths.py", "def content_sha256(p):\n    return p\n")  # its definition: no call
+    for name in ("keys", "a", "b"):
+        _write(root, f"{name}.py", "from pkg.paths import content_sha256\n"
+               "d = content_sha256('x')\n")
+    assert check_layout.digest_callers(root) == []  # three
+    _write(root, "sub/__init__.py")
+    _write(root, "sub/c.py", "import pkg.paths\n\n\ndef f(p):\n    return pkg.paths.content_sha256(p)\n")
+    assert check_layout.digest_callers(root) == [
+        "content_sha256( called from 4 modules (at most 3; take a key's digests from "
+        "triemine.keys): pkg/a.py:2; pkg/b.py:2; pkg/keys.py:2; pkg/sub/c.py:5"]
+    assert check_layout.digest_callers(root, limit=4) == []
+
+
+def test_the_package_calls_the_content_digest_from_its_keys_and_copies_only():
+    root = Path(__file__).resolve().parents[1] / "triemine"
+    assert check_layout.digest_callers(root) == []

@@ -15,7 +15,8 @@ from triemine.mining import features
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.combine import Combination
 from triemine.mining.options import MineOptions
-from triemine.mining.run import _check_features
+from triemine.mining import run
+from triemine.mining.run import MINE, MiningStage, available, check_combination, check_stages
 from triemine.settings import key_of, setting
 
 
@@ -38,11 +39,25 @@ def test_a_toy_score_is_computed_named_and_usable_in_a_combination(toy_score):
     assert out.col("ce_token").tolist() == [1.0, 2.0]  # the others as before
     assert registry.get_score(toy_score).higher_is_better is False
     comb = Combination("toy", [toy_score, "ce_word"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0])
-    _check_features(comb, MineOptions.of("combined"), reverse=False)  # the job can produce it
+    opts = MineOptions.of("combined")
+    have = available(MINE, opts, reverse=False)  # the columns the job's stages write, derived
+    check_combination(opts, have, comb)  # the job can produce it
     assert comb(out.columns).tolist() == (out.col(toy_score) - out.col("ce_word")).tolist()
     with pytest.raises(InputError, match="needs dual_ce"):  # without a reverse model: cannot
-        _check_features(Combination("d", ["dual_ce"], [1.0], [0.0], [1.0]),
-                        MineOptions.of("combined"), reverse=False)
+        check_combination(opts, have, Combination("d", ["dual_ce"], [1.0], [0.0], [1.0]))
+
+
+def test_a_stage_declares_its_columns_and_a_combination_may_use_them_after_it(monkeypatch):
+    """A job stage's columns (its declaration, no list kept elsewhere) are usable by the
+    combination of a stage list naming it before the combination, refused otherwise."""
+    opts = MineOptions.of("combined")
+    monkeypatch.setitem(run.MINING, "toy", MiningStage(lambda m: None, lambda o, r: {"toy_col"}))
+    monkeypatch.setattr(run, "load_combination",
+                        lambda o: Combination("t", ["toy_col"], [1.0], [0.0], [1.0]))
+    check_stages(["toy", "combination"], opts, reverse=False)
+    with pytest.raises(InputError, match="needs toy_col"):
+        check_stages(["combination", "toy"], opts, reverse=False)
+    assert "toy_col" not in available(MINE, opts, reverse=False)
 
 
 @dataclass(frozen=True)

@@ -421,7 +421,8 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
     def refuse(*_a, **_k):
         raise AssertionError("an earlier stage ran again")
     monkeypatch.setattr(generators.EncoderKnn, "run", refuse)
-    monkeypatch.setattr(run, "_exact", refuse)
+    monkeypatch.setattr(run, "_scores", refuse)
+    monkeypatch.setattr(run, "_priors", refuse)
     again = mine_pipeline(tiny_model, src, tgt, out, cfg, resume=True)
     assert out.read_bytes() == first
     assert (again["candidates"], again["by_generator"]) == (summary["candidates"],

@@ -38,7 +38,7 @@ from triemine.filtering import formats, registry
 from triemine.filtering.selection import load_thresholds
 from triemine.mining.job import argument_name, inputs_of, job_inputs, run_job
 from triemine.mining.options import MineOptions
-from triemine.mining.result import MiningResult, job_result
+from triemine.mining.result import MiningResult
 from triemine.outfile import check_distinct, describe, output_lock
 from triemine.settings import paths
 
@@ -182,8 +182,7 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
     saved = load_thresholds(thresholds) if thresholds is not None else None
     given = registry.named_thresholds((given or {}).items())
     with output_lock(output):
-        summary = run_job(opts, model, source, target, output, resume=resume, progress=progress)
-        result = job_result(output, summary, select=select, saved=saved, given=given,
-                            every_pair=opts.duplicates.every_pair)
+        result = run_job(opts, model, source, target, output, resume=resume, progress=progress,
+                         select=select, saved=saved, given=given)
     result.inputs = inputs
     return result

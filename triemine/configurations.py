@@ -7,8 +7,9 @@ makes a configuration:
   search, :mod:`triemine.decoding.driver`; any other set is the mining job,
   :mod:`triemine.mining.run`);
 * ``stages``: the job's stages in order, names of :data:`triemine.mining.job.STAGES` (the
-  paper's: the trie search alone; the mining job's: deduplication, the job, the rows mapped
-  back to the original lines);
+  paper's: the trie search, the selection; the mining job's: deduplication, candidates, exact
+  scores, priors, the combination, the TSV, the rows mapped back to the original lines, the
+  selection);
 * ``settings``: the values this configuration gives fields of the settings tree
   (:class:`triemine.mining.options.MineOptions`), by field name, e.g. ``{"beam": 5}``; a field not
   named keeps its declared default;

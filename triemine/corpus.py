@@ -30,8 +30,9 @@ import numpy as np
 
 from triemine.compression import plain_copy
 from triemine.errors import InputError
+from triemine.keys import input_digest
 from triemine.lineindex import BOM, load_or_build
-from triemine.paths import content_sha256, file_stamp
+from triemine.paths import file_stamp
 from triemine.textfile import describe, read_bytes
 
 FORMATS = ("auto", "plain", "tsv")
@@ -231,7 +232,7 @@ class _Lines(Sequence[str]):
         digest would name other lines than these)."""
         if not self._data or self._stamp is None or file_stamp(self._data) != self._stamp:
             return None  # the file on disk is not (or may not be) the one these lines map
-        return {"file": content_sha256(self._data), "format": self._fmt, "field": self._field}
+        return {"file": input_digest(self._data), "format": self._fmt, "field": self._field}
 
     def _range(self, a: int, b: int) -> List[str]:
         if b <= a:

@@ -6,11 +6,17 @@ class, the content digests of the inputs, the settings node without its transien
 :func:`triemine.settings.key_of`).  :data:`KEY_VERSION` is raised when what a key holds or how it
 is derived changes; a folder or file written under another version is named in a warning and
 computed again, once (:func:`older_key`), never resumed with other bits and never refused.
+
+Every key takes the digests of the files it depends on from here (:func:`input_digest`,
+:func:`input_digests`), not from the hash itself: a stage names its inputs
+(:class:`triemine.distributed.stage.Stage`'s ``inputs``) and the runner digests them.
 """
 from __future__ import annotations
 
 import warnings
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
+
+from triemine.paths import content_sha256
 
 KEY_VERSION = 2
 
@@ -25,3 +31,15 @@ def older_key(key: Optional[Mapping[str, Any]], where, what: str) -> bool:
                   f"{key.get('key_version', 1)}, now {KEY_VERSION}); computing it again",
                   stacklevel=3)
     return True
+
+
+def input_digest(path) -> str:
+    """The SHA-256 (64 hex characters) of the content of the file ``path``, as a key holds an
+    input: read whole once per version of the file (:func:`triemine.paths.content_sha256`).
+    Raises :class:`OSError` when ``path`` cannot be read."""
+    return content_sha256(path)
+
+
+def input_digests(inputs: Mapping[str, Any]) -> Dict[str, str]:
+    """``{name: input_digest(path)}`` for each ``name: path`` of ``inputs``, in order."""
+    return {name: input_digest(path) for name, path in dict(inputs).items()}

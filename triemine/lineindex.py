@@ -19,7 +19,7 @@ File layout (little-endian)::
 A line's bytes run from its offset to the next one, less its ``\\n`` and a ``\\r`` before it.
 An index whose file is shorter or longer than its header says, whose header does not parse, whose
 arrays do not have their checksum (damaged in place), or whose corpus digest is not the corpus's
-(another file, or this one changed since: :func:`triemine.paths.content_sha256`, read again only
+(another file, or this one changed since: :func:`triemine.keys.input_digest`, read again only
 when the file's stamp changes) is never used: it is rebuilt, and a warning names the index file
 and the reason.  The parsing rules (formats, ids,
 empty lines, UTF-8) are :mod:`triemine.corpus`'s, which builds the index through
@@ -40,7 +40,8 @@ import numpy as np
 
 from triemine.outfile import atomic_write
 from triemine.checksum import crc32_range
-from triemine.paths import cache_name, cache_root, content_sha256, file_stamp
+from triemine.keys import input_digest
+from triemine.paths import cache_name, cache_root, file_stamp
 
 MAGIC = b"TMLINES1"
 VERSION = 3                  # 2: the skipped lines; 3: the corpus digest, the checksum
@@ -154,7 +155,7 @@ def load_or_build(corpus_path, format: str, build: Callable[[object, np.ndarray]
     path = index_path(corpus_path, format, cache)
     buf = open_mmap(stamp["path"])
     corpus = {"path": stamp["path"], "size": stamp["size"],
-              "sha256": content_sha256(stamp["path"])}
+              "sha256": input_digest(stamp["path"])}
     if path.exists():
         try:
             header, *arrays = read_index(path, corpus)

@@ -36,9 +36,9 @@ from triemine.decoding.model_spec import inline_model_pool
 from triemine.errors import DamagedFile, InputError
 from triemine.filtering import formats
 from triemine.filtering.bicleaner import score_bicleaner
+from triemine.keys import input_digest
 from triemine.mining.combine import Combination, shipped
 from triemine.outfile import atomic_write
-from triemine.paths import content_sha256
 from triemine.tsv import clean_cell
 
 logger = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ def _distinct(texts: Sequence[str]) -> Tuple[List[str], np.ndarray]:
 
 def _settings(model, bitext: Bitext, opts: ScoreOptions, side_files) -> dict:
     return {"model": model_fingerprint(model), "encoder": opts.encoder,
-            "k": opts.k, "sides": [content_sha256(p) for p in side_files]}
+            "k": opts.k, "sides": [input_digest(p) for p in side_files]}
 
 
 def _prepare_work(work: Path, settings: dict, resume: bool) -> None:

@@ -26,7 +26,8 @@ import numpy as np
 
 from triemine.errors import InputError, OutputError
 from triemine.checksum import cached_npy, write_npy
-from triemine.paths import cache_root, content_sha256
+from triemine.keys import input_digest
+from triemine.paths import cache_root
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def corpus_token_lengths(spm, spm_path, texts: Sequence[str]) -> np.ndarray:
     key = file_key() if file_key is not None else None
     if key is None or spm_path is None or not os.path.isfile(spm_path):
         return token_lengths(spm, texts)
-    key = dict(key, spm=content_sha256(spm_path), rule=LENGTH_RULE)
+    key = dict(key, spm=input_digest(spm_path), rule=LENGTH_RULE)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:32]
     path = cache_root() / "lengths" / f"{digest}.npy"
     cached = cached_npy(path, "token lengths cache", np.int32, (len(texts),))

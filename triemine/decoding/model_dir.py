@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 from triemine.errors import InputError
+from triemine.keys import input_digest
 from triemine.models.checkpoint import load_ensemble
-from triemine.paths import content_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -34,10 +34,10 @@ def weights_digest(path) -> str:
     """The first :data:`WEIGHTS_DIGEST_CHARS` hex characters of the sha256 of
     ``path/checkpoint.pt`` (``path`` a model directory), ``"no-checkpoint"`` if there is none:
     what identifies a model's weights in cache keys and resume settings. Reads the whole file
-    once per version of it (:func:`~triemine.paths.content_sha256`);
+    once per version of it (:func:`~triemine.keys.input_digest`);
     :attr:`ModelDir.weights_digest` asks once per loaded model."""
     ckpt = Path(path) / "checkpoint.pt"
-    return content_sha256(ckpt)[:WEIGHTS_DIGEST_CHARS] if ckpt.is_file() else "no-checkpoint"
+    return input_digest(ckpt)[:WEIGHTS_DIGEST_CHARS] if ckpt.is_file() else "no-checkpoint"
 
 
 @dataclass

@@ -16,8 +16,9 @@ import numpy as np
 
 from triemine.checksum import discard
 from triemine.errors import DamagedFile, InputError, TrieFormatError
+from triemine.keys import input_digest
 from triemine.outfile import atomic_write
-from triemine.paths import cache_root, content_sha256
+from triemine.paths import cache_root
 from triemine.textfile import read_bytes
 from triemine.trie import FORMAT_VERSION, Trie
 from triemine.trie.build import build_trie_from_corpus, dictionary_fingerprint
@@ -29,8 +30,8 @@ def trie_cache_key(model, target_path, nbest: int = 1) -> str:
     if model.target_spm_path is None:
         raise InputError("the model directory has no target.spm: pass --target-spm", model.path)
     h = hashlib.sha256()
-    for part in (content_sha256(target_path), dictionary_fingerprint(model.tgt_dict),
-                 content_sha256(model.target_spm_path), str(nbest), str(FORMAT_VERSION)):
+    for part in (input_digest(target_path), dictionary_fingerprint(model.tgt_dict),
+                 input_digest(model.target_spm_path), str(nbest), str(FORMAT_VERSION)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:40]
@@ -119,12 +120,12 @@ def target_shard_tries(model, target_path, k: int, trie_nbest: int = 1,
     ranges = target_ranges(len(lines), k)
     where = cache_root() / "target-shards"
     where.mkdir(parents=True, exist_ok=True)
-    digest = content_sha256(target_path)[:24]
+    digest = input_digest(target_path)[:24]
     out = []
     for i, (a, b) in enumerate(ranges):
         part = where / f"{digest}.{i + 1}-of-{len(ranges)}.txt"
         text = b"".join(line + b"\n" for line in lines[a:b])
-        if part.is_file() and content_sha256(part) != hashlib.sha256(text).hexdigest():
+        if part.is_file() and input_digest(part) != hashlib.sha256(text).hexdigest():
             discard(DamagedFile(part, "not the lines of its range", "target shard cache"))
         if not part.is_file():
             atomic_write(part, text, "target shard")

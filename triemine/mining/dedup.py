@@ -51,8 +51,8 @@ import numpy as np
 from triemine.checksum import crc32_range, discard, dumps_sealed, load_npy, read_sealed, write_npy
 from triemine.corpus import open_corpus
 from triemine.errors import DamagedFile, InputError
+from triemine.keys import input_digest
 from triemine.outfile import atomic_write
-from triemine.paths import content_sha256
 from triemine.tsv import column_order, read_meta, read_mined, write_mined
 
 logger = logging.getLogger(__name__)
@@ -180,7 +180,7 @@ class SideMap:
 
 
 def _key(corpus_path: str, case: bool, punct: bool) -> dict:
-    return {"corpus": content_sha256(corpus_path), "rule": rule(case, punct)}
+    return {"corpus": input_digest(corpus_path), "rule": rule(case, punct)}
 
 
 def _verify_text(path: Path, seal) -> None:

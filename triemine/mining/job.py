@@ -5,21 +5,27 @@ A configuration's record lists its stages (``stages`` in ``triemine/configs/<nam
 
 * ``dedup``: both corpora grouped into their distinct texts (:func:`triemine.mining.dedup.unique_inputs`;
   nothing with ``--no-dedup``), so the stages after it read the unique corpora;
-* ``mine``: the mining job (:func:`triemine.mining.run.mine_pipeline`: candidates by generator,
-  exact scores, priors, the combination, the TSV), its stages kept in ``OUT.work/``;
+* the mining job's stages (:data:`triemine.mining.run.MINING`, their state kept in
+  ``OUT.work/``): ``candidates`` (by generator, united), ``scores`` (exact, forced decoding),
+  ``priors``, ``combination`` (the store complete, the combined score), ``finish`` (the TSV);
 * ``trie_search``: the paper's trie search alone (:func:`triemine.decoding.driver.mine_to_tsv`);
 * ``dedup_map``: the job's rows mapped back to every original line
-  (:func:`triemine.mining.dedup.expand_output`).
+  (:func:`triemine.mining.dedup.expand_output`);
+* ``selection``: the kept pairs chosen (:func:`triemine.mining.result.job_result`).
 
 :func:`run_job` is what :func:`triemine.api.run` calls once the paths are checked and the
-output locked; a stage is a function of the :class:`JobRun`, adding a stage is adding one here
-and naming it in a record.  :func:`job_inputs` lists the files a job reads, for those checks.
+output locked.  Before any stage runs, each mining stage's check sees the columns the stages
+listed before it write (:func:`triemine.mining.run.check_stages`: a combination needing a column
+no stage writes is refused).  A stage is a function of the :class:`JobRun`: adding one is adding
+it here (or to :data:`~triemine.mining.run.MINING`) and naming it in a record.
+:func:`job_inputs` lists the files a job reads, for those checks.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from triemine.configurations import PAPER, configuration
 from triemine.decoding.driver import mine_to_tsv
@@ -28,13 +34,15 @@ from triemine.decoding.task import load_trie_for_dict
 from triemine.distributed import check_workers, make_pool
 from triemine.mining.dedup import Unique, expand_output, unique_inputs
 from triemine.mining.options import MineOptions
-from triemine.mining.run import mine_pipeline
+from triemine.mining.result import MiningResult, job_result
+from triemine.mining.run import MINING, Mining, check_stages, open_mining
 
 
 @dataclass
 class JobRun:
     """One job's state as its stages pass it on: its settings, model, pool and files; ``unique``
-    once deduplicated; ``summary`` once mined."""
+    once deduplicated; ``mining`` once a mining stage ran; ``summary`` once mined; ``result``
+    once selected (``select``, ``saved`` and ``given``: :func:`job_result`'s)."""
 
     opts: MineOptions
     model: object
@@ -45,7 +53,12 @@ class JobRun:
     progress: bool
     pool: object = None
     unique: Optional[Unique] = None
+    mining: Optional[Mining] = None
     summary: Optional[dict] = None
+    select: bool = False
+    saved: Any = None
+    given: Optional[Mapping[str, float]] = None
+    result: Optional[MiningResult] = None
 
     def corpora(self):
         """``(source, target, TSV)`` the mining stages read and write: the unique corpora and
@@ -55,6 +68,19 @@ class JobRun:
         u = self.unique
         return u.sides["source"].path, u.sides["target"].path, str(u.job_output)
 
+    def mined(self) -> Mining:
+        """The mining job's state, opened by its first stage (with the reverse model, if any;
+        its stages kept in ``OUT.work/`` whatever TSV they write)."""
+        if self.mining is None:
+            opts = self.opts
+            reverse = (load_model_dir(opts.reverse_model, device=opts.device)
+                       if opts.reverse_model else None)
+            self.mining = open_mining(self.model, *self.corpora(), opts, resume=self.resume,
+                                      progress=self.progress, reverse_model=reverse,
+                                      pool=self.pool if opts.sharded else None,
+                                      work_dir=self.output + ".work")
+        return self.mining
+
 
 def _dedup(job: JobRun) -> None:
     d = job.opts.duplicates
@@ -63,14 +89,13 @@ def _dedup(job: JobRun) -> None:
                                    punct=d.dedup_punct)
 
 
-def _mine(job: JobRun) -> None:
-    opts = job.opts
-    reverse = (load_model_dir(opts.reverse_model, device=opts.device)
-               if opts.reverse_model else None)
-    job.summary = mine_pipeline(job.model, *job.corpora(), opts, resume=job.resume,
-                                progress=job.progress, reverse_model=reverse,
-                                pool=job.pool if opts.sharded else None,
-                                work_dir=job.output + ".work")  # OUT.work/ whatever TSV
+def _mining_stage(name: str) -> Callable[[JobRun], None]:
+    """The job stage running the mining stage ``name`` (its summary once it has one)."""
+    def run(job: JobRun) -> None:
+        mining = job.mined()
+        MINING[name].run(mining)
+        job.summary = mining.summary
+    return run
 
 
 def _trie_search(job: JobRun) -> None:
@@ -86,23 +111,36 @@ def _dedup_map(job: JobRun) -> None:
         job.summary = expand_output(job.unique, job.summary)
 
 
+def _selection(job: JobRun) -> None:
+    job.result = job_result(job.output, job.summary, select=job.select, saved=job.saved,
+                            given=job.given or {}, every_pair=job.opts.duplicates.every_pair)
+
+
 STAGES: Dict[str, Callable[[JobRun], None]] = {
-    "dedup": _dedup, "mine": _mine, "trie_search": _trie_search, "dedup_map": _dedup_map}
+    "dedup": _dedup, **{name: _mining_stage(name) for name in MINING},
+    "trie_search": _trie_search, "dedup_map": _dedup_map, "selection": _selection}
 
 
 def run_job(opts: MineOptions, model, source: str, target: str, output: str, *,
-            resume: bool = False, progress: bool = False) -> dict:
-    """Start the pool (``opts.pool``; with target shards an in-process one), load the model
-    (``model``: a directory or a loaded model), run the stages of the configuration's record
-    (the paper's for the trie search alone) in order; returns the job's summary."""
-    job = JobRun(opts, model, source, target, output, resume, progress, pool=_pool(opts, model))
+            resume: bool = False, progress: bool = False, select: bool = False, saved=None,
+            given: Optional[Mapping[str, float]] = None) -> MiningResult:
+    """Check the stages of the configuration's record (:func:`check_stages`), start the pool
+    (``opts.pool``; with target shards an in-process one), load the model (``model``: a
+    directory or a loaded model), run the stages in order (the pool open across them); returns
+    the job's result (its summary; with ``select``, the pairs it keeps)."""
+    stages = configuration(PAPER if opts.paper else opts.config).stages
+    check_stages(stages, opts, opts.reverse_model is not None)
+    job = JobRun(opts, model, source, target, output, resume, progress, pool=_pool(opts, model),
+                 select=select, saved=saved, given=given)
     if isinstance(model, (str, os.PathLike)):
         # with Ray the driver only plans and merges: the actors hold the model on --device
         job.model = load_model_dir(model, target_spm=opts.target_spm,
                                    device="cpu" if opts.pool.ray is not None else opts.device)
-    for name in configuration(PAPER if opts.paper else opts.config).stages:
-        STAGES[name](job)
-    return job.summary
+    with job.pool if job.pool is not None else contextlib.nullcontext():  # one start of workers
+        for name in stages:
+            STAGES[name](job)
+    return job.result if job.result is not None else \
+        MiningResult(output, None, None, summary=job.summary)
 
 
 def _pool(opts: MineOptions, model):

@@ -25,9 +25,9 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Dict, Optional, Sequence, Set
 
 import numpy as np
 
@@ -98,32 +98,45 @@ def _what_differs(old, new: dict, source, target) -> str:
     return "; ".join(parts) or "the settings"
 
 
-def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
-                  resume: bool = False, progress: bool = False, reverse_model=None,
-                  pool=None, work_dir=None) -> dict:
-    """Run the job ``opts`` describes (module docstring; ``opts.device``, its trie search's
-    ``shard_sources`` and ``target_shards``); returns a summary dict.
+@dataclass
+class Mining:
+    """The mining job's state as its stages (:data:`MINING`) pass it on: the generators' job
+    (model, corpora, settings, work folder, pool), where the TSV goes, the reverse model; the
+    job's candidate store once its candidates are in (``store``), marked complete once every
+    column the TSV needs is (``scored``; a resumed job that had scored them starts there), the
+    combination and the summary once finished."""
 
-    ``reverse_model`` (a model translating the target language into the source language) adds
-    log P(x|y) of every pair and the dual conditional cross-entropy ``dual_ce``.
+    job: Job
+    out_path: Path
+    reverse_model: Any = None
+    store: Optional[ColumnStore] = None
+    scored: Optional[ColumnStore] = None
+    comb: Optional[Combination] = None
+    summary: Optional[dict] = None
 
-    ``pool`` (:func:`triemine.distributed.make_pool`: worker processes or Ray actors) runs the
-    stages in deterministic shards (:mod:`triemine.distributed`): the sentence embeddings and
-    their kNN, the trie search per source shard (``shard_sources``; ``target_shards`` tries),
-    the exact scores of the candidate pairs and the targets' priors; the output is
-    byte-identical to the run without a pool.  ``work_dir``: where the stages are kept
-    (default ``out_path + ".work"``).
-    """
+
+def open_mining(model, source_path, target_path, out_path, opts: MineOptions, *,
+                resume: bool = False, progress: bool = False, reverse_model=None, pool=None,
+                work_dir=None) -> Mining:
+    """The mining job's state before its first stage: both corpora opened, the lines too long
+    to score found (and warned about), the work folder (``work_dir``, default ``out_path +
+    ".work"``) kept, started over or refused by the job's key (:func:`_open_work`)."""
     src, tgt = open_pair(source_path, target_path)
-    name = opts.scores.combination
-    comb = Combination.load(name) if os.path.isfile(name) else shipped(name)
-    _check_features(comb, opts, reverse_model is not None)
     long_src, long_tgt = _too_long(model, reverse_model, src, tgt, opts.search.max_length)
-    out_path = Path(out_path)
-    work = Path(work_dir) if work_dir is not None else _work(out_path)
+    work = Path(work_dir) if work_dir is not None else _work(Path(out_path))
     settings = _settings_digest(model, source_path, target_path, opts)
     if reverse_model is not None:
         settings["reverse_model"] = model_fingerprint(reverse_model)
+    _open_work(work, settings, resume, source_path, target_path)
+    job = Job(model, src, tgt, source_path, target_path, opts, work, device=opts.device,
+              progress=progress, pool=pool, long_src=long_src, long_tgt=long_tgt)
+    return Mining(job, Path(out_path), reverse_model, scored=load_scored(work))
+
+
+def _open_work(work: Path, settings: dict, resume: bool, source_path, target_path) -> None:
+    """Keep ``work`` (with ``resume``, when its key is ``settings``), or start it over (without
+    ``resume``; a damaged key or one of an older key version, with a warning); a resumed job of
+    another key is refused, naming what changed.  Its key is written before any stage."""
     settings_file = work / "settings.json"
     if work.is_dir():
         try:  # written atomically before any stage: missing means nothing was computed yet
@@ -145,26 +158,148 @@ def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
     work.mkdir(parents=True, exist_ok=True)
     atomic_write(settings_file, dumps_sealed(settings), "job settings")
 
-    job = Job(model, src, tgt, source_path, target_path, opts, work, device=opts.device,
-              progress=progress, pool=pool, long_src=long_src, long_tgt=long_tgt)
-    scored = load_scored(work)  # a resumed job that had scored every candidate goes on from there
-    if scored is None:
-        with pool if pool is not None else contextlib.nullcontext():  # one start of the workers
-            store = _candidates(job, _empty_mask(src) | long_src, _empty_mask(tgt) | long_tgt)
-            scored = _exact(job, store, reverse_model).mark(SCORED)
-    skipped = lengths.skipped_summary(long_src, long_tgt)
+
+def candidates_stage(m: Mining) -> None:
+    """Every generator's candidates, united, without the empty and too-long lines' pairs."""
+    if m.scored is None:
+        src, tgt = m.job.src, m.job.tgt
+        m.store = _candidates(m.job, _empty_mask(src) | m.job.long_src,
+                              _empty_mask(tgt) | m.job.long_tgt)
+
+
+def scores_stage(m: Mining) -> None:
+    """The exact scores (:func:`_scores`; both directions with a reverse model)."""
+    if m.scored is None:
+        with m.job.timed("scoring"):
+            m.store = _scores(m.job, m.store, m.job.model)
+            if m.reverse_model is not None:
+                m.store = _scores(m.job, m.store, m.reverse_model, reverse=True)
+
+
+def priors_stage(m: Mining) -> None:
+    """The targets' priors (:func:`_priors`), when the configuration asks for them."""
+    if m.scored is None:
+        with m.job.timed("priors"):
+            m.store = _priors(m.job, m.store)
+
+
+def combination_stage(m: Mining) -> None:
+    """The store marked complete (``scored``: a resumed job starts here) and the combined
+    score's :class:`Combination` (checked against the columns before any stage ran,
+    :func:`check_stages`)."""
+    if m.scored is None:
+        m.scored = m.store.mark(SCORED)
+    m.comb = load_combination(m.job.opts)
+
+
+def finish_stage(m: Mining) -> None:
+    """The mining TSV (:func:`~triemine.mining.finish.finish_tsv`: the derived scores and
+    ``combined`` a block at a time) and the job's summary."""
+    job, opts, model = m.job, m.job.opts, m.job.model
+    src, tgt, source_path, target_path = job.src, job.tgt, job.source_path, job.target_path
+    skipped = lengths.skipped_summary(job.long_src, job.long_tgt)
     with job.timed("finish"):
-        origins = finish_tsv(out_path, scored, src, tgt, comb, meta={
+        origins = finish_tsv(m.out_path, m.scored, src, tgt, m.comb, meta={
             "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
             "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
             "mode": "+".join(opts.candidates),
             "beam": opts.search.beam if "trie" in opts.candidates else "-",
-            "pipeline": key_of(opts), "combination": asdict(comb), "skipped_long": skipped,
+            "pipeline": key_of(opts), "combination": asdict(m.comb), "skipped_long": skipped,
             "skipped_bad": skipped_counts(src, tgt)})
-    return {"sources": len(src), "targets": len(tgt), "candidates": len(scored),
-            "by_generator": origin_counts(origins), "skipped_long": skipped,
-            "skipped_bad": skipped_counts(src, tgt),
-            "stage_s": job.seconds, "output": str(out_path)}
+    m.summary = {"sources": len(src), "targets": len(tgt), "candidates": len(m.scored),
+                 "by_generator": origin_counts(origins), "skipped_long": skipped,
+                 "skipped_bad": skipped_counts(src, tgt),
+                 "stage_s": job.seconds, "output": str(m.out_path)}
+
+
+def load_combination(opts: MineOptions) -> Combination:
+    """The job's combined score: ``opts.scores.combination``, a file or a shipped name."""
+    name = opts.scores.combination
+    return Combination.load(name) if os.path.isfile(name) else shipped(name)
+
+
+def _score_columns(opts: MineOptions, reverse: bool) -> Set[str]:
+    return {c for r in [ScoreJob.of()] + [ScoreJob.of(reverse=True)] * reverse
+            for c in (r.score, r.n_tokens)}
+
+
+@dataclass(frozen=True)
+class MiningStage:
+    """One stage of the mining job: ``run(mining)``; ``columns(opts, reverse)``: the columns it
+    writes to every candidate (``reverse``: with a reverse model), which the stages after it
+    may read; ``check(opts, have)``: before any stage runs, given ``have``, the columns of the
+    stages listed before it and every score derived from them."""
+
+    run: Callable[[Mining], None]
+    columns: Callable[[MineOptions, bool], Set[str]] = lambda opts, reverse: set()
+    check: Optional[Callable[[MineOptions, Set[str]], None]] = None
+
+
+def check_combination(opts: MineOptions, have: Set[str],
+                      comb: Optional[Combination] = None) -> None:
+    """Refuse the job's combination (``comb``, default :func:`load_combination`) when it needs
+    a column not in ``have``."""
+    comb = comb if comb is not None else load_combination(opts)
+    missing = [f for f in comb.features if f not in have]
+    if missing:
+        raise InputError(f"combination {comb.name} needs {', '.join(missing)}, which candidates "
+                         f"{','.join(opts.candidates)} with encoder {opts.neighbours.encoder} "
+                         "do not produce "
+                         "(choose another --combination or --config)")
+
+
+# the mining job's stages, by the names a configuration's record lists them under
+MINING: Dict[str, MiningStage] = {
+    "candidates": MiningStage(candidates_stage, lambda opts, _r: set().union(
+        *(REGISTRY[n].columns(opts) for n in opts.candidates))),
+    "scores": MiningStage(scores_stage, _score_columns),
+    "priors": MiningStage(priors_stage, lambda opts, _r: {PRIOR} if opts.scores.priors
+                          else set()),
+    "combination": MiningStage(combination_stage, check=check_combination),
+    "finish": MiningStage(finish_stage),
+}
+MINE = tuple(MINING)  # in order
+
+
+def check_stages(names: Sequence[str], opts: MineOptions, reverse: bool) -> None:
+    """Every mining stage's ``check`` of the stage list ``names`` (others are skipped), each
+    given :func:`available` of the stages listed before it, before any work."""
+    for i, name in enumerate(names):
+        if name in MINING and MINING[name].check is not None:
+            MINING[name].check(opts, available(names[:i], opts, reverse))
+
+
+def available(names: Sequence[str], opts: MineOptions, reverse: bool) -> Set[str]:
+    """The columns the mining stages of ``names`` write (:attr:`MiningStage.columns`; others
+    are skipped) and the scores derived from them (:func:`~triemine.mining.features.derivable`)."""
+    return derivable(set().union(*(MINING[n].columns(opts, reverse) for n in names
+                                   if n in MINING)))
+
+
+def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
+                  resume: bool = False, progress: bool = False, reverse_model=None,
+                  pool=None, work_dir=None) -> dict:
+    """Run the mining stages (:data:`MINE`; module docstring) of the job ``opts`` describes
+    (``opts.device``, its trie search's ``shard_sources`` and ``target_shards``); returns a
+    summary dict.
+
+    ``reverse_model`` (a model translating the target language into the source language) adds
+    log P(x|y) of every pair and the dual conditional cross-entropy ``dual_ce``.
+
+    ``pool`` (:func:`triemine.distributed.make_pool`: worker processes or Ray actors) runs the
+    stages in deterministic shards (:mod:`triemine.distributed`): the sentence embeddings and
+    their kNN, the trie search per source shard (``shard_sources``; ``target_shards`` tries),
+    the exact scores of the candidate pairs and the targets' priors; the output is
+    byte-identical to the run without a pool.  ``work_dir``: where the stages are kept
+    (default ``out_path + ".work"``).
+    """
+    check_stages(MINE, opts, reverse_model is not None)
+    m = open_mining(model, source_path, target_path, out_path, opts, resume=resume,
+                    progress=progress, reverse_model=reverse_model, pool=pool, work_dir=work_dir)
+    with pool if pool is not None else contextlib.nullcontext():  # one start of the workers
+        for name in MINE:
+            MINING[name].run(m)
+    return m.summary
 
 
 def _candidates(job: Job, skip_src: np.ndarray, skip_tgt: np.ndarray) -> ColumnStore:
@@ -210,18 +345,6 @@ def unite(where: Path, stores, spaces, skip_src: np.ndarray,
             yield cands.with_columns(**{c: np.full(len(cands), np.nan) for c in columns
                                         if c not in cands.columns})
     return write_store(where, ranges(), columns, done=(CANDIDATES,))
-
-
-def _exact(job: Job, store: ColumnStore, reverse_model) -> ColumnStore:
-    """The exact scores (both directions with a reverse model) and the targets' priors, added
-    to the store as columns: in shards of whole chunks, on the job's pool when it has one, the
-    same bits either way."""
-    with job.timed("scoring"):
-        store = _scores(job, store, job.model)
-        if reverse_model is not None:
-            store = _scores(job, store, reverse_model, reverse=True)
-    with job.timed("priors"):
-        return _priors(job, store)
 
 
 def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> ColumnStore:
@@ -354,23 +477,3 @@ def _too_long(model, reverse_model, src, tgt, max_length: Optional[int]):
     lengths.report(long_src, src.path, "source", lim.source)
     lengths.report(long_tgt, tgt.path, "target", lim.target)
     return long_src, long_tgt
-
-
-def _check_features(comb, opts: MineOptions, reverse: bool) -> None:
-    """Refuse, before any work, a combination that needs a column this job cannot produce: the
-    columns its producers write (the exact scores of each direction, the priors, the
-    generators') and the scores derived from them (:func:`~triemine.mining.features.derivable`)."""
-    have = set()
-    for rules in [ScoreJob.of()] + ([ScoreJob.of(reverse=True)] if reverse else []):
-        have |= {rules.score, rules.n_tokens}
-    if opts.scores.priors:
-        have.add(PRIOR)
-    for name in opts.candidates:
-        have |= REGISTRY[name].columns(opts)
-    have = derivable(have)
-    missing = [f for f in comb.features if f not in have]
-    if missing:
-        raise InputError(f"combination {comb.name} needs {', '.join(missing)}, which candidates "
-                         f"{','.join(opts.candidates)} with encoder {opts.neighbours.encoder} "
-                         "do not produce "
-                         "(choose another --combination or --config)")
