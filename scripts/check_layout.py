@@ -32,6 +32,9 @@ Problems reported, one line each:
 * a thick ``api.py`` (at the package's root): over :data:`MAX_API_LINES` lines, or importing
   from :data:`API_FORBIDDEN` directly (inside functions too): the public API checks its
   arguments, takes the lock and calls the job driver, which owns the pool and the stages;
+* imports of :data:`TESTING` (``triemine/testing/``: the tiny models, the local Ray cluster) from
+  any module outside it (inside functions too): one problem per import line; the test fixtures
+  serve the tests, benchmarks and scripts, never the package's own code;
 * package folders (any folder under the package holding ``.py`` / ``.pyx`` files) without an
   ``__init__.py`` (setuptools' ``find:`` skips them, so the wheel would lack their modules);
 * modules over :data:`MAX_MODULE_LINES` lines (``.py`` and ``.pyx``);
@@ -54,7 +57,8 @@ prints one line per problem and exits 1 if there is any. From Python:
 ``layout_problems(root) -> list[str]`` (``root`` the package folder), or the single checks
 :func:`import_cycles`, :func:`package_cycles`, :func:`inner_imports` (its sites:
 :func:`inner_import_sites`), :func:`launcher_imports`, :func:`runner_calls`,
-:func:`long_stage_drivers`, :func:`long_mains`, :func:`thick_api`, :func:`missing_inits`,
+:func:`long_stage_drivers`, :func:`long_mains`, :func:`thick_api`, :func:`testing_imports`,
+:func:`missing_inits`,
 :func:`long_modules`, :func:`long_functions`, :func:`history_marks`, :func:`decision_links`.
 """
 from __future__ import annotations
@@ -81,6 +85,7 @@ MAX_DRIVER_LINES = 30
 MAX_MAIN_LINES = 25  # a console script's *_main in cli.py: its parser and the call of its work
 MAX_API_LINES = 200
 API_FORBIDDEN = ("decoding", "distributed")  # api.py reaches them through the job driver
+TESTING = "testing"  # the test fixtures' subpackage: imported by tests, benches and scripts only
 SOURCE_SUFFIXES = (".py", ".pyx")
 SKIP_DIRS = {"__pycache__", "build", ".git"}
 
@@ -402,6 +407,19 @@ def thick_api(root, limit: int = MAX_API_LINES) -> List[str]:
     return problems
 
 
+def testing_imports(root) -> List[str]:
+    """One line per import of the :data:`TESTING` subpackage from a module outside it (inside
+    functions too)."""
+    root = Path(root)
+    modules = find_modules(root)
+    sites = {(_relpath(modules[e.importer], root), e.line, e.imported)
+             for e in import_edges(modules)
+             if _subpackage(e.imported, modules) == TESTING
+             and _subpackage(e.importer, modules) != TESTING}
+    return [f"testing import in {path}:{line}: {name} ({root.name}/{TESTING}/ serves the tests, "
+            f"benchmarks and scripts, not the package)" for path, line, name in sorted(sites)]
+
+
 def missing_inits(root) -> List[str]:
     root = Path(root)
     folders = sorted({p.parent for p in _source_files(root)})
@@ -535,12 +553,14 @@ def decision_links(root) -> List[str]:
 def layout_problems(root) -> List[str]:
     """Every problem, in the order: cycles, subpackages importing each other, imports inside
     functions, launcher imports, runner calls outside the launcher, long stage drivers, long
-    ``*_main`` commands, a thick ``api.py``, missing ``__init__.py``, long modules, long
+    ``*_main`` commands, a thick ``api.py``, imports of the test fixtures, missing
+    ``__init__.py``, long modules, long
     functions, dates and commit hashes, broken links to ``docs/decisions.md``, machine facts
     in the README."""
     return import_cycles(root) + package_cycles(root) + inner_imports(root) + \
         launcher_imports(root) + runner_calls(root) + long_stage_drivers(root) + \
-        long_mains(root) + thick_api(root) + missing_inits(root) + long_modules(root) + long_functions(root) + history_marks(root) + \
+        long_mains(root) + thick_api(root) + testing_imports(root) + \
+        missing_inits(root) + long_modules(root) + long_functions(root) + history_marks(root) + \
         decision_links(root) + readme_marks(root)
 
 

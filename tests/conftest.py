@@ -12,7 +12,7 @@ def tiny_model_dir(tmp_path_factory):
     """Model directory (checkpoint, dicts, source/target spm, triemine-model.json), ~10 s."""
     import torch
 
-    from triemine.decoding.testing import build_tiny_model
+    from triemine.testing.tiny_model import build_tiny_model
 
     torch.set_num_threads(1)
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))

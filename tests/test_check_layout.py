@@ -190,6 +190,23 @@ def test_the_api_is_at_most_200_lines_and_imports_no_decoding_or_launcher(tmp_pa
     assert check_layout.thick_api(root, limit=201)[0].startswith("api import in pkg/api.py:2")
 
 
+def test_only_the_testing_folder_imports_the_test_fixtures(tmp_path):
+    root = _layered(tmp_path)
+    _write(root, "testing/__init__.py")
+    _write(root, "testing/tiny.py", "from pkg.models import m\nfrom pkg.testing import t\n")
+    _write(root, "testing/t.py", "x = 1\n")
+    assert check_layout.testing_imports(root) == []  # testing imports models and itself
+    _write(root, "decoding/d.py", "from pkg.models import m\ndef f():\n"
+           "    from pkg.testing.tiny import x\n    return x\n")
+    _write(root, "api.py", "import pkg.testing\n")
+    assert check_layout.testing_imports(root) == [
+        "testing import in pkg/api.py:1: pkg.testing (pkg/testing/ serves the tests, benchmarks "
+        "and scripts, not the package)",
+        "testing import in pkg/decoding/d.py:3: pkg.testing.tiny (pkg/testing/ serves the "
+        "tests, benchmarks and scripts, not the package)"]
+    assert check_layout.layout_problems(root) == check_layout.testing_imports(root)
+
+
 def test_main_exit_status(tmp_path, capsys):
     root = tmp_path / "clean"
     _write(root, "__init__.py", "from clean import m\n")

@@ -135,7 +135,7 @@ def test_noise_kinds_are_what_they_say():
 
 @pytest.fixture()
 def tiny_pairs(tmp_path):
-    from triemine.decoding.testing import synthetic_pairs
+    from triemine.testing.tiny_model import synthetic_pairs
 
     good = synthetic_pairs(12, seed=3)
     rows = good + [(good[0][0], good[5][1]), good[1], ("", good[3][1]), (good[2][0], good[2][0])]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from triemine.cli import mine_main
-from triemine.decoding.testing import synthetic_pairs
+from triemine.testing.tiny_model import synthetic_pairs
 from triemine.distributed.shards import LOG, MANIFEST
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))

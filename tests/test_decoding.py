@@ -9,7 +9,7 @@ from fairseq.sequence_generator import SequenceGenerator
 
 from triemine.decoding.generator import TrieSequenceGenerator
 from triemine.decoding.search import TrieConstrainedBeamSearch, TrieConsistencyError
-from triemine.decoding.testing import synthetic_pairs
+from triemine.testing.tiny_model import synthetic_pairs
 from triemine.trie import Trie
 
 PAIRS = synthetic_pairs(40, seed=101)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from triemine.decoding.testing import synthetic_pairs
+from triemine.testing.tiny_model import synthetic_pairs
 from triemine.plugin import user_dir
 from triemine.trie import Trie
 

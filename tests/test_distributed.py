@@ -19,7 +19,7 @@ import pytest
 
 from triemine import paths
 from triemine.cli import mine_main
-from triemine.decoding.testing import synthetic_pairs
+from triemine.testing.tiny_model import synthetic_pairs
 from triemine.distributed import Shard, ShardFailures, ShardStore, execute, plan_shards
 from triemine.distributed.shards import read_done
 from triemine.distributed.local import InlinePool

@@ -400,7 +400,7 @@ def test_the_searchs_source_lengths_are_the_models_encoded_lengths(tiny_model):
     rule (the pieces as the dictionary splits them + EOS, batched, cached per corpus file:
     int32, no Python int a source), which counts the tokens the model's encoder is given."""
     from triemine.decoding.runner import source_lengths
-    from triemine.decoding.testing import synthetic_pairs
+    from triemine.testing.tiny_model import synthetic_pairs
 
     texts = [s for s, _ in synthetic_pairs(60, seed=5)] + ["", "  "]
     _same_length_rule(tiny_model, texts + ["a\x1fb", "a\x85b c", "\x1f"])

@@ -28,7 +28,7 @@ from triemine.errors import InputError  # noqa: E402
 from triemine.models.convert import detect_model_format, import_model  # noqa: E402
 from triemine.fidelity import FairseqSide, HFSide, compare, tokenize_sources  # noqa: E402
 from triemine.models.hf_marian import import_transformers  # noqa: E402
-from triemine.models.hf_testing import build_tiny_hf_marian  # noqa: E402
+from triemine.testing.tiny_hf_marian import build_tiny_hf_marian  # noqa: E402
 from triemine.paths import PARALLEL_DE_EN, shared_path  # noqa: E402
 
 torch.set_num_threads(1)

@@ -16,7 +16,7 @@ from triemine.cli import mine_main
 from triemine.decoding import SearchSettings, get_trie, mine, mine_to_tsv
 from triemine.decoding.batching import block_batches, plan_batches, plan_blocks, resolve_batch_size
 from triemine.tsv import HEADER as TSV_HEADER, read_mined
-from triemine.decoding.testing import synthetic_pairs
+from triemine.testing.tiny_model import synthetic_pairs
 from triemine.errors import InputError
 from triemine.trie import Trie
 

@@ -25,7 +25,7 @@ class CipherEncoder(SentenceEncoder):
     name, dim = "cipher", 24
 
     def _encode(self, texts):
-        from triemine.decoding.testing import SRC_WORDS, TGT_WORDS, translate_synthetic
+        from triemine.testing.tiny_model import SRC_WORDS, TGT_WORDS, translate_synthetic
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, t in enumerate(texts):
@@ -619,7 +619,7 @@ def reverse_model(tmp_path_factory):
     import torch
 
     from triemine.decoding.model_dir import load_model_dir
-    from triemine.decoding.testing import build_tiny_model
+    from triemine.testing.tiny_model import build_tiny_model
 
     torch.set_num_threads(1)
     return load_model_dir(build_tiny_model(tmp_path_factory.mktemp("rev"), reverse=True, updates=300))

@@ -1,6 +1,6 @@
 """``trie-mine --ray ADDRESS`` against a cluster started as users start one: ``ray start --head``
 and a second node (``ray start --address``), both with token authentication, on loopback
-addresses only (127.0.0.2 and 127.0.0.3: :mod:`triemine.distributed.ray_testing`).
+addresses only (127.0.0.2 and 127.0.0.3: :mod:`triemine.testing.ray_cluster`).
 
 The default job and ``--config paper`` give the one-process bytes on two nodes; every way of
 failing to connect (no token, a wrong token, ``RAY_AUTH_MODE`` set wrong, a port where no Ray
@@ -21,8 +21,8 @@ import tempfile
 import pytest
 
 from triemine.cli import mine_main
-from triemine.decoding.testing import synthetic_pairs
-from triemine.distributed.ray_testing import LocalCluster, free_loopback_port
+from triemine.testing.tiny_model import synthetic_pairs
+from triemine.testing.ray_cluster import LocalCluster, free_loopback_port
 
 JOBS = {"default": (),
         "paper": ("--config", "paper", "--beam", "5", "--batch-size", "2", "--sort-window", "2")}

@@ -368,7 +368,7 @@ def test_a_wrong_trie_file_is_a_clean_cli_error(tiny_model, tiny_model_dir, tmp_
     """Issue 9: a trie whose header depth was rewritten to 3 (checksums valid) made trie-mine
     exit 0 with no rows; now it is exit 2 with a message naming the file, no traceback."""
     from triemine.cli import mine_main
-    from triemine.decoding.testing import synthetic_pairs
+    from triemine.testing.tiny_model import synthetic_pairs
 
     pairs = synthetic_pairs(20, seed=5, min_len=4)
     (tmp_path / "src.txt").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")

@@ -163,7 +163,7 @@ def build_tiny_model(out_dir, *, n_train: int = 3000, updates: int = 500, seed: 
     torch.save(state, out / "checkpoint.pt")
     (out / "triemine-model.json").write_text(json.dumps({
         "format": 1, "source_lang": "src", "target_lang": "tgt",
-        "description": "tiny synthetic test model (triemine.decoding.testing)",
+        "description": "tiny synthetic test model (triemine.testing.tiny_model)",
         "final_train_loss": float(loss.detach()),
     }, indent=2) + "\n", encoding="utf-8")
     return out
