@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import io
 import re
 import sys
@@ -127,10 +128,15 @@ def find_modules(root) -> Dict[str, Module]:
 
 def _parse(path: Path) -> ast.Module:
     """A ``.py`` file's syntax tree; of a ``.pyx`` file, only its one-line Python ``import``
-    statements (``cimport`` is C-level; the rest is not Python syntax)."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".py":
-        return ast.parse(text, filename=str(path))
+    statements (``cimport`` is C-level; the rest is not Python syntax). Parsed once per text
+    (every check reads the whole package); the tree must not be changed."""
+    return _parse_text(str(path), path.suffix, path.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(filename: str, suffix: str, text: str) -> ast.Module:
+    if suffix == ".py":
+        return ast.parse(text, filename=filename)
     tree = ast.Module(body=[], type_ignores=[])
     for lineno, line in enumerate(text.splitlines(), 1):
         if not re.match(r"\s*(import|from)\s", line) or "cimport" in line:
@@ -160,11 +166,7 @@ def import_edges(modules: Dict[str, Module]) -> List[Edge]:
     edge per name."""
     edges: List[Edge] = []
     for module in modules.values():
-        tree = _parse(module.path)
-        inner = {id(node) for fn in ast.walk(tree)
-                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom))}
-        for node in ast.walk(tree):
+        for node, inner in _import_statements(_parse(module.path)):
             targets: List[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -179,8 +181,22 @@ def import_edges(modules: Dict[str, Module]) -> List[Edge]:
                 while target and target not in modules:  # `import a.b.c` of a non-module c
                     target = target.rpartition(".")[0]
                 if target and target != module.name:
-                    edges.append(Edge(module.name, target, node.lineno, id(node) in inner))
+                    edges.append(Edge(module.name, target, node.lineno, inner))
     return edges
+
+
+def _import_statements(tree: ast.AST) -> Iterator[Tuple[ast.stmt, bool]]:
+    """Every ``import`` statement of ``tree`` in source order, with whether it sits inside a
+    function (one walk of the tree)."""
+    stack: List[Tuple[ast.AST, bool]] = [(tree, False)]
+    found = []
+    while stack:
+        node, inside = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append((node, inside))
+        inside = inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        stack.extend((child, inside) for child in ast.iter_child_nodes(node))
+    return iter(sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset)))
 
 
 def strongly_connected(nodes: List[str], succ: Dict[str, Set[str]]) -> List[List[str]]:

@@ -62,6 +62,7 @@ def models(data, resources):
     return {name: train(name, resources, data, **SMALL[name]) for name in TRAINED}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", TRAINED)
 def test_true_pairs_beat_shuffled(models, data, name):
     m = models[name]
@@ -77,6 +78,7 @@ def test_true_pairs_beat_shuffled(models, data, name):
     assert float(np.mean(true[f"{m.space}_cos"] > shuffled[f"{m.space}_cos"])) >= 0.75
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", TRAINED)
 def test_retrieval_better_than_chance(models, data, name):
     p = retrieval_precision(models[name], data.held_src, data.held_tgt, np.arange(len(data.held_src)))
@@ -85,6 +87,7 @@ def test_retrieval_better_than_chance(models, data, name):
     assert p["queries"] == p["pool"] == len(data.held_src)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", TRAINED)
 def test_encode_shapes_and_scores_registered(models, name):
     m = models[name]
@@ -95,6 +98,7 @@ def test_encode_shapes_and_scores_registered(models, name):
     assert get_score(f"{m.space}_margin").higher_is_better
 
 
+@pytest.mark.integration
 def test_mine_bucc_one_to_one(models, data, tmp_path):
     from triemine.evaluation.bucc import read_bucc
     from triemine.evaluation.pipeline import Direction, candidates, evaluate
@@ -113,6 +117,7 @@ def test_mine_bucc_one_to_one(models, data, tmp_path):
     assert out.strict.f1 > 0.3
 
 
+@pytest.mark.integration
 def test_candidates_of_head_and_margin_systems(models, data):
     for name in TRAINED:
         m = models[name]
@@ -121,6 +126,7 @@ def test_candidates_of_head_and_margin_systems(models, data):
         assert set(c.columns) >= {f"{m.space}_cos", f"{m.space}_margin", m.score}
 
 
+@pytest.mark.integration
 def test_reproducible_with_seed(data, resources):
     cfg = dict(SMALL["dual_enc"], epochs=2)
     a = train("dual_enc", resources, data, seed=3, **cfg)
@@ -131,6 +137,7 @@ def test_reproducible_with_seed(data, resources):
     assert not np.array_equal(va, vc)
 
 
+@pytest.mark.integration
 def test_save_load_roundtrip(models, data, resources, tmp_path):
     m = models["ae_mlp"]
     path = tmp_path / "ae.pt"
@@ -144,6 +151,7 @@ def test_save_load_roundtrip(models, data, resources, tmp_path):
         system_class("ae_mlp").load(path, Resources.tiny(256))
 
 
+@pytest.mark.integration
 def test_hardest_negatives_exclude_the_translation():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(50, 8)).astype(np.float32)
@@ -155,6 +163,7 @@ def test_hardest_negatives_exclude_the_translation():
     assert (codes[neg] != codes[:, None]).all()
 
 
+@pytest.mark.integration
 def test_bad_input_raises_input_error(models, resources, data, tmp_path):
     m = models["dual_enc"]
     with pytest.raises(InputError):
@@ -176,6 +185,7 @@ def test_bad_input_raises_input_error(models, resources, data, tmp_path):
     assert set(SYSTEMS) == {"birnn", "ae_mlp", "dual_enc", "opus_enc"}
 
 
+@pytest.mark.cluster
 def test_the_package_names_the_systems_without_loading_torch():
     """triemine.baselines (imported by trie-mine-eval/-filter to register the score names) names
     exactly the systems of triemine.baselines.systems, and importing it loads no torch."""
@@ -194,6 +204,7 @@ def model_dir():
     return cache_root() / "models" / "opus-mt-zh-en"
 
 
+@pytest.mark.integration
 @pytest.mark.shared_model
 def test_opus_encoder_ranks_translations(model_dir):
     from triemine.baselines.opus_encoder import OpusEncoder
@@ -207,6 +218,7 @@ def test_opus_encoder_ranks_translations(model_dir):
     assert cols["opus_enc_margin"].shape == (5,)
 
 
+@pytest.mark.integration
 @pytest.mark.shared_model
 def test_tiny_training_on_shared_pieces(model_dir, tmp_path):
     res = Resources.from_model_dir(model_dir)
@@ -221,6 +233,7 @@ def test_tiny_training_on_shared_pieces(model_dir, tmp_path):
     np.testing.assert_array_equal(m.encode(data.held_src[:3], "src"), again.encode(data.held_src[:3], "src"))
 
 
+@pytest.mark.integration
 @pytest.mark.shared_model
 def test_filter_cli_scores_trie_mine_candidates_with_a_classifier(model_dir, tmp_path, capsys):
     """trie-mine-filter --classifier NAME adds the baseline's columns to a mining TSV, and its
@@ -262,6 +275,7 @@ def _bucc_files(folder, n_src=40, n_tgt=70, seed=0):
     return folder / "zh-en.t.gold", tgt_of
 
 
+@pytest.mark.integration
 def test_mine_bucc_scores_bucc_ids_with_the_shared_scorer(tmp_path):
     """mine_bucc hands the evaluation BUCC ids (not line numbers), source = l1: a baseline
     whose space puts each gold source on its target scores F1 1 tuned (>= 0.9 2-fold held-out),
@@ -304,6 +318,7 @@ def test_mine_bucc_scores_bucc_ids_with_the_shared_scorer(tmp_path):
                     rule="one-to-one").strict.f1 < 0.3
 
 
+@pytest.mark.integration
 def test_union_with_a_useless_classifier_saves_and_reloads_its_thresholds(tmp_path):
     """Regression: tuning 'ce+birnn' where the classifier should keep nothing gave the threshold
     birnn>=inf, which --save-thresholds wrote as 'Infinity' and --thresholds then refused
@@ -353,6 +368,7 @@ def _lev(a, b):
     return d[-1]
 
 
+@pytest.mark.integration
 def test_levenshtein_matrix_is_the_exact_normalised_edit_distance():
     from triemine.baselines.protocols import levenshtein_matrix
 
@@ -365,6 +381,7 @@ def test_levenshtein_matrix_is_the_exact_normalised_edit_distance():
     np.testing.assert_allclose(got, want, atol=1e-12)
 
 
+@pytest.mark.integration
 def test_protocol_metrics_on_known_matrices():
     from triemine.baselines.protocols import (cartesian_f1, noisy_columns, precision_at,
                                               ratio_margin, recovery_error)
@@ -393,6 +410,7 @@ def test_protocol_metrics_on_known_matrices():
     np.testing.assert_allclose(m, [[0.9 / 0.9, 0.1 / 0.85], [0.2 / 0.85, 0.8 / 0.8]])
 
 
+@pytest.mark.integration
 def test_feature_baseline_learns_the_cipher_and_scores_a_matrix(data, resources):
     from triemine.baselines.features import FeatureBaseline
     from triemine.baselines.protocols import cartesian_f1, recovery_error
@@ -409,6 +427,7 @@ def test_feature_baseline_learns_the_cipher_and_scores_a_matrix(data, resources)
     assert recovery_error(mat)["both"] < 60                            # chance: 99
 
 
+@pytest.mark.integration
 def test_dual_encoder_negatives_ablation_continues_stage_one(data, resources):
     from triemine.baselines.dual_encoder import DualEncoder
 
@@ -425,6 +444,7 @@ def test_dual_encoder_negatives_ablation_continues_stage_one(data, resources):
         assert p["p@10"] >= 0.5, (m, p)  # chance: 0.1
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["birnn", "ae_mlp"])
 def test_score_matrix_is_the_head_and_the_cosine_of_every_pair(models, data, name):
     from triemine.baselines.protocols import cosine_matrix, score_matrix

@@ -13,8 +13,6 @@ from triemine.cleaning.pairs import read_pairs
 from triemine.cli import score_main
 from triemine.errors import InputError
 
-import test_mining  # noqa: F401  (registers the tiny model's "cipher" encoder)
-
 PAIRS = [("你好。", "Hello."), ("再见！", "Bye!"), ("谢谢", "Thanks")]
 
 
@@ -178,6 +176,7 @@ def test_score_writes_one_row_per_input_pair_in_order_and_resumes_to_the_same_by
     assert out.read_bytes() == first
 
 
+@pytest.mark.cluster
 def test_score_on_two_workers_gives_the_same_bytes(tmp_path, tiny_model_dir, tiny_model,
                                                    tiny_pairs, cipher_combination):
     path, _ = tiny_pairs

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import torch
-from fairseq.data import data_utils
 from fairseq.search import BeamSearch
 from fairseq.sequence_generator import SequenceGenerator
 
@@ -12,28 +11,7 @@ from triemine.decoding.search import TrieConstrainedBeamSearch, TrieConsistencyE
 from triemine.testing.tiny_model import synthetic_pairs
 from triemine.trie import Trie
 
-PAIRS = synthetic_pairs(40, seed=101)
-OTHER = [t for _, t in synthetic_pairs(60, seed=202)]
-
-
-def make_trie(model, texts, token_seqs=()):
-    seqs = [list(t) for t in token_seqs] + [model.encode_target(t).tolist() for t in texts]
-    return Trie.build(seqs, eos=model.tgt_dict.eos())
-
-
-def sample_of(model, sources):
-    toks = [model.encode_source(s) for s in sources]
-    return {"net_input": {
-        "src_tokens": data_utils.collate_tokens(toks, model.src_dict.pad(), left_pad=True),
-        "src_lengths": torch.tensor([len(t) for t in toks])}}
-
-
-def run(model, sources, trie, mode, beam, debug=False, **search_kwargs):
-    search = None if mode is None else TrieConstrainedBeamSearch(model.tgt_dict, trie, mode,
-                                                                  debug=debug, **search_kwargs)
-    gen = TrieSequenceGenerator(model.models, model.tgt_dict, search=search, beam_size=beam)
-    return gen.generate(model.models, sample_of(model, sources)), gen, search
-
+from helpers import OTHER, PAIRS, forced_scores, make_trie, run, sample_of
 
 def run_stock(model, sources, trie, mode, beam, max_len_b=None):
     """fairseq's stock generator; with a trie, ``max_len_b`` defaults to the trie depth (one
@@ -45,22 +23,6 @@ def run_stock(model, sources, trie, mode, beam, max_len_b=None):
     gen = SequenceGenerator(model.models, model.tgt_dict, beam_size=beam,
                             max_len_b=max_len_b, search_strategy=search)
     return gen.generate(model.models, sample_of(model, sources)), search
-
-
-def forced_scores(model, source, targets):
-    """Total log-prob of every target given the source (teacher forcing, EOS included)."""
-    m = model.model
-    src = model.encode_source(source)
-    tgt = [model.encode_target(t) for t in targets]
-    eos, pad = model.tgt_dict.eos(), model.tgt_dict.pad()
-    n = len(tgt)
-    target = data_utils.collate_tokens(tgt, pad, eos, left_pad=False)
-    prev = data_utils.collate_tokens(tgt, pad, eos, left_pad=False, move_eos_to_beginning=True)
-    with torch.no_grad():
-        out = m(src.unsqueeze(0).repeat(n, 1), torch.tensor([len(src)] * n), prev)
-        lp = m.get_normalized_probs(out, log_probs=True)
-    tok = lp.gather(2, target.unsqueeze(-1)).squeeze(-1).masked_fill(target.eq(pad), 0.0)
-    return tok.sum(1), torch.tensor([len(t) for t in tgt])
 
 
 @pytest.fixture(scope="module")

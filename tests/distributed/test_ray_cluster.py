@@ -24,6 +24,8 @@ from triemine.cli import mine_main
 from triemine.testing.tiny_model import synthetic_pairs
 from triemine.testing.ray_cluster import LocalCluster, free_loopback_port
 
+pytestmark = pytest.mark.cluster
+
 JOBS = {"default": (),
         "paper": ("--config", "paper", "--beam", "5", "--batch-size", "2", "--sort-window", "2")}
 SHARDS = {"default": (), "paper": ("--shard-size", "8")}  # the search in 8 shards, not one

@@ -21,6 +21,7 @@ def gold_pairs():
 
 
 # e5's cosines crowd into a narrow band (0.7-0.9 here; measured gap 0.115), USE's spread wide (0.655)
+@pytest.mark.integration
 @pytest.mark.parametrize("name, dim, gap", [("use", 512, 0.4), ("e5", 384, 0.08)])
 def test_encoder_finds_translations_among_the_gold_pairs(gold_pairs, name, dim, gap):
     zh, en = gold_pairs

@@ -137,6 +137,7 @@ print(json.dumps({"features": sorted(ds.features), "translation": type(ds.featur
 """
 
 
+@pytest.mark.cluster
 def test_hf_folder_loads(tmp_path, mined):
     out = tmp_path / "hf"
     assert write_pairs(mined, KEPT, out, "hf") == 3

@@ -130,6 +130,7 @@ compression.plain_copy(sys.argv[1])
 """
 
 
+@pytest.mark.cluster
 def test_killed_decompression_leaves_no_copy_taken_as_complete(tmp_path, cache, caplog):
     packed = tmp_path / "k.xz"
     data = corpus_bytes()

@@ -1,8 +1,7 @@
-"""Issue 37, what the tools write: no output is an input or another output; the Python API
-takes sentence lists as text and refuses bad arguments by name; --device is checked before the
-model loads; the pool starts no more workers than a stage has shards; every file goes through
-the atomic writer; one job per output (a lock); a cut mining TSV is refused; a skipped
-overlong line moves no one's margins.
+"""What the tools write: no output is an input or another output; every file goes through the
+atomic writer; one job per output (a lock); a cut mining TSV is refused, a kept one records its
+row count; a skipped overlong line moves no one's margins; refusals name no flag the tool
+lacks.
 
 Tiny synthetic model (tests/conftest.py); the CLI is called in this process (``*_main``), the
 lock across two processes.
@@ -17,49 +16,15 @@ import sys
 import numpy as np
 import pytest
 
-import triemine
 from triemine.cli import eval_main, filter_main, import_main, mine_main, trie_build_main
 from triemine.errors import InputError, OutputError
 from triemine.filtering.selection import write_bitext
 from triemine.outfile import check_distinct, output_lock
 from triemine.tsv import read_mined, write_rows
 
-from test_decoding import OTHER, PAIRS
-from test_first_hour import _job  # the mining job with the tiny pair's encoder
-from test_mining import CipherEncoder  # noqa: F401  (registers the tiny pair's encoder)
+from helpers import mine_args, run_main, snapshot
 
-
-@pytest.fixture(autouse=True)
-def _env(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def pair(tmp_path):
-    """Plain-text sources and targets of the tiny pair, and a combination its encoder feeds."""
-    from triemine.mining.combine import Combination
-
-    src, tgt = tmp_path / "src.txt", tmp_path / "tgt.txt"
-    src.write_text("".join(s + "\n" for s, _ in PAIRS[:10]), encoding="utf-8")
-    tgt.write_text("".join(t + "\n" for t in OTHER[:10] + [t for _, t in PAIRS[:10]]),
-                   encoding="utf-8")
-    comb = tmp_path / "comb.json"
-    Combination("test", ["cipher_margin", "ce_token"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0],
-                "test").save(comb)
-    return src, tgt, str(comb)
-
-
-def _err(capsys, main, argv):
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # argparse's refusal of a bad option value
-        rc = exc.code
-    return rc, capsys.readouterr().err
-
-
-def _snapshot(*paths):
-    return {p: p.read_bytes() for p in paths if p.is_file()}
+pytestmark = pytest.mark.usefixtures("tmp_cache")
 
 
 # -- 1. outputs are not inputs ---------------------------------------------------------------------
@@ -92,13 +57,13 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tiny_model_dir, p
         (tmp_path / "out.tsv.work").mkdir()
         source = tmp_path / "out.tsv.work" / "src.txt"
         source.write_bytes(src.read_bytes())
-    before = _snapshot(src, tgt, source, tiny_model_dir / "checkpoint.pt")
-    rc, err = _err(capsys, mine_main, _job(tiny_model_dir, source, tgt, comb, "-o", str(out),
+    before = snapshot(src, tgt, source, tiny_model_dir / "checkpoint.pt")
+    rc, err = run_main(capsys, mine_main, mine_args(tiny_model_dir, source, tgt, comb, "-o", str(out),
                                            *extra))
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
     assert "must not be an input" in err or "two outputs must be different" in err
     assert "Traceback" not in err
-    assert _snapshot(src, tgt, source, tiny_model_dir / "checkpoint.pt") == before
+    assert snapshot(src, tgt, source, tiny_model_dir / "checkpoint.pt") == before
     assert not (tmp_path / "out.tsv.lock").exists()
 
 
@@ -135,209 +100,36 @@ def _bucc(tmp_path):
 
 def test_filter_eval_build_and_import_refuse_an_output_that_is_an_input(tmp_path, capsys):
     mined = _mined_tsv(tmp_path / "m.tsv")
-    before = _snapshot(mined, tmp_path / "m.tsv.meta.json")
+    before = snapshot(mined, tmp_path / "m.tsv.meta.json")
     for argv in ([str(mined), "--ce-max", "2", "-o", str(mined)],
                  [str(mined), "--ce-max", "2", "--bitext", str(mined) + ".meta.json"],
                  [str(mined), "--ce-max", "2", "-o", str(tmp_path / "k.tsv"),
                   "--bitext", str(tmp_path / "k.tsv")]):
-        rc, err = _err(capsys, filter_main, argv)
+        rc, err = run_main(capsys, filter_main, argv)
         assert rc == 2 and ("must not be an input" in err or "different files" in err), err
     gold = _bucc(tmp_path)
-    corpus_before = _snapshot(gold, tmp_path / "zh-en.sample.zh")
+    corpus_before = snapshot(gold, tmp_path / "zh-en.sample.zh")
     for argv in ([str(mined), "--gold", str(gold), "--json", str(gold)],
                  [str(mined), "--gold", str(gold), "--save-thresholds", str(mined)],
                  [str(mined), "--gold", str(gold), "--report", str(tmp_path / "zh-en.sample.zh")]):
-        rc, err = _err(capsys, eval_main, argv)
+        rc, err = run_main(capsys, eval_main, argv)
         assert rc == 2 and "must not be an input" in err, err
     corpus = tmp_path / "c.txt"
     corpus.write_text("a b\n")
-    rc, err = _err(capsys, trie_build_main, [str(corpus), "-o", str(corpus), "--spm",
+    rc, err = run_main(capsys, trie_build_main, [str(corpus), "-o", str(corpus), "--spm",
                                              str(tmp_path / "x.spm"), "--dict", str(tmp_path)])
     assert rc == 2 and "must not be an input" in err, err
     model = tmp_path / "hf"
     model.mkdir()
     (model / "source.spm").write_bytes(b"spm")
-    rc, err = _err(capsys, import_main, [str(model), "-o", str(model)])
+    rc, err = run_main(capsys, import_main, [str(model), "-o", str(model)])
     assert rc == 2 and "is the same file as the MODEL_DIR" in err, err
-    rc, err = _err(capsys, import_main, [str(model), "-o", str(tmp_path)])  # holds the input
+    rc, err = run_main(capsys, import_main, [str(model), "-o", str(tmp_path)])  # holds the input
     assert rc == 2 and "holds the MODEL_DIR" in err, err
     assert (model / "source.spm").read_bytes() == b"spm"
-    assert _snapshot(mined, tmp_path / "m.tsv.meta.json") == before
-    assert _snapshot(gold, tmp_path / "zh-en.sample.zh") == corpus_before
+    assert snapshot(mined, tmp_path / "m.tsv.meta.json") == before
+    assert snapshot(gold, tmp_path / "zh-en.sample.zh") == corpus_before
     assert corpus.read_text() == "a b\n"
-
-
-# -- 3. the Python API -----------------------------------------------------------------------------
-
-@pytest.mark.parametrize("source,match", [
-    ([], r"source: no sentences"),
-    (["", "  "], r"source: no sentences"),
-    (["ok", None], r"source\[1\]: expected a sentence \(str\), got NoneType"),
-    (["ok", 7], r"source\[1\]: expected a sentence \(str\), got int"),
-    ([b"bytes"], r"source\[0\]: expected a sentence \(str\), got bytes"),
-    (["ok", "two\nlines"], r"source\[1\]: a sentence must not contain a line break"),
-    (["ok", "cr\r"], r"source\[1\]: a sentence must not contain a line break"),
-    (b"raw bytes", r"source: expected a corpus file path or a list of sentences"),
-    (42, r"source: expected a corpus file path or a list of sentences"),
-])
-def test_the_api_refuses_bad_items_naming_the_argument_and_index(tiny_model_dir, source, match):
-    with pytest.raises(triemine.InputError, match=match) as info:
-        triemine.mine(source, ["a target"], model=tiny_model_dir)
-    assert "triemine-" not in str(info.value)  # no internal temporary path
-
-
-@pytest.mark.parametrize("kwargs,match", [
-    ({"threshold": {"combined": "abc"}}, r"threshold\['combined'\]: expected a finite number"),
-    ({"threshold": {"combined": float("nan")}}, r"threshold\['combined'\]"),
-    ({"threshold": {"combined": True}}, r"threshold\['combined'\]"),
-    ({"threshold": 5.0}, r"threshold: expected a mapping"),
-    ({"threshold": {"no_such_score": 1.0}}, r"no_such_score"),
-    ({"bream": 3}, r"unknown option\(s\): bream"),
-    ({"workers": "2"}, r"option workers: '2' is not a valid value \(expected an integer\)"),
-    ({"beam": 2.5}, r"option beam"),
-    ({"min_margin": float("inf")}, r"option min_margin"),
-    ({"config": 3}, r"config"),
-    ({"output": 3}, r"output: expected a file path"),
-    ({"resume": "yes"}, r"resume: expected True or False"),
-])
-def test_the_api_refuses_bad_arguments_by_name(tiny_model_dir, kwargs, match):
-    with pytest.raises(triemine.InputError, match=match):
-        triemine.mine(["a source"], ["a target"], model=tiny_model_dir, **kwargs)
-
-
-def test_the_api_refuses_a_missing_model_by_name():
-    with pytest.raises(triemine.InputError, match="model: expected a model directory"):
-        triemine.mine(["a"], ["b"], model=None)
-
-
-def test_the_api_keeps_a_tab_inside_a_sentence_as_text(tiny_model_dir, pair, tmp_path):
-    """A tab in a list item is part of the sentence (never read as ``id<TAB>sentence``): ids
-    are the items' 1-based positions, the text is the whole item (its tab a space in the TSV,
-    as every text cell's)."""
-    from triemine.api import _corpus_file
-    from triemine.corpus import read_corpus
-
-    _src, _tgt, comb = pair
-    items = ["saa\tsab sac", "sad", "plain one"]
-    corpus = read_corpus(_corpus_file(items, tmp_path, "source"))
-    assert list(corpus.ids) == ["1", "2", "3"] and list(corpus.texts) == items
-    sources = [s for s, _ in PAIRS[:6]]
-    sources[2] = sources[2].replace(" ", "\t", 1)
-    res = triemine.mine(sources, [t for _, t in PAIRS[:6]], model=tiny_model_dir,
-                        encoder="cipher", combination=comb, min_margin=0.0,
-                        threshold={"combined": -1e9})
-    assert set(res.candidates.src_ids) <= {str(i) for i in range(1, 7)}
-    assert sources[2].replace("\t", " ") in res.candidates.src
-
-
-def test_the_api_refuses_writing_its_results_over_an_input(tiny_model_dir, pair, tmp_path):
-    src, tgt, comb = pair
-    out = tmp_path / "all.tsv"
-    res = triemine.mine(src, tgt, model=tiny_model_dir, encoder="cipher", combination=comb,
-                        min_margin=0.0, threshold={"combined": -1e9}, output=out)
-    before = _snapshot(src, tgt, out)
-    for path, write in ((src, res.write_bitext), (out, res.write_bitext), (tgt, res.write_tsv),
-                        (str(out) + ".meta.json", res.write_bitext)):
-        with pytest.raises(triemine.InputError, match="must not be an input"):
-            write(path)
-    assert _snapshot(src, tgt, out) == before
-    with pytest.raises(triemine.InputError, match="output .*is the same file as the source .*must not be an input"):
-        triemine.mine(src, tgt, model=tiny_model_dir, output=src)
-
-
-# -- 6. --device -----------------------------------------------------------------------------------
-
-def test_a_device_this_machine_lacks_is_refused_before_the_model_loads(tiny_model_dir, pair,
-                                                                       tmp_path, capsys):
-    import torch
-
-    src, tgt, comb = pair
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    devices = ["tpu", "garbage", "cuda:99", "cuda:x", "cpu:x"] + ([] if gpus else ["cuda"])
-    broken = tmp_path / "model"  # a model that cannot load: the refusal comes first
-    broken.mkdir()
-    for device in devices:
-        rc, err = _err(capsys, mine_main, _job(broken, src, tgt, comb, "-o",
-                                               str(tmp_path / "o.tsv"), "--device", device))
-        assert rc == 2 and f"--device {device}" in err and "available" in err, err
-        assert "cpu" in err.split("available")[1] and "Traceback" not in err
-        with pytest.raises(triemine.InputError, match="available"):
-            triemine.mine(["a"], ["b"], model=broken, device=device)
-    assert not (tmp_path / "o.tsv").exists()
-
-
-# -- 7. worker counts ------------------------------------------------------------------------------
-
-def test_the_pool_starts_no_more_workers_than_the_shards_need(monkeypatch):
-    from triemine.distributed import local
-    from triemine.distributed.shards import execute_all
-
-    started = []
-
-    class FakeProc:  # what ProcessPool starts, without a process
-        def __init__(self, ctx, threads):
-            from types import SimpleNamespace
-
-            started.append(self)
-            self.task = None
-            self.conn = SimpleNamespace(send=lambda *_: None, close=lambda: None)
-            self.proc = SimpleNamespace(join=lambda timeout=None: None, is_alive=lambda: False)
-
-    monkeypatch.setattr(local, "_Proc", FakeProc)
-    pool = local.ProcessPool(8)
-    with pool:
-        pool.reserve(1)
-        assert len(started) == 1
-        pool.reserve(3)
-        assert len(started) == 3
-        pool.reserve(100)
-        assert len(started) == 8
-
-    class Store:  # one stage of `shards` pending shards
-        def __init__(self, shards):
-            self.shards = [type("S", (), {"id": i})() for i in range(shards)]
-
-        def pending(self):
-            return self.shards
-
-        def compact(self):
-            pass
-
-    class Pool:
-        workers, max_attempts = 8, 1
-        reserved = []
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def reserve(self, n):
-            self.reserved.append(n)
-
-        def submit(self, pid, task):
-            self.done = getattr(self, "done", []) + [pid]
-
-        def next_result(self):
-            return self.done.pop(0), False, "no work here"
-
-    pool = Pool()
-    with pytest.raises(Exception):  # every shard "fails": what counts is the reservation
-        execute_all([(Store(1), lambda s: s, None)], pool)
-    assert pool.reserved == [1]
-
-
-def test_more_workers_than_cores_or_memory_is_warned_in_one_line(caplog):
-    from triemine.distributed import check_workers, worker_memory
-
-    assert worker_memory(10**8) == 2 * 10**8 + (256 << 20)
-    check_workers(1, 1, 1)
-    assert not caplog.records
-    check_workers(4096, 1, 10**9)
-    assert len(caplog.records) == 1
-    line = caplog.records[0].getMessage()
-    assert "--workers 4096" in line and "cores" in line and "\n" not in line
 
 
 # -- 8. the atomic writer, the lock ----------------------------------------------------------------
@@ -365,12 +157,13 @@ def test_filter_on_a_full_disk_exits_2_naming_the_output(tmp_path, monkeypatch, 
     def full(_fd):
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(os, "fsync", full)
-    rc, err = _err(capsys, filter_main, [str(mined), "--ce-max", "9", "--bitext",
+    rc, err = run_main(capsys, filter_main, [str(mined), "--ce-max", "9", "--bitext",
                                          str(tmp_path / "k.txt")])
     assert rc == 2 and "k.txt: cannot write the bitext: No space left" in err, err
     assert ".tmp" not in err and not list(tmp_path.glob("k.txt*"))
 
 
+@pytest.mark.cluster
 def test_a_second_job_on_the_same_output_is_refused_and_a_stale_lock_taken_over(
         tiny_model_dir, pair, tmp_path, capsys, caplog):
     src, tgt, comb = pair
@@ -378,14 +171,14 @@ def test_a_second_job_on_the_same_output_is_refused_and_a_stale_lock_taken_over(
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         (tmp_path / "o.tsv.lock").write_text(f"{holder.pid} {socket.gethostname()}\n")
-        rc, err = _err(capsys, mine_main, _job(tiny_model_dir, src, tgt, comb, "-o", str(out)))
+        rc, err = run_main(capsys, mine_main, mine_args(tiny_model_dir, src, tgt, comb, "-o", str(out)))
         assert rc == 2 and f"pid {holder.pid}" in err and "o.tsv.lock" in err, err
         assert not out.exists()
     finally:
         holder.kill()
         holder.wait()
     # the holder is gone: its lock is stale, taken over with a warning, removed at the end
-    rc, err = _err(capsys, mine_main, _job(tiny_model_dir, src, tgt, comb, "-o", str(out)))
+    rc, err = run_main(capsys, mine_main, mine_args(tiny_model_dir, src, tgt, comb, "-o", str(out)))
     assert rc == 0, err
     assert f"taking over the lock of pid {holder.pid}" in caplog.text
     assert out.is_file() and not (tmp_path / "o.tsv.lock").exists()
@@ -418,10 +211,10 @@ def test_a_tsv_cut_at_a_line_boundary_or_header_only_is_refused(tmp_path, capsys
         mined.write_text("".join(kept))
         with pytest.raises(InputError, match=r"holds \d rows but its .meta.json records 4"):
             read_mined(mined)
-        rc, err = _err(capsys, filter_main, [str(mined), "--ce-max", "9", "-o",
+        rc, err = run_main(capsys, filter_main, [str(mined), "--ce-max", "9", "-o",
                                              str(tmp_path / "k.tsv")])
         assert rc == 2 and "records 4" in err, err
-        rc, err = _err(capsys, eval_main, [str(mined), "--gold", str(gold)])
+        rc, err = run_main(capsys, eval_main, [str(mined), "--gold", str(gold)])
         assert rc == 2 and "records 4" in err, err
     meta = json.loads((tmp_path / "m.tsv.meta.json").read_text())
     (tmp_path / "m.tsv.meta.json").write_text(json.dumps(dict(meta, rows=None)))
@@ -450,7 +243,7 @@ def test_a_skipped_overlong_line_moves_no_margin(tiny_model_dir, pair, tmp_path,
                         encoding="utf-8")
     empty_src.write_text("\n".join(lines[:3] + [""] + lines[4:]) + "\n", encoding="utf-8")
     for s, out in ((long_src, "l.tsv"), (empty_src, "e.tsv")):
-        rc, err = _err(capsys, mine_main, _job(tiny_model_dir, s, tgt, comb, "-o",
+        rc, err = run_main(capsys, mine_main, mine_args(tiny_model_dir, s, tgt, comb, "-o",
                                                str(tmp_path / out)))
         assert rc == 0, err
     assert read_mined(tmp_path / "l.tsv").meta["skipped_long"]["source"] == 1
@@ -461,15 +254,15 @@ def test_refusals_name_no_flag_the_tool_lacks(tmp_path, tiny_model_dir, pair, ca
     _src, tgt, comb = pair
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"saa sab\nsac \xff\nsad \xff\xfe sae\n")
-    rc, err = _err(capsys, mine_main, _job(tiny_model_dir, bad, tgt, comb, "-o",
+    rc, err = run_main(capsys, mine_main, mine_args(tiny_model_dir, bad, tgt, comb, "-o",
                                            str(tmp_path / "o.tsv")))
     assert rc == 2 and "not a UTF-8 corpus" in err and "--format" not in err, err
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    rc, err = _err(capsys, mine_main, _job(tiny_model_dir, fifo, tgt, comb, "-o",
+    rc, err = run_main(capsys, mine_main, mine_args(tiny_model_dir, fifo, tgt, comb, "-o",
                                            str(tmp_path / "o.tsv")))
     assert rc == 2 and "is a FIFO" in err and "not found" not in err, err
-    rc, err = _err(capsys, mine_main, _job(tiny_model_dir, tmp_path, tgt, comb, "-o",
+    rc, err = run_main(capsys, mine_main, mine_args(tiny_model_dir, tmp_path, tgt, comb, "-o",
                                            str(tmp_path / "o.tsv")))
     assert rc == 2 and "is a directory" in err, err
 

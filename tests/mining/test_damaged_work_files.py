@@ -15,7 +15,7 @@ from triemine.cli import mine_main
 from triemine.testing.tiny_model import synthetic_pairs
 from triemine.distributed.shards import LOG, MANIFEST
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from reliability_bench import _as_logged, _damage  # noqa: E402  the bench's own damage
 
 HOW = ("same-size", "truncated", "emptied")

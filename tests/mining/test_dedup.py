@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from test_decoding import OTHER, PAIRS
-from test_mining import CipherEncoder  # noqa: F401  (registers the tiny pair's encoder)
+from helpers import OTHER, PAIRS
 from triemine.errors import InputError
 from triemine.mining.dedup import (DUP_COLUMNS, dedup_corpus, digests, expand_rows, group_lines,
                                    mine_unique, normalise, side_maps)
@@ -222,7 +221,7 @@ def test_the_web_benchs_side_repeats_each_line_and_adds_the_shares_it_says():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from web_bench import BOILER_SHARE, OTHER_SHARE, web_side
 
     texts = [f"English sentence number {i} ." for i in range(200)]

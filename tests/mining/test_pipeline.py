@@ -4,40 +4,14 @@ import json
 import numpy as np
 import pytest
 
-from triemine.embedding import register_encoder
-from triemine.embedding.encoders import SentenceEncoder
 from triemine.errors import InputError
 from triemine.mining.candidates import CandidateSet, embedding_space, translation_space
 from triemine.mining.combine import Combination
-from triemine.mining.options import MineOptions
 from triemine.scoring.forced import ForcedScorer
 from triemine.settings import with_values
 from triemine.tsv import read_mined
 
-from test_decoding import OTHER, PAIRS
-
-
-class CipherEncoder(SentenceEncoder):
-    """An encoder for the tiny model's synthetic language pair: bag of words over the target
-    vocabulary, source words mapped through the cipher (so translations are close).  Real
-    encoders are tested on real text in test_embedding.py."""
-
-    name, dim = "cipher", 24
-
-    def _encode(self, texts):
-        from triemine.testing.tiny_model import SRC_WORDS, TGT_WORDS, translate_synthetic
-
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            words = t.split()
-            if words and words[0] in SRC_WORDS:
-                words = translate_synthetic(t).split()
-            for w in words:
-                out[i, TGT_WORDS.index(w)] += 1
-        return out + 0.05
-
-
-register_encoder("cipher")(CipherEncoder)
+from helpers import OTHER, PAIRS, combination_file, job_options
 
 
 def test_union_keeps_one_row_per_pair_with_merged_origins_and_first_values():
@@ -206,36 +180,13 @@ def test_numeral_agreement(src, tgt, want):
     assert numeral_agreement(src, tgt) == pytest.approx(want)
 
 
-@pytest.fixture
-def corpora(tmp_path):
-    pairs = PAIRS[:16]
-    src = tmp_path / "src.txt"
-    tgt = tmp_path / "tgt.txt"
-    src.write_text("".join(s + "\n" for s, _ in pairs) + "\n" + "saa sab sac\n", encoding="utf-8")
-    targets = OTHER[:24] + [t for _, t in pairs[:12]]
-    tgt.write_text("".join(t + "\n" for t in targets), encoding="utf-8")
-    return src, tgt, pairs, targets
-
-
-def job_options(**settings):
-    """The default configuration's tree with ``settings`` (by field name; ``None`` too)."""
-    return with_values(MineOptions.of("combined"), settings)
-
-
-def _combination(tmp_path, features=("cipher_margin", "ce_token"), weights=(1.0, -1.0)):
-    path = tmp_path / "comb.json"
-    Combination("test", list(features), list(weights), [0.0] * len(features),
-                [1.0] * len(features), "test").save(path)
-    return str(path)
-
-
 def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, corpora, tmp_path,
                                                                   monkeypatch):
     from triemine.mining.run import mine_pipeline
 
     src, tgt, pairs, targets = corpora
     cfg = job_options(candidates=("trie", "knn", "retrieval"), encoder="cipher", min_margin=None,
-                         beam=3, priors=True, combination=_combination(tmp_path),
+                         beam=3, priors=True, combination=combination_file(tmp_path),
                          translate_beam=2)
     out = tmp_path / "out.tsv"
     summary = mine_pipeline(tiny_model, src, tgt, out, cfg)
@@ -308,7 +259,7 @@ def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_mo
 
     src, tgt, _, _ = corpora
     cfg = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
-                         combination=_combination(tmp_path))
+                         combination=combination_file(tmp_path))
     out = tmp_path / "out.tsv"
     mine_pipeline(tiny_model, src, tgt, out, cfg)
     first = out.read_bytes()
@@ -352,7 +303,7 @@ def test_a_job_off_the_cpu_finds_the_same_pairs_and_never_resumes_a_cpu_jobs_wor
     monkeypatch.setattr(knn_shards, "DEVICE_KNN_DATABASE_ROWS", 7)  # several cells a direction
     src, tgt, _, _ = corpora
     cfg = job_options(candidates=("trie", "knn"), encoder="cipher", min_margin=None, beam=3,
-                         priors=True, combination=_combination(tmp_path))
+                         priors=True, combination=combination_file(tmp_path))
     on_cpu, off_cpu = tmp_path / "cpu.tsv", tmp_path / "device.tsv"
     mine_pipeline(tiny_model, src, tgt, on_cpu, cfg)
     mine_pipeline(tiny_model, src, tgt, off_cpu, with_values(cfg, {"device": "cpu:0"}))
@@ -408,7 +359,7 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
 
     src, tgt, _, _ = corpora
     cfg = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
-                         combination=_combination(tmp_path))
+                         combination=combination_file(tmp_path))
     out = tmp_path / "out.tsv"
     summary = mine_pipeline(tiny_model, src, tgt, out, cfg)
     first = out.read_bytes()
@@ -439,7 +390,7 @@ def test_a_job_killed_between_its_stages_resumes_at_the_stage_it_was_in(tiny_mod
 
     src, tgt, _, _ = corpora
     cfg = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
-                         combination=_combination(tmp_path))
+                         combination=combination_file(tmp_path))
     mine_pipeline(tiny_model, src, tgt, tmp_path / "whole.tsv", cfg)
     out = tmp_path / "out.tsv"
     real = features.prior_table
@@ -528,7 +479,7 @@ def test_a_job_without_a_pool_scores_in_shards_with_the_model_it_loaded(tiny_mod
 
     src, tgt, _, _ = corpora
     cfg = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
-                         combination=_combination(tmp_path))
+                         combination=combination_file(tmp_path))
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache-pool"))
     with InlinePool() as pool:
         mine_pipeline(tiny_model, src, tgt, tmp_path / "pool.tsv", cfg, pool=pool)
@@ -630,7 +581,7 @@ def test_reverse_model_adds_dual_conditional_cross_entropy(tiny_model, reverse_m
 
     src, tgt, pairs, targets = corpora
     cfg = job_options(candidates=("knn",), encoder="cipher", min_margin=None, per_source=4,
-                         combination=_combination(tmp_path, ("dual_ce",), (-1.0,)))
+                         combination=combination_file(tmp_path, ("dual_ce",), (-1.0,)))
     out = tmp_path / "out.tsv"
     mine_pipeline(tiny_model, src, tgt, out, cfg, reverse_model=reverse_model)
     m = read_mined(out)

@@ -165,6 +165,7 @@ def _cli(*args):
             "sys.exit(mine_main(sys.argv[1:]))", *args]
 
 
+@pytest.mark.cluster
 def test_resume_after_kill_gives_identical_file(tiny_model_dir, corpora, tmp_path):
     src, tgt, _ = corpora
     env = dict(os.environ, TRIEMINE_CACHE=str(tmp_path / "cache"), OMP_NUM_THREADS="1",

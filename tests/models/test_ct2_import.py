@@ -131,6 +131,7 @@ def converted(tmp_path_factory):
     return out
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_forced_scores_match_ctranslate2(converted, variant):
     ct2_dir, fs_dir, src_vocab, tgt_vocab = converted[variant]
@@ -144,6 +145,7 @@ def test_forced_scores_match_ctranslate2(converted, variant):
         np.testing.assert_allclose(x, y, atol=1e-3)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_greedy_prefix_matches_ctranslate2(converted, variant):
     """Greedy search capped at 20 tokens: identical tokens (random models rarely stop)."""
@@ -156,6 +158,7 @@ def test_greedy_prefix_matches_ctranslate2(converted, variant):
     assert len({tuple(o) for o in ours}) > 1  # outputs depend on the source
 
 
+@pytest.mark.integration
 def test_beam_and_report_match_on_terminating_model(converted):
     ct2_dir, fs_dir, src_vocab, _ = converted["pre_norm_gelu_int8_ramp"]
     sources = random_sentences(src_vocab, 12, np.random.default_rng(5))
@@ -167,6 +170,7 @@ def test_beam_and_report_match_on_terminating_model(converted):
     assert all(0 < len(b) < 20 for b in beams)  # they really finished with </s>
 
 
+@pytest.mark.integration
 def test_output_directory_layout(converted):
     ct2_dir, fs_dir, _, tgt_vocab = converted["marian_post_norm_int8"]
     names = {p.name for p in fs_dir.iterdir()}
@@ -198,6 +202,7 @@ def test_output_directory_layout(converted):
                                w[tgt_vocab.index("\u2581t5")], rtol=0, atol=0)
 
 
+@pytest.mark.integration
 def test_reader_dequantizes_like_ctranslate2(tmp_path):
     make_ct2_model(tmp_path / "m", quantization="int8")
     m = read_ct2_model(tmp_path / "m")
@@ -210,6 +215,7 @@ def test_reader_dequantizes_like_ctranslate2(tmp_path):
     assert m.resolve("decoder/projection/weight") == m.resolve("decoder/embeddings/weight")
 
 
+@pytest.mark.integration
 def test_registration_is_idempotent():
     import importlib
 
@@ -279,6 +285,7 @@ def _write_model_bin(path: Path, spec: str, revision: int, variables: dict, alia
             string(f, target)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("revision,spec_name", [(4, "TransformerSpec"), (2, "TransformerBig")])
 def test_older_spec_revisions_convert_like_ctranslate2_reads_them(tmp_path, revision, spec_name):
     """Revisions < 5 kept num_heads/pre_norm/activation/... global; revisions < 3 had no
@@ -317,18 +324,21 @@ def test_older_spec_revisions_convert_like_ctranslate2_reads_them(tmp_path, revi
         np.testing.assert_allclose(x, y, atol=1e-3)
 
 
+@pytest.mark.integration
 def test_revision_one_is_an_input_error(small_model, tmp_path):
     bad = _rewrite_header(small_model, tmp_path / "rev1", revision=1)
     with pytest.raises(InputError, match="revision 1 .* not supported"):
         import_ct2_model(bad, tmp_path / "out", recover_target=False)
 
 
+@pytest.mark.integration
 def test_unknown_revision_is_an_input_error(small_model, tmp_path):
     bad = _rewrite_header(small_model, tmp_path / "rev", revision=99)
     with pytest.raises(InputError, match="unknown TransformerSpec revision 99"):
         import_ct2_model(bad, tmp_path / "out", recover_target=False)
 
 
+@pytest.mark.integration
 def test_not_a_transformer_is_an_input_error(small_model, tmp_path):
     bad = _rewrite_header(small_model, tmp_path / "whisper", spec="WhisperSpec")
     with pytest.raises(InputError, match="'WhisperSpec' is not an encoder-decoder transformer"):
@@ -341,6 +351,7 @@ def test_not_a_transformer_is_an_input_error(small_model, tmp_path):
         import_ct2_model(junk, tmp_path / "out", recover_target=False)
 
 
+@pytest.mark.integration
 def test_truncated_model_bin_is_an_input_error(small_model, tmp_path):
     bad = tmp_path / "trunc"
     shutil.copytree(small_model, bad)
@@ -350,6 +361,7 @@ def test_truncated_model_bin_is_an_input_error(small_model, tmp_path):
         read_ct2_model(bad)
 
 
+@pytest.mark.integration
 def test_missing_files_are_input_errors(small_model, tmp_path):
     with pytest.raises(InputError, match="directory not found"):
         import_ct2_model(tmp_path / "nowhere", tmp_path / "out")
@@ -367,6 +379,7 @@ def test_missing_files_are_input_errors(small_model, tmp_path):
         import_ct2_model(small_model, tmp_path / "out", target_spm=tmp_path / "none.spm")
 
 
+@pytest.mark.integration
 def test_vocabulary_too_large_for_uint16_trie_keys(tmp_path):
     d = tmp_path / "big"
     make_ct2_model(d, layers=(1, 1), n_pieces=65534, quantization="float32")
@@ -374,6 +387,7 @@ def test_vocabulary_too_large_for_uint16_trie_keys(tmp_path):
         import_ct2_model(d, tmp_path / "out", recover_target=False)
 
 
+@pytest.mark.integration
 def test_vocabulary_size_mismatch_is_an_input_error(small_model, tmp_path):
     bad = tmp_path / "mismatch"
     shutil.copytree(small_model, bad)
@@ -383,6 +397,7 @@ def test_vocabulary_size_mismatch_is_an_input_error(small_model, tmp_path):
         import_ct2_model(bad, tmp_path / "out", recover_target=False)
 
 
+@pytest.mark.cluster
 def test_cli_reports_errors_without_traceback(small_model, tmp_path):
     bad = _rewrite_header(small_model, tmp_path / "rev", revision=42)
     proc = subprocess.run([sys.executable, "-c", "from triemine.cli import import_main; "
@@ -393,6 +408,7 @@ def test_cli_reports_errors_without_traceback(small_model, tmp_path):
     assert "revision 42" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.integration
 def test_cli_converts(small_model, tmp_path):
     from triemine.cli import import_main
     out = tmp_path / "cli-out"
@@ -415,6 +431,7 @@ def shared_import(tmp_path_factory):  # the tests using it are marked shared_mod
     return ct2_dir, out
 
 
+@pytest.mark.integration
 @pytest.mark.shared_model
 def test_shared_opus_mt_slice_matches_ctranslate2(shared_import):
     ct2_dir, out = shared_import
@@ -442,6 +459,7 @@ def test_shared_opus_mt_slice_matches_ctranslate2(shared_import):
     assert md.target_spm_path == out / "target.spm"
 
 
+@pytest.mark.integration
 def test_foreign_or_broken_target_spm_is_rejected(small_model, tmp_path):
     ct2_dir = shared_path(*OPUS_MT_ZH_EN_CT2)
     with pytest.raises(InputError, match="does not belong to this model"):

@@ -68,6 +68,7 @@ def sources(models):
     return tokenize_sources(hf_dir / "source.spm", _lines("de", 5000, 24))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_forced_scores_agree_within_1e_4_per_token(models, sources, variant):
     hf_dir, fs_dir = models[variant]
@@ -80,6 +81,7 @@ def test_forced_scores_agree_within_1e_4_per_token(models, sources, variant):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-4)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_greedy_and_beam_outputs_are_identical(models, sources, variant):
     hf_dir, fs_dir = models[variant]
@@ -93,6 +95,7 @@ def test_greedy_and_beam_outputs_are_identical(models, sources, variant):
     assert len({tuple(b) for b in beams}) > 3  # and they depend on the source
 
 
+@pytest.mark.integration
 def test_format_detection(models, tmp_path):
     hf_dir, fs_dir = models["opus_mt_layout"]
     assert detect_model_format(hf_dir) == "hf-marian"
@@ -110,6 +113,7 @@ def test_format_detection(models, tmp_path):
         detect_model_format(tmp_path / "nowhere")
 
 
+@pytest.mark.integration
 def test_output_directory_follows_the_convention(models):
     hf_dir, fs_dir = models["opus_mt_layout"]
     from triemine.decoding.model_dir import load_model_dir
@@ -143,6 +147,7 @@ def test_output_directory_follows_the_convention(models):
     assert md.encode_source("Ein Hund läuft.")[-1] == md.src_dict.eos()
 
 
+@pytest.mark.integration
 def test_cli_imports_a_hugging_face_directory(models, tmp_path, capsys):
     from triemine.cli import import_main
     hf_dir, _ = models["opus_mt_layout"]
@@ -161,6 +166,7 @@ def _broken(hf_dir: Path, tmp_path: Path, name: str) -> Path:
     return d
 
 
+@pytest.mark.integration
 def test_bad_hugging_face_directories_are_input_errors(models, tmp_path, capsys):
     hf_dir, _ = models["opus_mt_layout"]
     d = _broken(hf_dir, tmp_path, "novocab")
@@ -218,6 +224,7 @@ def ct2_same_script(models, tmp_path_factory):
     return out
 
 
+@pytest.mark.cluster
 def test_recovery_needs_estimation_text_for_other_models(ct2_same_script, tmp_path):
     with pytest.raises(InputError, match="--estimation-text"):
         import_model(ct2_same_script, tmp_path / "o", "de", "en")
@@ -234,6 +241,7 @@ def test_recovery_needs_estimation_text_for_other_models(ct2_same_script, tmp_pa
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.integration
 def test_a_shipped_target_spm_is_used_without_recovery(models, ct2_same_script, tmp_path):
     hf_dir, _ = models["opus_mt_layout"]
     ct2 = tmp_path / "with-target"
@@ -246,6 +254,7 @@ def test_a_shipped_target_spm_is_used_without_recovery(models, ct2_same_script, 
     assert not (out / "target.spm.json").exists()  # no recovery report: nothing was recovered
 
 
+@pytest.mark.integration
 def test_recovery_on_a_same_script_pair(models, ct2_same_script, tmp_path):
     """The true target model is known here. Recovery must find which pieces are target pieces
     and reproduce more of the true pieces than greedy longest match; at the sentence level it
@@ -272,7 +281,7 @@ def test_recovery_on_a_same_script_pair(models, ct2_same_script, tmp_path):
     assert len(ours_pieces - true_pieces) <= 0.2 * len(true_pieces)   # measured 37
     true = spm.SentencePieceProcessor(model_file=str(hf_dir / "target.spm"))
     rec = spm.SentencePieceProcessor(model_file=str(out / "target.spm"))
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
     from segmenter_eval import LongestMatch, compare_segmentations
     held_out = _lines("en", 6000, 300)
     gold = true.encode(held_out, out_type=str)
@@ -283,6 +292,7 @@ def test_recovery_on_a_same_script_pair(models, ct2_same_script, tmp_path):
     assert ours[1] > base[1]
 
 
+@pytest.mark.integration
 def test_an_import_is_all_or_nothing(models, tmp_path, monkeypatch):
     """The model directory appears whole or not at all; re-importing replaces it whole with the
     same checkpoint bytes; a directory that is not a model directory is never replaced."""

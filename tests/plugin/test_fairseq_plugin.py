@@ -11,9 +11,11 @@ from triemine.testing.tiny_model import synthetic_pairs
 from triemine.plugin import user_dir
 from triemine.trie import Trie
 
+pytestmark = pytest.mark.cluster
+
 PAIRS = synthetic_pairs(12, seed=31)
 OTHER = [t for _, t in synthetic_pairs(20, seed=32)]
-BIN = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).resolve().parents[1] / ".venv")) / "bin"
+BIN = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).resolve().parents[2] / ".venv")) / "bin"
 
 
 def _tool(name):

@@ -240,6 +240,7 @@ def test_unknown_option_is_an_input_error(tmp_path):
         prepare(src, tmp_path / "out.txt", "en", min_char=3)
 
 
+@pytest.mark.cluster
 def test_prepare_bench_runs_on_a_small_input(tmp_path):
     import os
     import subprocess
@@ -251,7 +252,7 @@ def test_prepare_bench_runs_on_a_small_input(tmp_path):
         shared_path(*BUCC_ZH_EN)
     except FileNotFoundError:
         pytest.skip("the shared BUCC sample is not here")
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     res = subprocess.run([sys.executable, str(repo / "bench" / "prepare_bench.py"), "--quick",
                           "--lines", "3000", "--record", "--results-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=600, cwd=tmp_path,

@@ -9,7 +9,7 @@ from triemine.scoring.forced import ForcedScorer
 from triemine.scoring.prior import compute_node_priors, get_node_priors, prior_path
 from triemine.trie import Trie
 
-from test_decoding import OTHER, PAIRS, forced_scores, make_trie, run
+from helpers import OTHER, PAIRS, forced_scores, make_trie, run
 
 
 @pytest.fixture(scope="module")

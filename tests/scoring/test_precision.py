@@ -9,8 +9,7 @@ from triemine.scoring.forced import ForcedScorer
 from triemine.settings import key_of
 from triemine.tsv import read_mined
 
-from test_decoding import OTHER, PAIRS
-from test_mining import _combination, corpora, job_options  # noqa: F401  (corpora: a fixture)
+from helpers import OTHER, PAIRS, combination_file, job_options
 
 # the largest |log P(y|x) bf16 - fp32| per target token the tiny model may show (measured: about
 # 0.01; bf16 keeps 8 bits of mantissa, the logits and their sums are float32)
@@ -52,7 +51,7 @@ def test_fp32_is_the_default_with_the_bits_of_before(tiny_model, corpora, tmp_pa
     from triemine.mining.run import mine_pipeline
 
     src, tgt, _, _ = corpora
-    comb = _combination(tmp_path)
+    comb = combination_file(tmp_path)
     default = job_options(candidates=("knn",), encoder="cipher", min_margin=None,
                           combination=comb)
     assert default.precision == "fp32" and key_of(default)["precision"] == "fp32"

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
 RECORD_KEYS = {"bench", "commit", "dirty", "date", "machine", "threads", "quick", "command",
                "results", "wall_s", "peak_rss_mb"}
 
@@ -28,6 +30,7 @@ sys.exit(run.finish({{"n": args.n, "child_s": t.s}}))
 """
 
 
+@pytest.mark.cluster
 def test_finish_bench_generation_runs_every_stage_of_the_job_on_a_small_input(tmp_path):
     results = tmp_path / "results"
     res = subprocess.run([sys.executable, str(REPO / "bench" / "finish_bench.py"), "--generation",
@@ -45,6 +48,7 @@ def test_finish_bench_generation_runs_every_stage_of_the_job_on_a_small_input(tm
     assert run["candidates"] >= 3000  # 2 a source and 1 a target, less the repeats
 
 
+@pytest.mark.cluster
 def test_gpu_bench_quick_runs_every_stage_on_torchs_cpu_device_with_parity():
     """bench/gpu_bench.py --quick: every stage through the package's off-CPU code paths on
     torch's CPU device ("cpu:0"), each compared with one CPU thread's results."""
@@ -72,6 +76,7 @@ def test_gpu_bench_quick_runs_every_stage_on_torchs_cpu_device_with_parity():
     assert st["knn_job"]["cpu_check"]["ids_identical"] == [True, True]
 
 
+@pytest.mark.integration
 def test_gpu_bench_packs_a_model_whose_rounded_weights_load_and_score_alike(tmp_path, monkeypatch):
     """--pack-model's rounding: each weight within half a step of its group's scale, tied
     tensors stored once, and the rebuilt directory loads and scores close to the original (here
@@ -116,6 +121,7 @@ def _toy(tmp_path, *args, **env):
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.cluster
 def test_harness_appends_a_record_with_the_runs_facts_where_it_is_told(tmp_path):
     """--record appends one JSON line to <results>/<bench>.jsonl ($TRIEMINE_BENCH_RESULTS, or
     --results-dir over it) holding the printed results, the commit, the threads, the machine and
@@ -146,6 +152,7 @@ def test_harness_appends_a_record_with_the_runs_facts_where_it_is_told(tmp_path)
     assert len((results / "toy_bench.jsonl").read_text(encoding="utf-8").splitlines()) == 2
 
 
+@pytest.mark.cluster
 def test_harness_says_when_it_is_not_in_a_git_checkout(tmp_path, monkeypatch):
     sys.path.insert(0, str(REPO / "bench"))
     import benchlib

@@ -3,7 +3,7 @@ functions, the launcher's imports, package folders, module and function lengths.
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import check_layout  # noqa: E402
 
@@ -224,7 +224,7 @@ def test_the_package_keeps_the_layout_rules():
     over 25 lines, an api.py of at most 200 lines importing neither decoding nor distributed,
     every package folder with an __init__.py, no module over 500 lines, no function over 120,
     no dates or commit hashes, no broken link to docs/decisions.md."""
-    root = Path(__file__).resolve().parents[1] / "triemine"
+    root = Path(__file__).resolve().parents[2] / "triemine"
     assert check_layout.layout_problems(root) == []
 
 
@@ -254,7 +254,7 @@ def test_history_marks_in_comments_and_docstrings_only(tmp_path):
 
 
 def test_package_has_no_history_marks():
-    root = Path(__file__).resolve().parents[1] / "triemine"
+    root = Path(__file__).resolve().parents[2] / "triemine"
     assert check_layout.history_marks(root) == []
 
 
@@ -288,7 +288,7 @@ def test_readme_marks_of_a_machine_or_a_run(tmp_path):
 
 
 def test_the_readme_holds_no_machine_facts():
-    root = Path(__file__).resolve().parents[1] / "triemine"
+    root = Path(__file__).resolve().parents[2] / "triemine"
     assert check_layout.readme_marks(root) == []
 
 
@@ -297,7 +297,7 @@ def test_every_environment_variable_is_documented():
     tests read, and none that nothing reads."""
     import re
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     used = set()
     for folder in ("triemine", "bench", "scripts", "tests"):
         for path in (repo / folder).rglob("*"):

@@ -4,7 +4,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "results_table.py"
 README = "# trie-mine\n\nintro\n\n<!-- results:begin -->\nold table\n<!-- results:end -->\n\nrest\n"
 
@@ -48,6 +50,7 @@ def _run(tmp_path, *args):
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.cluster
 def test_write_renders_every_benchmark_and_the_readme_table_and_check_then_passes(tmp_path):
     _write_records(tmp_path / "results")
     (tmp_path / "README.md").write_text(README, encoding="utf-8")
@@ -80,6 +83,7 @@ def test_write_renders_every_benchmark_and_the_readme_table_and_check_then_passe
     assert "--record" not in readme
 
 
+@pytest.mark.cluster
 def test_check_fails_with_a_diff_when_a_number_was_edited_by_hand(tmp_path):
     _write_records(tmp_path / "results")
     (tmp_path / "README.md").write_text(README, encoding="utf-8")
@@ -93,6 +97,7 @@ def test_check_fails_with_a_diff_when_a_number_was_edited_by_hand(tmp_path):
     assert "+| combined (default) | 0.9800" in res.stderr
 
 
+@pytest.mark.cluster
 def test_check_fails_when_the_readme_has_no_markers_and_names_a_bad_record(tmp_path):
     _write_records(tmp_path / "results")
     (tmp_path / "README.md").write_text("# no markers\n", encoding="utf-8")
@@ -105,6 +110,7 @@ def test_check_fails_when_the_readme_has_no_markers_and_names_a_bad_record(tmp_p
     assert res.returncode == 2 and "toy_bench.jsonl:2: a record without commit" in res.stderr
 
 
+@pytest.mark.cluster
 def test_the_committed_results_page_and_readme_table_are_what_the_records_give():
     res = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True,
                          timeout=120)
