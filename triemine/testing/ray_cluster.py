@@ -1,6 +1,6 @@
 """A Ray cluster of several nodes on this machine, started as users start one (``ray start``).
 
-Shared by the tests (``tests/test_ray_cluster.py``) and the reliability benchmark
+Shared by the tests (``tests/distributed/test_ray_cluster.py``) and the reliability benchmark
 (``bench/reliability_bench.py``, the lost node).  Linux only (``/proc``; every address of
 127.0.0.0/8 is the loopback interface there).
 

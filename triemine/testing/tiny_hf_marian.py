@@ -1,6 +1,6 @@
 """A small randomly initialised Hugging Face ``MarianMTModel`` directory, written in seconds.
 
-Used by the tests (``tests/test_hf_import.py``), the import benchmark and
+Used by the tests (``tests/models/test_hf_import.py``), the import benchmark and
 ``scripts/make_hf_marian_test_model.py`` (the example of docs/usage.md). It needs
 ``transformers`` (a test dependency; importing an HF directory does not).
 
