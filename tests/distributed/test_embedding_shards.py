@@ -41,6 +41,7 @@ class _RecordingPool(InlinePool):
         return super().next_result()
 
 
+@pytest.mark.cluster
 def test_translation_shards_are_one_pass_lines_on_workers_and_resume(tiny_model, corpora,
                                                                       tmp_path, monkeypatch):
     """The translation-retrieval generator's translations in line shards of whole batches: the

@@ -17,7 +17,8 @@ from triemine.tsv import read_mined
 from triemine.filtering.bicleaner import score_bicleaner
 from triemine.paths import BUCC_ZH_EN, shared_path
 
-pytestmark = pytest.mark.bicleaner  # `make test-fast` leaves these out; `make test` runs them
+
+pytestmark = [pytest.mark.bicleaner, pytest.mark.cluster]  # Bicleaner runs as a subprocess
 
 
 def test_bicleaner_separates_gold_from_shuffled_pairs():
