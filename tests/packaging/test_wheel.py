@@ -53,8 +53,11 @@ def installed(wheel, tmp_path_factory):
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     Path(site, "triemine-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # without PYTHONPATH: a checkout on it with a trie_mine.egg-info (a worktree set up with
+    # PYTHONPATH) would count as trie-mine installed, and pip would skip the wheel
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                   check=True)
+                   check=True, env=clean)
     return env
 
 
