@@ -21,7 +21,7 @@ BICLEANER_STAMP := .venv-bicleaner/.bicleaner-installed-v1
 BICLEANER_MODEL := $(TRIEMINE_CACHE)/bicleaner/zh-en/zh-en.yaml
 OPUS_MODEL := $(TRIEMINE_CACHE)/models/opus-mt-zh-en/checkpoint.pt
 
-.PHONY: setup lint test test-fast demo model bicleaner bench-quick clean
+.PHONY: setup lint test test-unit demo model bicleaner bench-quick clean
 
 setup: $(STAMP)
 
@@ -49,9 +49,10 @@ lint: $(STAMP)
 test: $(STAMP) $(BICLEANER_MODEL) $(OPUS_MODEL)
 	$(PY) -m pytest -q tests
 
-# For people changing code: no Bicleaner, no shared model (tests marked bicleaner / shared_model).
-test-fast: $(STAMP)
-	$(PY) -m pytest -q tests -m "not shared_model and not bicleaner"
+# For people changing code: the unit tier (tests/tiers.py: no model, no process, no Ray, no
+# wheel), under a minute; `make test` runs it with the integration and cluster tiers.
+test-unit: $(STAMP)
+	$(PY) -m pytest -q tests -m unit
 
 demo: $(STAMP) $(OPUS_MODEL)
 	bash scripts/demo.sh

@@ -344,7 +344,7 @@ def cached_tiny_model(name: str = "decode-tiny-model-v2", updates: int = 300):
     import tempfile
     import time
 
-    from triemine.decoding.testing import build_tiny_model
+    from triemine.testing.tiny_model import build_tiny_model
     from triemine.paths import cache_root
 
     tiny = cache_root() / "bench" / name

@@ -170,7 +170,7 @@ def main(argv=None) -> int:
             "torch": torch.__version__, "batch_size": args.batch_size}
     if args.quick:
         from benchlib import cached_tiny_model
-        from triemine.decoding.testing import synthetic_pairs
+        from triemine.testing.tiny_model import synthetic_pairs
 
         tiny, trained_s = cached_tiny_model()  # trained once, then reused
         if trained_s:

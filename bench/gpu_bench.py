@@ -202,7 +202,7 @@ def pack_fidelity(model_dir: Path, packed_dir: Path, data: Path, n: int = 64) ->
 def _tiny_sample(out: Path, n: int) -> Path:
     """The tiny model's synthetic language pair in the sample's layout: ``n`` sources, their
     translations and as many other targets, the first half of the sources with a gold pair."""
-    from triemine.decoding.testing import synthetic_pairs
+    from triemine.testing.tiny_model import synthetic_pairs
 
     pairs = synthetic_pairs(2 * n, seed=5)
     out.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ Measures, on the shared zh->en OPUS-MT model:
   and int8 = what the packaged model runs with, activations quantised too); token-for-token
   exact-match rates and forced-decoding |delta log-prob| per token of CTranslate2's beam output;
 * Hugging Face Marian import: a small randomly initialised ``MarianMTModel`` (its own
-  sentencepiece models trained on the shared de-en text; ``triemine.models.hf_testing``) is
+  sentencepiece models trained on the shared de-en text; ``triemine.testing.tiny_hf_marian``) is
   imported and compared with ``transformers`` (float32) on de-en sentences (quick 12, full 100):
   ``hf_marian_exact_match_rate`` (greedy and beam-4 outputs identical, mean of the two) and
   ``hf_marian_score_max_abs_diff_per_token`` (forced decoding of transformers' beam output);
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
     # 3. Hugging Face Marian import vs transformers
     from triemine.models.convert import import_model
     from triemine.fidelity import HFSide
-    from triemine.models.hf_testing import build_tiny_hf_marian
+    from triemine.testing.tiny_hf_marian import build_tiny_hf_marian
     from triemine.paths import PARALLEL_DE_EN
 
     def de_en(lang, start, n):

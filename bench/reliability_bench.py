@@ -247,7 +247,7 @@ def bench_kill(model_dir, work: Path, kills: int, rng: random.Random, n_sources:
     and priors, so that every stage is interrupted somewhere)."""
     import shutil
 
-    from triemine.decoding.testing import synthetic_pairs
+    from triemine.testing.tiny_model import synthetic_pairs
 
     pairs = synthetic_pairs(n_sources, seed=11, min_len=3)
     src, tgt = work / "k.src", work / "k.tgt"
@@ -303,7 +303,7 @@ def bench_kill(model_dir, work: Path, kills: int, rng: random.Random, n_sources:
 
 
 def bench_concurrent(model_dir, work: Path, n_targets: int) -> dict:
-    from triemine.decoding.testing import synthetic_pairs
+    from triemine.testing.tiny_model import synthetic_pairs
 
     pairs = synthetic_pairs(40, seed=21, min_len=3)
     src, tgt = work / "c.src", work / "c.tgt"
@@ -364,7 +364,7 @@ def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
     """
     import shutil
 
-    from triemine.decoding.testing import synthetic_pairs
+    from triemine.testing.tiny_model import synthetic_pairs
 
     pairs = synthetic_pairs(n_sources, seed=31, min_len=3)
     src, tgt = work / "f.src", work / "f.tgt"
@@ -543,7 +543,7 @@ def bench_trust(model_dir, work: Path, quick: bool = False) -> dict:
     (every tool), the Python API's bad items and arguments, unknown devices, worker counts,
     the output lock, write failures (a missing folder, a full disk), cut mining TSVs and a TSV
     corpus that lost most of its tabs."""
-    from triemine.decoding.testing import synthetic_pairs
+    from triemine.testing.tiny_model import synthetic_pairs
 
     d = work / "trust"
     d.mkdir()
@@ -854,7 +854,7 @@ def _last_line(err: str) -> str:
 
 def _slice(d: Path, n_targets: int = 240):
     """The issue's 40-source x ``n_targets``-line slice of the synthetic pair."""
-    from triemine.decoding.testing import synthetic_pairs
+    from triemine.testing.tiny_model import synthetic_pairs
 
     pairs = synthetic_pairs(n_targets, seed=5)
     src, tgt = d / "slice.src", d / f"slice{n_targets}.tgt"
@@ -1305,7 +1305,7 @@ def bench_damage(model_dir, work: Path, rng: random.Random, n_sources: int = 24,
 
     import triemine.cli  # noqa: F401  imported once, before the forks
     import triemine.api  # noqa: F401
-    from triemine.decoding.testing import synthetic_pairs
+    from triemine.testing.tiny_model import synthetic_pairs
     from triemine.mining.dedup import DEDUP_SUFFIX, JOB_TSV
     from triemine.tsv import META_SUFFIX
 
@@ -1418,7 +1418,7 @@ def bench_damage(model_dir, work: Path, rng: random.Random, n_sources: int = 24,
 
 def bench_ray_cluster(model_dir, work: Path, n_sources: int = 60) -> dict:
     """A Ray cluster started as users start one (``ray start --head`` and a second node, token
-    authentication, loopback addresses: :class:`triemine.distributed.ray_testing.LocalCluster`),
+    authentication, loopback addresses: :class:`triemine.testing.ray_cluster.LocalCluster`),
     about a minute:
 
     * ``ray_connect_failures``: ``trie-mine --ray ADDRESS`` with no cluster there, no token, a
@@ -1432,8 +1432,8 @@ def bench_ray_cluster(model_dir, work: Path, n_sources: int = 60) -> dict:
     The cluster's processes are stopped by pid, not by ``ray stop`` (other clusters live on)."""
     import socket
 
-    from triemine.decoding.testing import synthetic_pairs
-    from triemine.distributed.ray_testing import LocalCluster, free_loopback_port
+    from triemine.testing.tiny_model import synthetic_pairs
+    from triemine.testing.ray_cluster import LocalCluster, free_loopback_port
 
     pairs = synthetic_pairs(n_sources, seed=31, min_len=3)
     src, tgt = work / "r.src", work / "r.tgt"

@@ -233,7 +233,7 @@ def main(argv=None) -> int:
     result = {"machine": machine(), "threads_per_process": int(os.environ["OMP_NUM_THREADS"]),
               "date": time.strftime("%Y-%m-%d"), "mode": "quick" if args.quick else "full"}
     if args.quick:
-        from triemine.decoding.testing import synthetic_pairs
+        from triemine.testing.tiny_model import synthetic_pairs
 
         model_dir, _ = cached_tiny_model()
         n = args.sources or 600
@@ -243,7 +243,7 @@ def main(argv=None) -> int:
                      + [t for _, t in synthetic_pairs(1500, seed=4)])
         model = load_model_dir(model_dir)
         search = trie_search(model, src, tgt, work, n, args.beam, 64, use_ray)
-        result.update(model="tiny synthetic (triemine.decoding.testing)",
+        result.update(model="tiny synthetic (triemine.testing.tiny_model)",
                       ray="not run in --quick", scoring="not run in --quick",
                       target_shards="not run in --quick")
     else:

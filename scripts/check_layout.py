@@ -35,6 +35,9 @@ Problems reported, one line each:
 * the digest of a file's content (``content_sha256(``) called from more than
   :data:`MAX_DIGEST_FILES` modules: one problem listing them (a key takes its inputs' digests
   from ``triemine.keys``, a stage's from the runner, not each caller from the hash);
+* imports of :data:`TESTING` (``triemine/testing/``: the tiny models, the local Ray cluster) from
+  any module outside it (inside functions too): one problem per import line; the test fixtures
+  serve the tests, benchmarks and scripts, never the package's own code;
 * package folders (any folder under the package holding ``.py`` / ``.pyx`` files) without an
   ``__init__.py`` (setuptools' ``find:`` skips them, so the wheel would lack their modules);
 * modules over :data:`MAX_MODULE_LINES` lines (``.py`` and ``.pyx``);
@@ -57,14 +60,15 @@ prints one line per problem and exits 1 if there is any. From Python:
 ``layout_problems(root) -> list[str]`` (``root`` the package folder), or the single checks
 :func:`import_cycles`, :func:`package_cycles`, :func:`inner_imports` (its sites:
 :func:`inner_import_sites`), :func:`launcher_imports`, :func:`runner_calls`,
-:func:`long_stage_drivers`, :func:`long_mains`, :func:`thick_api`, :func:`missing_inits`,
-:func:`long_modules`, :func:`long_functions`, :func:`history_marks`, :func:`decision_links`,
-:func:`digest_callers`.
+:func:`long_stage_drivers`, :func:`long_mains`, :func:`thick_api`, :func:`testing_imports`,
+:func:`missing_inits`, :func:`long_modules`, :func:`long_functions`, :func:`history_marks`,
+:func:`decision_links`, :func:`digest_callers`.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import io
 import re
 import sys
@@ -87,6 +91,7 @@ MAX_API_LINES = 200
 API_FORBIDDEN = ("decoding", "distributed")  # api.py reaches them through the job driver
 DIGEST_CALL = "content_sha256"  # the hash every key's input digests come from
 MAX_DIGEST_FILES = 3            # modules calling it: triemine.keys and the copies' own checks
+TESTING = "testing"  # the test fixtures' subpackage: imported by tests, benches and scripts only
 SOURCE_SUFFIXES = (".py", ".pyx")
 SKIP_DIRS = {"__pycache__", "build", ".git"}
 
@@ -128,10 +133,15 @@ def find_modules(root) -> Dict[str, Module]:
 
 def _parse(path: Path) -> ast.Module:
     """A ``.py`` file's syntax tree; of a ``.pyx`` file, only its one-line Python ``import``
-    statements (``cimport`` is C-level; the rest is not Python syntax)."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".py":
-        return ast.parse(text, filename=str(path))
+    statements (``cimport`` is C-level; the rest is not Python syntax). Parsed once per text
+    (every check reads the whole package); the tree must not be changed."""
+    return _parse_text(str(path), path.suffix, path.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(filename: str, suffix: str, text: str) -> ast.Module:
+    if suffix == ".py":
+        return ast.parse(text, filename=filename)
     tree = ast.Module(body=[], type_ignores=[])
     for lineno, line in enumerate(text.splitlines(), 1):
         if not re.match(r"\s*(import|from)\s", line) or "cimport" in line:
@@ -161,11 +171,7 @@ def import_edges(modules: Dict[str, Module]) -> List[Edge]:
     edge per name."""
     edges: List[Edge] = []
     for module in modules.values():
-        tree = _parse(module.path)
-        inner = {id(node) for fn in ast.walk(tree)
-                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom))}
-        for node in ast.walk(tree):
+        for node, inner in _import_statements(_parse(module.path)):
             targets: List[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -180,8 +186,22 @@ def import_edges(modules: Dict[str, Module]) -> List[Edge]:
                 while target and target not in modules:  # `import a.b.c` of a non-module c
                     target = target.rpartition(".")[0]
                 if target and target != module.name:
-                    edges.append(Edge(module.name, target, node.lineno, id(node) in inner))
+                    edges.append(Edge(module.name, target, node.lineno, inner))
     return edges
+
+
+def _import_statements(tree: ast.AST) -> Iterator[Tuple[ast.stmt, bool]]:
+    """Every ``import`` statement of ``tree`` in source order, with whether it sits inside a
+    function (one walk of the tree)."""
+    stack: List[Tuple[ast.AST, bool]] = [(tree, False)]
+    found = []
+    while stack:
+        node, inside = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append((node, inside))
+        inside = inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        stack.extend((child, inside) for child in ast.iter_child_nodes(node))
+    return iter(sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset)))
 
 
 def strongly_connected(nodes: List[str], succ: Dict[str, Set[str]]) -> List[List[str]]:
@@ -408,6 +428,19 @@ def thick_api(root, limit: int = MAX_API_LINES) -> List[str]:
     return problems
 
 
+def testing_imports(root) -> List[str]:
+    """One line per import of the :data:`TESTING` subpackage from a module outside it (inside
+    functions too)."""
+    root = Path(root)
+    modules = find_modules(root)
+    sites = {(_relpath(modules[e.importer], root), e.line, e.imported)
+             for e in import_edges(modules)
+             if _subpackage(e.imported, modules) == TESTING
+             and _subpackage(e.importer, modules) != TESTING}
+    return [f"testing import in {path}:{line}: {name} ({root.name}/{TESTING}/ serves the tests, "
+            f"benchmarks and scripts, not the package)" for path, line, name in sorted(sites)]
+
+
 def missing_inits(root) -> List[str]:
     root = Path(root)
     folders = sorted({p.parent for p in _source_files(root)})
@@ -558,12 +591,14 @@ def digest_callers(root, limit: int = MAX_DIGEST_FILES) -> List[str]:
 def layout_problems(root) -> List[str]:
     """Every problem, in the order: cycles, subpackages importing each other, imports inside
     functions, launcher imports, runner calls outside the launcher, long stage drivers, long
-    ``*_main`` commands, a thick ``api.py``, missing ``__init__.py``, long modules, long
+    ``*_main`` commands, a thick ``api.py``, imports of the test fixtures, missing
+    ``__init__.py``, long modules, long
     functions, dates and commit hashes, broken links to ``docs/decisions.md``, machine facts
     in the README, too many callers of the content digest."""
     return import_cycles(root) + package_cycles(root) + inner_imports(root) + \
         launcher_imports(root) + runner_calls(root) + long_stage_drivers(root) + \
-        long_mains(root) + thick_api(root) + missing_inits(root) + long_modules(root) + long_functions(root) + history_marks(root) + \
+        long_mains(root) + thick_api(root) + testing_imports(root) + \
+        missing_inits(root) + long_modules(root) + long_functions(root) + history_marks(root) + \
         decision_links(root) + readme_marks(root) + digest_callers(root)
 
 

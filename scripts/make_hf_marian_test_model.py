@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     from triemine.corpus import read_corpus
-    from triemine.models.hf_testing import build_tiny_hf_marian
+    from triemine.testing.tiny_hf_marian import build_tiny_hf_marian
     from triemine.paths import PARALLEL_DE_EN, shared_path
 
     de, en = (read_corpus(shared_path(*PARALLEL_DE_EN, f"train.{lang}"), format="plain").texts

@@ -18,7 +18,7 @@ For the shared OPUS-MT zh-en model (default) this script
 
 With ``--same-script`` it measures recovery on a pair whose two sides share a script, where the
 true target model is known: the small random Hugging Face de-en model of
-``triemine.models.hf_testing`` (sentencepiece models trained on the shared de-en text) is
+``triemine.testing.tiny_hf_marian`` (sentencepiece models trained on the shared de-en text) is
 converted to CTranslate2 float32 without its ``target.spm``, recovered from its vocabulary, source
 model and outputs on German estimation text, and compared with the true ``target.spm`` on held-out
 English lines (segmentations of real text, not model outputs: a random model's outputs are not
@@ -212,7 +212,7 @@ def same_script(n_est: int, n_eval: int, work: Path) -> dict:
 
     from triemine.corpus import read_corpus
     from triemine.models.hf_marian import import_transformers
-    from triemine.models.hf_testing import build_tiny_hf_marian
+    from triemine.testing.tiny_hf_marian import build_tiny_hf_marian
     from triemine.models.segmentation import load_model_proto, recover_target_spm
     from triemine.paths import PARALLEL_DE_EN, shared_path
 

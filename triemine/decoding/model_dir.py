@@ -1,6 +1,6 @@
 """Load a trie-mine model directory.
 
-Convention (written by ``trie-mine-import`` for OPUS-MT and by ``triemine.decoding.testing`` for
+Convention (written by ``trie-mine-import`` for OPUS-MT and by ``triemine.testing.tiny_model`` for
 the tiny test model)::
 
     DIR/checkpoint.pt          fairseq checkpoint carrying its cfg

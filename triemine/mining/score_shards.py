@@ -80,22 +80,19 @@ def forced_score_shards(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_
                         chunk: Optional[int] = None, precision: str = "fp32",
                         stale: str = "refuse", coverage: bool = False):
     """:func:`triemine.mining.features.forced_scores` in shards of whole ``chunk``-pair chunks
-    (its own chunking: the single process's bits), in ``work_dir/<name>.shards/``.  ``src_idx``
-    indexes the model's input lines (the target corpus with ``reverse``; ``-1`` the empty
-    source); the index arrays may be memory-mapped (a shard's slice is read when its task is
-    made).  ``stale``: what a manifest of other pairs does.  Returns ``(parts, shard
-    statistics)``: ``parts`` yields each shard's ``(score, n_tokens)`` in order (and its
-    ``uncovered`` with ``coverage``: :class:`ScoreShardTask`)."""
+    (the single process's bits) in ``work_dir/<name>.shards/``.  ``src_idx`` indexes the model's
+    input lines (the target corpus with ``reverse``; ``-1`` the empty source; memory-mapped
+    arrays are read a shard at a time).  ``stale``: what a manifest of other pairs does.  Returns
+    ``(parts, shard statistics)``: each shard's ``(score, n_tokens[, uncovered])`` in order."""
     src_idx, tgt_idx = np.asarray(src_idx, dtype=np.int64), np.asarray(tgt_idx, dtype=np.int64)
     n, chunk = len(src_idx), chunk or score_chunk(len(src_idx))
     if not n:
         return iter(()), empty_stats()
-    spec, source, target = (model_spec(model, device), os.path.abspath(source_path),
-                            os.path.abspath(target_path))
+    spec, source, target = model_spec(model, device), *map(os.path.abspath, (source_path,
+                                                                             target_path))
     settings = {"model": model_fingerprint(model), "pairs": _pairs_digest(src_idx, tgt_idx),
-                "reverse": reverse, "chunk": chunk, "precision": precision}
-    if coverage:  # named only when asked: the mining job's keys stay as they were
-        settings["coverage"] = True
+                "reverse": reverse, "chunk": chunk, "precision": precision,
+                **({"coverage": True} if coverage else {})}  # the job's keys as they were
     stage = Stage(desc + " (shards)", Path(work_dir) / f"{name}{SHARDS_SUFFIX}", settings,
                   (range(0, n, chunk), n, chunk), inputs={"source": source, "target": target},
                   make_task=lambda s: ScoreShardTask(

@@ -1,0 +1,170 @@
+"""scripts/results_table.py: docs/results.md and the README's table rendered from the records."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "results_table.py"
+README = "# trie-mine\n\nintro\n\n<!-- results:begin -->\nold table\n<!-- results:end -->\n\nrest\n"
+
+
+def _record(bench, quick, results, date, commit="a" * 40, dirty=False, threads=2):
+    return {"bench": bench, "commit": commit, "dirty": dirty, "date": date, "quick": quick,
+            "command": [f"bench/{bench}.py"] + ["--quick"] * quick + ["--record"],
+            "machine": {"cpu": "Test CPU", "cores": 2, "gpus": [], "loadavg_start": [3.0, 2, 1]},
+            "threads": {"OMP_NUM_THREADS": str(threads), "torch": threads}, "wall_s": 61.0,
+            "peak_rss_mb": {"self": 900.0, "children": 10.0, "tree": 950.0}, "results": results}
+
+
+def _config(f1, seconds, resumed=False):
+    m = lambda f: {"P": f, "R": f, "F1": f}  # noqa: E731
+    return {"sample_tuned": m(f1), "sample_heldout": m(f1 - 0.01), "transfer": m(f1 - 0.04),
+            "transfer_tuned": m(f1 - 0.03), "seconds_sample": seconds, "seconds_transfer": 2.0,
+            "seconds_per_source": seconds / 100, "resumed": resumed}
+
+
+def _write_records(folder: Path):
+    folder.mkdir()
+    bucc = [_record("bucc_bench", False, {"configs": {"combined": _config(0.99, 490.0)}},
+                    "2030-01-01T10:00:00Z", commit="b" * 40),
+            _record("bucc_bench", False, {"configs": {"combined": _config(0.98, 5.0, resumed=True),
+                                                      "use_margin": _config(0.95, 120.0)}},
+                    "2030-01-02T10:00:00Z", commit="c" * 40, dirty=True),
+            _record("bucc_bench", True, {"configs": {"combined": _config(1.0, 12.0)}},
+                    "2030-01-03T10:00:00Z")]
+    toy = [_record("toy_bench", True, {"bench": "toy", "speed": 1.5, "nested": {"a": 1},
+                                       "runs": [{"n": 1, "s": 0.5}, {"n": 2, "s": 0.25}]},
+                   "2030-01-01T00:00:00Z", commit=None, dirty=None)]
+    for name, recs in (("bucc_bench", bucc), ("toy_bench", toy)):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs),
+                                              encoding="utf-8")
+
+
+def _run(tmp_path, *args):
+    return subprocess.run([sys.executable, str(SCRIPT), "--results", str(tmp_path / "results"),
+                           "--docs", str(tmp_path / "results.md"), "--readme",
+                           str(tmp_path / "README.md"), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.cluster
+def test_write_renders_every_benchmark_and_the_readme_table_and_check_then_passes(tmp_path):
+    _write_records(tmp_path / "results")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    stale = _run(tmp_path, "--check")
+    assert stale.returncode == 1 and "results.md" in stale.stderr and "old table" in stale.stderr
+    assert _run(tmp_path, "--write").returncode == 0
+    assert _run(tmp_path, "--check").returncode == 0
+    page = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "## bucc_bench" in page and "## toy_bench" in page and "(#bucc_bench)" in page
+    bucc = page.split("## bucc_bench")[1].split("## toy_bench")[0]
+    full, quick = bucc.split("### Quick run")
+    # the latest full record (c...), with its commit marked dirty; the quick one apart
+    assert "| use_margin | 0.9500 | 0.9400 | 0.9100 |" in full and "`cccccccccc` (dirty)" in full
+    assert "| combined | 1.0000 |" in quick and "`bench/bucc_bench.py --quick --record`" in quick
+    assert "OMP_NUM_THREADS=2, torch 2" in full and "Test CPU, 2 cores, no GPU; load 3.0" in full
+    toy = page.split("## toy_bench")[1]
+    assert "No record yet." in toy.split("### Quick run")[0]
+    assert "| `speed` | 1.5 |" in toy and "| `nested.a` | 1 |" in toy and "| 2 | 0.25 |" in toy
+    assert "commit unknown (not a git checkout)" in toy
+    readme = (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert readme.startswith("# trie-mine\n\nintro\n\n<!-- results:begin -->\n")
+    assert readme.endswith("<!-- results:end -->\n\nrest\n") and "old table" not in readme
+    rows = [ln for ln in readme.splitlines() if ln.startswith("| ") and "F1" not in ln]
+    # combined: F1 of the latest record, wall time of the one that mined it (the latest resumed)
+    assert rows == ["| combined (default) | 0.9800 | 0.9700 | 0.9400 | 8 min 10 s | 2 |",
+                    "| use_margin (USE + LASER margin) | 0.9500 | 0.9400 | 0.9100 | 2 min 00 s | 2 |"]
+    # the setup said once; no date, commit, load or command of a record (those are on the page)
+    assert "Setup: Test CPU, 2 cores, no GPU; Python ?, torch ?." in readme
+    assert "2030-01" not in readme and "bbbbbbbbbb" not in readme and "load" not in readme
+    assert "--record" not in readme
+
+
+@pytest.mark.cluster
+def test_check_fails_with_a_diff_when_a_number_was_edited_by_hand(tmp_path):
+    _write_records(tmp_path / "results")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    readme = tmp_path / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8").replace("0.9800", "0.9900"),
+                      encoding="utf-8")
+    res = _run(tmp_path, "--check")
+    assert res.returncode == 1
+    assert "-| combined (default) | 0.9900" in res.stderr
+    assert "+| combined (default) | 0.9800" in res.stderr
+
+
+@pytest.mark.cluster
+def test_check_fails_when_the_readme_has_no_markers_and_names_a_bad_record(tmp_path):
+    _write_records(tmp_path / "results")
+    (tmp_path / "README.md").write_text("# no markers\n", encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 1  # the page is written, the README cannot be
+    res = _run(tmp_path, "--check")
+    assert res.returncode == 1 and "no <!-- results:begin --> ... <!-- results:end -->" in res.stderr
+    with open(tmp_path / "results" / "toy_bench.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"bench": "toy_bench"}\n')
+    res = _run(tmp_path, "--check")
+    assert res.returncode == 2 and "toy_bench.jsonl:2: a record without commit" in res.stderr
+
+
+@pytest.mark.cluster
+def test_the_committed_results_page_and_readme_table_are_what_the_records_give():
+    res = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr[-5000:]
+
+
+def _precisions(fp32_rate, speedups):
+    st = {"items": 100, "gflop_per_item": 3.0, "fp32": {
+        "max_tokens=8,chunk=4": {"s": 1.0, "per_s": fp32_rate, "tflop_per_s": 0.3},
+        "best": "max_tokens=8,chunk=4", "best_per_s": fp32_rate, "peak_tflop_per_s": 60.0,
+        "share_of_peak": 0.005}, "cpu_one_thread": {"per_s": 2.0, "max_diff_vs_gpu_fp32_nats": 1e-5},
+        "cores_per_gpu_fp32": fp32_rate / 2}
+    for p, x in speedups.items():
+        st[p] = {"max_tokens=8,chunk=4": {"s": 1 / x, "per_s": fp32_rate * x, "tflop_per_s": 0.3 * x,
+                                          "max_diff_vs_first_nats": 0.25},
+                 "best": "max_tokens=8,chunk=4", "best_per_s": fp32_rate * x}
+        st[f"speedup_{p}_vs_fp32"] = x
+    return st
+
+
+def test_a_gpu_bench_run_recorded_in_parts_shows_the_latest_record_of_each_stage(tmp_path):
+    gpu = {"device": "cuda", "gpu": "Test GPU", "torch": "9.9", "weights": "packed"}
+    older = _record("gpu_bench", False, {**gpu, "stages": {
+        "scores": _precisions(100.0, {"bf16": 9.0}), "knn": {
+            "queries": 8, "rows": 64, "dim": 4, "k": 2, "fp32": {"s": 2.0},
+            "fp16": {"s": 1.0, "top1_same_as_fp32": 1.0}, "cores_per_gpu_fp32": 7.0}}},
+        "2030-01-01T00:00:00Z")
+    newer = _record("gpu_bench", False, {**gpu, "stages": {
+        "scores": _precisions(200.0, {"bf16": 0.5, "tf32": 1.75})}}, "2030-01-02T00:00:00Z")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "gpu_bench.jsonl").write_text(
+        json.dumps(older) + "\n" + json.dumps(newer) + "\n", encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    full = (tmp_path / "results.md").read_text(encoding="utf-8").split("### Quick run")[0]
+    # the newer record's scores, the older one's kNN (a stage the newer run did not record)
+    assert "| bf16 | `max_tokens=8,chunk=4` | 100 | 0.15 | – | – | 0.5 | 0.25 |" in full
+    assert "| tf32 | `max_tokens=8,chunk=4` | 350 | 0.525 | – | – | 1.75 | 0.25 |" in full
+    assert "| bf16 | `max_tokens=8,chunk=4` | 900 |" not in full
+    assert "`knn`: 8 queries x 64 rows x 4 dims, top 2: fp32 2 s, fp16 1 s" in full
+    assert full.count("Device `cuda` (Test GPU), torch 9.9; model weights: packed.") == 2
+
+
+def test_the_mined_calibration_part_of_clean_bench_is_a_row_per_set(tmp_path):
+    f = lambda v: {"P": v, "R": v, "F1": v}  # noqa: E731
+    part = {"candidates": 10, "positives": 4, "ece": 0.02, "f1_tuned_same_gold": f(0.9),
+            "f1_shipped": f(0.8), "f1_prob_0_5": f(0.7), "f1_gap_prob_0_5_vs_tuned": 0.2}
+    rec = _record("clean_bench", False, {"mined": {"sample": part, "transfer": part}},
+                  "2030-01-01T00:00:00Z")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "clean_bench.jsonl").write_text(json.dumps(rec) + "\n",
+                                                             encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    page = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "| sample (fitting set) | 10 | 4 | 0.02 | 0.9 | 0.8 | 0.7 | 0.2 |" in page
+    assert "| transfer (held out) | 10 | 4 | 0.02 | 0.9 | 0.8 | 0.7 | 0.2 |" in page
