@@ -131,6 +131,7 @@ def _precisions(fp32_rate, speedups):
     return st
 
 
+@pytest.mark.cluster
 def test_a_gpu_bench_run_recorded_in_parts_shows_the_latest_record_of_each_stage(tmp_path):
     gpu = {"device": "cuda", "gpu": "Test GPU", "torch": "9.9", "weights": "packed"}
     older = _record("gpu_bench", False, {**gpu, "stages": {
@@ -154,6 +155,7 @@ def test_a_gpu_bench_run_recorded_in_parts_shows_the_latest_record_of_each_stage
     assert full.count("Device `cuda` (Test GPU), torch 9.9; model weights: packed.") == 2
 
 
+@pytest.mark.cluster
 def test_the_mined_calibration_part_of_clean_bench_is_a_row_per_set(tmp_path):
     f = lambda v: {"P": v, "R": v, "F1": v}  # noqa: E731
     part = {"candidates": 10, "positives": 4, "ece": 0.02, "f1_tuned_same_gold": f(0.9),
