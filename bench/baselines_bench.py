@@ -137,7 +137,7 @@ def load_system(name: str, model_dir: Path, quick: bool, work: Path, retrain: bo
 
     if name == "opus_enc":
         if "model" not in state:
-            from triemine.decoding.model_dir import load_model_dir
+            from triemine.models.model_dir import load_model_dir
             state["model"] = load_model_dir(model_dir)
         return OpusEncoder(state["model"])
     if "resources" not in state:
@@ -204,7 +204,7 @@ def baselines_cache(folder):
 def candidates_in(tsv: Path, gold: Path, out: Path) -> Path:
     """The rows of mining TSV ``tsv`` whose source and target ids are in the BUCC set of ``gold``
     (quick mode: the candidates of the slices)."""
-    from triemine.tsv import read_mined, write_mined
+    from triemine.io.tsv import read_mined, write_mined
 
     bucc, mined = read_bucc(gold), read_mined(tsv)
     si, ti = bucc.src.index(), bucc.tgt.index()
@@ -240,7 +240,7 @@ def filter_table(systems, args, golds: dict, work: Path, model_dir: Path) -> dic
     (module docstring).  Returns ``{"candidates": {...}, "rows": {label: row}}``."""
     from triemine.baselines.systems import system_class
     from triemine.cli import filter_main
-    from triemine.paths import cache_root
+    from triemine.io.paths import cache_root
 
     demo = cache_root() / "demo"
     cands = {"sample": Path(args.candidates) if args.candidates else demo / "sample.tsv",
@@ -267,7 +267,7 @@ def filter_table(systems, args, golds: dict, work: Path, model_dir: Path) -> dic
     info = {"candidates": {k: str(v) for k, v in cands.items()}, "rows": {}, "seconds_filter": {}}
     transfer = (cands["transfer"], golds["transfer"]) if "transfer" in cands else None
     rows = info["rows"]
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
     have = read_mined(cands["sample"]).numeric
     info["candidates_rows"] = {k: len(read_mined(v)) for k, v in cands.items()}
     rows["ce"] = eval_row(cands["sample"], golds["sample"], "ce", "ce_word", "ce", folder, transfer)

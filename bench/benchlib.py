@@ -259,7 +259,7 @@ def _cache_state() -> dict:
     """The cache root and what it held at the start (its top-level folders other than the
     imported models): a run on a warm cache reuses tries, priors or translations."""
     try:
-        from triemine.paths import cache_root
+        from triemine.io.paths import cache_root
 
         root = cache_root()
         held = sorted(p.name for p in root.iterdir() if p.name not in ("models", "bicleaner"))
@@ -345,7 +345,7 @@ def cached_tiny_model(name: str = "decode-tiny-model-v2", updates: int = 300):
     import time
 
     from triemine.testing.tiny_model import build_tiny_model
-    from triemine.paths import cache_root
+    from triemine.io.paths import cache_root
 
     tiny = cache_root() / "bench" / name
     if (tiny / "triemine-model.json").is_file():
@@ -368,7 +368,7 @@ def shared_model_dir(arg, prog: str):
     import sys
     from pathlib import Path
 
-    from triemine.paths import cache_root
+    from triemine.io.paths import cache_root
 
     model_dir = Path(arg) if arg else cache_root() / "models" / "opus-mt-zh-en"
     if not (model_dir / "checkpoint.pt").is_file():
@@ -381,7 +381,7 @@ def shared_model(arg, prog: str):
     set to ``OMP_NUM_THREADS`` (default 1)."""
     import torch
 
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 1))
     return load_model_dir(shared_model_dir(arg, prog))
@@ -394,7 +394,7 @@ def bucc_sets(work, quick: bool) -> dict:
     from pathlib import Path
 
     from triemine.evaluation.slices import write_bucc_slice
-    from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, shared_path
 
     sets = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"), "transfer": (DEVSET_ZH_EN, "zh-en.dev.gold")}
     golds = {}

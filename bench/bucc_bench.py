@@ -56,10 +56,10 @@ import numpy as np  # noqa: E402
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.evaluation.pipeline import Direction, evaluate, evaluate_combination  # noqa: E402
-from triemine.paths import cache_root  # noqa: E402
-from triemine.tsv import Mined, read_mined  # noqa: E402
+from triemine.io.paths import cache_root  # noqa: E402
+from triemine.io.tsv import Mined, read_mined  # noqa: E402
 
-from triemine.configurations import NAMES, PAPER  # noqa: E402
+from triemine.config.configurations import NAMES, PAPER  # noqa: E402
 from triemine.filtering.selection import SELECTION  # noqa: E402
 from triemine.mining.options import MineOptions  # noqa: E402
 

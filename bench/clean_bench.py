@@ -61,7 +61,7 @@ MINING_CUT = 5.4016585  # the combined configuration's shipped mining threshold
 
 
 def _lines(*parts):
-    from triemine.paths import shared_path
+    from triemine.io.paths import shared_path
 
     return shared_path(*parts).read_text(encoding="utf-8").splitlines()
 
@@ -71,7 +71,7 @@ def transfer_noisy_set(n: int, seed: int = SEED):
     docstring)."""
     from triemine.cleaning.noise import noisy_set
     from triemine.evaluation.bucc import read_bucc
-    from triemine.paths import shared_path
+    from triemine.io.paths import shared_path
 
     b = read_bucc(shared_path("data", "devsets", "zh-en", "zh-en.dev.gold"))
     zh, en = dict(zip(b.src.ids, b.src.texts)), dict(zip(b.tgt.ids, b.tgt.texts))
@@ -102,7 +102,7 @@ def _pr(kept, label) -> dict:
 
 
 def noisy_part(model, args, work: Path, threads: int) -> dict:
-    from triemine.calibration import ece, reliability
+    from triemine.scoring.calibration import ece, reliability
     from triemine.cleaning import score
     from triemine.errors import TrieMineError
     from triemine.filtering.bicleaner import score_bicleaner
@@ -156,9 +156,9 @@ def noisy_part(model, args, work: Path, threads: int) -> dict:
 
 def unrelated_part(model, args, work: Path) -> dict:
     from triemine.api import MineOptions, run as run_job
-    from triemine.calibration import shipped_calibration
+    from triemine.scoring.calibration import shipped_calibration
     from triemine.evaluation.bucc import read_bucc
-    from triemine.paths import BUCC_ZH_EN, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, shared_path
 
     n_src, n_tgt = (150, 1000) if args.quick else (args.sources, args.targets)
     b = read_bucc(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"))
@@ -199,10 +199,10 @@ def unrelated_part(model, args, work: Path) -> dict:
 
 
 def mined_part(args) -> dict:
-    from triemine.calibration import ece, reliability, shipped_calibration
+    from triemine.scoring.calibration import ece, reliability, shipped_calibration
     from triemine.evaluation.bucc import read_gold
     from triemine.evaluation.pipeline import evaluate, evaluate_files
-    from triemine.paths import BUCC_ZH_EN, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, shared_path
 
     cal = shipped_calibration("combined", "mined")
     golds = {"sample": shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"),
@@ -252,7 +252,7 @@ def main(argv=None) -> int:
                     "the transfer set (default <cache>/demo/transfer.tsv)")
     args = ap.parse_args(argv)
     parts = ap.names(args.parts, PARTS, "part")
-    from triemine.paths import cache_root
+    from triemine.io.paths import cache_root
 
     args.mined_sample = args.mined_sample or str(cache_root() / "demo" / "sample.tsv")
     args.mined_transfer = args.mined_transfer or str(cache_root() / "demo" / "transfer.tsv")

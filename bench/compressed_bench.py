@@ -1,7 +1,7 @@
 """Compressed corpora: what reading a .gz/.xz/.zst corpus through its decompressed copy costs.
 
 For a synthetic corpus of 10^6 lines (``--quick``: 10^5) in each format: the compressed size,
-the first ``triemine.compression.plain_copy`` (content digest, streaming decompression into the
+the first ``triemine.io.compression.plain_copy`` (content digest, streaming decompression into the
 cache, digest of the copy), its decompression speed in plain MB/s, a second call (the copy
 reused), the line index build on the copy, random line reads through the memory map, and
 the estimated cost of one random line from a seekable format (checkpoints every 1 MiB;
@@ -42,8 +42,8 @@ def compressors():
 
 
 def measure(path: Path, plain: int, reads: int) -> dict:
-    from triemine.compression import plain_copy
-    from triemine.corpus import open_corpus
+    from triemine.io.compression import plain_copy
+    from triemine.io.corpus import open_corpus
 
     with benchlib.timer() as first:
         copy = plain_copy(path)

@@ -163,7 +163,7 @@ def main(argv=None) -> int:
 
     import torch
     torch.set_num_threads(1)
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
     from triemine.trie import Trie
 
     info = {"bench": "decode_bench", "machine": machine(), "threads": torch.get_num_threads(),
@@ -185,9 +185,9 @@ def main(argv=None) -> int:
         beams = [int(b) for b in (args.beams or "20").split(",")]
         info.update(mode="quick", model="tiny synthetic (1+1 layers, d=64)")
     else:
-        from triemine.corpus import read_corpus
+        from triemine.io.corpus import read_corpus
         from triemine.decoding.trie_cache import get_trie
-        from triemine.paths import BUCC_ZH_EN, cache_root, shared_path
+        from triemine.io.paths import BUCC_ZH_EN, cache_root, shared_path
 
         mdir = args.model or str(cache_root() / "models" / "opus-mt-zh-en")
         model = load_model_dir(mdir)

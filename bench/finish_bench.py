@@ -48,7 +48,7 @@ from benchlib import machine, proc_status_kb as _status_kb, reset_peak_rss as _r
 
 import numpy as np  # noqa: E402
 
-from triemine.paths import BUCC_ZH_EN, shared_path  # noqa: E402
+from triemine.io.paths import BUCC_ZH_EN, shared_path  # noqa: E402
 
 
 def make_scored(work: Path, n: int, n_src: int, n_tgt: int, seed: int = 7) -> None:
@@ -68,11 +68,11 @@ def make_scored(work: Path, n: int, n_src: int, n_tgt: int, seed: int = 7) -> No
 
 def finish_child(work: Path, out: Path, path: str) -> dict:
     """In this (fresh) process: the last stage of ``work``'s scored candidates by ``path``."""
-    from triemine.corpus import open_corpus
+    from triemine.io.corpus import open_corpus
     from triemine.mining.combine import shipped
     from triemine.mining.features import derived
     from triemine.mining.finish import finish_tsv, load_scored
-    from triemine.tsv import column_order, write_row_blocks
+    from triemine.io.tsv import column_order, write_row_blocks
 
     base = shared_path(*BUCC_ZH_EN)
     src, tgt = open_corpus(base / "zh-en.sample.zh"), open_corpus(base / "zh-en.sample.en")
@@ -143,7 +143,7 @@ def generation_child(work: Path, n: int, tsv: bool = True) -> dict:
     import importlib
     import types
 
-    from triemine.corpus import open_corpus
+    from triemine.io.corpus import open_corpus
     from triemine.mining import run
     from triemine.mining.candidates import embedding_space
     from triemine.mining.combine import shipped
@@ -151,7 +151,7 @@ def generation_child(work: Path, n: int, tsv: bool = True) -> dict:
     from triemine.mining.generators import Job
     from triemine.mining.stages import stage, stage_dir
     from triemine.mining.options import MineOptions
-    from triemine.outfile import npy_bytes
+    from triemine.io.outfile import npy_bytes
 
     importlib.import_module("triemine.scoring.forced")  # torch, before the clock (as in the
     # job, whose model is loaded at its start)
@@ -297,7 +297,7 @@ def main(argv=None) -> int:
             shutil.rmtree(d)
         return run.finish({"bench": "finish_bench", "mode": "generation", "machine": machine(),
                            "threads": 1, "date": time.strftime("%Y-%m-%d"), "runs": runs})
-    from triemine.corpus import open_corpus
+    from triemine.io.corpus import open_corpus
 
     base = shared_path(*BUCC_ZH_EN)
     n_src = len(open_corpus(base / "zh-en.sample.zh"))

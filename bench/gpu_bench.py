@@ -172,7 +172,7 @@ def pack_fidelity(model_dir: Path, packed_dir: Path, data: Path, n: int = 64) ->
     """How close the rounded weights are to the model's: forced scores of the sample's first
     ``n`` gold pairs (mean and largest difference, nats a sentence) and greedy translations of
     their sources (identical fraction)."""
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
     from triemine.mining.translate import make_translator
     from triemine.scoring.forced import ForcedScorer
 
@@ -214,7 +214,7 @@ def _tiny_sample(out: Path, n: int) -> Path:
 
 
 def _sample(data: Path):
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
 
     return read_corpus(data / SAMPLE[0]), read_corpus(data / SAMPLE[1])
 
@@ -429,7 +429,7 @@ def _write(path: Path, lines) -> Path:
 
 def _rows(tsv: Path):
     """The TSV's ``(source id, target id)`` rows and their score column."""
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
 
     m = read_mined(tsv)
     return list(zip(m.src_ids, m.tgt_ids)), m.col("score")
@@ -706,7 +706,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     run = benchlib.start("gpu_bench", args)
 
-    from triemine.paths import BUCC_ZH_EN, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, shared_path
 
     data = Path(args.data) if args.data else None  # the shared sample, when a stage reads it
     work = Path(args.work or tempfile.mkdtemp(prefix="gpu_bench."))
@@ -748,7 +748,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
 
     res_threads = torch.get_num_threads()
     os.environ.setdefault("TRIEMINE_CACHE", str(work / "cache"))

@@ -44,8 +44,7 @@ from benchlib import machine, shared_model_dir  # noqa: E402
 import numpy as np  # noqa: E402
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
-from triemine.paths import (BUCC_ZH_EN, DEVSET_ZH_EN, PARALLEL_DE_EN, PARALLEL_ZH_EN,  # noqa: E402
-                            shared_path)
+from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, PARALLEL_DE_EN, PARALLEL_ZH_EN, shared_path
 
 STAGES = ("embed", "knn", "scoring", "priors", "trie")
 REAL_ENGLISH = [(PARALLEL_ZH_EN, "train.en"), (PARALLEL_DE_EN, "train.en"),
@@ -132,7 +131,7 @@ def mine(model: Path, gold: Path, out: Path, workers: int, extra=()) -> dict:
 def evaluate(tsv: Path, gold: Path) -> dict:
     from triemine.evaluation.pipeline import Direction, evaluate as run_eval
     from triemine.filtering.selection import shipped_default
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
 
     b, rows = read_bucc(gold), read_mined(tsv)
     shipped = shipped_default("combined")
@@ -238,9 +237,9 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4,
     2026-11-25 10:30 it counted in the embedding), and its workers load the MT model, the
     corpora and the trie then, as this process did (until 17:30 the scoring stage's clock had
     the workers' model load).  ``stages``: only these (default all)."""
-    from triemine.corpus import open_corpus
+    from triemine.io.corpus import open_corpus
     from triemine.decoding.driver import mine_to_tsv
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
     from triemine.decoding.runner import long_targets
     from triemine.decoding.settings import SearchSettings
     from triemine.decoding.trie_cache import get_trie
@@ -252,7 +251,7 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4,
     from triemine.embedding.knn_shards import KNN_SHARD_ROWS, knn_sharded
     from triemine.mining.score_shards import forced_scores_sharded
     from triemine.embedding import ENCODERS
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
 
     work = Path(str(work_tsv) + ".work")
     base = work_tsv.parent / "zh-en.haystack"

@@ -35,7 +35,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def _bucc_zh(n: int):
-    from triemine.paths import BUCC_ZH_EN, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, shared_path
     texts = []
     with open(shared_path(*BUCC_ZH_EN, "zh-en.sample.zh"), encoding="utf-8") as f:
         for line in f:
@@ -57,8 +57,8 @@ def main(argv=None) -> int:
     import torch
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     from triemine.models.convert import import_ct2_model
-    from triemine.fidelity import CT2Side, FairseqSide, compare_many, tokenize_sources
-    from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
+    from triemine.models.fidelity import CT2Side, FairseqSide, compare_many, tokenize_sources
+    from triemine.io.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 
     n_fid = args.sentences or (6 if args.quick else 200)
     ct2_dir = shared_path(*OPUS_MT_ZH_EN_CT2)
@@ -122,9 +122,9 @@ def main(argv=None) -> int:
 
     # 3. Hugging Face Marian import vs transformers
     from triemine.models.convert import import_model
-    from triemine.fidelity import HFSide
+    from triemine.models.fidelity import HFSide
     from triemine.testing.tiny_hf_marian import build_tiny_hf_marian
-    from triemine.paths import PARALLEL_DE_EN
+    from triemine.io.paths import PARALLEL_DE_EN
 
     def de_en(lang, start, n):
         with open(shared_path(*PARALLEL_DE_EN, f"train.{lang}"), encoding="utf-8") as f:

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 from benchlib import machine, shared_model_dir  # noqa: E402
 
-from triemine.paths import cache_root  # noqa: E402
+from triemine.io.paths import cache_root  # noqa: E402
 
 
 def rescore(model, mined, precision: str, progress: bool = True, cache=None):
@@ -129,7 +129,7 @@ def quick_rows(model, shared: Path, n: int = 60, gold: str = "data/bucc2018/zh-e
     and as many wrong pairs (each gold source with the next one's target), with their fp32
     score and prior."""
     from triemine.evaluation.bucc import read_bucc
-    from triemine.tsv import Mined
+    from triemine.io.tsv import Mined
 
     b = read_bucc(shared / gold)
     si = {i: k for k, i in enumerate(b.src.ids)}
@@ -211,8 +211,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from triemine.decoding.model_dir import load_model_dir
-    from triemine.tsv import read_mined
+    from triemine.models.model_dir import load_model_dir
+    from triemine.io.tsv import read_mined
 
     no_transfer = args.transfer == "none"
     if not args.quick:

@@ -52,7 +52,7 @@ def _read(path, tsv: bool, limit=None):
 
 
 def _data():
-    from triemine.paths import BUCC_ZH_EN, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, shared_path
     d = shared_path(*BUCC_ZH_EN)
     de = Path(d).parent.parent / "parallel" / "de-en" / "train.de"
     return (_read(Path(d) / "zh-en.sample.zh", True), _read(Path(d) / "zh-en.sample.en", True),
@@ -114,7 +114,7 @@ def _lang_id(zh, en, de, names):
 
 def _chain(work: Path):
     """Keep rate of the default filter chain on the BUCC sample's two sides."""
-    from triemine.paths import BUCC_ZH_EN, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, shared_path
     from triemine.prepare import prepare
     out = {}
     for side in ("zh", "en"):

@@ -36,7 +36,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
     from triemine.decoding.runner import mine_batches
     from triemine.decoding.settings import SearchSettings
     from triemine.decoding.trie_cache import get_trie

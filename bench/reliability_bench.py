@@ -433,7 +433,7 @@ def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
         res["full_disk"] = "not measured: mounting a tmpfs needs root"
 
     # line indexes: truncated, then another corpus's
-    from triemine.lineindex import index_path
+    from triemine.io.lineindex import index_path
     cache = work / "cache-f-ref"
     idx_t, idx_s = (index_path(x, "auto", cache / "lines") for x in (tgt, src))
     idx_t.write_bytes(idx_t.read_bytes()[:-7])
@@ -591,7 +591,7 @@ def _paper(model_dir, src, tgt, out, *extra):
 def _trust_outputs(model_dir, d, src, tgt, res, examples) -> None:
     """Every tool given an output that is one of its inputs (hard and symbolic links too)."""
     from triemine.cli import eval_main, filter_main, trie_build_main
-    from triemine.tsv import write_rows
+    from triemine.io.tsv import write_rows
 
     (d / "hard.txt").unlink(missing_ok=True)
     os.link(src, d / "hard.txt")
@@ -741,8 +741,8 @@ def _trust_writes(model_dir, d, src, tgt, res, examples) -> None:
 
     from triemine.errors import OutputError
     from triemine.filtering.selection import write_bitext, write_thresholds
-    from triemine.outfile import write_text
-    from triemine.tsv import write_meta
+    from triemine.io.outfile import write_text
+    from triemine.io.tsv import write_meta
 
     outcomes = []
     real_fsync = os.fsync
@@ -784,7 +784,7 @@ def _trust_cut_tsv(model_dir, d, src, tgt, res, examples) -> None:
     given to trie-mine-eval and -filter (refused, or their rows are counted lost); a TSV
     corpus that lost most of its tabs given to trie-mine (refused, or a silent plain read)."""
     from triemine.cli import eval_main, filter_main
-    from triemine.tsv import write_rows
+    from triemine.io.tsv import write_rows
 
     gold = d / "zh-en.t.gold"
     n = 6
@@ -929,7 +929,7 @@ def _trust_compressed(model_dir, d, src, tgt, res, examples) -> None:
     import zstandard
 
     from triemine.cli import eval_main, filter_main, prepare_main
-    from triemine.tsv import write_rows
+    from triemine.io.tsv import write_rows
 
     broken = d / "no-model"
     broken.mkdir(exist_ok=True)
@@ -1079,7 +1079,7 @@ def _trust_late(model_dir, d, src, tgt, res, examples) -> None:
     import socket
 
     from triemine.cli import eval_main, filter_main, prepare_main
-    from triemine.tsv import write_rows
+    from triemine.io.tsv import write_rows
 
     broken = d / "no-model"
     broken.mkdir(exist_ok=True)
@@ -1159,7 +1159,7 @@ def bench_digest(work: Path, size_mb: int = 1024) -> dict:
     (``content_sha256`` read against the file's stamp)."""
     import shutil
 
-    from triemine import paths
+    from triemine.io import paths
 
     big = work / "digest.bin"
     with open(big, "wb") as f:
@@ -1237,7 +1237,7 @@ def _as_logged(root: Path) -> int:
     """Every shard manifest under ``root`` turned into the state of a driver killed before it
     folded its log: ``manifest.json`` with no shard done, each shard a line of ``manifest.log``
     (:mod:`triemine.distributed.shards`'s format).  Returns the number of logs written."""
-    from triemine.checksum import json_crc32
+    from triemine.io.checksum import json_crc32
     from triemine.distributed import shards
 
     n = 0
@@ -1307,7 +1307,7 @@ def bench_damage(model_dir, work: Path, rng: random.Random, n_sources: int = 24,
     import triemine.api  # noqa: F401
     from triemine.testing.tiny_model import synthetic_pairs
     from triemine.mining.dedup import DEDUP_SUFFIX, JOB_TSV
-    from triemine.tsv import META_SUFFIX
+    from triemine.io.tsv import META_SUFFIX
 
     pairs = synthetic_pairs(n_sources, seed=37, min_len=3)
     res = {}
@@ -1555,7 +1555,7 @@ def main(argv=None) -> int:
     rng = random.Random(args.seed)
     import torch
     torch.set_num_threads(1)
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
 
     t0 = run.elapsed()
     model_dir, trained_s = cached_tiny_model()

@@ -131,7 +131,7 @@ def scoring(model, src, tgt, work: Path, n_pairs: int, chunk: int) -> dict:
     """Exact scores of ``n_pairs`` pairs (the first gold-like pairs by line, then random ones)."""
     import numpy as np
 
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     from triemine.distributed import make_pool
     from triemine.mining.score_shards import exact_scores_sharded
     from triemine.mining.candidates import CandidateSet
@@ -170,7 +170,7 @@ def target_shards(model, gold_src, tgt, gold, work: Path, beam: int, ks) -> list
     from triemine.decoding.driver import mine_to_tsv
     from triemine.decoding.settings import SearchSettings
     from triemine.distributed import make_pool
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
 
     pairs = dict(line.split("\t")[:2] for line in gold.read_text(encoding="utf-8").split("\n")
                  if line.strip())
@@ -216,8 +216,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from triemine.decoding.model_dir import load_model_dir
-    from triemine.paths import BUCC_ZH_EN, shared_path
+    from triemine.models.model_dir import load_model_dir
+    from triemine.io.paths import BUCC_ZH_EN, shared_path
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     load_before = _load()

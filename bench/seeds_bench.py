@@ -63,7 +63,7 @@ import numpy as np  # noqa: E402
 
 from triemine.baselines import protocols as P  # noqa: E402
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
-from triemine.paths import DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
+from triemine.io.paths import DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
 
 NOISE = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 MS = (0, 5, 10, 20)
@@ -152,7 +152,7 @@ def default_job(td: dict, model_dir: Path, work: Path) -> dict:
     candidates' ``combined`` and ``score`` (log P(y|x)) as ``(n, N)`` matrices (``-inf``
     elsewhere), and its wall time (of the first run on these inputs)."""
     import triemine
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
 
     key = digest(td["src"] + ["\0"] + td["pool"])
     out = work / f"default-{key}.tsv"

@@ -108,7 +108,7 @@ def ct2_time(model, sources, beam, threads):
 def target_pool(n, shared: Path, seed=1234):
     """``n`` English target sentences: the sample's, then real ones from the shared parallel
     corpora, then synthetic recombinations of real halves."""
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
 
     pool, seen = [], set()
     for p in (shared / "data/bucc2018/zh-en/zh-en.sample.en", shared / "data/parallel/de-en/train.en",
@@ -153,9 +153,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     from triemine.decoding.trie_cache import get_trie
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
     from triemine.scoring.forced import _int8_projection
 
     threads = torch.get_num_threads()

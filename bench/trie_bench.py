@@ -3,7 +3,7 @@
 Corpora:
 * ``bucc-en``: English side of the shared BUCC 2018 zh-en sample, segmented with a sentencepiece
   model (``--spm``; default: an 8k unigram model trained on the shared zh-en parallel English
-  side, cached under ``triemine.paths.cache_root()``), ids offset by 4 like a fairseq dictionary
+  side, cached under ``triemine.io.paths.cache_root()``), ids offset by 4 like a fairseq dictionary
   built from the model (EOS = 2).
 * ``zipf``: synthetic sequences, token ids drawn from a Zipf(1.1) law over a 32k vocabulary,
   lengths log-normal around 27 tokens (clipped to 1..250), plus EOS. ``--quick``: 100k sequences,
@@ -33,7 +33,7 @@ import tracemalloc
 
 import numpy as np
 
-from triemine.paths import BUCC_ZH_EN, PARALLEL_ZH_EN, cache_root, shared_path
+from triemine.io.paths import BUCC_ZH_EN, PARALLEL_ZH_EN, cache_root, shared_path
 from triemine.trie import Trie
 
 EOS = 2
@@ -55,7 +55,7 @@ def default_spm() -> str:
 
 def bucc_sequences(spm_path: str):
     import sentencepiece as spm
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     corpus = read_corpus(shared_path(*BUCC_ZH_EN, "zh-en.sample.en"))
     sp = spm.SentencePieceProcessor(model_file=spm_path)
     idx = corpus.non_empty

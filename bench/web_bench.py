@@ -72,8 +72,8 @@ OTHER_LANGS = (("de", ("parallel", "de-en", "train.de")), ("zh", ("parallel", "z
 def web_side(ids, texts, seed: int = SEED):
     """``(lines, counts)``: the web-like ``id<TAB>text`` lines made from the corpus ``ids``/
     ``texts`` (module docstring) and how many lines of each kind it holds."""
-    from triemine.corpus import sentences
-    from triemine.paths import shared_path
+    from triemine.io.corpus import sentences
+    from triemine.io.paths import shared_path
 
     rng = np.random.default_rng(seed)
     en = [t for t in texts if t]
@@ -105,7 +105,7 @@ def web_side(ids, texts, seed: int = SEED):
 
 def write_gz(lines, path: Path) -> Path:
     """``lines`` gzipped (mtime 0: the same bytes every time), atomically."""
-    from triemine.outfile import atomic_write
+    from triemine.io.outfile import atomic_write
 
     atomic_write(path, gzip.compress("".join(x + "\n" for x in lines).encode("utf-8"), mtime=0),
                  "web-like corpus")
@@ -114,7 +114,7 @@ def write_gz(lines, path: Path) -> Path:
 
 def copies_of(tgt_path):
     """``{normalised text: set of ids}`` of a target corpus."""
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     from triemine.mining.dedup import normalise
 
     c = read_corpus(tgt_path)
@@ -142,7 +142,7 @@ def score_any_copy(mined, kept, gold, gold_texts, groups) -> dict:
 def run_one(name, job, src, tgt, work: Path, dedup: bool, gold, gold_texts) -> dict:
     """One run of the job ``job(src, tgt, out, dedup) -> summary``, measured and scored."""
     from triemine.filtering.selection import choose
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
 
     out = work / f"{name}.tsv"
     cache = work / f"cache.{name}"
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     from triemine.api import MineOptions, run as run_job
     from triemine.evaluation.bucc import read_bucc
     from triemine.evaluation.slices import write_bucc_slice
-    from triemine.paths import BUCC_ZH_EN, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, shared_path
 
     def job(s, t, o, dedup):
         return run_job(MineOptions.of("combined", dedup=dedup), model, s, t, o).summary

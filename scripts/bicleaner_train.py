@@ -7,7 +7,7 @@ Run with the tool environment built by ``scripts/bicleaner_setup.sh``::
 
 Steps (all local; nothing is downloaded):
 
-1. read ``<shared>/data/devsets/zh-en/train.{zh,en}`` (through ``triemine.paths``): the zh-en
+1. read ``<shared>/data/devsets/zh-en/train.{zh,en}`` (through ``triemine.io.paths``): the zh-en
    parallel data minus the transfer set's pairs, so that no score the filter gives on the transfer
    set was learnt from its own pairs; drop empty, identical and duplicate pairs;
 2. tokenise and lowercase: Chinese with jieba (``scripts/bicleaner_zh_tokenize.py``, which is
@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from triemine.paths import DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
+from triemine.io.paths import DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
 
 
 def log(msg: str) -> None:

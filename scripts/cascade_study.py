@@ -44,9 +44,9 @@ os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.mining.combine import shipped  # noqa: E402
-from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
+from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, cache_root, shared_path  # noqa: E402
 
-THRESHOLD = 5.4016585  # the shipped combined threshold (triemine/configs/combined.json)
+THRESHOLD = 5.4016585  # the shipped combined threshold (triemine/config/records/combined.json)
 
 
 def train_slice(work: Path) -> Path:
@@ -196,7 +196,7 @@ def main(argv=None) -> int:
             if model is None:
                 import torch
 
-                from triemine.decoding.model_dir import load_model_dir
+                from triemine.models.model_dir import load_model_dir
                 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
                 model = load_model_dir(args.model)
             timings[name] = probe(model, gold, path)

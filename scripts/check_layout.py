@@ -14,7 +14,7 @@ Problems reported, one line each:
 * pairs of subpackages importing each other (same edges, inside functions too): one problem per
   pair, naming the import lines both ways. A module's subpackage is the first component after
   the package's name when that is a folder (``triemine.mining.run`` -> ``mining``); modules at
-  the package's root (``triemine.corpus``, ``triemine.api``) belong to none and are not checked;
+  the package's root (``triemine.io.corpus``, ``triemine.api``) belong to none and are not checked;
 * more than :data:`MAX_INNER_IMPORTS` imports of the package's modules inside functions (any
   ``def`` body, nested ones too; one per statement; a ``.pyx`` file's imports count as module
   level): one problem listing them (``file:line``). Imports inside functions are for optional
@@ -34,7 +34,7 @@ Problems reported, one line each:
   arguments, takes the lock and calls the job driver, which owns the pool and the stages;
 * the digest of a file's content (``content_sha256(``) called from more than
   :data:`MAX_DIGEST_FILES` modules: one problem listing them (a key takes its inputs' digests
-  from ``triemine.keys``, a stage's from the runner, not each caller from the hash);
+  from ``triemine.io.keys``, a stage's from the runner, not each caller from the hash);
 * imports of :data:`TESTING` (``triemine/testing/``: the tiny models, the local Ray cluster) from
   any module outside it (inside functions too): one problem per import line; the test fixtures
   serve the tests, benchmarks and scripts, never the package's own code;
@@ -90,7 +90,7 @@ MAX_MAIN_LINES = 25  # a console script's *_main in cli.py: its parser and the c
 MAX_API_LINES = 200
 API_FORBIDDEN = ("decoding", "distributed")  # api.py reaches them through the job driver
 DIGEST_CALL = "content_sha256"  # the hash every key's input digests come from
-MAX_DIGEST_FILES = 3            # modules calling it: triemine.keys and the copies' own checks
+MAX_DIGEST_FILES = 3            # modules calling it: triemine.io.keys and the copies' own checks
 TESTING = "testing"  # the test fixtures' subpackage: imported by tests, benches and scripts only
 SOURCE_SUFFIXES = (".py", ".pyx")
 SKIP_DIRS = {"__pycache__", "build", ".git"}
@@ -584,7 +584,7 @@ def digest_callers(root, limit: int = MAX_DIGEST_FILES) -> List[str]:
     if len(sites) <= limit:
         return []
     return [f"{DIGEST_CALL}( called from {len(sites)} modules (at most {limit}; take a key's "
-            "digests from triemine.keys): " + "; ".join(
+            "digests from triemine.io.keys): " + "; ".join(
                 f"{path}:{','.join(map(str, lines))}" for path, lines in sorted(sites.items()))]
 
 

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.evaluation.pipeline import Direction, evaluate, evaluate_combination  # noqa: E402
 from triemine.mining.combine import Combination  # noqa: E402
-from triemine.paths import BUCC_ZH_EN, DEVSET_ZH_EN, shared_path  # noqa: E402
-from triemine.tsv import read_mined  # noqa: E402
+from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, shared_path  # noqa: E402
+from triemine.io.tsv import read_mined  # noqa: E402
 
 
 GRID = [0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fit a configuration's calibrated probability (``prob``) and write it into its record.
 
-Two uses (:mod:`triemine.calibration`):
+Two uses (:mod:`triemine.scoring.calibration`):
 
 * ``pairs`` (``trie-mine-score``): a logistic regression on the pairs' features
   (``--features``, standardised; its score is the column ``judge``), fitted on a noisy set
@@ -19,7 +19,7 @@ Two uses (:mod:`triemine.calibration`):
       python scripts/fit_calibration.py mined WORK/sample.dedup.tsv \\
           --gold ../shared/data/bucc2018/zh-en/zh-en.sample.gold
 
-``--write`` puts the curve into ``triemine/configs/<config>.json`` under ``calibration``;
+``--write`` puts the curve into ``triemine/config/records/<config>.json`` under ``calibration``;
 without it the curve and its fit statistics are only printed (one JSON object).
 """
 from __future__ import annotations
@@ -34,9 +34,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from triemine.calibration import Calibration, ece  # noqa: E402
-from triemine.configurations import RECORDS  # noqa: E402
-from triemine.paths import shared_path  # noqa: E402
+from triemine.scoring.calibration import Calibration, ece  # noqa: E402
+from triemine.config.configurations import RECORDS  # noqa: E402
+from triemine.io.paths import shared_path  # noqa: E402
 
 TRAIN = ("data", "devsets", "zh-en")
 GERMAN = ("data", "parallel", "de-en", "train.de")
@@ -99,7 +99,7 @@ def fit_judge(columns, label, where: str, features, c: float = 1.0):
 
 def fit_mined(args) -> tuple:
     from triemine.evaluation.bucc import read_gold
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
 
     mined = read_mined(args.tsv)
     gold = set(read_gold(args.gold))
@@ -110,7 +110,7 @@ def fit_mined(args) -> tuple:
 
 
 def _model():
-    from triemine.paths import cache_root
+    from triemine.io.paths import cache_root
 
     return cache_root() / "models" / "opus-mt-zh-en"
 

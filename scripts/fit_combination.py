@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fit a combined score's normalisation on a mining TSV (no gold labels) and write its JSON.
 
-The shipped combinations (the ``combination`` of ``triemine/configs/*.json``) were fitted with
+The shipped combinations (the ``combination`` of ``triemine/config/records/*.json``) were fitted with
 this script on the candidates of the BUCC zh-en sample, as bench/bucc_bench.py mines them::
 
     python scripts/fit_combination.py WORK/combined.zh-en.sample.tsv --name combined \\
@@ -28,7 +28,7 @@ from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.evaluation.metrics import describe  # noqa: E402
 from triemine.evaluation.pipeline import evaluate_combination  # noqa: E402
 from triemine.mining.combine import Combination  # noqa: E402
-from triemine.tsv import read_mined  # noqa: E402
+from triemine.io.tsv import read_mined  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -22,9 +22,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     from triemine.testing.tiny_hf_marian import build_tiny_hf_marian
-    from triemine.paths import PARALLEL_DE_EN, shared_path
+    from triemine.io.paths import PARALLEL_DE_EN, shared_path
 
     de, en = (read_corpus(shared_path(*PARALLEL_DE_EN, f"train.{lang}"), format="plain").texts
               for lang in ("de", "en"))

@@ -38,7 +38,7 @@ from typing import Dict, List, Optional
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from triemine.outfile import atomic_write  # noqa: E402
+from triemine.io.outfile import atomic_write  # noqa: E402
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 # bucc_bench's configurations in the README's order, with the names the README gives them

@@ -66,8 +66,8 @@ class LongestMatch:
 
 
 def bucc_zh_sentences() -> list[str]:
-    from triemine.corpus import read_corpus
-    from triemine.paths import BUCC_ZH_EN, shared_path
+    from triemine.io.corpus import read_corpus
+    from triemine.io.paths import BUCC_ZH_EN, shared_path
     return [t.strip() for t in read_corpus(shared_path(*BUCC_ZH_EN, "zh-en.sample.zh"),
                                            format="tsv").texts]
 
@@ -151,10 +151,10 @@ def retrieval(ct2, spm_path, n_pairs: int, n_distractors: int) -> dict:
     import sentencepiece as spm
     from tqdm import tqdm
 
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     from triemine.models.ct2_reader import read_ct2_vocabularies
     from triemine.models.segmentation import find_source_spm, nbest_segmentations
-    from triemine.paths import DEVSET_ZH_EN, shared_path
+    from triemine.io.paths import DEVSET_ZH_EN, shared_path
     from triemine.trie import Trie
 
     zh = read_corpus(shared_path(*DEVSET_ZH_EN, "train.zh"), format="plain").texts
@@ -210,11 +210,11 @@ def same_script(n_est: int, n_eval: int, work: Path) -> dict:
 
     import sentencepiece as spm
 
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     from triemine.models.hf_marian import import_transformers
     from triemine.testing.tiny_hf_marian import build_tiny_hf_marian
     from triemine.models.segmentation import load_model_proto, recover_target_spm
-    from triemine.paths import PARALLEL_DE_EN, shared_path
+    from triemine.io.paths import PARALLEL_DE_EN, shared_path
 
     de, en = ([t.strip() for t in read_corpus(shared_path(*PARALLEL_DE_EN, f"train.{lang}"),
                                               format="plain").texts] for lang in ("de", "en"))
@@ -268,7 +268,7 @@ def main(argv=None) -> int:
 
     from benchlib import machine
     from triemine.models.segmentation import recover_target_spm
-    from triemine.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
+    from triemine.io.paths import OPUS_MT_ZH_EN_CT2, cache_root, shared_path
 
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     logging.getLogger("triemine").setLevel(logging.INFO)

@@ -26,7 +26,7 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir):
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
 
     return load_model_dir(tiny_model_dir)
 

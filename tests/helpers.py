@@ -15,7 +15,7 @@ from triemine.embedding import register_encoder
 from triemine.embedding.encoders import SentenceEncoder
 from triemine.mining.combine import Combination
 from triemine.mining.options import MineOptions
-from triemine.settings import with_values
+from triemine.config.settings import with_values
 from triemine.testing.tiny_model import synthetic_pairs
 from triemine.trie import Trie
 

@@ -8,7 +8,7 @@ import pytest
 
 import triemine
 from triemine.errors import InputError
-from triemine.tsv import read_mined
+from triemine.io.tsv import read_mined
 
 from helpers import OTHER, PAIRS, snapshot
 
@@ -105,7 +105,7 @@ def test_the_api_keeps_a_tab_inside_a_sentence_as_text(tiny_model_dir, pair, tmp
     are the items' 1-based positions, the text is the whole item (its tab a space in the TSV,
     as every text cell's)."""
     from triemine.api import _corpus_file
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
 
     _src, _tgt, comb = pair
     items = ["saa\tsab sac", "sad", "plain one"]

@@ -32,15 +32,15 @@ from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from triemine.compression import check_uncompressed
+from triemine.io.compression import check_uncompressed
 from triemine.errors import InputError
 from triemine.filtering import formats, registry
 from triemine.filtering.selection import load_thresholds
 from triemine.mining.job import argument_name, inputs_of, job_inputs, run_job
 from triemine.mining.options import MineOptions
 from triemine.mining.result import MiningResult
-from triemine.outfile import check_distinct, describe, output_lock
-from triemine.settings import paths
+from triemine.io.outfile import check_distinct, describe, output_lock
+from triemine.config.settings import paths
 
 Texts = Union[str, os.PathLike, Sequence[str]]
 
@@ -160,10 +160,10 @@ def run(opts: MineOptions, model, source: str, target: str, output: str, *, resu
 
     Before any work: every output (``output`` with its side files and work folders,
     ``bitext`` in ``bitext_format``) is checked against every input and each other
-    (:func:`triemine.outfile.check_distinct`), ``output`` must not be named as compressed and
+    (:func:`triemine.io.outfile.check_distinct`), ``output`` must not be named as compressed and
     ``bitext`` must be writable in its format (:func:`triemine.filtering.formats.check_output`),
     and ``output`` is locked for the run
-    (:func:`triemine.outfile.output_lock`: a second job on it is refused); ``api``: name them
+    (:func:`triemine.io.outfile.output_lock`: a second job on it is refused); ``api``: name them
     as :func:`mine`'s arguments (``output``), not as ``trie-mine``'s flags (``-o``)."""
     opts.check()
     inputs = job_inputs(opts, model, source, target, thresholds, api)

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from triemine.cleaning.noise import noisy_set
-from triemine.decoding.model_dir import load_model_dir
-from triemine.paths import cache_root
+from triemine.models.model_dir import load_model_dir
+from triemine.io.paths import cache_root
 from triemine.scoring.forced import ForcedScorer
 
 KINDS = ("partial", "misaligned", "neighbour", "number")

@@ -199,7 +199,7 @@ def test_the_package_names_the_systems_without_loading_torch():
 
 @pytest.fixture(scope="module")
 def model_dir():
-    from triemine.paths import cache_root
+    from triemine.io.paths import cache_root
 
     return cache_root() / "models" / "opus-mt-zh-en"
 
@@ -240,7 +240,7 @@ def test_filter_cli_scores_trie_mine_candidates_with_a_classifier(model_dir, tmp
     threshold filters the rows; an unknown classifier is a clean usage error."""
     from triemine.baselines.text import training_pairs
     from triemine.cli import filter_main
-    from triemine.tsv import Mined, read_mined, write_mined
+    from triemine.io.tsv import Mined, read_mined, write_mined
 
     pairs = training_pairs(heldout=12, limit=200, mono=0)
     src, tgt = list(pairs.held_src[:6]), list(pairs.held_tgt[:6])
@@ -327,7 +327,7 @@ def test_union_with_a_useless_classifier_saves_and_reloads_its_thresholds(tmp_pa
     from triemine.evaluation.bucc import read_bucc
     from triemine.evaluation.pipeline import Direction, evaluate, save_thresholds
     from triemine.filtering.selection import load_thresholds
-    from triemine.tsv import Mined
+    from triemine.io.tsv import Mined
 
     gold_path, tgt_of = _bucc_files(tmp_path)
     bucc = read_bucc(gold_path)

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from triemine.calibration import Calibration, ece, reliability
+from triemine.scoring.calibration import Calibration, ece, reliability
 from triemine.cleaning import given_pairs, score
 from triemine.cleaning.noise import KINDS, change_number, half, noisy_set
 from triemine.cleaning.pairs import read_pairs
@@ -189,7 +189,7 @@ def test_score_on_two_workers_gives_the_same_bytes(tmp_path, tiny_model_dir, tin
 
 
 def test_min_prob_is_the_calibrations_combined_cut_and_refused_without_one():
-    from triemine.configurations import configuration
+    from triemine.config.configurations import configuration
     from triemine.filtering.selection import mined_calibration, min_prob_threshold
 
     rec = configuration("combined")
@@ -216,7 +216,7 @@ def test_the_report_draws_a_reliability_diagram_when_it_has_probabilities():
 
 
 def test_every_shipped_calibration_reads_and_rises_with_the_score():
-    from triemine.calibration import shipped_calibration
+    from triemine.scoring.calibration import shipped_calibration
 
     for use in ("mined", "pairs"):
         cal = shipped_calibration("combined", use)
@@ -225,7 +225,7 @@ def test_every_shipped_calibration_reads_and_rises_with_the_score():
 
 def test_trie_mine_min_prob_chooses_the_bitext_and_is_refused_without_it(tmp_path, capsys):
     from triemine.cli import mine_main
-    from triemine.cliargs import min_prob_cut
+    from triemine.cli.arguments import min_prob_cut
 
     with pytest.raises(SystemExit) as exc:
         mine_main(["--model", str(tmp_path), "--source", "s", "--target", "t", "-o",
@@ -233,5 +233,5 @@ def test_trie_mine_min_prob_chooses_the_bitext_and_is_refused_without_it(tmp_pat
     assert exc.value.code == 2 and "--min-prob" in capsys.readouterr().err
     import argparse
     name, value = min_prob_cut(argparse.ArgumentParser(), "combined", 0.5)
-    from triemine.calibration import shipped_calibration
+    from triemine.scoring.calibration import shipped_calibration
     assert name == "combined" and abs(shipped_calibration("combined", "mined")(value) - 0.5) < 1e-9

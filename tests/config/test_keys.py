@@ -1,5 +1,5 @@
-"""Keys read from the settings (triemine.settings.key_of, triemine.distributed.stage.stage_key,
-triemine.keys): a new setting is in every key built from its node, a transient one in none, an
+"""Keys read from the settings (triemine.config.settings.key_of, triemine.distributed.stage.stage_key,
+triemine.io.keys): a new setting is in every key built from its node, a transient one in none, an
 older key version is rebuilt once with a warning naming the folder."""
 import json
 import warnings
@@ -7,16 +7,16 @@ from dataclasses import make_dataclass
 
 import pytest
 
-from triemine import settings
+from triemine.config import settings
 from triemine.decoding.driver import search_key
 from triemine.decoding.settings import SearchSettings
 from triemine.distributed.local import InlinePool
 from triemine.distributed.shards import MANIFEST, Shard
 from triemine.distributed.stage import EchoTask, Stage, run_stage
-from triemine.keys import KEY_VERSION
+from triemine.io.keys import KEY_VERSION
 from triemine.mining import run
 from triemine.mining.options import MineOptions
-from triemine.tsv import PROGRESS_SUFFIX, prepare_resume, write_progress
+from triemine.io.tsv import PROGRESS_SUFFIX, prepare_resume, write_progress
 
 
 def _corpora(tmp_path):
@@ -65,7 +65,7 @@ def test_a_stage_key_names_its_task_and_version_and_an_older_folder_is_rebuilt_o
     for name in ("key_version", "task"):
         del doc["key"]["settings"][name]
     doc.pop("manifest_crc32")
-    from triemine.checksum import json_crc32
+    from triemine.io.checksum import json_crc32
     manifest.write_text(json.dumps(dict(doc, manifest_crc32=json_crc32(doc))), encoding="utf-8")
     with pytest.warns(UserWarning, match=r"echo\.shards: shards of an older triemine \(key "
                                          rf"version 1, now {KEY_VERSION}\)"):

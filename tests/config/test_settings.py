@@ -1,4 +1,4 @@
-"""The settings tree (triemine.settings, triemine.mining.options), the configurations'
+"""The settings tree (triemine.config.settings, triemine.mining.options), the configurations'
 records."""
 import json
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
@@ -6,9 +6,9 @@ from typing import Optional
 
 import pytest
 
-from triemine import settings
-from triemine.cli import _mine_parser
-from triemine.configurations import NAMES, PAPER, configuration
+from triemine.config import settings
+from triemine.cli.mine import _mine_parser
+from triemine.config.configurations import NAMES, PAPER, configuration
 from triemine.errors import InputError
 from triemine.filtering import registry
 from triemine.filtering.selection import SELECTION, shipped_default

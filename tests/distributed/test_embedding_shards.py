@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from triemine import paths
+from triemine.io import paths
 from triemine.cli import mine_main
 from triemine.distributed import ShardFailures
 from triemine.distributed.local import InlinePool
@@ -49,7 +49,7 @@ def test_translation_shards_are_one_pass_lines_on_workers_and_resume(tiny_model,
     stopped after some shards redoes only the others, whoever runs next; the merged file is the
     cache every later call reads (its shards gone), and a cache file that is not one line a
     source is made again."""
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     from triemine.distributed import make_pool
     from triemine.decoding.model_spec import inline_model_pool
     from triemine.mining.translate_shards import cached_translations
@@ -93,7 +93,7 @@ def test_the_fairseq_translator_decodes_a_whole_batch_together_off_the_cpu(tiny_
     """The fairseq decoder's sub-batch: SUB_BATCH sources on the CPU, the whole batch on any
     other device (measured on an H200: 720 sentences a second against 154 in 32s); the
     translations of the tiny model are the same whatever the sub-batch."""
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     from triemine.decoding import generator
     from triemine.mining import translate
 
@@ -367,7 +367,7 @@ def test_knn_index_ivf_on_the_cli_builds_an_index_and_finds_the_exact_candidates
     """``--knn-index ivf`` runs the job on the IVF index (built in the work directory, searched
     in shards); on 48 targets every list is probed, so the candidates are the exact search's.
     With ``--config paper`` (the trie search alone) the option is refused."""
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
 
     src, tgt = corpora
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
@@ -448,7 +448,7 @@ def test_knn_index_hnsw_on_the_cli_finds_the_exact_candidates(tiny_model_dir, co
     """``--knn-index hnsw``: a graph of the 48 targets (and one of the 48 sources) in the work
     directory; on so few rows the walk finds the exact neighbours, so the candidates are the
     exact search's, and two workers give the same bytes."""
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
 
     src, tgt = corpora
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))

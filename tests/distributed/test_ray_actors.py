@@ -81,7 +81,7 @@ def test_ray_actors_are_created_for_the_shards_a_stage_has(ray_cluster, tiny_mod
     of two shards one more, a nested ``with`` keeps them and a stage of 6 shards adds actors up
     to 4 (two of which cannot start on the 2 CPUs: the others do the work); every stage gives
     the one-process bits."""
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     from triemine.mining.score_shards import forced_scores_sharded
     from triemine.distributed.ray_backend import RayPool
     from triemine.mining.features import forced_scores

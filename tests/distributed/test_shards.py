@@ -255,7 +255,7 @@ def test_a_full_disk_while_writing_a_shard_names_the_file_keeps_the_rest_and_res
     missing ones."""
     import errno
 
-    from triemine import outfile
+    from triemine.io import outfile
     from triemine.errors import OutputError
 
     plan = plan_shards(range(10), 10, 3)

@@ -108,7 +108,7 @@ def test_mining_job_scores_on_workers_identically(tiny_model_dir, corpora, tmp_p
 
 
 def test_scoring_shards_are_whole_chunks_and_bitwise_equal(tiny_model, corpora, tmp_path):
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     from triemine.mining.score_shards import exact_scores_sharded
     from triemine.distributed.local import InlinePool
     from triemine.mining.candidates import CandidateSet
@@ -136,7 +136,7 @@ def test_the_searchs_line_columns_name_the_corpus_lines_in_every_shard(tiny_mode
     each row's corpus lines in one process and in shards of a few sources alike."""
     from triemine.decoding.driver import mine_to_tsv
     from triemine.decoding.settings import SearchSettings
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
 
     src, tgt = corpora
     search = SearchSettings(beam=3, batch_size=2, sort_window=2, token_counts=True,
@@ -160,7 +160,7 @@ def test_priors_on_shards_are_the_single_process_bits_and_restart_on_other_lines
     """The targets' priors are pairs with the empty source (-1) on the same sharded path as the
     exact scores: whole chunks, the single process's bits.  A later run that needs other lines
     (a shared cache filled in between) starts the shards over instead of refusing to resume."""
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     from triemine.mining.score_shards import forced_scores_sharded
     from triemine.distributed.local import InlinePool
     from triemine.mining.features import forced_scores
@@ -312,7 +312,7 @@ def test_target_shards_find_at_least_what_one_trie_finds_with_a_wide_beam(
     """Two tries, each searched with its own beam: with a beam as wide as the corpus, every
     pair the one trie finds is found again with the same score (and more: each half's beam
     explores what the whole trie's beam pruned), with the target ids of the whole corpus."""
-    from triemine.tsv import read_mined
+    from triemine.io.tsv import read_mined
 
     src, tgt = corpora
     outs = {}

@@ -6,7 +6,7 @@ import pytest
 from triemine.embedding.encoders import ENCODERS, get_encoder
 from triemine.errors import OutputError, TrieMineError
 from triemine.evaluation.bucc import read_gold, read_sentences
-from triemine.paths import shared_path
+from triemine.io.paths import shared_path
 
 N_PAIRS = 24
 

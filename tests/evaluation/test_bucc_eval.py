@@ -11,12 +11,12 @@ import pytest
 from triemine.cli import eval_main
 from triemine.errors import InputError
 from triemine.evaluation.bucc import bucc_files, read_bucc, read_gold
-from triemine.tsv import read_mined, write_mined
+from triemine.io.tsv import read_mined, write_mined
 from triemine.evaluation.metrics import fold_of, score_pairs, score_pairs_lenient
 from triemine.evaluation.pipeline import Direction, evaluate, evaluate_choosing, save_thresholds
 from triemine.filtering.rules import PRF, best_per_source, optimize_threshold
 from triemine.filtering.selection import load_thresholds
-from triemine.paths import BUCC_ZH_EN, shared_path
+from triemine.io.paths import BUCC_ZH_EN, shared_path
 
 HEADER = "src_id\ttgt_id\tscore\tce_word\tce_token\tsrc\ttgt\n"
 

@@ -12,7 +12,7 @@ import random
 from triemine.cli import eval_main, filter_main, mine_main
 from triemine.testing.tiny_model import synthetic_pairs
 from triemine.evaluation.bucc import read_bucc
-from triemine.tsv import read_mined
+from triemine.io.tsv import read_mined
 from triemine.evaluation.pipeline import Direction, evaluate
 
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from triemine.cli import eval_main, filter_main
-from triemine.tsv import write_rows
+from triemine.io.tsv import write_rows
 
 from helpers import run_main
 

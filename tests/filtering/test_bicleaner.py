@@ -13,9 +13,9 @@ import pytest
 
 from triemine.cli import filter_main
 from triemine.evaluation.bucc import read_bucc
-from triemine.tsv import read_mined
+from triemine.io.tsv import read_mined
 from triemine.filtering.bicleaner import score_bicleaner
-from triemine.paths import BUCC_ZH_EN, shared_path
+from triemine.io.paths import BUCC_ZH_EN, shared_path
 
 
 pytestmark = [pytest.mark.bicleaner, pytest.mark.cluster]  # Bicleaner runs as a subprocess

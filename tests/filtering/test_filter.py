@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from triemine.cli import filter_main
-from triemine.tsv import read_mined
+from triemine.io.tsv import read_mined
 from triemine.filtering.rules import optimize_threshold, optimize_union
 from triemine.errors import InputError
 from triemine.evaluation.pipeline import Direction, evaluate

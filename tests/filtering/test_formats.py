@@ -16,7 +16,7 @@ import zstandard
 from triemine.errors import InputError
 from triemine.filtering import formats
 from triemine.filtering.selection import write_bitext, write_pairs, write_union
-from triemine.tsv import Mined, read_meta, record_bitext, write_mined
+from triemine.io.tsv import Mined, read_meta, record_bitext, write_mined
 
 SRC = ["你好 <b>&amp; \"quoted\"", "ctrl\x01char\x1f and\rcr", "tab\there", "plain"]
 TGT = ["hello", "line\nbreak", "z", "last > first"]

@@ -14,10 +14,10 @@ import pytest
 import triemine
 from triemine.cli import eval_main, filter_main
 from triemine.errors import InputError
-from triemine.configurations import NAMES
+from triemine.config.configurations import NAMES
 from triemine.filtering.selection import SELECTION, choose, shipped_default
 from triemine.mining.combine import shipped
-from triemine.tsv import read_mined
+from triemine.io.tsv import read_mined
 
 from helpers import OTHER, PAIRS
 

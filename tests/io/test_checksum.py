@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from triemine import checksum, paths
+from triemine.io import checksum, paths
 from triemine.errors import DamagedFile
 
 
@@ -86,8 +86,8 @@ def test_content_digest_sees_a_same_size_mid_file_edit_with_the_mtime_restored(t
 
 
 def test_garbage_in_a_line_index_is_a_damaged_index_rebuilt(tmp_path):
-    from triemine.corpus import open_corpus
-    from triemine.lineindex import index_path
+    from triemine.io.corpus import open_corpus
+    from triemine.io.lineindex import index_path
 
     p = tmp_path / "c.txt"
     p.write_text("".join(f"sentence {i}\n" for i in range(200)), encoding="utf-8")

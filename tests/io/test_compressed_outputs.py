@@ -12,7 +12,7 @@ import pytest
 
 from triemine.cli import eval_main, filter_main, mine_main, prepare_main
 from triemine.errors import InputError
-from triemine.tsv import write_rows
+from triemine.io.tsv import write_rows
 
 from helpers import paper_job, run_main
 
@@ -81,7 +81,7 @@ def test_a_checksumless_zstd_file_changed_in_place_is_refused(tmp_path, capsys, 
     zst.write_bytes(bytes(data))
     rc, err = run_main(capsys, prepare_main, argv)
     assert rc == 2 and str(zst) in err and "changed in place" in err and err.count("\n") == 1
-    from triemine.compression import plain_copy
+    from triemine.io.compression import plain_copy
 
     with pytest.raises(InputError, match="changed in place"):
         plain_copy(zst)

@@ -1,4 +1,4 @@
-"""Compressed corpora (triemine.compression): read through a decompressed copy in the cache,
+"""Compressed corpora (triemine.io.compression): read through a decompressed copy in the cache,
 made once, atomically; damaged or truncated files are InputErrors naming the file."""
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import sys
 import pytest
 import zstandard
 
-from triemine import compression
-from triemine.compression import CODECS, plain_copy
-from triemine.corpus import open_corpus, read_corpus
+from triemine.io import compression
+from triemine.io.compression import CODECS, plain_copy
+from triemine.io.corpus import open_corpus, read_corpus
 from triemine.errors import InputError
-from triemine.paths import content_sha256
+from triemine.io.paths import content_sha256
 
 COMPRESS = {".gz": lambda b: gzip.compress(b, mtime=0), ".xz": lzma.compress,
             ".zst": lambda b: zstandard.ZstdCompressor(write_checksum=True).compress(b)}
@@ -121,7 +121,7 @@ def test_multi_member_gzip_and_multi_frame_zstd(tmp_path):
 
 KILLED = """
 import os, sys
-from triemine import compression
+from triemine.io import compression
 def killed(path, codec):
     yield b"s1\\tpart of the corpus\\n"
     os._exit(9)  # killed in the middle of the decompression

@@ -1,11 +1,11 @@
-"""triemine.corpus: plain/TSV detection, ids, empty lines kept in place, errors with file:line."""
+"""triemine.io.corpus: plain/TSV detection, ids, empty lines kept in place, errors with file:line."""
 from __future__ import annotations
 
 import pytest
 
-from triemine.corpus import open_corpus, read_corpus
+from triemine.io.corpus import open_corpus, read_corpus
 from triemine.errors import InputError
-from triemine.paths import BUCC_ZH_EN, shared_path
+from triemine.io.paths import BUCC_ZH_EN, shared_path
 
 
 def write(tmp_path, name, data: bytes):

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from triemine import corpus as corpus_mod
-from triemine import lineindex
-from triemine.corpus import open_corpus, read_corpus
+from triemine.io import corpus as corpus_mod
+from triemine.io import lineindex
+from triemine.io.corpus import open_corpus, read_corpus
 from triemine.errors import InputError
 
 # lines built from pieces that exercise every rule: tabs, ids with spaces, blank and
@@ -171,7 +171,7 @@ def test_content_digest_is_read_once_per_version_of_a_file(tmp_path, monkeypatch
     import hashlib
     import json
 
-    from triemine import paths
+    from triemine.io import paths
 
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
     p = tmp_path / "big.bin"
@@ -192,7 +192,7 @@ def test_content_digest_is_read_once_per_version_of_a_file(tmp_path, monkeypatch
 
     saved = paths._digest_path(os.path.realpath(p))
     saved.write_text("{not json", encoding="utf-8")  # a damaged digest file: named, rewritten
-    with caplog.at_level(logging.WARNING, logger="triemine.paths"):
+    with caplog.at_level(logging.WARNING, logger="triemine.io.paths"):
         assert paths.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest()
     assert len(reads) == 2 and str(saved) in caplog.text
     assert json.loads(saved.read_text(encoding="utf-8"))["data"]["stamp"] == paths.file_stamp(p)
@@ -200,7 +200,7 @@ def test_content_digest_is_read_once_per_version_of_a_file(tmp_path, monkeypatch
     at = raw.index(b'"sha256": "') + 11
     saved.write_bytes(raw[:at] + (b"0" if raw[at:at + 1] != b"0" else b"1") + raw[at + 1:])
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="triemine.paths"):
+    with caplog.at_level(logging.WARNING, logger="triemine.io.paths"):
         assert paths.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest()
     assert len(reads) == 3 and "checksum mismatch" in caplog.text
     with pytest.raises(FileNotFoundError):

@@ -19,8 +19,8 @@ import pytest
 from triemine.cli import eval_main, filter_main, import_main, mine_main, trie_build_main
 from triemine.errors import InputError, OutputError
 from triemine.filtering.selection import write_bitext
-from triemine.outfile import check_distinct, output_lock
-from triemine.tsv import read_mined, write_rows
+from triemine.io.outfile import check_distinct, output_lock
+from triemine.io.tsv import read_mined, write_rows
 
 from helpers import mine_args, run_main, snapshot
 
@@ -226,7 +226,7 @@ def test_a_tsv_cut_at_a_line_boundary_or_header_only_is_refused(tmp_path, capsys
 
 
 def test_a_kept_tsv_records_its_own_row_count(tmp_path):
-    from triemine.tsv import write_mined
+    from triemine.io.tsv import write_mined
 
     m = read_mined(_mined_tsv(tmp_path / "m.tsv", rows=4))
     write_mined(m.take(np.array([0, 2])), tmp_path / "k.tsv")

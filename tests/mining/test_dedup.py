@@ -11,7 +11,7 @@ from helpers import OTHER, PAIRS
 from triemine.errors import InputError
 from triemine.mining.dedup import (DUP_COLUMNS, dedup_corpus, digests, expand_rows, group_lines,
                                    mine_unique, normalise, side_maps)
-from triemine.tsv import column_order, read_mined
+from triemine.io.tsv import column_order, read_mined
 
 TEXT = st.text(alphabet=st.sampled_from(list("aAbB ,.!\t\u3000\uff21\ufb01\u00e9e\u0301")),
                max_size=8)

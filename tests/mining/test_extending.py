@@ -17,7 +17,7 @@ from triemine.mining.combine import Combination
 from triemine.mining.options import MineOptions
 from triemine.mining import run
 from triemine.mining.run import MINE, MiningStage, available, check_combination, check_stages
-from triemine.settings import key_of, setting
+from triemine.config.settings import key_of, setting
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from triemine.cli import mine_main
-from triemine.tsv import read_mined
+from triemine.io.tsv import read_mined
 
 from helpers import OTHER, PAIRS, mine_args
 
@@ -75,7 +75,7 @@ def test_token_lengths_are_counted_chunk_by_chunk_with_the_same_result(tmp_path)
     """The overlong-line rule tokenises a corpus a chunk at a time (a million lines' pieces were
     760 MB of the driver's memory): the same lengths as one call, never more than a chunk's
     lines in one call, through a corpus file's view too."""
-    from triemine.corpus import open_corpus
+    from triemine.io.corpus import open_corpus
     from triemine.decoding.lengths import token_lengths
 
     class Words:  # a tokenizer that records its calls
@@ -101,7 +101,7 @@ def test_token_lengths_of_a_corpus_file_are_computed_once_per_corpus_and_model(t
     driver and its workers read them, where each tokenised the corpus again (6.8 s a million
     lines); another corpus, another version of the file or another sentencepiece model is
     tokenised anew, and a list of texts (no file) is never cached."""
-    from triemine.corpus import open_corpus
+    from triemine.io.corpus import open_corpus
     from triemine.decoding.lengths import corpus_token_lengths
 
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
@@ -236,9 +236,9 @@ def test_the_searchs_source_lengths_are_the_models_encoded_lengths(tiny_model):
 
 @pytest.mark.shared_model
 def test_the_length_rule_counts_opus_mts_encoded_tokens_on_the_bucc_sample():
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
     from triemine.evaluation.bucc import read_bucc
-    from triemine.paths import BUCC_ZH_EN, cache_root, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, cache_root, shared_path
 
     model = load_model_dir(cache_root() / "models" / "opus-mt-zh-en")
     texts = read_bucc(shared_path(*BUCC_ZH_EN) / "zh-en.sample.gold").src.texts
@@ -252,7 +252,7 @@ def test_the_length_rule_counts_opus_mts_encoded_tokens_on_the_bucc_sample():
 def test_a_2403_token_line_in_the_default_configuration_is_skipped(tmp_path, capsys, monkeypatch):
     """The report of issue 20: the default job ended in a traceback on a web-corpus line longer
     than OPUS-MT's 2,048 positions; now it is skipped, counted, and every other pair is mined."""
-    from triemine.paths import BUCC_ZH_EN, cache_root, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, cache_root, shared_path
 
     model = cache_root() / "models" / "opus-mt-zh-en"
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))

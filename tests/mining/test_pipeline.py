@@ -8,8 +8,8 @@ from triemine.errors import InputError
 from triemine.mining.candidates import CandidateSet, embedding_space, translation_space
 from triemine.mining.combine import Combination
 from triemine.scoring.forced import ForcedScorer
-from triemine.settings import with_values
-from triemine.tsv import read_mined
+from triemine.config.settings import with_values
+from triemine.io.tsv import read_mined
 
 from helpers import OTHER, PAIRS, combination_file, job_options
 
@@ -216,7 +216,7 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
     assert all((i, 24 + i) in found for i in range(12))
     # the TSV is written a block of candidates at a time: the same bytes however they are cut
     whole = out.read_bytes()
-    import triemine.tsv as tsv
+    import triemine.io.tsv as tsv
 
     import triemine.mining.finish as finish
 
@@ -423,7 +423,7 @@ def test_the_trie_searchs_rows_become_candidates_a_block_at_a_time(tmp_path, mon
     never split; rows out of source order and a bad number are errors naming the file."""
     from triemine.errors import InputError
     from triemine.mining.generators import TrieSearch
-    from triemine.tsv import column_order, write_rows
+    from triemine.io.tsv import column_order, write_rows
 
     cols = column_order(["n_tokens", "prior", "src_line", "tgt_line"])
     rows = [(1, 4, -2.0), (1, 2, -3.0), (1, 4, -1.5), (2, 1, -1.0), (2, 1, -1.0), (4, 3, -4.0),
@@ -474,7 +474,7 @@ def test_a_job_without_a_pool_scores_in_shards_with_the_model_it_loaded(tiny_mod
     from its directory)."""
     import json
 
-    from triemine.decoding import model_dir
+    from triemine.models import model_dir
     from triemine.distributed.local import InlinePool
     from triemine.mining.run import mine_pipeline
 
@@ -570,7 +570,7 @@ def test_pipeline_refuses_unknown_generators():
 def reverse_model(tmp_path_factory):
     import torch
 
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
     from triemine.testing.tiny_model import build_tiny_model
 
     torch.set_num_threads(1)

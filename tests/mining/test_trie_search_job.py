@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from triemine.cli import mine_main
 from triemine.decoding import SearchSettings, get_trie, mine, mine_to_tsv
 from triemine.decoding.batching import block_batches, plan_batches, plan_blocks, resolve_batch_size
-from triemine.tsv import HEADER as TSV_HEADER, read_mined
+from triemine.io.tsv import HEADER as TSV_HEADER, read_mined
 from triemine.testing.tiny_model import synthetic_pairs
 from triemine.errors import InputError
 from triemine.trie import Trie
@@ -98,7 +98,7 @@ def test_cli_writes_header_and_one_row_per_target_id(tiny_model_dir, corpora, tm
 
 def test_cli_writes_run_sidecar_read_by_evaluation(tiny_model_dir, corpora, tmp_path, monkeypatch):
     """trie-mine records its settings next to the TSV; loading needs no torch env switch."""
-    from triemine.tsv import read_meta
+    from triemine.io.tsv import read_meta
 
     monkeypatch.delenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", raising=False)
     src, tgt, _ = corpora
@@ -419,7 +419,7 @@ def test_over_long_source_is_skipped_with_warning(tiny_model, corpora, tmp_path)
     assert {r[0] for r in read_rows(tmp_path / "o.tsv")} == {"1", "3"}
     assert read_mined(tmp_path / "o.tsv").meta["skipped_long"] == {"source": 1, "target": 0}
     limit = max(len(tiny_model.encode_source(PAIRS[i][0])) for i in (0, 1))
-    from triemine.corpus import read_corpus
+    from triemine.io.corpus import read_corpus
     lengths = [len(tiny_model.encode_target(t)) for t in read_corpus(tgt).texts if t.strip()]
     assert any(n > limit for n in lengths) and any(n <= limit for n in lengths)
     with pytest.warns(UserWarning, match="skipped"):

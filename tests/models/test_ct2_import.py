@@ -25,11 +25,11 @@ import torch  # noqa: E402
 from ctranslate2.specs import common_spec, transformer_spec  # noqa: E402
 
 from triemine.errors import InputError  # noqa: E402
-from triemine.decoding.model_dir import load_model_dir  # noqa: E402
+from triemine.models.model_dir import load_model_dir  # noqa: E402
 from triemine.models.convert import import_ct2_model  # noqa: E402
 from triemine.models.ct2_reader import read_ct2_model  # noqa: E402
-from triemine.fidelity import CT2Side, FairseqSide, compare, tokenize_sources  # noqa: E402
-from triemine.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, shared_path  # noqa: E402
+from triemine.models.fidelity import CT2Side, FairseqSide, compare, tokenize_sources  # noqa: E402
+from triemine.io.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, shared_path  # noqa: E402
 
 torch.set_num_threads(1)
 D, HEADS, FFN, POS = 32, 4, 64, 128
@@ -453,7 +453,7 @@ def test_shared_opus_mt_slice_matches_ctranslate2(shared_import):
     assert meta["target_spm"] == "given" and (out / "target.spm").is_file()
     assert meta["target_spm_pieces_in_vocab"] > 0.9
     # the decoding side's loader accepts the directory as written (shared convention)
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
     md = load_model_dir(out)
     assert md.tgt_dict.eos() == 2 and len(md.tgt_dict) == 65002
     assert md.target_spm_path == out / "target.spm"

@@ -26,10 +26,10 @@ import torch  # noqa: E402
 
 from triemine.errors import InputError  # noqa: E402
 from triemine.models.convert import detect_model_format, import_model  # noqa: E402
-from triemine.fidelity import FairseqSide, HFSide, compare, tokenize_sources  # noqa: E402
+from triemine.models.fidelity import FairseqSide, HFSide, compare, tokenize_sources  # noqa: E402
 from triemine.models.hf_marian import import_transformers  # noqa: E402
 from triemine.testing.tiny_hf_marian import build_tiny_hf_marian  # noqa: E402
-from triemine.paths import PARALLEL_DE_EN, shared_path  # noqa: E402
+from triemine.io.paths import PARALLEL_DE_EN, shared_path  # noqa: E402
 
 torch.set_num_threads(1)
 CAP = 40  # output length cap of the comparisons
@@ -116,7 +116,7 @@ def test_format_detection(models, tmp_path):
 @pytest.mark.integration
 def test_output_directory_follows_the_convention(models):
     hf_dir, fs_dir = models["opus_mt_layout"]
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
     md = load_model_dir(fs_dir)
     meta = md.meta
     assert meta["input_format"] == "hf-marian" and meta["target_spm"] == "given"

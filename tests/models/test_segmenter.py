@@ -19,7 +19,7 @@ from sentencepiece import sentencepiece_model_pb2 as pb
 from triemine.errors import InputError
 from triemine.models import segmentation as S
 from triemine.models.ct2_reader import read_ct2_model, read_ct2_vocabularies
-from triemine.paths import DEVSET_ZH_EN, OPUS_MT_ZH_EN_CT2, shared_path
+from triemine.io.paths import DEVSET_ZH_EN, OPUS_MT_ZH_EN_CT2, shared_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from segmenter_eval import (LongestMatch, default_evaluation_sentences,  # noqa: E402

@@ -63,7 +63,7 @@ def installed(wheel, tmp_path_factory):
 
 @pytest.mark.shared_model
 def test_installed_wheel_mines_a_slice_from_outside_the_checkout(installed, tmp_path):
-    from triemine.paths import BUCC_ZH_EN, cache_root, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, cache_root, shared_path
 
     model = cache_root() / "models" / "opus-mt-zh-en"
     base = shared_path(*BUCC_ZH_EN) / "zh-en.sample"

@@ -76,7 +76,7 @@ def test_fairseq_generate_with_trie_task(plugin_setup, tiny_model_dir):
     raw = tmp / "raw"
     raw.mkdir(exist_ok=True)
     (raw / "test.src").write_text("\n".join(src_lines) + "\n", encoding="utf-8")
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
     sp_t = load_model_dir(tiny_model_dir).target_spm
     (raw / "test.tgt").write_text("\n".join(" ".join(sp_t.encode(t, out_type=str))
                                             for _, t in PAIRS) + "\n", encoding="utf-8")
@@ -107,7 +107,7 @@ def test_fairseq_generate_with_trie_task(plugin_setup, tiny_model_dir):
 def test_model_dir_loads_without_the_plugin_in_a_fresh_process(tiny_model_dir):
     """``load_model_dir`` registers the task and architecture itself (it does not go through
     the --user-dir package), and then builds the trie task's generator."""
-    code = ("import sys; from triemine.decoding.model_dir import load_model_dir; "
+    code = ("import sys; from triemine.models.model_dir import load_model_dir; "
             "md = load_model_dir(sys.argv[1]); "
             "from fairseq.tasks import TASK_REGISTRY; assert 'trie_translation' in TASK_REGISTRY; "
             "assert not any(m.startswith('triemine.plugin') for m in sys.modules), "
@@ -121,8 +121,8 @@ def test_model_dir_loads_without_the_plugin_in_a_fresh_process(tiny_model_dir):
 
 
 def test_weights_digest_is_the_checkpoint_sha256_prefix(tiny_model, tiny_model_dir, tmp_path):
-    from triemine.decoding.model_dir import WEIGHTS_DIGEST_CHARS, weights_digest
-    from triemine.paths import file_sha256
+    from triemine.models.model_dir import WEIGHTS_DIGEST_CHARS, weights_digest
+    from triemine.io.paths import file_sha256
 
     expected = file_sha256(tiny_model_dir / "checkpoint.pt")[:WEIGHTS_DIGEST_CHARS]
     assert WEIGHTS_DIGEST_CHARS == 16

@@ -247,7 +247,7 @@ def test_prepare_bench_runs_on_a_small_input(tmp_path):
     import sys
     from pathlib import Path
 
-    from triemine.paths import BUCC_ZH_EN, shared_path
+    from triemine.io.paths import BUCC_ZH_EN, shared_path
     try:
         shared_path(*BUCC_ZH_EN)
     except FileNotFoundError:

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from triemine.mining.options import MineOptions
-from triemine.settings import with_values
+from triemine.config.settings import with_values
 from triemine.scoring.forced import ForcedScorer
 from triemine.scoring.prior import compute_node_priors, get_node_priors, prior_path
 from triemine.trie import Trie

@@ -6,8 +6,8 @@ import pytest
 from triemine.errors import InputError
 from triemine.mining.options import MineOptions
 from triemine.scoring.forced import ForcedScorer
-from triemine.settings import key_of
-from triemine.tsv import read_mined
+from triemine.config.settings import key_of
+from triemine.io.tsv import read_mined
 
 from helpers import OTHER, PAIRS, combination_file, job_options
 

@@ -85,7 +85,7 @@ def test_gpu_bench_packs_a_model_whose_rounded_weights_load_and_score_alike(tmp_
 
     sys.path.insert(0, str(REPO / "bench"))
     import gpu_bench
-    from triemine.decoding.model_dir import load_model_dir
+    from triemine.models.model_dir import load_model_dir
     from triemine.testing.tiny_model import synthetic_pairs
     from triemine.scoring.forced import ForcedScorer
 

@@ -321,7 +321,7 @@ def test_the_content_digest_is_called_from_at_most_three_modules(tmp_path):
     _write(root, "sub/c.py", "import pkg.paths\n\n\ndef f(p):\n    return pkg.paths.content_sha256(p)\n")
     assert check_layout.digest_callers(root) == [
         "content_sha256( called from 4 modules (at most 3; take a key's digests from "
-        "triemine.keys): pkg/a.py:2; pkg/b.py:2; pkg/keys.py:2; pkg/sub/c.py:5"]
+        "triemine.io.keys): pkg/a.py:2; pkg/b.py:2; pkg/keys.py:2; pkg/sub/c.py:5"]
     assert check_layout.digest_callers(root, limit=4) == []
 
 

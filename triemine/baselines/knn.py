@@ -7,7 +7,7 @@
 * :func:`score_pairs` -- the same columns for given (source, target) pairs, e.g. trie-mine's
   candidates: the margin's neighbourhoods come from the given corpora (default: the distinct
   sentences of the pairs).
-* :func:`mine_bucc` -- :func:`mine` on a BUCC set, as :class:`~triemine.tsv.Mined` rows for
+* :func:`mine_bucc` -- :func:`mine` on a BUCC set, as :class:`~triemine.io.tsv.Mined` rows for
   :func:`triemine.evaluation.pipeline.evaluate` (rank and filter by ``baseline.score``,
   rule ``one-to-one``).
 * :func:`retrieval_precision` -- precision@1/3/10 of queries against a pool of targets.
@@ -25,7 +25,7 @@ from triemine.baselines.base import Baseline
 from triemine.embedding.knn import knn
 from triemine.errors import InputError
 from triemine.mining.candidates import embedding_space
-from triemine.tsv import Mined
+from triemine.io.tsv import Mined
 
 
 def _normalised(x: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ import torch
 
 from triemine.baselines.base import Baseline, encode_batched
 from triemine.baselines.text import Batch, PieceTokenizer
-from triemine.decoding.model_dir import ModelDir, load_model_dir
+from triemine.models.model_dir import ModelDir, load_model_dir
 
 POOLS = ("mean", "max")
 

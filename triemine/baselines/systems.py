@@ -20,7 +20,7 @@ from triemine.baselines.opus_encoder import OpusEncoder
 from triemine.baselines.text import training_pairs
 from triemine.errors import InputError
 from triemine.filtering.bicleaner import score_bicleaner
-from triemine.paths import cache_root
+from triemine.io.paths import cache_root
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def load_or_train(name: str, model_dir, resources=None, tiny: bool = False, retr
 def with_scores(mined, *, reverse: bool = False, bicleaner: bool = False,
                 bicleaner_model: Optional[str] = None, batch_size: int = 5000,
                 classifiers: Sequence[str] = (), model_dir: Optional[str] = None):
-    """``mined`` (a mining TSV, :class:`~triemine.tsv.Mined`) with the columns of ``trie-mine-filter
+    """``mined`` (a mining TSV, :class:`~triemine.io.tsv.Mined`) with the columns of ``trie-mine-filter
     --bicleaner`` (``bicleaner``) and ``--classifier NAME`` (each baseline's score columns),
     scored in the l1->l2 direction (``reverse``: the TSV is l2->l1).  ``model_dir``: the MT model
     the baselines use (default: the shared zh-en model in the cache)."""

@@ -20,11 +20,11 @@ from typing import Optional, Sequence, Tuple, Union
 
 from triemine.cleaning.job import ScoreOptions, Scored, score_bitext
 from triemine.cleaning.pairs import Bitext, read_pairs
-from triemine.decoding.model_dir import load_model_dir
+from triemine.models.model_dir import load_model_dir
 from triemine.distributed import make_pool
 from triemine.errors import InputError
 from triemine.filtering import formats
-from triemine.outfile import check_distinct, output_lock
+from triemine.io.outfile import check_distinct, output_lock
 
 PairsArg = Union[str, os.PathLike, Tuple[str, str], Sequence[Tuple[str, str]]]
 

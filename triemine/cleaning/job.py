@@ -25,21 +25,21 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.calibration import Calibration, shipped_calibration
-from triemine.checksum import dumps_sealed, read_sealed
+from triemine.scoring.calibration import Calibration, shipped_calibration
+from triemine.io.checksum import dumps_sealed, read_sealed
 from triemine.cleaning.judge import (encoder_features, exact_features, language_flags,
                                      length_features)
 from triemine.cleaning.pairs import Bitext
 from triemine.decoding import lengths
-from triemine.decoding.fingerprint import model_fingerprint
+from triemine.models.fingerprint import model_fingerprint
 from triemine.decoding.model_spec import inline_model_pool
 from triemine.errors import DamagedFile, InputError
 from triemine.filtering import formats
 from triemine.filtering.bicleaner import score_bicleaner
-from triemine.keys import input_digest
+from triemine.io.keys import input_digest
 from triemine.mining.combine import Combination, shipped
-from triemine.outfile import atomic_write
-from triemine.tsv import clean_cell
+from triemine.io.outfile import atomic_write
+from triemine.io.tsv import clean_cell
 
 logger = logging.getLogger(__name__)
 TEXT_COLUMNS = ("line", "id", "src", "tgt", "status")
@@ -50,7 +50,7 @@ DEFAULT_MIN_PROB = 0.5  # trie-mine-score's shipped cut: a pair more likely a tr
 class ScoreOptions:
     """What ``trie-mine-score`` computes and keeps: ``config`` (its combination, threshold and
     ``pairs`` calibration; ``combination``, a combination file, and ``calibration``, a
-    :class:`~triemine.calibration.Calibration`'s fields, override the first and the last), the
+    :class:`~triemine.scoring.calibration.Calibration`'s fields, override the first and the last), the
     encoder and its ``k``, language codes for the language flags
     (None: none), Bicleaner (its model: None for the default), and the cut: ``min_prob`` or
     ``threshold`` (``combined >=``; neither: ``prob >= 0.5``)."""

@@ -2,7 +2,7 @@
 
 Formats (``format="auto"`` picks by name: ``.tmx`` TMX, ``.jsonl``/``.json`` JSON lines, two paths a
 Moses pair, anything else TSV; a ``.gz``/``.xz``/``.zst`` suffix is looked through, and any file is
-read through its decompressed copy, :func:`triemine.compression.plain_copy`):
+read through its decompressed copy, :func:`triemine.io.compression.plain_copy`):
 
 * ``tsv``: ``src<TAB>tgt`` or ``id<TAB>src<TAB>tgt`` lines; the column count is the one most
   non-blank lines have (2 or 3), a line with another count is a bad line;
@@ -28,10 +28,10 @@ import xml.parsers.expat
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-from triemine.compression import SUFFIXES, plain_copy
-from triemine.corpus import SHOWN, _decode_lines
+from triemine.io.compression import SUFFIXES, plain_copy
+from triemine.io.corpus import SHOWN, _decode_lines
 from triemine.errors import InputError
-from triemine.textfile import read_bytes
+from triemine.io.textfile import read_bytes
 
 PAIR_FORMATS = ("auto", "tsv", "moses", "tmx", "jsonl")
 INLINE_TMX = frozenset(("bpt", "ept", "it", "ph", "ut"))  # markup elements whose text is no text

@@ -15,7 +15,7 @@ rule), ``search`` / ``generator`` (the constrained search), ``task`` / ``model_d
 """
 
 _API = {
-    "load_model_dir": "triemine.decoding.model_dir", "ModelDir": "triemine.decoding.model_dir",
+    "load_model_dir": "triemine.models.model_dir", "ModelDir": "triemine.models.model_dir",
     "SearchSettings": "triemine.decoding.settings",
     "mine": "triemine.decoding.runner", "mine_batches": "triemine.decoding.runner",
     "mine_to_tsv": "triemine.decoding.driver", "MineSummary": "triemine.decoding.driver",

@@ -4,7 +4,7 @@ shards on a pool.
 :func:`mine_to_tsv` is what ``trie-mine --config paper`` and the mining job's ``trie`` generator
 run.  It streams the mining TSV (header, then one row per (match, target line id), sources in
 input order) and keeps the sidecars ``OUT.tsv.meta.json`` and ``OUT.tsv.progress``
-(:mod:`triemine.tsv`):
+(:mod:`triemine.io.tsv`):
 
 * without a pool, in this process, flushed per block
   (:func:`~triemine.decoding.batching.plan_blocks`); ``resume=True`` continues an interrupted run
@@ -28,8 +28,8 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from triemine.checksum import crc32_range
-from triemine.corpus import open_pair, skipped_counts
+from triemine.io.checksum import crc32_range
+from triemine.io.corpus import open_pair, skipped_counts
 from triemine.decoding.batching import plan_blocks
 from triemine.decoding.matches import match_rows
 from triemine.decoding.model_spec import model_spec
@@ -39,13 +39,13 @@ from triemine.decoding.shards import TrieShardTask
 from triemine.decoding.trie_cache import check_trie_fits, get_trie, target_shard_tries
 from triemine.distributed import make_pool
 from triemine.distributed.shards import SHARDS_SUFFIX, total
-from triemine.decoding.fingerprint import model_fingerprint
+from triemine.models.fingerprint import model_fingerprint
 from triemine.decoding.lengths import LENGTH_RULE
 from triemine.distributed.stage import Stage, StageRun, run_stage, stage_key
 from triemine.errors import InputError
 from triemine.scoring.prior import get_node_priors
-from triemine.settings import key_of
-from triemine.tsv import count_rows, prepare_resume, write_meta, write_progress
+from triemine.config.settings import key_of
+from triemine.io.tsv import count_rows, prepare_resume, write_meta, write_progress
 
 
 @dataclass
@@ -55,7 +55,7 @@ class MineSummary:
     rows: int
     sources_with_matches: int
     skipped_long: dict  # {"source": n, "target": m}: lines too long for the model, skipped
-    skipped_bad: dict   # {"source": n, "target": m}: bad lines (triemine.corpus), skipped
+    skipped_bad: dict   # {"source": n, "target": m}: bad lines (triemine.io.corpus), skipped
     resumed_from: int
     trie_path: Optional[str]
     shards: Optional[dict] = None  # with a pool: shard counts, directory, workers' CPU seconds
@@ -71,7 +71,7 @@ class MineSummary:
 class _Run:
     """What both forms of the driver prepare alike."""
 
-    src: object                     # triemine.corpus.Corpus
+    src: object                     # triemine.io.corpus.Corpus
     tgt: object
     tries: List[Tuple[object, int]]  # (trie, first target line) per target shard
     node_prior: Optional[np.ndarray]
@@ -251,4 +251,4 @@ def _meta(model, run: _Run, search: SearchSettings) -> dict:
             "prior_weight": search.prior_weight,
             "target_spm": os.path.abspath(spm) if spm is not None else None,
             "skipped_long": run.skipped_long, "skipped_bad": run.skipped_bad,
-            "rows": None}  # while the run appends rows (triemine.tsv.check_rows)
+            "rows": None}  # while the run appends rows (triemine.io.tsv.check_rows)

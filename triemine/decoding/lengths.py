@@ -25,9 +25,9 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from triemine.errors import InputError, OutputError
-from triemine.checksum import cached_npy, write_npy
-from triemine.keys import input_digest
-from triemine.paths import cache_root
+from triemine.io.checksum import cached_npy, write_npy
+from triemine.io.keys import input_digest
+from triemine.io.paths import cache_root
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class LengthLimits:
 
 def model_limits(model) -> tuple:
     """``(source, target)``: the encoder's and the decoder's position limits of a loaded model
-    directory (:class:`~triemine.decoding.model_dir.ModelDir`)."""
+    directory (:class:`~triemine.models.model_dir.ModelDir`)."""
     net = model.model
     return int(net.encoder.max_positions()), int(net.decoder.max_positions())
 
@@ -75,7 +75,7 @@ def token_lengths(spm, texts: Sequence[str], chunk: int = LENGTH_CHUNK) -> np.nd
     keeps, such as U+001F or U+0085: ``a\x1fb`` is 3 pieces but 2 tokens with OPUS-MT's model).
     Tokenised ``chunk`` lines at a time in batched calls: the memory of one chunk, whatever the
     corpus's size (``texts`` may be a view of a corpus file,
-    :func:`triemine.corpus.open_corpus`); int32, 4 bytes a line."""
+    :func:`triemine.io.corpus.open_corpus`); int32, 4 bytes a line."""
     out = np.zeros(len(texts), dtype=np.int32)
     for a in range(0, len(texts), chunk):
         block = texts[a:a + chunk]
@@ -91,7 +91,7 @@ def token_lengths(spm, texts: Sequence[str], chunk: int = LENGTH_CHUNK) -> np.nd
 
 def corpus_token_lengths(spm, spm_path, texts: Sequence[str]) -> np.ndarray:
     """:func:`token_lengths`, kept in ``$TRIEMINE_CACHE/lengths/`` (int32, one a line) when
-    ``texts`` is a corpus file's view (:meth:`triemine.corpus._Lines.file_key`) and ``spm_path``
+    ``texts`` is a corpus file's view (:meth:`triemine.io.corpus._Lines.file_key`) and ``spm_path``
     the sentencepiece model's file: every later call on that corpus with that model reads them,
     memory-mapped read-only (the driver's heap does not hold 4 bytes a line: 400 MB at 10^8).
     A mining job asks for the target corpus's lengths at its start and again in its trie

@@ -14,7 +14,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.tsv import format_rows
+from triemine.io.tsv import format_rows
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def match_rows(matches: Iterable[Match], columns: Sequence[str], src_ids: Sequen
                skip_tgt: Optional[np.ndarray] = None, first_source: int = 0) -> str:
     """Mining-TSV rows of ``columns`` (:attr:`SearchSettings.columns
     <triemine.decoding.settings.SearchSettings.columns>`), one per (match, target line id),
-    written by :func:`triemine.tsv.format_rows`: ``prior`` is log P(target | empty source),
+    written by :func:`triemine.io.tsv.format_rows`: ``prior`` is log P(target | empty source),
     ``pmi`` ``(score - prior) / n_tokens``, ``src_line`` and ``tgt_line`` the 1-based corpus
     lines (``first_source``: the corpus line of ``src_ids[0]``, 0-based); ``skip_tgt``: a mask
     of target lines too long to keep (:func:`triemine.decoding.runner.long_targets`)."""

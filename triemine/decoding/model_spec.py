@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from triemine.decoding.model_dir import load_model_dir
+from triemine.models.model_dir import load_model_dir
 from triemine.distributed.local import InlinePool
 
 
@@ -27,7 +27,7 @@ class ModelSpec:
 
 
 def model_spec(model, device: str = "cpu") -> ModelSpec:
-    """The spec of ``model`` (a :class:`~triemine.decoding.model_dir.ModelDir`) on ``device``."""
+    """The spec of ``model`` (a :class:`~triemine.models.model_dir.ModelDir`) on ``device``."""
     spm = getattr(model, "target_spm_path", None)
     return ModelSpec(os.path.abspath(model.path), os.path.abspath(spm) if spm else None, device)
 

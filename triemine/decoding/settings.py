@@ -13,8 +13,8 @@ from typing import List, Optional
 
 from triemine.decoding.batching import (MIN_BLOCKS, SORT_WINDOW, block_size, device_batch,
                                         resolve_batch_size)
-from triemine.settings import finite, setting
-from triemine.tsv import column_order
+from triemine.config.settings import finite, setting
+from triemine.io.tsv import column_order
 
 PAPER_BEAM = 90               # the paper's beam for the trie search alone
 DEFAULT_SHARD_SOURCES = 256   # a shard of the search holds at least this many sources, or
@@ -24,10 +24,10 @@ MODES = ("pre", "post")
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """How the trie search runs (a node of the settings tree, :mod:`triemine.settings`: each
+    """How the trie search runs (a node of the settings tree, :mod:`triemine.config.settings`: each
     field declares its default, help, range and flag).  Every field but the transient
     ``shard_sources`` (which never changes the output) is in the search's key
-    (:func:`triemine.settings.key_of`; :func:`triemine.decoding.driver.search_key`)."""
+    (:func:`triemine.config.settings.key_of`; :func:`triemine.decoding.driver.search_key`)."""
 
     mode: str = setting("pre", exclusive={
         "--pre-expansion": ("pre", "trie search: mask tokens outside the trie before top-k "
@@ -95,7 +95,7 @@ class SearchSettings:
 
     @property
     def columns(self) -> List[str]:
-        """The columns of the search's mining TSV (:func:`triemine.tsv.column_order`)."""
+        """The columns of the search's mining TSV (:func:`triemine.io.tsv.column_order`)."""
         return column_order(["score", "ce_word", "ce_token"]
                             + (["prior", "pmi"] if self.priors else [])
                             + (["n_tokens"] if self.token_counts else [])

@@ -1,6 +1,6 @@
 """The tries of target corpora, built once per (corpus, dictionary, segmenter) and cached.
 
-``triemine.paths.cache_root()/tries/<key>.trie``; with target shards, one trie per line range of
+``triemine.io.paths.cache_root()/tries/<key>.trie``; with target shards, one trie per line range of
 the target corpus, its lines written as a file of their own under ``target-shards/`` and its trie
 cached like any other.
 """
@@ -14,12 +14,12 @@ from typing import List, Tuple
 
 import numpy as np
 
-from triemine.checksum import discard
+from triemine.io.checksum import discard
 from triemine.errors import DamagedFile, InputError, TrieFormatError
-from triemine.keys import input_digest
-from triemine.outfile import atomic_write
-from triemine.paths import cache_root
-from triemine.textfile import read_bytes
+from triemine.io.keys import input_digest
+from triemine.io.outfile import atomic_write
+from triemine.io.paths import cache_root
+from triemine.io.textfile import read_bytes
 from triemine.trie import FORMAT_VERSION, Trie
 from triemine.trie.build import build_trie_from_corpus, dictionary_fingerprint
 
@@ -42,7 +42,7 @@ def get_trie(model, target_path, nbest: int = 1, cache_dir=None, progress: bool 
 
     Cache key: target file content, target dictionary fingerprint, target sentencepiece model
     and ``nbest`` (number of segmentations per line); location
-    ``triemine.paths.cache_root()/tries/<key>.trie`` unless ``cache_dir`` is given.
+    ``triemine.io.paths.cache_root()/tries/<key>.trie`` unless ``cache_dir`` is given.
     """
     if not Path(target_path).is_file():
         raise InputError("target file not found", target_path)

@@ -1,10 +1,10 @@
-"""Where the shards run: the pool's node of the settings tree (:mod:`triemine.settings`)."""
+"""Where the shards run: the pool's node of the settings tree (:mod:`triemine.config.settings`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
-from triemine.settings import setting
+from triemine.config.settings import setting
 
 
 @dataclass(frozen=True)

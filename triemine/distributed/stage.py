@@ -6,7 +6,7 @@ digests of its input files) and where its shards live.  :func:`run_stages` does 
 what each stage's driver used to write by hand:
 
 * the **key**: :func:`stage_key`, the stage's settings with the content digest of each of its
-  inputs (:func:`triemine.keys.input_digests`);
+  inputs (:func:`triemine.io.keys.input_digests`);
 * the **store** and the **resume decision**: a :class:`~triemine.distributed.shards.ShardStore`
   in ``directory`` (with ``resume``, a manifest of the same key is continued; another key is
   refused, or with ``stale="restart"`` started over);
@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from triemine.distributed.shards import (MANIFEST, Shard, ShardStore, execute_all, plan_shards,
                                          progress_bar, read_key, shard_stats)
-from triemine.keys import KEY_VERSION, input_digests, older_key
+from triemine.io.keys import KEY_VERSION, input_digests, older_key
 
 # a plan: the shards themselves, or ``(boundaries, n, size)`` for plan_shards
 Plan = Union[Sequence[Shard], Tuple[Sequence[int], int, int]]
@@ -41,7 +41,7 @@ def stage_key(settings: Mapping[str, Any], inputs: Mapping[str, Any] = (),
               task: Optional[type] = None) -> dict:
     """A stage's key: :data:`KEY_VERSION`, its task class's name, for each ``name: path`` of
     ``inputs`` the SHA-256 of the file's content under ``name``
-    (:func:`triemine.keys.input_digests`: a file edited in place is never resumed), then ``settings`` (of a settings node: :func:`triemine.settings.key_of`)."""
+    (:func:`triemine.io.keys.input_digests`: a file edited in place is never resumed), then ``settings`` (of a settings node: :func:`triemine.config.settings.key_of`)."""
     return {"key_version": KEY_VERSION, **({"task": task.__name__} if task else {}),
             **input_digests(inputs), **settings}
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Hashable, Protocol, Sequence, Tuple
 
-from triemine.corpus import open_corpus
+from triemine.io.corpus import open_corpus
 
 
 class Resource(Protocol):
@@ -73,7 +73,7 @@ class WorkerContext:
 
 @dataclass(frozen=True)
 class Corpus:
-    """A corpus file as :func:`triemine.corpus.open_corpus` reads it (line offsets: the texts are
+    """A corpus file as :func:`triemine.io.corpus.open_corpus` reads it (line offsets: the texts are
     read on demand)."""
 
     path: str

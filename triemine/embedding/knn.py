@@ -23,7 +23,7 @@ from typing import Optional
 
 import numpy as np
 
-from triemine.checksum import load_npy, npy_writer
+from triemine.io.checksum import load_npy, npy_writer
 from triemine.errors import OutputError
 
 # the kNN searches a job may ask for (triemine.embedding.knn_shards.knn_method: auto picks by size)
@@ -237,7 +237,7 @@ def row_means(sim, path: Optional[Path] = None, block: int = 1 << 20) -> np.ndar
     """The margin's neighbourhood term of every sentence: the mean of each row of ``sim``
     (n, k), float32 (float64 for float64 rows; 0 for rows with no neighbours), ``block`` rows at
     a time, so that ``sim`` may be a memory-mapped list of 10^8 rows.  With ``path`` the means
-    are written there (a sealed ``.npy``, :mod:`triemine.checksum`, atomically) and returned memory-mapped: the driver's heap
+    are written there (a sealed ``.npy``, :mod:`triemine.io.checksum`, atomically) and returned memory-mapped: the driver's heap
     then holds none of their 4 bytes a sentence (400 MB a side at 10^8); their pages are the
     kernel's to drop.  The same bits for any ``block``, with or without ``path`` (each row's
     mean is its own reduction)."""

@@ -2,8 +2,8 @@
 
 * BUCC layout: ``<l1>-<l2>.<split>.<l1>`` and ``.<l2>`` hold ``id<TAB>sentence`` lines, and
   ``<l1>-<l2>.<split>.gold`` holds ``l1-id<TAB>l2-id`` lines. Plain one-sentence-per-line files
-  are accepted as corpora too (their ids are 1-based line numbers, as in ``triemine.corpus``).
-* The mining TSV written by ``trie-mine`` is read by :mod:`triemine.tsv`; this module checks that
+  are accepted as corpora too (their ids are 1-based line numbers, as in ``triemine.io.corpus``).
+* The mining TSV written by ``trie-mine`` is read by :mod:`triemine.io.tsv`; this module checks that
   its ids exist in the BUCC corpora.
 
 Every reader raises :class:`triemine.errors.InputError` naming file, line and problem.
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 
-from triemine.corpus import read_corpus
+from triemine.io.corpus import read_corpus
 from triemine.errors import InputError
-from triemine.textfile import describe, read_text
-from triemine.tsv import Mined
+from triemine.io.textfile import describe, read_text
+from triemine.io.tsv import Mined
 
 _BUCC_NAME = re.compile(r"^(?P<l1>[^.\-]+)-(?P<l2>[^.\-]+)\.(?P<split>[^.]+)\.(?P<kind>[^.]+)$")
 
@@ -30,7 +30,7 @@ _BUCC_NAME = re.compile(r"^(?P<l1>[^.\-]+)-(?P<l2>[^.\-]+)\.(?P<split>[^.]+)\.(?
 
 @dataclass
 class Sentences:
-    """Ids and texts of one corpus (same fields as ``triemine.corpus.Corpus``)."""
+    """Ids and texts of one corpus (same fields as ``triemine.io.corpus.Corpus``)."""
 
     path: str
     ids: List[str]
@@ -49,7 +49,7 @@ class Sentences:
 
 def read_sentences(path: os.PathLike | str) -> Sentences:
     """Read a BUCC ``id<TAB>sentence`` file or a plain one-sentence-per-line file
-    (``triemine.corpus.read_corpus`` rules: plain-text ids are 1-based line numbers)."""
+    (``triemine.io.corpus.read_corpus`` rules: plain-text ids are 1-based line numbers)."""
     path = os.fspath(path)
     corpus = read_corpus(path)
     return Sentences(path, list(corpus.ids), list(corpus.texts), corpus.format)
@@ -161,7 +161,7 @@ def _lang_of(path_or_lang: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# mining TSV ids (the format itself lives in triemine.tsv)
+# mining TSV ids (the format itself lives in triemine.io.tsv)
 # ---------------------------------------------------------------------------------------------
 
 def check_mined_ids(mined: Mined, src: Sentences, tgt: Sentences) -> None:

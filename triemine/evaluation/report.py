@@ -29,10 +29,10 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from triemine.calibration import ece, reliability
+from triemine.scoring.calibration import ece, reliability
 from triemine.filtering.rules import threshold_curve
-from triemine.compression import write_output
-from triemine.outfile import atomic_write
+from triemine.io.compression import write_output
+from triemine.io.outfile import atomic_write
 
 CURVE_PNG = "threshold_curve.png"
 HISTOGRAM_PNG = "score_histogram.png"
@@ -246,7 +246,7 @@ def write_report(data: ReportData, path, k: int = 12) -> Path:
 
 def reliability_png(data: ReportData) -> bytes:
     """The reliability diagram of ``data.prob`` against the gold flags
-    (:func:`triemine.calibration.reliability`), its expected calibration error in the title."""
+    (:func:`triemine.scoring.calibration.reliability`), its expected calibration error in the title."""
     pts = reliability(data.prob, data.gold())
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)

@@ -3,11 +3,11 @@
 :data:`FORMATS` maps a format name to its writer (:func:`register_format`); the CLI's
 ``--bitext-format`` choices and :func:`triemine.filtering.selection.write_bitext`'s dispatch come
 from it.  Every writer streams the pairs (one block of rows in memory), writes atomically (a
-reader sees no file, the old one or the whole new one: :mod:`triemine.outfile`) and compresses a
-file whose path ends in ``.gz``, ``.xz`` or ``.zst`` (:mod:`triemine.compression`):
+reader sees no file, the old one or the whole new one: :mod:`triemine.io.outfile`) and compresses a
+file whose path ends in ``.gz``, ``.xz`` or ``.zst`` (:mod:`triemine.io.compression`):
 
 * ``tsv`` (default): ``l1 text<TAB>l2 text`` lines (tabs and line breaks in a text become
-  spaces: :func:`triemine.tsv.clean_cell`);
+  spaces: :func:`triemine.io.tsv.clean_cell`);
 * ``moses``: two line-aligned files, ``OUT.<l1>`` and ``OUT.<l2>`` (``OUT.gz`` gives
   ``OUT.<l1>.gz`` and ``OUT.<l2>.gz``), one sentence a line (:func:`moses_paths`);
 * ``tmx``: TMX 1.4, ``srclang`` l1, one ``<tu>`` per pair with ``<prop type="x-NAME">`` for
@@ -41,10 +41,10 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import numpy as np
 
 from triemine import __version__
-from triemine.compression import SUFFIXES, codec_of_name, output_file
+from triemine.io.compression import SUFFIXES, codec_of_name, output_file
 from triemine.errors import InputError, OutputError
-from triemine.outfile import atomic_open
-from triemine.tsv import clean_cell, column_order
+from triemine.io.outfile import atomic_open
+from triemine.io.tsv import clean_cell, column_order
 
 logger = logging.getLogger(__name__)
 
@@ -86,14 +86,14 @@ def _mined_rows(mined, rows: np.ndarray, numeric: Sequence[str], reverse: bool,
 
 def from_mined(mined, rows=None) -> Pairs:
     """The rows ``rows`` (0-based, in the order given; default all) of a
-    :class:`~triemine.tsv.Mined` with every numeric column."""
+    :class:`~triemine.io.tsv.Mined` with every numeric column."""
     rows = np.arange(len(mined)) if rows is None else np.asarray(rows, dtype=np.int64)
     numeric = [c for c in column_order(mined.numeric) if c in mined.numeric]
     return Pairs(numeric, lambda: _mined_rows(mined, rows, numeric, False, False))
 
 
 def union(parts: Sequence[Tuple[object, bool]]) -> Pairs:
-    """The union of the rows of several :class:`~triemine.tsv.Mined` (``(kept rows, reverse)``
+    """The union of the rows of several :class:`~triemine.io.tsv.Mined` (``(kept rows, reverse)``
     each; ``reverse``: an l2 -> l1 TSV), each ``(l1 id, l2 id)`` once, from the first part that
     has it; the score columns are those of every part (a part without one: ``None``)."""
     numeric = column_order(set().union(*(m.numeric for m, _ in parts)))
@@ -183,12 +183,12 @@ def help_text() -> str:
 
 def output_paths(name: str, path, langs: Tuple[str, str]) -> List[Tuple[str, bool]]:
     """What format ``name`` writes for ``path``: ``(path, is a folder)`` each, for
-    :func:`triemine.outfile.check_distinct` (a folder as ``(label, path, "folder")``)."""
+    :func:`triemine.io.outfile.check_distinct` (a folder as ``(label, path, "folder")``)."""
     return get_format(name).outputs(os.fspath(path), langs)
 
 
 def outputs(label: str, name: str, path, langs: Tuple[str, str]) -> List[Tuple[str, str, object]]:
-    """:func:`output_paths` as :func:`triemine.outfile.check_distinct`'s outputs named
+    """:func:`output_paths` as :func:`triemine.io.outfile.check_distinct`'s outputs named
     ``label``: ``(label, file, False)``, or ``(label, folder, "folder")``."""
     return [(label, out, "folder" if folder else False)
             for out, folder in output_paths(name, path, langs)]

@@ -1,6 +1,6 @@
 """Scores, filters and selection rules, each named once.
 
-* A **score** is a numeric column of the mining TSV (:mod:`triemine.tsv`) with a direction:
+* A **score** is a numeric column of the mining TSV (:mod:`triemine.io.tsv`) with a direction:
   ``ce_word`` (lower is better), ``pmi``, ``bicleaner``, ``use_margin``, ``combined`` (higher is
   better), ... Modules that add a column register it with :func:`register_score`.
 * A **filter** keeps a candidate when at least one of its scores passes its threshold.  Its name

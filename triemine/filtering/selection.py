@@ -7,7 +7,7 @@ the thresholds come from, in order of precedence:
 1. given by the user (``--threshold NAME=VALUE``, ``--ce-max``, ...), over
 2. a thresholds file (``--thresholds``, written by ``trie-mine-eval --save-thresholds``), else
 3. the **shipped default** of the configuration that wrote the TSV: the threshold tuned on the BUCC
-   2018 zh-en sample (the ``thresholds`` of its record, :mod:`triemine.configurations`: the
+   2018 zh-en sample (the ``thresholds`` of its record, :mod:`triemine.config.configurations`: the
    thresholds file of that evaluation).  The mining job's default ``combined`` score is a fixed combination of
    features (:mod:`triemine.mining.combine`), so its threshold means the same on other data:
    the sample's threshold scored within 0.004 F1 of an unseen set's own best threshold.  A
@@ -27,13 +27,13 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.calibration import shipped_calibration
-from triemine.configurations import DEFAULT, NAMES, PAPER, configuration
+from triemine.scoring.calibration import shipped_calibration
+from triemine.config.configurations import DEFAULT, NAMES, PAPER, configuration
 from triemine.errors import InputError
 from triemine.filtering import formats, registry
-from triemine.outfile import write_text
-from triemine.textfile import read_json
-from triemine.tsv import META_SUFFIX
+from triemine.io.outfile import write_text
+from triemine.io.textfile import read_json
+from triemine.io.tsv import META_SUFFIX
 
 THRESHOLDS_VERSION = 1
 # how each configuration's TSV is selected and thresholded: (rule, rank_by, filter), from the
@@ -269,7 +269,7 @@ def write_bitext(pairs, path: os.PathLike | str, format: str = formats.DEFAULT,
 def write_pairs(mined, kept_rows, path: os.PathLike | str, fmt: str = formats.DEFAULT,
                 src_lang: Optional[str] = None, tgt_lang: Optional[str] = None) -> int:
     """The rows ``kept_rows`` (0-based indices, in that order) of the mining TSV ``mined`` (a
-    :class:`~triemine.tsv.Mined`) as a bitext (:func:`write_bitext`), with their ids and every
+    :class:`~triemine.io.tsv.Mined`) as a bitext (:func:`write_bitext`), with their ids and every
     score column; the languages default to those of the model ``mined.meta`` names."""
     return write_bitext(formats.from_mined(mined, kept_rows), path, fmt, src_lang, tgt_lang,
                         mined.meta)
@@ -278,14 +278,14 @@ def write_pairs(mined, kept_rows, path: os.PathLike | str, fmt: str = formats.DE
 def write_union(kept: Sequence, path: os.PathLike | str, fmt: str = formats.DEFAULT,
                 src_lang: Optional[str] = None, tgt_lang: Optional[str] = None) -> int:
     """The union of the kept rows of the l1->l2 TSV ``kept[0]`` and the l2->l1 TSV ``kept[1]``
-    (``trie-mine-filter --second``; each a :class:`~triemine.tsv.Mined` of the rows kept),
+    (``trie-mine-filter --second``; each a :class:`~triemine.io.tsv.Mined` of the rows kept),
     each ``(l1 id, l2 id)`` once (:func:`formats.union`), as a bitext (:func:`write_bitext`)."""
     parts = [(m, k == 1) for k, m in enumerate(kept)]
     return write_bitext(formats.union(parts), path, fmt, src_lang, tgt_lang, kept[0].meta)
 
 
 def mined_calibration(meta: Mapping[str, object]):
-    """The calibrated probability (:class:`triemine.calibration.Calibration`, ``mined`` use) of
+    """The calibrated probability (:class:`triemine.scoring.calibration.Calibration`, ``mined`` use) of
     the mining TSV whose sidecar is ``meta``: its configuration's, when it ships one and the
     TSV's combination is the shipped one; else None."""
     name = configuration_of(meta)
@@ -298,7 +298,7 @@ def mined_calibration(meta: Mapping[str, object]):
 
 
 def mined_prob(mined) -> Optional[np.ndarray]:
-    """``prob`` of every row of a :class:`~triemine.tsv.Mined` (:func:`mined_calibration` of its
+    """``prob`` of every row of a :class:`~triemine.io.tsv.Mined` (:func:`mined_calibration` of its
     ``combined`` column), or None when it has no calibration."""
     cal = mined_calibration(mined.meta)
     if cal is None or cal.score not in mined.numeric:
@@ -308,7 +308,7 @@ def mined_prob(mined) -> Optional[np.ndarray]:
 
 def min_prob_threshold(meta: Mapping[str, object], prob: float, where=None) -> Tuple[str, float]:
     """``(score, value)``: the threshold that keeps the rows with ``prob >= prob``
-    (:meth:`~triemine.calibration.Calibration.threshold`); an :class:`InputError` naming
+    (:meth:`~triemine.scoring.calibration.Calibration.threshold`); an :class:`InputError` naming
     ``where`` when the TSV's configuration ships no calibration."""
     cal = mined_calibration(meta)
     if cal is None:

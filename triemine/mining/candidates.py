@@ -47,7 +47,7 @@ class CandidateSet:
         return cls(z, z, np.zeros(0, dtype=np.uint8))
 
     def col(self, name: str) -> np.ndarray:
-        """Column ``name``; a missing column is an error, as in :meth:`triemine.tsv.Mined.col`."""
+        """Column ``name``; a missing column is an error, as in :meth:`triemine.io.tsv.Mined.col`."""
         if name not in self.columns:
             raise KeyError(f"candidate set has no column {name!r} "
                            f"(columns: {' '.join(self.columns) or 'none'})")

@@ -1,6 +1,6 @@
 """Candidate sets on disk: the one format of the mining job's stages.
 
-A store is a directory with one sealed ``.npy`` per column (:mod:`triemine.checksum`; ``src.npy``,
+A store is a directory with one sealed ``.npy`` per column (:mod:`triemine.io.checksum`; ``src.npy``,
 ``tgt.npy``: int64 line indices; ``origin.npy``: uint8 generator bits; every feature column
 float64) and ``columns.json`` (sealed JSON: the row count, the feature columns in order, the
 stages done), written last::
@@ -31,9 +31,9 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet
-from triemine.checksum import TRAILER, dumps_sealed, npy_writer, read_sealed, verify_npy
+from triemine.io.checksum import TRAILER, dumps_sealed, npy_writer, read_sealed, verify_npy
 from triemine.errors import DamagedFile
-from triemine.outfile import atomic_write
+from triemine.io.outfile import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def _write_index(where: Path, n: int, columns: Sequence[str], done: Sequence[str
 @contextlib.contextmanager
 def _column_files(where: Path, dtypes: Dict[str, np.dtype], what: str):
     """Column files (``with _column_files(...) as files: files.write(block)``), each a sealed
-    ``.npy`` (:func:`~triemine.checksum.npy_writer`) whose header is written once the row count
+    ``.npy`` (:func:`~triemine.io.checksum.npy_writer`) whose header is written once the row count
     is known.  On a clean exit every file replaces its column, the first column last
     (a stage's work is that column's NaN rows: a crash between two renames leaves it to do);
     on an error the files not yet renamed stay as they were (an OSError names its file)."""

@@ -23,9 +23,9 @@ from typing import Dict, List
 
 import numpy as np
 
-from triemine.configurations import combination_names, configuration
+from triemine.config.configurations import combination_names, configuration
 from triemine.errors import InputError
-from triemine.textfile import read_json
+from triemine.io.textfile import read_json
 
 
 
@@ -110,7 +110,7 @@ class Combination:
 
 
 def shipped(name: str) -> Combination:
-    """The combination of configuration ``name`` (:mod:`triemine.configurations`), fitted on the
+    """The combination of configuration ``name`` (:mod:`triemine.config.configurations`), fitted on the
     BUCC zh-en sample's candidates and shipped with the package."""
     known = combination_names()
     if name not in known:

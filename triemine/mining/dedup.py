@@ -4,7 +4,7 @@
 case folding (``str.casefold``) and removal of punctuation (every character of a Unicode
 ``P*`` category), then whitespace runs collapsed to one space and the ends stripped.  Two
 non-empty lines whose normalised texts are equal are duplicates; an empty line (text ``""`` as
-:mod:`triemine.corpus` reads it: blank, or a bad line skipped) is no one's duplicate and is not
+:mod:`triemine.io.corpus` reads it: blank, or a bad line skipped) is no one's duplicate and is not
 mined; a non-empty line whose normalised text is empty (only punctuation with ``punct``) is kept
 as its own row, never merged.
 
@@ -23,7 +23,7 @@ unless all 128 bits collide.
 * ``<side>.counts.npy`` (int64, one per row: how many lines share the row's text),
   ``<side>.offsets.npy`` (int64, rows + 1) and ``<side>.lines.npy`` (int64, 0-based line
   numbers of the original corpus grouped by row, in file order): the CSR map of each row to
-  its lines; all sealed (:mod:`triemine.checksum`);
+  its lines; all sealed (:mod:`triemine.io.checksum`);
 * ``<side>.key.json`` (sealed): the corpus's content digest, the rule, the counts and the
   unique corpus's size and CRC32; files whose key holds and that are whole (the arrays' seals,
   the unique corpus's size and CRC32) are reused (a resumed job does not group again); a
@@ -48,12 +48,12 @@ from typing import Callable, Dict, Sequence
 
 import numpy as np
 
-from triemine.checksum import crc32_range, discard, dumps_sealed, load_npy, read_sealed, write_npy
-from triemine.corpus import open_corpus
+from triemine.io.checksum import crc32_range, discard, dumps_sealed, load_npy, read_sealed, write_npy
+from triemine.io.corpus import open_corpus
 from triemine.errors import DamagedFile, InputError
-from triemine.keys import input_digest
-from triemine.outfile import atomic_write
-from triemine.tsv import column_order, read_meta, read_mined, write_mined
+from triemine.io.keys import input_digest
+from triemine.io.outfile import atomic_write
+from triemine.io.tsv import column_order, read_meta, read_mined, write_mined
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def _verify_text(path: Path, seal) -> None:
 def dedup_corpus(corpus_path, folder, side: str, *, case: bool = False,
                  punct: bool = False) -> SideMap:
     """Deduplicate the corpus at ``corpus_path`` (plain or ``id<TAB>text``, read with
-    :func:`triemine.corpus.open_corpus`, so its errors are that reader's) into ``folder``
+    :func:`triemine.io.corpus.open_corpus`, so its errors are that reader's) into ``folder``
     (module docstring: ``<side>.unique.tsv`` and the maps, each written atomically), or reuse
     the files there whose key (content digest and rule) is this corpus's.  Raises
     :class:`~triemine.errors.InputError` for a corpus the reader refuses."""

@@ -24,7 +24,7 @@ from triemine.mining.candidates import CandidateSet
 from triemine.mining.columns import ColumnStore, write_set
 from triemine.mining.features import derived
 from triemine.mining.stages import stage_dir
-from triemine.tsv import column_order, write_row_blocks
+from triemine.io.tsv import column_order, write_row_blocks
 
 # candidates per block: the driver holds one block's columns, texts and formatted rows (tens of
 # MB), not every candidate's (hundreds of GB at 10^8 sources)
@@ -47,7 +47,7 @@ def load_scored(work: Path) -> Optional[ColumnStore]:
 def finish_tsv(out_path: Path, scored: ColumnStore, src, tgt,
                combination: Callable[[Dict[str, np.ndarray]], np.ndarray], meta: dict,
                block: Optional[int] = None) -> np.ndarray:
-    """The mining TSV of the scored candidates (one row per pair; :mod:`triemine.tsv`), written
+    """The mining TSV of the scored candidates (one row per pair; :mod:`triemine.io.tsv`), written
     atomically, ``block`` candidates at a time (default ``FINISH_BLOCK``): each block's derived
     features (:func:`~triemine.mining.features.derived`) and ``combination`` (the combined
     score) computed from its texts, read once.  Returns how many candidates have each origin

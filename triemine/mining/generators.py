@@ -31,7 +31,7 @@ from triemine.mining.columns import ColumnStore
 from triemine.mining.stages import cache_dir, stage
 from triemine.mining.translate_shards import cached_translations
 from triemine.scoring.prior import get_node_priors
-from triemine.tsv import mined_blocks
+from triemine.io.tsv import mined_blocks
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Job:
     priors here for the targets' priors."""
 
     model: Any
-    src: Any                       # triemine.corpus.Corpus
+    src: Any                       # triemine.io.corpus.Corpus
     tgt: Any
     source_path: str
     target_path: str

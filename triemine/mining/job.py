@@ -1,7 +1,7 @@
 """The job driver: the pool, the model, then the configuration's stages in order.
 
-A configuration's record lists its stages (``stages`` in ``triemine/configs/<name>.json``,
-:mod:`triemine.configurations`), each a name of :data:`STAGES`:
+A configuration's record lists its stages (``stages`` in ``triemine/config/records/<name>.json``,
+:mod:`triemine.config.configurations`), each a name of :data:`STAGES`:
 
 * ``dedup``: both corpora grouped into their distinct texts (:func:`triemine.mining.dedup.unique_inputs`;
   nothing with ``--no-dedup``), so the stages after it read the unique corpora;
@@ -27,9 +27,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from triemine.configurations import PAPER, configuration
+from triemine.config.configurations import PAPER, configuration
 from triemine.decoding.driver import mine_to_tsv
-from triemine.decoding.model_dir import load_model_dir
+from triemine.models.model_dir import load_model_dir
 from triemine.decoding.task import load_trie_for_dict
 from triemine.distributed import check_workers, make_pool
 from triemine.mining.dedup import Unique, expand_output, unique_inputs

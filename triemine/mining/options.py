@@ -3,13 +3,13 @@
 :class:`MineOptions` nests one node per part of the job (:class:`SearchSettings` of the trie
 search, :class:`NeighbourSettings` and :class:`RetrievalSettings` of the candidate generators,
 :class:`ScoreSettings`, :class:`PoolSettings`); each setting is one field, declared once with its
-default, help, range and flag (:mod:`triemine.settings`), and no field name occurs twice, so a
+default, help, range and flag (:mod:`triemine.config.settings`), and no field name occurs twice, so a
 setting is named by its field name alone (``beam``, ``workers``).  ``trie-mine``'s flags are
 built from the fields; the keys are derived from the tree: every setting not declared
-``transient`` (:func:`triemine.settings.key_of`).
+``transient`` (:func:`triemine.config.settings.key_of`).
 
 :meth:`MineOptions.of` is how a tree is made: the named configuration's record
-(:mod:`triemine.configurations`: its generators and settings) over the declared defaults, the
+(:mod:`triemine.config.configurations`: its generators and settings) over the declared defaults, the
 user's settings over both.  The paper's trie search (``candidates == ("trie",)``) takes the
 ``paper`` record's settings whatever ``config`` names.
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from triemine.configurations import NAMES, PAPER, configuration
-from triemine.decoding.model_dir import check_device, spm_problem
+from triemine.config.configurations import NAMES, PAPER, configuration
+from triemine.models.model_dir import check_device, spm_problem
 from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, PAPER_BEAM, SearchSettings
 from triemine.distributed.settings import PoolSettings
 from triemine.errors import InputError
@@ -28,8 +28,7 @@ from triemine.mining.generators import REGISTRY
 from triemine.scoring.precision import PRECISIONS, check_precision
 from triemine.mining.settings import (DedupSettings, NeighbourSettings, RetrievalSettings,
                                       ScoreSettings)
-from triemine.settings import (check_value, flag_of, setting, setting_field, with_also,
-                               with_values)
+from triemine.config.settings import check_value, flag_of, setting, setting_field, with_also, with_values
 
 GENERATORS = tuple(REGISTRY)
 # the settings that apply only to the paper's trie search, and only to the mining job

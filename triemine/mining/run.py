@@ -5,7 +5,7 @@
       -> union; every pair gets every generator's features (cosines, margins)
       -> exact log P(y|x) by forced decoding for pairs the search did not score; priors (optional)
       -> derived scores (ce_word, ce_token, pmi, numerals) and the fixed ``combined`` score
-      -> the mining TSV (:mod:`triemine.tsv`): every candidate with all its columns
+      -> the mining TSV (:mod:`triemine.io.tsv`): every candidate with all its columns
 
 Selection (one-to-one) and the threshold are evaluation/filter rules (``trie-mine-eval``,
 ``trie-mine-filter``), applied to the TSV's ``combined`` column.
@@ -31,14 +31,14 @@ from typing import Any, Callable, Dict, Optional, Sequence, Set
 
 import numpy as np
 
-from triemine.checksum import dumps_sealed, read_sealed
-from triemine.corpus import open_pair, skipped_counts
+from triemine.io.checksum import dumps_sealed, read_sealed
+from triemine.io.corpus import open_pair, skipped_counts
 from triemine.decoding import lengths
-from triemine.decoding.fingerprint import model_fingerprint
+from triemine.models.fingerprint import model_fingerprint
 from triemine.embedding.knn import search_arithmetic
 from triemine.distributed.stage import stage_key
 from triemine.errors import DamagedFile, InputError
-from triemine.keys import older_key
+from triemine.io.keys import older_key
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.combine import Combination, shipped
 from triemine.mining.features import PRIOR, ScoreJob, derivable, prior_range, prior_table
@@ -48,9 +48,9 @@ from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, load_scored
 from triemine.mining.generators import REGISTRY, Job, origin_counts
 from triemine.mining.stages import cache_dir, stage_dir
 from triemine.mining.options import MineOptions
-from triemine.outfile import atomic_write
+from triemine.io.outfile import atomic_write
 from triemine.scoring import forced_scoring
-from triemine.settings import key_of
+from triemine.config.settings import key_of
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def _work(out_path: Path) -> Path:
 def _settings_digest(model, source, target, opts: MineOptions) -> dict:
     """The job's resume key (:func:`~triemine.distributed.stage.stage_key`): the model, the
     corpora's contents, every setting of the tree but the transient ones
-    (:func:`~triemine.settings.key_of`) and the arithmetic of its scores, of its length rule and
+    (:func:`~triemine.config.settings.key_of`) and the arithmetic of its scores, of its length rule and
     of its kNN search on its device (other code, another faiss or another device gives other
     last bits)."""
     arithmetic = {"scores": forced_scoring().ARITHMETIC, "lengths": lengths.LENGTH_RULE,

@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from triemine.decoding.fingerprint import model_fingerprint
+from triemine.models.fingerprint import model_fingerprint
 from triemine.decoding.model_spec import ModelSpec, model_spec
 from triemine.distributed.shards import SHARDS_SUFFIX
 from triemine.distributed.stage import Stage, empty_stats, npy_payload, run_stage

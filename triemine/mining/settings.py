@@ -1,6 +1,6 @@
 """The mining job's settings: its candidate generators' and its scores' nodes of the settings tree
 (:class:`triemine.mining.options.MineOptions`; each field declares its default, help, range
-and flag, :mod:`triemine.settings`).  A configuration's record (:mod:`triemine.configurations`) gives some
+and flag, :mod:`triemine.config.settings`).  A configuration's record (:mod:`triemine.config.configurations`) gives some
 of them other values; a user's flags or keyword arguments override both."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Optional
 
 from triemine.embedding.encoders import ENCODERS
 from triemine.embedding.knn import KNN_INDEXES
-from triemine.settings import finite, setting
+from triemine.config.settings import finite, setting
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from triemine.checksum import discard, dumps_sealed, read_sealed
-from triemine.corpus import open_corpus
-from triemine.decoding.fingerprint import model_fingerprint
+from triemine.io.checksum import discard, dumps_sealed, read_sealed
+from triemine.io.corpus import open_corpus
+from triemine.models.fingerprint import model_fingerprint
 from triemine.decoding.model_spec import ModelSpec, model_spec
 from triemine.distributed.shards import SHARDS_SUFFIX
 from triemine.distributed.stage import Stage, empty_stats, run_stage
@@ -27,8 +27,8 @@ from triemine.errors import DamagedFile
 from triemine.mining.features import corpus_key
 from triemine.mining.translate import (TRANSLATE_BATCH, make_translator, sub_batch,
                                        translate_lines, translation_backend)
-from triemine.outfile import atomic_write
-from triemine.paths import file_sha256
+from triemine.io.outfile import atomic_write
+from triemine.io.paths import file_sha256
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def cached_translations(model, source_path, cache: Path, pool, *, beam: int = 4,
                         device: str = "cpu", progress: bool = False,
                         lines: int = TRANSLATE_SHARD_LINES, batch: int = TRANSLATE_BATCH):
     """The MT model's translation of every line of ``source_path`` (as
-    :func:`~triemine.corpus.open_corpus` reads it), one line each (``""`` for an empty line), by
+    :func:`~triemine.io.corpus.open_corpus` reads it), one line each (``""`` for an empty line), by
     :func:`~triemine.mining.translate.translation_backend` with ``beam``, ``batch`` texts a call;
     returns ``(translations, shard statistics)``.
 

@@ -14,7 +14,7 @@ the sentencepiece models::
                                triemine.models.segmentation
     OUT/triemine-model.json    provenance: spec, revision, languages, vocabulary mapping
 
-:func:`triemine.decoding.model_dir.load_model_dir` loads the result.
+:func:`triemine.models.model_dir.load_model_dir` loads the result.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Write a trie-mine model directory: what both importers produce from a mapped model.
 
-Layout (read by :func:`triemine.decoding.model_dir.load_model_dir`)::
+Layout (read by :func:`triemine.models.model_dir.load_model_dir`)::
 
     OUT/checkpoint.pt          fairseq checkpoint, arch ``marian_transformer``, task ``translation``
     OUT/dict.<src>.txt         fairseq dictionaries: <s> <pad> </s> <unk>, then the model's pieces
@@ -81,7 +81,7 @@ def write_model_dir(out_dir: Path, sd: Dict[str, torch.Tensor], model_args: dict
                     src_vocab: VocabMap, tgt_vocab: VocabMap, source_lang: str, target_lang: str,
                     origin: Path, meta: dict, final_dir: Optional[Path] = None) -> Path:
     """Write the trie-mine model directory (checkpoint, dictionaries, ``triemine-model.json``
-    with ``meta`` added) that ``triemine.decoding.model_dir`` loads; sentencepiece models are
+    with ``meta`` added) that ``triemine.models.model_dir`` loads; sentencepiece models are
     the caller's. ``final_dir`` (default ``out_dir``) is the directory the checkpoint names as
     its data directory: where a staged directory (:func:`staged_model_dir`) will end up, so that
     the checkpoint's bytes, and the weights digest of cache keys, do not depend on the stage."""

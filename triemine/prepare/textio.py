@@ -1,11 +1,11 @@
 """Streaming line input and output for :mod:`triemine.prepare`: plain, gzip, xz or zstd, through
-:mod:`triemine.compression`'s codecs.
+:mod:`triemine.io.compression`'s codecs.
 
 :func:`read_batches` yields a file's lines (bytes, newline and a final ``\\r`` removed) a batch at
 a time, whatever its compression (told by the file's first bytes,
-:func:`triemine.compression.sniff`), streaming: no decompressed copy is made, as the
+:func:`triemine.io.compression.sniff`), streaming: no decompressed copy is made, as the
 preparation reads its input once (twice with the boilerplate filter);
-:func:`open_output` writes a file atomically (:func:`triemine.outfile.atomic_open`), compressed
+:func:`open_output` writes a file atomically (:func:`triemine.io.outfile.atomic_open`), compressed
 when its name ends in ``.gz``, ``.xz`` or ``.zst``.  A missing, unreadable, truncated or
 corrupt input is an :class:`~triemine.errors.InputError` naming the file.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from typing import Iterator, List
 
-from triemine.compression import BLOCK, decompressed, output_file, sniff
-from triemine.textfile import open_binary
+from triemine.io.compression import BLOCK, decompressed, output_file, sniff
+from triemine.io.textfile import open_binary
 
 
 def _blocks(path, what: str) -> Iterator[bytes]:
@@ -51,6 +51,6 @@ def read_batches(path, batch_lines: int = 10000, what: str = "input") -> Iterato
 def open_output(path, what: str = "prepared corpus"):
     """``with open_output(path) as f: f.write(bytes)``: ``path`` written atomically, gzip, xz or
     zstd compressed when its name ends in ``.gz``, ``.xz`` or ``.zst``
-    (:func:`triemine.compression.output_file`); a body that raises leaves ``path`` as it was;
+    (:func:`triemine.io.compression.output_file`); a body that raises leaves ``path`` as it was;
     a failed write is an :class:`~triemine.errors.OutputError`."""
     return output_file(path, what, hint="")

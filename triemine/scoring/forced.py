@@ -240,7 +240,7 @@ class ForcedScorer:
     """Teacher-forced scores of token sequences under a loaded model directory.
 
     Args:
-        model: a :class:`triemine.decoding.model_dir.ModelDir`.
+        model: a :class:`triemine.models.model_dir.ModelDir`.
         max_tokens: target tokens per batch (the decoder's activations scale with it); default
             ``CPU_MAX_TOKENS`` on the CPU, ``MAX_TOKENS`` elsewhere.
         device: where the inputs go; default: the device of the model's weights.

@@ -9,7 +9,7 @@ match gets its sentence prior (the prior of its terminal node) for free, which i
 pointwise mutual information needs.
 
 File: ``<trie file>.prior.<model fingerprint>.a<arithmetic>.npy`` (a sealed ``.npy``,
-:mod:`triemine.checksum`: damaged, it is rebuilt with a warning; float32, one value per node,
+:mod:`triemine.io.checksum`: damaged, it is rebuilt with a warning; float32, one value per node,
 root 0; the arithmetic is :data:`triemine.scoring.forced.ARITHMETIC`, so a newer scorer's bits
 are never mixed with a cached older pass's).
 """
@@ -21,7 +21,7 @@ from typing import Optional
 
 import numpy as np
 
-from triemine.checksum import cached_npy, load_npy, write_npy
+from triemine.io.checksum import cached_npy, load_npy, write_npy
 from triemine.scoring import forced_scoring
 
 logger = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
-from triemine.corpus import Corpus, read_corpus
+from triemine.io.corpus import Corpus, read_corpus
 from triemine.errors import InputError
-from triemine.paths import file_sha256
+from triemine.io.paths import file_sha256
 from triemine.trie.core import FORMAT_VERSION, Trie
 
 UNK_POLICIES = ("error", "map")

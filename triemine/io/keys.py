@@ -3,7 +3,7 @@ work folder, the caches keyed by a stage's key.
 
 A key records what an output depends on (:func:`triemine.distributed.stage.stage_key`: the task
 class, the content digests of the inputs, the settings node without its transient fields,
-:func:`triemine.settings.key_of`).  :data:`KEY_VERSION` is raised when what a key holds or how it
+:func:`triemine.config.settings.key_of`).  :data:`KEY_VERSION` is raised when what a key holds or how it
 is derived changes; a folder or file written under another version is named in a warning and
 computed again, once (:func:`older_key`), never resumed with other bits and never refused.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Dict, Mapping, Optional
 
-from triemine.paths import content_sha256
+from triemine.io.paths import content_sha256
 
 KEY_VERSION = 2
 
@@ -35,7 +35,7 @@ def older_key(key: Optional[Mapping[str, Any]], where, what: str) -> bool:
 
 def input_digest(path) -> str:
     """The SHA-256 (64 hex characters) of the content of the file ``path``, as a key holds an
-    input: read whole once per version of the file (:func:`triemine.paths.content_sha256`).
+    input: read whole once per version of the file (:func:`triemine.io.paths.content_sha256`).
     Raises :class:`OSError` when ``path`` cannot be read."""
     return content_sha256(path)
 

@@ -15,7 +15,7 @@ few such lines in plain text are warned about and kept as text (:func:`_auto_for
 
 :func:`read_corpus` reads a file whole (small corpora, gold files, tests); :func:`open_corpus`
 gives the same :class:`Corpus` with ``ids`` and ``texts`` read through the file's line-offset index
-(:mod:`triemine.lineindex`), so a process holds a corpus's offsets, not its text: what the mining
+(:mod:`triemine.io.lineindex`), so a process holds a corpus's offsets, not its text: what the mining
 job and its workers use.  Both apply the same rules (:func:`_parse_lines`) and raise the same
 errors.
 """
@@ -28,12 +28,12 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.compression import plain_copy
+from triemine.io.compression import plain_copy
 from triemine.errors import InputError
-from triemine.keys import input_digest
-from triemine.lineindex import BOM, load_or_build
-from triemine.paths import file_stamp
-from triemine.textfile import describe, read_bytes
+from triemine.io.keys import input_digest
+from triemine.io.lineindex import BOM, load_or_build
+from triemine.io.paths import file_stamp
+from triemine.io.textfile import describe, read_bytes
 
 FORMATS = ("auto", "plain", "tsv")
 logger = logging.getLogger(__name__)
@@ -219,7 +219,7 @@ class _Lines(Sequence[str]):
         self._buf, self._off, self._fmt, self._field = buf, offsets, format, field
         self._path = path  # the corpus, as messages name it
         self._data = data or path  # the file mapped: the corpus, or its decompressed copy
-        self._stamp = stamp  # the file's stamp (triemine.paths.file_stamp) as it was mapped
+        self._stamp = stamp  # the file's stamp (triemine.io.paths.file_stamp) as it was mapped
         self._skipped = np.zeros(0, dtype=np.int64) if skipped is None else skipped  # sorted
 
     def __len__(self) -> int:
@@ -357,9 +357,9 @@ def _duplicates(buf, offsets, hashes: List[np.ndarray], path: str) -> List[Tuple
 def open_corpus(path: os.PathLike | str, format: str = "auto", cache=None) -> Corpus:
     """``path`` as :func:`read_corpus` reads it (same ids, texts, empty and skipped lines and
     errors), its ids and texts read on demand through the line-offset index in ``$TRIEMINE_CACHE/lines/``
-    (built on first use, rebuilt with a warning when stale: :mod:`triemine.lineindex`).  A
+    (built on first use, rebuilt with a warning when stale: :mod:`triemine.io.lineindex`).  A
     gzip, xz or zstd file is read through its decompressed copy
-    (:func:`triemine.compression.plain_copy`); messages name ``path``."""
+    (:func:`triemine.io.compression.plain_copy`); messages name ``path``."""
     _check_format(format)
     p = os.fspath(path)
     if describe(p):

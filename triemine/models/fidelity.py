@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from triemine.decoding.model_dir import load_model_dir
+from triemine.models.model_dir import load_model_dir
 from triemine.errors import InputError
 from triemine.models.hf_marian import import_transformers
 

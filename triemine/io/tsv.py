@@ -37,12 +37,12 @@ from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, 
 
 import numpy as np
 
-from triemine.checksum import crc32_range, json_crc32
-from triemine.compression import plain_copy
+from triemine.io.checksum import crc32_range, json_crc32
+from triemine.io.compression import plain_copy
 from triemine.errors import InputError
-from triemine.keys import older_key
-from triemine.outfile import atomic_write, describe, write_text
-from triemine.textfile import decode_utf8, open_binary, read_bytes, read_json
+from triemine.io.keys import older_key
+from triemine.io.outfile import atomic_write, describe, write_text
+from triemine.io.textfile import decode_utf8, open_binary, read_bytes, read_json
 
 REQUIRED_COLUMNS = ("src_id", "tgt_id", "score", "ce_word", "ce_token", "src", "tgt")
 TEXT_COLUMNS = ("src_id", "tgt_id", "src", "tgt")
@@ -218,7 +218,7 @@ def prepare_resume(tsv_path, settings: dict, header: str) -> Optional[Tuple[int,
     """Validate an interrupted output and truncate it to its last complete block: ``(sources
     done (the first source to mine), CRC32 of the output kept)``; ``None`` when the run must
     start over: its progress file is damaged, or the output is not what it records (a warning
-    names the file; so is a progress file of an older :data:`~triemine.keys.KEY_VERSION`).
+    names the file; so is a progress file of an older :data:`~triemine.io.keys.KEY_VERSION`).
     :class:`InputError` (``cannot resume``) when the output is not this
     command's: another header and no progress file of ours, or other settings."""
     out_path = Path(tsv_path)
@@ -323,7 +323,7 @@ def write_row_blocks(path, columns: Sequence[str], blocks: Iterable[Mapping[str,
 
 def read_mined(path) -> Mined:
     """Read a mining TSV (compressed ones through their decompressed copy,
-    :func:`triemine.compression.plain_copy`); missing columns, bad or non-finite numbers are
+    :func:`triemine.io.compression.plain_copy`); missing columns, bad or non-finite numbers are
     InputErrors."""
     path = os.fspath(path)
     if describe(path):

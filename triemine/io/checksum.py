@@ -27,7 +27,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from triemine.errors import DamagedFile
-from triemine.outfile import atomic_open, npy_header
+from triemine.io.outfile import atomic_open, npy_header
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class _NpyWriter:
 
 @contextlib.contextmanager
 def npy_writer(path, dtype, shape: Optional[tuple] = None, what: str = "file"):
-    """A sealed ``.npy`` written atomically (:func:`~triemine.outfile.atomic_open`) from the rows
+    """A sealed ``.npy`` written atomically (:func:`~triemine.io.outfile.atomic_open`) from the rows
     given to ``write`` (C order).  With ``shape`` the header is written first (the rows must
     fill it); without, the file is 1-d and its header, written last, has the rows written.
     ``ValueError`` when the rows do not fill ``shape``."""

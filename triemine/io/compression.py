@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from triemine.checksum import dumps_sealed, read_sealed
+from triemine.io.checksum import dumps_sealed, read_sealed
 from triemine.errors import DamagedFile, InputError
-from triemine.outfile import _pid_alive, atomic_open, atomic_write
-from triemine.paths import cache_root, content_sha256, remember_sha256
-from triemine.textfile import describe
+from triemine.io.outfile import _pid_alive, atomic_open, atomic_write
+from triemine.io.paths import cache_root, content_sha256, remember_sha256
+from triemine.io.textfile import describe
 
 logger = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ class CompressingFile:
 @contextmanager
 def output_file(path, what: str = "file", hint: Optional[str] = None):
     """``with output_file(path) as f: f.write(bytes)``: the one writer of the tools' outputs
-    that may be compressed: ``path`` written atomically (:func:`triemine.outfile.atomic_open`),
+    that may be compressed: ``path`` written atomically (:func:`triemine.io.outfile.atomic_open`),
     compressed when its name ends in ``.gz``, ``.xz`` or ``.zst`` (:func:`codec_of_name`); a
     body that raises leaves ``path`` as it was; a failed write is an
     :class:`~triemine.errors.OutputError`."""

@@ -3,7 +3,7 @@
 Platt scaling (a logistic curve of one score, Platt 1999): ``prob = 1 / (1 + exp(-(a * score +
 b)))``, monotone in the score, so a ``--min-prob`` cut is a cut of that score
 (:meth:`Calibration.threshold`).  Each configuration record ships its curves under
-``calibration`` (:mod:`triemine.configurations`), one per use:
+``calibration`` (:mod:`triemine.config.configurations`), one per use:
 
 * ``mined``: the mining job's candidates, fitted on the BUCC zh-en sample's candidates with its
   gold (``scripts/fit_calibration.py mined``);
@@ -24,7 +24,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from triemine.configurations import configuration
+from triemine.config.configurations import configuration
 from triemine.errors import InputError
 
 USES = ("mined", "pairs")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Union
 
 from triemine.errors import InputError, OutputError
-from triemine.textfile import describe
+from triemine.io.textfile import describe
 
 
 @contextmanager

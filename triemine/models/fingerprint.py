@@ -3,7 +3,7 @@
 Its own module so that everything keyed by a model (the trie search's ``.progress``, the shard
 manifests, the mining job's ``settings.json``) reads it from one place that imports nothing back.
 Node priors and other caches that only depend on the weights use
-:attr:`triemine.decoding.model_dir.ModelDir.weights_digest` directly.
+:attr:`triemine.models.model_dir.ModelDir.weights_digest` directly.
 """
 from __future__ import annotations
 

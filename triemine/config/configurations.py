@@ -1,6 +1,6 @@
 """The named configurations: one record each, the one place a configuration is defined.
 
-A record (``triemine/configs/<name>.json``, shipped with the package) holds everything that
+A record (``triemine/config/records/<name>.json``, shipped with the package) holds everything that
 makes a configuration:
 
 * ``generators``: the candidate generators the job runs (``["trie"]`` alone is the paper's trie
@@ -21,7 +21,7 @@ makes a configuration:
   ``scores_where_chosen`` (:func:`triemine.filtering.selection.shipped_thresholds` reads it
   with the record's selection and combination);
 * ``calibration`` (optional): the calibrated probability of the combined score, per use
-  (``mined``, ``pairs``; :mod:`triemine.calibration` reads it).
+  (``mined``, ``pairs``; :mod:`triemine.scoring.calibration` reads it).
 
 The job, ``trie-mine``, ``trie-mine-eval``/``-filter`` and the API all read the records
 through :func:`configuration`; nothing else names a configuration's parts.
@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from triemine.errors import InputError
-from triemine.textfile import read_json
+from triemine.io.textfile import read_json
 
-RECORDS = Path(__file__).resolve().parent / "configs"
+RECORDS = Path(__file__).resolve().parent / "records"
 RECORD_VERSION = 1
 DEFAULT = "combined"   # the configuration trie-mine and triemine.mine run unless told
 PAPER = "paper"        # the paper's trie search alone (selected best per source by ce_word)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 from triemine.errors import InputError
-from triemine.keys import input_digest
+from triemine.io.keys import input_digest
 from triemine.models.checkpoint import load_ensemble
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def weights_digest(path) -> str:
     """The first :data:`WEIGHTS_DIGEST_CHARS` hex characters of the sha256 of
     ``path/checkpoint.pt`` (``path`` a model directory), ``"no-checkpoint"`` if there is none:
     what identifies a model's weights in cache keys and resume settings. Reads the whole file
-    once per version of it (:func:`~triemine.keys.input_digest`);
+    once per version of it (:func:`~triemine.io.keys.input_digest`);
     :attr:`ModelDir.weights_digest` asks once per loaded model."""
     ckpt = Path(path) / "checkpoint.pt"
     return input_digest(ckpt)[:WEIGHTS_DIGEST_CHARS] if ckpt.is_file() else "no-checkpoint"
@@ -111,7 +111,7 @@ class ModelDir:
 def spm_problem(path) -> Optional[str]:
     """Why the file at ``path`` is not a sentencepiece model (``None``: it loads as one); what
     ``--target-spm`` is checked with before any model loads."""
-    from triemine.textfile import describe
+    from triemine.io.textfile import describe
 
     why = describe(path)
     if why:
@@ -155,7 +155,7 @@ def load_model_dir(path, target_spm=None, device: str = "cpu", *,
     """Load ``path`` (see module docstring). Missing files raise :class:`InputError`.
 
     ``require_source_spm=False`` loads a directory without ``source.spm`` (a CTranslate2 model
-    that shipped none), for uses on token ids only (:class:`triemine.fidelity.FairseqSide`);
+    that shipped none), for uses on token ids only (:class:`triemine.models.fidelity.FairseqSide`);
     :attr:`ModelDir.source_spm` then raises :class:`InputError`."""
     # Register the trie_translation task and (through it) the Marian architecture of imported
     # OPUS-MT models, which the checkpoint may name. Here rather than at the top: they import

@@ -13,13 +13,13 @@ import logging
 import os
 from pathlib import Path
 
-from triemine.checksum import dumps_sealed, read_sealed
+from triemine.io.checksum import dumps_sealed, read_sealed
 from triemine.errors import DamagedFile
-from triemine.outfile import atomic_write
+from triemine.io.outfile import atomic_write
 
 logger = logging.getLogger(__name__)
 
-_PKG_DIR = Path(__file__).resolve().parent
+_PKG_DIR = Path(__file__).resolve().parents[1]  # triemine/
 
 
 def repo_root() -> Path | None:
@@ -101,7 +101,7 @@ def content_sha256(path: os.PathLike | str) -> str:
     corpora and their embeddings are hundreds of GB, and every stage and every ``--resume``
     asks for their keys).  Every resume and cache key derives from this digest of the whole
     content, never from the stamp alone: the stamp only says when the digest must be computed
-    again.  The digest file is sealed JSON (:mod:`triemine.checksum`): one whose stamp is not
+    again.  The digest file is sealed JSON (:mod:`triemine.io.checksum`): one whose stamp is not
     the file's is written again; one that is damaged (does not parse, checksum mismatch) is named
     in a warning and written again."""
     stamp = file_stamp(path)

@@ -19,10 +19,10 @@ File layout (little-endian)::
 A line's bytes run from its offset to the next one, less its ``\\n`` and a ``\\r`` before it.
 An index whose file is shorter or longer than its header says, whose header does not parse, whose
 arrays do not have their checksum (damaged in place), or whose corpus digest is not the corpus's
-(another file, or this one changed since: :func:`triemine.keys.input_digest`, read again only
+(another file, or this one changed since: :func:`triemine.io.keys.input_digest`, read again only
 when the file's stamp changes) is never used: it is rebuilt, and a warning names the index file
 and the reason.  The parsing rules (formats, ids,
-empty lines, UTF-8) are :mod:`triemine.corpus`'s, which builds the index through
+empty lines, UTF-8) are :mod:`triemine.io.corpus`'s, which builds the index through
 :func:`build_index`.
 """
 from __future__ import annotations
@@ -38,10 +38,10 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.outfile import atomic_write
-from triemine.checksum import crc32_range
-from triemine.keys import input_digest
-from triemine.paths import cache_name, cache_root, file_stamp
+from triemine.io.outfile import atomic_write
+from triemine.io.checksum import crc32_range
+from triemine.io.keys import input_digest
+from triemine.io.paths import cache_name, cache_root, file_stamp
 
 MAGIC = b"TMLINES1"
 VERSION = 3                  # 2: the skipped lines; 3: the corpus digest, the checksum
@@ -145,7 +145,7 @@ def open_mmap(path):
 def load_or_build(corpus_path, format: str, build: Callable[[object, np.ndarray], dict],
                   cache: Optional[Path] = None, label=None):
     """``(header, offsets, empty, skipped, mmap)`` of ``corpus_path``'s index (``header["stamp"]``:
-    the corpus's :func:`~triemine.paths.file_stamp`, taken before it was mapped), built with
+    the corpus's :func:`~triemine.io.paths.file_stamp`, taken before it was mapped), built with
     ``build(mmap, offsets) -> header fields`` (which validates the lines and finds the empty and
     the skipped ones) when there is no usable one; an unusable one is named in a warning with its
     reason, then rebuilt (``label``: the corpus as warnings name it, default ``corpus_path``;

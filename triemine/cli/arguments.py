@@ -1,22 +1,26 @@
 """Argument helpers of the command-line tools (:mod:`triemine.cli`): argparse types, shared
-options, and what a tool reads and writes for :func:`triemine.outfile.check_distinct` (no
+options, and what a tool reads and writes for :func:`triemine.io.outfile.check_distinct` (no
 output of a tool is one of its inputs)."""
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
+import logging
+import sys
+import warnings
 
-from triemine.calibration import shipped_calibration
-from triemine.errors import InputError
+from triemine.scoring.calibration import shipped_calibration
+from triemine.errors import InputError, TrieMineError
 from triemine.evaluation.bucc import bucc_files
 from triemine.evaluation.report import CURVE_PNG, HISTOGRAM_PNG
 from triemine.filtering.formats import DEFAULT
 from triemine.filtering.registry import ALIASES, SCORES
-from triemine.outfile import output_lock
-from triemine.settings import finite
-from triemine.tsv import META_SUFFIX
+from triemine.io.outfile import output_lock
+from triemine.config.settings import finite
+from triemine.io.tsv import META_SUFFIX
+import triemine.baselines as baselines  # registers the baselines' score names  # noqa: F401
 
 
 def add_bucc_args(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +76,7 @@ def bitext_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def bitext_lock(bitext: Optional[str]):
-    """The lock of ``--bitext`` (:func:`triemine.outfile.output_lock`) while a job runs and
+    """The lock of ``--bitext`` (:func:`triemine.io.outfile.output_lock`) while a job runs and
     writes it: a second job writing the same bitext is refused; no lock without one."""
     if not bitext:
         return contextlib.nullcontext()
@@ -88,3 +92,29 @@ def min_prob_cut(parser: argparse.ArgumentParser, combination: str, prob: float)
         return "combined", shipped_calibration(combination, "mined").threshold(prob)
     except (InputError, ValueError) as exc:
         parser.error(f"--min-prob: {getattr(exc, 'problem', exc)}")
+
+
+Body = Callable[[argparse.ArgumentParser, argparse.Namespace], None]
+
+
+def run_command(body: Body, parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> int:
+    """``body(parser, args)`` on ``argv`` parsed: exit 0, or 2 with its error as ``prog: error:
+    ...``, or 130 when interrupted."""
+    prog = parser.prog
+    args = parser.parse_args(argv)
+    try:
+        body(parser, args)
+    except (TrieMineError, OSError) as exc:  # OSError: a full disk, a permission, a missing file
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+def quiet_libraries() -> None:
+    """Our warnings and errors by logger name; torch's, hydra's and fairseq's warnings not shown."""
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
+    warnings.filterwarnings("ignore", category=FutureWarning)
