@@ -19,10 +19,11 @@ import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from triemine.errors import InputError
 from triemine.io.keys import input_digest
+from triemine.io.textfile import describe
 from triemine.models.checkpoint import load_ensemble
 
 logger = logging.getLogger(__name__)
@@ -111,8 +112,6 @@ class ModelDir:
 def spm_problem(path) -> Optional[str]:
     """Why the file at ``path`` is not a sentencepiece model (``None``: it loads as one); what
     ``--target-spm`` is checked with before any model loads."""
-    from triemine.io.textfile import describe
-
     why = describe(path)
     if why:
         return why
@@ -150,6 +149,27 @@ def check_device(device, local: bool = True) -> str:
     return device
 
 
+_BEFORE_LOAD: List[Callable[[], None]] = []
+
+
+def register_before_load(hook: Callable[[], None]) -> None:
+    """Have ``hook()`` called before :func:`load_model_dir` loads a checkpoint, once per load,
+    in the order registered (a hook registered twice runs once). How a package makes known the
+    fairseq tasks and architectures a checkpoint may name without this module importing it:
+    :mod:`triemine.decoding` registers its ``trie_translation`` task this way when imported.
+    A hook must be cheap when repeated and raise nothing but :class:`ImportError`."""
+    if hook not in _BEFORE_LOAD:
+        _BEFORE_LOAD.append(hook)
+
+
+def _register_architectures() -> None:
+    """The Marian architecture of imported OPUS-MT models (``marian_transformer``)."""
+    from triemine.models import marian  # noqa: F401  heavy: torch, fairseq (registers on import)
+
+
+register_before_load(_register_architectures)
+
+
 def load_model_dir(path, target_spm=None, device: str = "cpu", *,
                    require_source_spm: bool = True) -> ModelDir:
     """Load ``path`` (see module docstring). Missing files raise :class:`InputError`.
@@ -157,11 +177,11 @@ def load_model_dir(path, target_spm=None, device: str = "cpu", *,
     ``require_source_spm=False`` loads a directory without ``source.spm`` (a CTranslate2 model
     that shipped none), for uses on token ids only (:class:`triemine.models.fidelity.FairseqSide`);
     :attr:`ModelDir.source_spm` then raises :class:`InputError`."""
-    # Register the trie_translation task and (through it) the Marian architecture of imported
-    # OPUS-MT models, which the checkpoint may name. Here rather than at the top: they import
-    # fairseq (seconds), which callers that only read a directory's digest or metadata need not
-    # pay for.
-    import triemine.decoding.task  # noqa: F401
+    # The tasks and architectures a checkpoint may name (:func:`register_before_load`); at load
+    # time, not import time: they import fairseq (seconds), which callers that only read a
+    # directory's digest or metadata need not pay for.
+    for hook in _BEFORE_LOAD:
+        hook()
 
     check_device(device)
     root = Path(path)
