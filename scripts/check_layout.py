@@ -13,8 +13,11 @@ Problems reported, one line each:
   (a package re-exporting its submodules is not a cycle);
 * pairs of subpackages importing each other (same edges, inside functions too): one problem per
   pair, naming the import lines both ways. A module's subpackage is the first component after
-  the package's name when that is a folder (``triemine.mining.run`` -> ``mining``); modules at
-  the package's root (``triemine.io.corpus``, ``triemine.api``) belong to none and are not checked;
+  the package's name (``triemine.mining.run`` -> ``mining``); a module at the package's root
+  is one of its own (``triemine.api`` -> ``api``), so the root keeps the rule too;
+* more than :data:`MAX_ROOT_MODULES` modules at the package's root (``__init__.py`` counted):
+  one problem naming them (the root holds the package's face, ``api`` and ``errors``; the rest
+  lives in a named subpackage);
 * more than :data:`MAX_INNER_IMPORTS` imports of the package's modules inside functions (any
   ``def`` body, nested ones too; one per statement; a ``.pyx`` file's imports count as module
   level): one problem listing them (``file:line``). Imports inside functions are for optional
@@ -26,7 +29,8 @@ Problems reported, one line each:
   runner, ``triemine.distributed.stage``, opens its store, plans its shards and shows progress);
 * stage drivers (functions outside :data:`LAUNCHER` calling ``Stage(``, ``run_stage(`` or
   ``run_stages(``) over :data:`MAX_DRIVER_LINES` lines;
-* a thick command-line layer: a ``*_main`` function of ``cli.py`` (at the package's root) over
+* a thick command-line layer: a ``*_main`` function of ``cli.py`` at the package's root or of a
+  module of the ``cli/`` subpackage over
   :data:`MAX_MAIN_LINES` lines, its nested functions included (its parser belongs in
   ``_NAME_parser()``, its work beside the code it serves);
 * a thick ``api.py`` (at the package's root): over :data:`MAX_API_LINES` lines, or importing
@@ -56,10 +60,11 @@ Usage::
 
     python scripts/check_layout.py [PACKAGE_DIR]     # default: triemine/ beside scripts/
 
-prints one line per problem and exits 1 if there is any. From Python:
+prints one line per problem and exits 1 if there is any; then, on stderr, the size of the import
+graph (:func:`import_stats`: modules, module-to-module imports, depth). From Python:
 ``layout_problems(root) -> list[str]`` (``root`` the package folder), or the single checks
-:func:`import_cycles`, :func:`package_cycles`, :func:`inner_imports` (its sites:
-:func:`inner_import_sites`), :func:`launcher_imports`, :func:`runner_calls`,
+:func:`import_cycles`, :func:`package_cycles`, :func:`root_modules`, :func:`inner_imports`
+(its sites: :func:`inner_import_sites`), :func:`launcher_imports`, :func:`runner_calls`,
 :func:`long_stage_drivers`, :func:`long_mains`, :func:`thick_api`, :func:`testing_imports`,
 :func:`missing_inits`, :func:`long_modules`, :func:`long_functions`, :func:`history_marks`,
 :func:`decision_links`, :func:`digest_callers`.
@@ -80,6 +85,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 120
 MAX_INNER_IMPORTS = 10
+MAX_ROOT_MODULES = 3
 LAUNCHER = "distributed"
 LAUNCHER_FORBIDDEN = ("mining", "decoding", "embedding", "scoring", "models")
 # what only the one runner (triemine/distributed/) calls: a stage describes itself, it runs there
@@ -272,13 +278,57 @@ def import_cycles(root) -> List[str]:
 
 
 def _subpackage(name: str, modules: Dict[str, Module]) -> Optional[str]:
-    """The subpackage ``name`` belongs to (``pkg.a.b`` -> ``a`` when ``pkg.a`` is a package);
-    ``None`` for the package itself and the modules at its root."""
+    """The subpackage ``name`` belongs to (``pkg.a.b`` -> ``a`` when ``pkg.a`` is a package); a
+    module at the package's root is its own (``pkg.api`` -> ``api``); ``None`` for the package
+    itself."""
     parts = name.split(".")
-    if len(parts) < 2:
-        return None
-    top = modules.get(".".join(parts[:2]))
-    return parts[1] if top is not None and top.is_package else None
+    return parts[1] if len(parts) >= 2 else None
+
+
+def root_modules(root, limit: int = MAX_ROOT_MODULES) -> List[str]:
+    """One line naming the modules at the package's root (``.py`` and ``.pyx``, ``__init__.py``
+    counted) when there are more than ``limit``; none otherwise."""
+    root = Path(root)
+    names = sorted(p.name for p in root.iterdir()
+                   if p.is_file() and p.suffix in SOURCE_SUFFIXES)
+    if len(names) <= limit:
+        return []
+    return [f"{len(names)} modules at the root of {root.name}/ (at most {limit}): "
+            f"{', '.join(names)} (move them into a named subpackage)"]
+
+
+def import_stats(root) -> Dict[str, int]:
+    """The size of the package's import graph (every import, inside functions too):
+    ``modules``; ``imports``, the module-to-module imports (distinct importer and imported
+    pairs); ``depth``, the most imports in a chain of distinct modules (the longest path of
+    the graph of its strongly connected components)."""
+    modules = find_modules(Path(root))
+    succ: Dict[str, Set[str]] = {}
+    for e in import_edges(modules):
+        succ.setdefault(e.importer, set()).add(e.imported)
+    component = {m: i for i, comp in enumerate(strongly_connected(sorted(modules), succ))
+                 for m in comp}
+    down: Dict[int, Set[int]] = {}
+    for a, targets in succ.items():
+        down.setdefault(component[a], set()).update(
+            component[b] for b in targets if component[b] != component[a])
+    depth: Dict[int, int] = {}
+
+    def longest(c: int) -> int:
+        stack = [(c, False)]
+        while stack:
+            node, ready = stack.pop()
+            if node in depth:
+                continue
+            if ready:
+                depth[node] = max((1 + depth[x] for x in down.get(node, ())), default=0)
+                continue
+            stack.append((node, True))
+            stack.extend((x, False) for x in down.get(node, ()) if x not in depth)
+        return depth[c]
+
+    return {"modules": len(modules), "imports": sum(len(t) for t in succ.values()),
+            "depth": max((longest(c) for c in set(component.values())), default=0)}
 
 
 def _sites(edges, modules: Dict[str, Module], root: Path) -> str:
@@ -387,15 +437,14 @@ def long_stage_drivers(root, limit: int = MAX_DRIVER_LINES) -> List[str]:
 
 
 def long_mains(root, limit: int = MAX_MAIN_LINES) -> List[str]:
-    """One line per ``*_main`` function of ``cli.py`` at the package's root over ``limit``
-    lines, from ``def`` to the end of its body (nested functions included); none without
-    that file."""
+    """One line per ``*_main`` function over ``limit`` lines, from ``def`` to the end of its
+    body (nested functions included), of ``cli.py`` at the package's root and of the modules
+    of its ``cli/`` subpackage; none without them."""
     root = Path(root)
-    path = root / "cli.py"
-    if not path.is_file():
-        return []
+    paths = [root / "cli.py"] if (root / "cli.py").is_file() else []
+    paths += sorted((root / "cli").glob("*.py"))
     problems = []
-    for name, fn in _outer_functions(_parse(path)):
+    for path, (name, fn) in ((p, f) for p in paths for f in _outer_functions(_parse(p))):
         n = fn.end_lineno - fn.lineno + 1
         if name.endswith("_main") and n > limit:
             problems.append(f"command over {limit} lines: {path.relative_to(root.parent)}:"
@@ -589,13 +638,14 @@ def digest_callers(root, limit: int = MAX_DIGEST_FILES) -> List[str]:
 
 
 def layout_problems(root) -> List[str]:
-    """Every problem, in the order: cycles, subpackages importing each other, imports inside
-    functions, launcher imports, runner calls outside the launcher, long stage drivers, long
-    ``*_main`` commands, a thick ``api.py``, imports of the test fixtures, missing
-    ``__init__.py``, long modules, long
-    functions, dates and commit hashes, broken links to ``docs/decisions.md``, machine facts
-    in the README, too many callers of the content digest."""
-    return import_cycles(root) + package_cycles(root) + inner_imports(root) + \
+    """Every problem, in the order: cycles, subpackages importing each other, modules at the
+    root, imports inside functions, launcher imports, runner calls outside the launcher, long
+    stage drivers, long ``*_main`` commands, a thick ``api.py``, imports of the test fixtures,
+    missing ``__init__.py``, long modules, long functions, dates and commit hashes, broken links
+    to ``docs/decisions.md``, machine facts in the README, too many callers of the content
+    digest."""
+    return import_cycles(root) + package_cycles(root) + root_modules(root) + \
+        inner_imports(root) + \
         launcher_imports(root) + runner_calls(root) + long_stage_drivers(root) + \
         long_mains(root) + thick_api(root) + testing_imports(root) + \
         missing_inits(root) + long_modules(root) + long_functions(root) + history_marks(root) + \
@@ -615,6 +665,9 @@ def main(argv=None) -> int:
     problems = layout_problems(root)
     for line in problems:
         print(line)
+    stats = import_stats(root)
+    print(f"import graph of {root.name}/: {stats['modules']} modules, {stats['imports']} "
+          f"module-to-module imports, depth {stats['depth']}", file=sys.stderr)
     return 1 if problems else 0
 
 

@@ -58,7 +58,8 @@ def test_missing_init_and_lengths(tmp_path):
         "function over 10 lines: pkg/long.py:2 K.m (20)"]
     assert check_layout.long_functions(root, limit=20) == []
     problems = check_layout.layout_problems(root)
-    assert len(problems) == 3 and problems[0].startswith("import cycle")
+    assert len(problems) == 4 and problems[0].startswith("import cycle")
+    assert "4 modules at the root of pkg/" in problems[2]  # __init__, c, fast, long
 
 
 def _layered(tmp_path, name: str = "pkg") -> Path:
@@ -170,7 +171,8 @@ def test_a_command_main_is_at_most_25_lines(tmp_path):
         "command over 25 lines: pkg/cli.py:26 long_main (26; its parser goes in "
         "_long_parser(), its work beside the code it serves)"]
     assert check_layout.long_mains(root, limit=26) == []
-    assert check_layout.layout_problems(root) == check_layout.long_mains(root)
+    assert check_layout.layout_problems(root) == \
+        check_layout.root_modules(root) + check_layout.long_mains(root)  # cli.py: a 4th module
 
 
 def test_the_api_is_at_most_200_lines_and_imports_no_decoding_or_launcher(tmp_path):
@@ -326,5 +328,47 @@ def test_the_content_digest_is_called_from_at_most_three_modules(tmp_path):
 
 
 def test_the_package_calls_the_content_digest_from_its_keys_and_copies_only():
-    root = Path(__file__).resolve().parents[1] / "triemine"
+    root = Path(__file__).resolve().parents[2] / "triemine"
     assert check_layout.digest_callers(root) == []
+
+
+def test_the_root_holds_at_most_3_modules(tmp_path):
+    root = _layered(tmp_path)  # __init__.py, api.py, paths.py
+    assert check_layout.root_modules(root) == []
+    _write(root, "extra.py", "x = 1\n")
+    assert check_layout.root_modules(root) == [
+        "4 modules at the root of pkg/ (at most 3): __init__.py, api.py, extra.py, paths.py "
+        "(move them into a named subpackage)"]
+    assert check_layout.layout_problems(root) == check_layout.root_modules(root)
+    assert check_layout.root_modules(root, limit=4) == []
+
+
+def test_a_root_module_and_a_subpackage_may_not_import_each_other(tmp_path):
+    root = _layered(tmp_path)
+    assert check_layout.package_cycles(root) == []  # api -> mining, paths imported by all
+    _write(root, "filtering/f.py", "def f():\n    from pkg import api\n    return api\n")
+    _write(root, "api.py", "from pkg.filtering import f\n")
+    assert check_layout.package_cycles(root) == [
+        "subpackages import each other: pkg.api <-> pkg.filtering (pkg/api.py:1 -> "
+        "pkg.filtering.f | pkg/filtering/f.py:2 -> pkg.api)"]
+
+
+def test_import_stats_count_modules_imports_and_the_longest_chain(tmp_path):
+    root = tmp_path / "pkg"
+    _write(root, "__init__.py", '"""cheap"""\n')
+    _write(root, "a.py", "from pkg import b\nfrom pkg import c\n")
+    _write(root, "b.py", "def f():\n    from pkg import c\n    return c\n")  # inner: counted
+    _write(root, "c.py", "import os\nfrom pkg import d\n")
+    _write(root, "d.py", "from pkg import c\n")  # c <-> d: one component, no infinite depth
+    stats = check_layout.import_stats(root)
+    assert stats == {"modules": 5, "imports": 5, "depth": 2}  # a -> b -> {c, d}
+
+
+def test_long_mains_reads_the_cli_subpackage(tmp_path):
+    root = _layered(tmp_path)
+    body = "".join(f"    x{i} = {i}\n" for i in range(24))
+    _write(root, "cli/__init__.py")
+    _write(root, "cli/mine.py", "def mine_main(argv=None):\n" + body + "    return 0\n")
+    assert check_layout.long_mains(root) == [
+        "command over 25 lines: pkg/cli/mine.py:1 mine_main (26; its parser goes in "
+        "_mine_parser(), its work beside the code it serves)"]
