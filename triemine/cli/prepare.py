@@ -15,7 +15,12 @@ from triemine.prepare.cliopts import options_of, prepare_parser
 def prepare_main(argv: Optional[Sequence[str]] = None) -> int:
     """Clean and filter a raw corpus line by line for mining: a dropped line becomes an empty
     line (its TSV id kept), so line numbers and ids stay the input's."""
-    return run_command(_prepare, prepare_parser("trie-mine-prepare", prepare_main.__doc__), argv)
+    return run_command(_prepare, _prepare_parser(), argv)
+
+
+def _prepare_parser() -> argparse.ArgumentParser:
+    """trie-mine-prepare's arguments (:mod:`triemine.prepare.cliopts`, beside the options)."""
+    return prepare_parser("trie-mine-prepare", prepare_main.__doc__)
 
 
 def _prepare(_parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
