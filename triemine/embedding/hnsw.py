@@ -29,7 +29,7 @@ from typing import Optional
 import numpy as np
 
 # links per node and the build's candidate list (faiss's M and efConstruction), chosen with
-# scripts/knn_index_study.py (see docs/decisions.md#hnsw-graph-parameters)
+# bench/studies/knn_index_study.py (see docs/decisions.md#hnsw-graph-parameters)
 M = 32
 EF_CONSTRUCTION = 64
 # rows per graph (graph_plan): an eighth of the database (8 graphs built side by side), at

@@ -68,18 +68,6 @@ def write_text(path, text: str, what: str = "file", hint: Optional[str] = None) 
     atomic_write(Path(os.fspath(path)), text.encode("utf-8"), what, hint)
 
 
-def copy_file(src, dst, what: str = "file", hint: Optional[str] = None) -> None:
-    """A copy of the file ``src`` at ``dst``, written atomically (:func:`atomic_write`)."""
-    def chunks():
-        with open(src, "rb") as f:
-            while True:
-                block = f.read(1 << 20)
-                if not block:
-                    return
-                yield block
-    atomic_write(Path(os.fspath(dst)), chunks(), what, hint)
-
-
 def npy_bytes(arr) -> bytes:
     """``arr`` as the bytes of a ``.npy`` file (for :func:`atomic_write`)."""
     import io

@@ -9,8 +9,8 @@ A feature set with a chosen weight (``numerals``, from ``GRID``) is chosen on th
 and again inside each training fold for its held-out number (``evaluate_combination``).
 Choose on the sample's columns only; the transfer column is for the record::
 
-    python scripts/compare_combinations.py WORK/combined.zh-en.sample.tsv WORK/combined.zh-en.dev.tsv --space use
-    python scripts/compare_combinations.py WORK/mt-only.zh-en.sample.tsv WORK/mt-only.zh-en.dev.tsv --space ret
+    python bench/studies/compare_combinations.py WORK/combined.zh-en.sample.tsv WORK/combined.zh-en.dev.tsv --space use
+    python bench/studies/compare_combinations.py WORK/mt-only.zh-en.sample.tsv WORK/mt-only.zh-en.dev.tsv --space ret
 
 One JSON object per feature set.
 """
@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.evaluation.pipeline import Direction, evaluate, evaluate_combination  # noqa: E402
