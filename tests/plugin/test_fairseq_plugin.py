@@ -105,19 +105,25 @@ def test_fairseq_generate_with_trie_task(plugin_setup, tiny_model_dir):
 
 
 def test_model_dir_loads_without_the_plugin_in_a_fresh_process(tiny_model_dir):
-    """``load_model_dir`` registers the task and architecture itself (it does not go through
-    the --user-dir package), and then builds the trie task's generator."""
-    code = ("import sys; from triemine.models.model_dir import load_model_dir; "
-            "md = load_model_dir(sys.argv[1]); "
-            "from fairseq.tasks import TASK_REGISTRY; assert 'trie_translation' in TASK_REGISTRY; "
-            "assert not any(m.startswith('triemine.plugin') for m in sys.modules), "
-            "sorted(m for m in sys.modules if m.startswith('triemine.plugin')); "
-            "print(len(md.tgt_dict))")
+    """``triemine.decoding.load_model_dir`` registers the task and architecture itself (through
+    the hook :mod:`triemine.decoding` registers, not through the --user-dir package); the
+    loader of ``triemine.models`` alone loads the directory without importing decoding."""
+    check = ("print(len(md.tgt_dict)); "
+             "assert not any(m.startswith('triemine.plugin') for m in sys.modules), "
+             "sorted(m for m in sys.modules if m.startswith('triemine.plugin'))")
+    with_task = ("import sys; from triemine.decoding import load_model_dir; "
+                 "md = load_model_dir(sys.argv[1]); "
+                 "from fairseq.tasks import TASK_REGISTRY; "
+                 "assert 'trie_translation' in TASK_REGISTRY; " + check)
+    models_only = ("import sys; from triemine.models.model_dir import load_model_dir; "
+                   "md = load_model_dir(sys.argv[1]); "
+                   "assert 'triemine.decoding' not in sys.modules; " + check)
     env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
-    r = subprocess.run([sys.executable, "-c", code, str(tiny_model_dir)], capture_output=True,
-                       text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert int(r.stdout.split()[-1]) > 4
+    for code in (with_task, models_only):
+        r = subprocess.run([sys.executable, "-c", code, str(tiny_model_dir)], capture_output=True,
+                           text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert int(r.stdout.split()[-1]) > 4
 
 
 def test_weights_digest_is_the_checkpoint_sha256_prefix(tiny_model, tiny_model_dir, tmp_path):
