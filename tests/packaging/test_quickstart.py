@@ -10,7 +10,9 @@ import pytest
 
 from triemine.io.paths import cache_root, shared_root
 
-REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.cluster  # runs scripts and commands in subprocesses
+
+REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "quickstart.md"
 RUN_BY_DEMO = {"make demo", "make setup", "make model"}  # demo: $(STAMP) $(OPUS_MODEL)
 

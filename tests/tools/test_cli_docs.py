@@ -3,7 +3,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+import pytest
+
+pytestmark = pytest.mark.cluster  # runs scripts and commands in subprocesses
+
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "cli_docs.py"
 
 
