@@ -330,11 +330,12 @@ class ForcedScorer:
 
     @torch.no_grad()
     def _token_logprobs(self, memory: Sequence[torch.Tensor], tgt: List[torch.Tensor],
-                        coverage: Optional[List[torch.Tensor]] = None) -> torch.Tensor:
-        """(rows x T) log-probabilities of every target token (0 beyond each target's end).
+                        coverage: bool = False):
+        """``(logprobs, uncovered)``: the log-probability of every target token (``rows x T``,
+        0 beyond each target's end) and, with ``coverage``, the rows' :func:`uncovered_share`
+        (float32, ``rows``; else None).
 
-        ``memory[r]``: the encoder states (``len x C``) of row r's source.  With ``coverage`` (a
-        list), the rows' :func:`uncovered_share` (a float32 tensor of ``rows``) is appended to it.
+        ``memory[r]``: the encoder states (``len x C``) of row r's source.
         """
         lens = torch.tensor([len(m) for m in memory], device=memory[0].device)
         # right-padded: the decoder sees the source only through the states and the padding mask
@@ -347,12 +348,13 @@ class ForcedScorer:
         prev[:, 0] = self.eos
         prev[:, 1:] = target[:, :-1]
         mask = target.ne(self.tgt_pad)
-        if coverage is None:
-            feats, _ = self.net.decoder.extract_features(prev, encoder_out=enc)
-        else:
+        uncovered = None
+        if coverage:
             with _cross_attention(self.net.decoder) as layers:
                 feats, _ = self.net.decoder.extract_features(prev, encoder_out=enc)
-            coverage.append(uncovered_share(layers, mask, lens).cpu())
+            uncovered = uncovered_share(layers, mask, lens).cpu()
+        else:
+            feats, _ = self.net.decoder.extract_features(prev, encoder_out=enc)
         flat_feats = feats[mask]
         flat_tgt = target[mask]
         out = torch.empty(flat_tgt.numel(), dtype=torch.float32, device=feats.device)
@@ -361,7 +363,7 @@ class ForcedScorer:
                                                         flat_tgt[s:s + self.chunk])
         res = torch.zeros(target.shape, dtype=torch.float32, device=feats.device)
         res[mask] = out
-        return res.cpu()
+        return res.cpu(), uncovered
 
     @torch.no_grad()
     def _gold_logprobs(self, feats: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
@@ -442,12 +444,11 @@ class ForcedScorer:
         with tqdm(total=n, desc="forced decoding", unit="pair", disable=not progress) as bar, \
                 self._blas_threads(), autocast(self.precision, self.device):
             for batch in self._batches(lengths):
-                cov: Optional[List[torch.Tensor]] = [] if coverage else None
-                lp = self._token_logprobs([states[j] for j in inv[batch].tolist()],
-                                          [targets[t] for t in tgt_index[batch]], cov)
+                lp, cov = self._token_logprobs([states[j] for j in inv[batch].tolist()],
+                                               [targets[t] for t in tgt_index[batch]], coverage)
                 totals[batch] = lp.double().sum(1).numpy()
                 if coverage:
-                    uncovered[batch] = cov[0].double().numpy()
+                    uncovered[batch] = cov.double().numpy()
                 if per_token:
                     for r, i in enumerate(batch.tolist()):
                         tokens[i] = lp[r, :lengths[i]].numpy()
