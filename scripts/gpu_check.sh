@@ -96,8 +96,8 @@ run() {
     python3 -m zipfile -e "$BUNDLE/site.zip" "$site"
     export PYTHONPATH="$site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
     nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv || true
-    # sized to about 3 minutes on an H200 (the first try's 100,000 pairs at four shapes ran
-    # 5.5 minutes in the scores stage alone), so that part 4 fits in the same 15-minute ration
+    # sized to a few minutes on one GPU, so that part 4 fits in the same 15-minute ration
+    # (docs/decisions.md, "Half precision on a GPU does not pay yet")
     bench_args=(--device cuda --packed "$BUNDLE/pack" --data "$BUNDLE/data"
                 --pairs 20000 --priors 10000 --scorer 16384:2048,65536:4096
                 --sources 512 --batch-sizes 256,1024 --profile-pairs 4000
