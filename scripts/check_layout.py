@@ -42,6 +42,10 @@ Problems reported, one line each:
 * imports of :data:`TESTING` (``triemine/testing/``: the tiny models, the local Ray cluster) from
   any module outside it (inside functions too): one problem per import line; the test fixtures
   serve the tests, benchmarks and scripts, never the package's own code;
+* imports of a module inside :data:`FRONT_DOORS` (``triemine/io/``) from a module outside it
+  (inside functions too): one problem per import line; the package's other modules import the
+  wing's names from the wing (``from triemine.io import atomic_write``), so its files can be
+  split or joined without touching their users;
 * package folders (any folder under the package holding ``.py`` / ``.pyx`` files) without an
   ``__init__.py`` (setuptools' ``find:`` skips them, so the wheel would lack their modules);
 * modules over :data:`MAX_MODULE_LINES` lines (``.py`` and ``.pyx``);
@@ -66,6 +70,7 @@ graph (:func:`import_stats`: modules, module-to-module imports, depth). From Pyt
 :func:`import_cycles`, :func:`package_cycles`, :func:`root_modules`, :func:`inner_imports`
 (its sites: :func:`inner_import_sites`), :func:`launcher_imports`, :func:`runner_calls`,
 :func:`long_stage_drivers`, :func:`long_mains`, :func:`thick_api`, :func:`testing_imports`,
+:func:`back_doors`,
 :func:`missing_inits`, :func:`long_modules`, :func:`long_functions`, :func:`history_marks`,
 :func:`decision_links`, :func:`digest_callers`.
 """
@@ -98,6 +103,7 @@ API_FORBIDDEN = ("decoding", "distributed")  # api.py reaches them through the j
 DIGEST_CALL = "content_sha256"  # the hash every key's input digests come from
 MAX_DIGEST_FILES = 3            # modules calling it: triemine.io.keys and the copies' own checks
 TESTING = "testing"  # the test fixtures' subpackage: imported by tests, benches and scripts only
+FRONT_DOORS = ("io",)  # wings whose users import their names from the wing, never its modules
 SOURCE_SUFFIXES = (".py", ".pyx")
 SKIP_DIRS = {"__pycache__", "build", ".git"}
 
@@ -490,6 +496,22 @@ def testing_imports(root) -> List[str]:
             f"benchmarks and scripts, not the package)" for path, line, name in sorted(sites)]
 
 
+def back_doors(root, wings=FRONT_DOORS) -> List[str]:
+    """One line per import of a module inside one of ``wings`` (subpackages) from a module
+    outside it (inside functions too); importing the wing itself (its ``__init__``) is the
+    front door."""
+    root = Path(root)
+    modules = find_modules(root)
+    sites = set()
+    for e in import_edges(modules):
+        wing = _subpackage(e.imported, modules)
+        if wing in wings and e.imported != f"{root.name}.{wing}" and \
+                _subpackage(e.importer, modules) != wing:
+            sites.add((_relpath(modules[e.importer], root), e.line, e.imported, wing))
+    return [f"back-door import in {path}:{line}: {name} (import its names from "
+            f"{root.name}.{wing})" for path, line, name, wing in sorted(sites)]
+
+
 def missing_inits(root) -> List[str]:
     root = Path(root)
     folders = sorted({p.parent for p in _source_files(root)})
@@ -641,13 +663,13 @@ def layout_problems(root) -> List[str]:
     """Every problem, in the order: cycles, subpackages importing each other, modules at the
     root, imports inside functions, launcher imports, runner calls outside the launcher, long
     stage drivers, long ``*_main`` commands, a thick ``api.py``, imports of the test fixtures,
-    missing ``__init__.py``, long modules, long functions, dates and commit hashes, broken links
+    back-door imports of a wing, missing ``__init__.py``, long modules, long functions, dates and commit hashes, broken links
     to ``docs/decisions.md``, machine facts in the README, too many callers of the content
     digest."""
     return import_cycles(root) + package_cycles(root) + root_modules(root) + \
         inner_imports(root) + \
         launcher_imports(root) + runner_calls(root) + long_stage_drivers(root) + \
-        long_mains(root) + thick_api(root) + testing_imports(root) + \
+        long_mains(root) + thick_api(root) + testing_imports(root) + back_doors(root) + \
         missing_inits(root) + long_modules(root) + long_functions(root) + history_marks(root) + \
         decision_links(root) + readme_marks(root) + digest_callers(root)
 

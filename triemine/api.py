@@ -32,14 +32,13 @@ from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from triemine.io.compression import check_uncompressed
-from triemine.errors import InputError
+from triemine.io import check_distinct, check_uncompressed, output_lock
+from triemine.errors import describe, InputError
 from triemine.filtering import formats, registry
 from triemine.filtering.selection import load_thresholds
 from triemine.mining.job import argument_name, inputs_of, job_inputs, run_job
 from triemine.mining.options import MineOptions
 from triemine.mining.result import MiningResult
-from triemine.io.outfile import check_distinct, describe, output_lock
 from triemine.config.settings import paths
 
 Texts = Union[str, os.PathLike, Sequence[str]]

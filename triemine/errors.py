@@ -55,3 +55,24 @@ class DamagedFile(TrieMineError):
         self.problem = problem
         self.what = what
         super().__init__(f"{self.path}: damaged {what}: {problem}")
+
+
+def describe(path) -> str:
+    """What is at ``path`` when it is not a regular file: ``"not found"``, ``"a directory,
+    not a file"``, ``"a FIFO (named pipe), not a regular file"``, ...; ``""`` for a file."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "not found" + (" (a broken symbolic link)" if os.path.islink(path) else "")
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return ""
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return f"is {what}, not a regular file"
+    return "is not a regular file"

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from triemine.io import paths
+from triemine.io import keys
 from triemine.cli import mine_main
 from triemine.distributed import ShardFailures
 from triemine.distributed.local import InlinePool
@@ -159,11 +159,11 @@ def test_embedding_shards_are_the_single_calls_bits_and_resume(tmp_path, monkeyp
     assert isinstance(again, np.memmap) and np.asarray(again).tobytes() == ref.tobytes()
     assert sorted(computed_shards(d)) == [0, 1, 2]  # reused, nothing computed
     # the merge recorded the digest of what it wrote: the kNN's keys do not read the file back
-    real = paths.file_sha256
-    monkeypatch.setattr(paths, "file_sha256", lambda path: pytest.fail(f"{path} read whole"))
-    assert paths.content_sha256(tmp_path / "e.npy") == hashlib.sha256(
+    real = keys.file_sha256
+    monkeypatch.setattr(keys, "file_sha256", lambda path: pytest.fail(f"{path} read whole"))
+    assert keys.content_sha256(tmp_path / "e.npy") == hashlib.sha256(
         (tmp_path / "e.npy").read_bytes()).hexdigest()
-    monkeypatch.setattr(paths, "file_sha256", real)
+    monkeypatch.setattr(keys, "file_sha256", real)
     data = (tmp_path / "e.npy").read_bytes()
     (tmp_path / "e.npy").write_bytes(data[: len(data) // 2])  # truncated: merged again
     fixed = embed_sharded("use", corpus, len(texts), tmp_path / "e.npy", InlinePool(), lines=256)

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from triemine.io import checksum, paths
+from triemine.io import checksum, keys
 from triemine.errors import DamagedFile
 
 
@@ -74,7 +74,7 @@ def test_content_digest_sees_a_same_size_mid_file_edit_with_the_mtime_restored(t
     p = tmp_path / "big.txt"
     data = bytearray(os.urandom(3 << 20))  # over the old head/tail stamp's 2 MiB
     p.write_bytes(bytes(data))
-    first = paths.content_sha256(p)
+    first = keys.content_sha256(p)
     st = os.stat(p)
     data[len(data) // 2] ^= 1
     with open(p, "r+b") as f:
@@ -82,7 +82,7 @@ def test_content_digest_sees_a_same_size_mid_file_edit_with_the_mtime_restored(t
         f.write(bytes(data[len(data) // 2:len(data) // 2 + 1]))
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert os.stat(p).st_size == st.st_size and os.stat(p).st_mtime_ns == st.st_mtime_ns
-    assert paths.content_sha256(p) == paths.file_sha256(p) != first
+    assert keys.content_sha256(p) == keys.file_sha256(p) != first
 
 
 def test_garbage_in_a_line_index_is_a_damaged_index_rebuilt(tmp_path):

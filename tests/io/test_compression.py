@@ -16,7 +16,7 @@ from triemine.io import compression
 from triemine.io.compression import CODECS, plain_copy
 from triemine.io.corpus import open_corpus, read_corpus
 from triemine.errors import InputError
-from triemine.io.paths import content_sha256
+from triemine.io.keys import content_sha256
 
 COMPRESS = {".gz": lambda b: gzip.compress(b, mtime=0), ".xz": lzma.compress,
             ".zst": lambda b: zstandard.ZstdCompressor(write_checksum=True).compress(b)}

@@ -171,37 +171,37 @@ def test_content_digest_is_read_once_per_version_of_a_file(tmp_path, monkeypatch
     import hashlib
     import json
 
-    from triemine.io import paths
+    from triemine.io import keys
 
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
     p = tmp_path / "big.bin"
     data = bytearray(np.random.default_rng(0).integers(0, 256, 3 << 20, dtype=np.uint8).tobytes())
     p.write_bytes(bytes(data))
     want = hashlib.sha256(bytes(data)).hexdigest()
-    assert paths.content_sha256(p) == want == paths.file_sha256(p)
+    assert keys.content_sha256(p) == want == keys.file_sha256(p)
     reads = []
-    real = paths.file_sha256
-    monkeypatch.setattr(paths, "file_sha256", lambda path: reads.append(path) or real(path))
-    assert paths.content_sha256(p) == want and reads == []  # from the digest file
+    real = keys.file_sha256
+    monkeypatch.setattr(keys, "file_sha256", lambda path: reads.append(path) or real(path))
+    assert keys.content_sha256(p) == want and reads == []  # from the digest file
 
     data[(3 << 20) // 2] ^= 0xFF  # the middle changed (same size), the file is newer: read again
     p.write_bytes(bytes(data))
     os.utime(p, ns=(p.stat().st_atime_ns, p.stat().st_mtime_ns + 10**9))
-    assert paths.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest() != want
+    assert keys.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest() != want
     assert len(reads) == 1
 
-    saved = paths._digest_path(os.path.realpath(p))
+    saved = keys._digest_path(os.path.realpath(p))
     saved.write_text("{not json", encoding="utf-8")  # a damaged digest file: named, rewritten
-    with caplog.at_level(logging.WARNING, logger="triemine.io.paths"):
-        assert paths.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest()
+    with caplog.at_level(logging.WARNING, logger="triemine.io.keys"):
+        assert keys.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest()
     assert len(reads) == 2 and str(saved) in caplog.text
-    assert json.loads(saved.read_text(encoding="utf-8"))["data"]["stamp"] == paths.file_stamp(p)
+    assert json.loads(saved.read_text(encoding="utf-8"))["data"]["stamp"] == keys.file_stamp(p)
     raw = saved.read_bytes()  # a digit of the digest changed, the JSON still parses: named too
     at = raw.index(b'"sha256": "') + 11
     saved.write_bytes(raw[:at] + (b"0" if raw[at:at + 1] != b"0" else b"1") + raw[at + 1:])
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="triemine.io.paths"):
-        assert paths.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest()
+    with caplog.at_level(logging.WARNING, logger="triemine.io.keys"):
+        assert keys.content_sha256(p) == hashlib.sha256(bytes(data)).hexdigest()
     assert len(reads) == 3 and "checksum mismatch" in caplog.text
     with pytest.raises(FileNotFoundError):
-        paths.content_sha256(tmp_path / "missing.bin")
+        keys.content_sha256(tmp_path / "missing.bin")

@@ -128,7 +128,7 @@ def test_model_dir_loads_without_the_plugin_in_a_fresh_process(tiny_model_dir):
 
 def test_weights_digest_is_the_checkpoint_sha256_prefix(tiny_model, tiny_model_dir, tmp_path):
     from triemine.models.model_dir import WEIGHTS_DIGEST_CHARS, weights_digest
-    from triemine.io.paths import file_sha256
+    from triemine.io.keys import file_sha256
 
     expected = file_sha256(tiny_model_dir / "checkpoint.pt")[:WEIGHTS_DIGEST_CHARS]
     assert WEIGHTS_DIGEST_CHARS == 16

@@ -209,6 +209,22 @@ def test_only_the_testing_folder_imports_the_test_fixtures(tmp_path):
     assert check_layout.layout_problems(root) == check_layout.testing_imports(root)
 
 
+def test_the_io_wing_is_entered_by_its_front_door(tmp_path):
+    root = _layered(tmp_path)
+    _write(root, "io/__init__.py", "from pkg.io.files import atomic_write\n")
+    _write(root, "io/files.py", "from pkg.io.text import describe\natomic_write = describe\n")
+    _write(root, "io/text.py", "describe = 1\n")
+    _write(root, "filtering/f.py", "from pkg.io import atomic_write\n")
+    assert check_layout.back_doors(root) == []  # the wing's modules import each other freely
+    _write(root, "filtering/f.py", "from pkg.io import atomic_write\nfrom pkg.io import files\n")
+    _write(root, "mining/m.py", "def f():\n    from pkg.io.text import describe\n"
+           "    return describe\n")
+    assert check_layout.back_doors(root) == [
+        "back-door import in pkg/filtering/f.py:2: pkg.io.files (import its names from pkg.io)",
+        "back-door import in pkg/mining/m.py:2: pkg.io.text (import its names from pkg.io)"]
+    assert check_layout.layout_problems(root) == check_layout.back_doors(root)
+
+
 def test_main_exit_status(tmp_path, capsys):
     root = tmp_path / "clean"
     _write(root, "__init__.py", "from clean import m\n")

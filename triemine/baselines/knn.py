@@ -25,7 +25,7 @@ from triemine.baselines.base import Baseline
 from triemine.embedding.knn import knn
 from triemine.errors import InputError
 from triemine.mining.candidates import embedding_space
-from triemine.io.tsv import Mined
+from triemine.io import Mined
 
 
 def _normalised(x: np.ndarray) -> np.ndarray:

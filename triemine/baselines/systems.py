@@ -20,7 +20,7 @@ from triemine.baselines.opus_encoder import OpusEncoder
 from triemine.baselines.text import training_pairs
 from triemine.errors import InputError
 from triemine.filtering.bicleaner import score_bicleaner
-from triemine.io.paths import cache_root
+from triemine.io import cache_root
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from triemine.errors import InputError
-from triemine.io.paths import DEVSET_ZH_EN, PARALLEL_DE_EN, shared_path
+from triemine.io import DEVSET_ZH_EN, PARALLEL_DE_EN, shared_path
 
 MAX_PIECES = 64  # longer sentences are cut (BUCC sentences are rarely longer)
 PAD = 0

@@ -24,7 +24,7 @@ from triemine.models.model_dir import load_model_dir
 from triemine.distributed import make_pool
 from triemine.errors import InputError
 from triemine.filtering import formats
-from triemine.io.outfile import check_distinct, output_lock
+from triemine.io import check_distinct, output_lock
 
 PairsArg = Union[str, os.PathLike, Tuple[str, str], Sequence[Tuple[str, str]]]
 

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.scoring.calibration import Calibration, shipped_calibration
-from triemine.io.checksum import dumps_sealed, read_sealed
+from triemine.io import atomic_write, clean_cell, dumps_sealed, input_digest, read_sealed
 from triemine.cleaning.judge import (encoder_features, exact_features, language_flags,
                                      length_features)
 from triemine.cleaning.pairs import Bitext
@@ -36,10 +36,7 @@ from triemine.decoding.model_spec import inline_model_pool
 from triemine.errors import DamagedFile, InputError
 from triemine.filtering import formats
 from triemine.filtering.bicleaner import score_bicleaner
-from triemine.io.keys import input_digest
 from triemine.mining.combine import Combination, shipped
-from triemine.io.outfile import atomic_write
-from triemine.io.tsv import clean_cell
 
 logger = logging.getLogger(__name__)
 TEXT_COLUMNS = ("line", "id", "src", "tgt", "status")

@@ -28,10 +28,8 @@ import xml.parsers.expat
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-from triemine.io.compression import SUFFIXES, plain_copy
-from triemine.io.corpus import SHOWN, _decode_lines
+from triemine.io import decode_lines, plain_copy, read_bytes, SHOWN, SUFFIXES
 from triemine.errors import InputError
-from triemine.io.textfile import read_bytes
 
 PAIR_FORMATS = ("auto", "tsv", "moses", "tmx", "jsonl")
 INLINE_TMX = frozenset(("bpt", "ept", "it", "ph", "ut"))  # markup elements whose text is no text
@@ -118,7 +116,7 @@ def pair_format(paths: Sequence[str], format: str = "auto") -> str:
 def _lines(path: str) -> Tuple[List[str], dict]:
     if not os.path.isfile(path):
         raise InputError("no such file", path)
-    return _decode_lines(read_bytes(plain_copy(path), "pairs file"))
+    return decode_lines(read_bytes(plain_copy(path), "pairs file"))
 
 
 def _records(path: str, out: Bitext, lines: List[str], bad: dict):

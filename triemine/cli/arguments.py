@@ -17,9 +17,8 @@ from triemine.evaluation.bucc import bucc_files
 from triemine.evaluation.report import CURVE_PNG, HISTOGRAM_PNG
 from triemine.filtering.formats import DEFAULT
 from triemine.filtering.registry import ALIASES, SCORES
-from triemine.io.outfile import output_lock
+from triemine.io import META_SUFFIX, output_lock
 from triemine.config.settings import finite
-from triemine.io.tsv import META_SUFFIX
 import triemine.baselines as baselines  # registers the baselines' score names  # noqa: F401
 
 

@@ -7,8 +7,7 @@ import json
 from typing import Optional, Sequence
 
 from triemine.cli.arguments import run_command
-from triemine.io.compression import check_uncompressed
-from triemine.io.outfile import check_distinct
+from triemine.io import check_distinct, check_uncompressed
 from triemine.trie.build import build_trie_from_corpus
 
 

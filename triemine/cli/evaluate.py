@@ -8,8 +8,7 @@ from typing import Optional, Sequence
 from triemine.cli import arguments
 from triemine.cli.arguments import run_command
 from triemine.evaluation.pipeline import evaluate_files, write_outcome
-from triemine.io.compression import check_uncompressed
-from triemine.io.outfile import check_distinct
+from triemine.io import check_distinct, check_uncompressed
 
 
 def eval_main(argv: Optional[Sequence[str]] = None) -> int:

@@ -11,9 +11,7 @@ from triemine.errors import InputError
 from triemine.filtering import formats
 from triemine.filtering.apply import filter_tsvs, thresholds_of
 from triemine.filtering.selection import min_prob_threshold
-from triemine.io.compression import check_uncompressed
-from triemine.io.outfile import check_distinct
-from triemine.io.tsv import read_mined
+from triemine.io import check_distinct, check_uncompressed, read_mined
 import triemine.baselines as baselines  # registers the baselines' score names
 
 

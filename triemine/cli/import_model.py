@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from triemine.cli.arguments import run_command
-from triemine.io.corpus import sentences
-from triemine.io.outfile import check_distinct
-from triemine.io.paths import BUCC_ZH_EN, OPUS_MT_ZH_EN_CT2, cache_root, shared_path
+from triemine.io import (BUCC_ZH_EN, cache_root, check_distinct, OPUS_MT_ZH_EN_CT2, sentences,
+                         shared_path)
 
 
 def import_main(argv: Optional[Sequence[str]] = None) -> int:

@@ -12,7 +12,7 @@ from triemine.cli.arguments import quiet_libraries, run_command
 from triemine.config import settings
 from triemine.errors import InputError
 from triemine.filtering import formats
-from triemine.io.tsv import record_bitext
+from triemine.io import record_bitext
 from triemine.mining.options import MineOptions, flag_help_values
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from triemine.errors import InputError
-from triemine.io.textfile import read_json
+from triemine.io import read_json
 
 RECORDS = Path(__file__).resolve().parent / "records"
 RECORD_VERSION = 1

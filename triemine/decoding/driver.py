@@ -28,8 +28,8 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from triemine.io.checksum import crc32_range
-from triemine.io.corpus import open_pair, skipped_counts
+from triemine.io import (count_rows, crc32_range, open_pair, prepare_resume, skipped_counts,
+                         write_meta, write_progress)
 from triemine.decoding.batching import plan_blocks
 from triemine.decoding.matches import match_rows
 from triemine.decoding.model_spec import model_spec
@@ -45,7 +45,6 @@ from triemine.distributed.stage import Stage, StageRun, run_stage, stage_key
 from triemine.errors import InputError
 from triemine.scoring.prior import get_node_priors
 from triemine.config.settings import key_of
-from triemine.io.tsv import count_rows, prepare_resume, write_meta, write_progress
 
 
 @dataclass

@@ -25,9 +25,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from triemine.errors import InputError, OutputError
-from triemine.io.checksum import cached_npy, write_npy
-from triemine.io.keys import input_digest
-from triemine.io.paths import cache_root
+from triemine.io import cache_root, cached_npy, input_digest, write_npy
 
 logger = logging.getLogger(__name__)
 

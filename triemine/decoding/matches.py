@@ -14,7 +14,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.io.tsv import format_rows
+from triemine.io import format_rows
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from triemine.decoding.batching import block_batches, plan_blocks
 from triemine.decoding.lengths import SHOWN, LengthLimits, model_token_lengths, too_long
 from triemine.decoding.matches import Match, to_matches
 from triemine.decoding.settings import SearchSettings
+from triemine.trie.build import check_trie_dict
 
 
 def source_lengths(model, texts: Sequence[str], path=None, max_length: Optional[int] = None
@@ -60,9 +61,9 @@ def build_generator(model, trie, search: SearchSettings = SearchSettings(), *,
                     debug: bool = False, node_prior=None):
     """The Algorithm-1 generator constrained by ``trie`` (mode, beam and prior weight of
     ``search``)."""
-    from triemine.decoding import generator, search as searches, task  # heavy: torch, fairseq
+    from triemine.decoding import generator, search as searches  # heavy: torch, fairseq
 
-    task.check_trie_dict(trie, model.tgt_dict, getattr(trie, "path", None))
+    check_trie_dict(trie, model.tgt_dict, getattr(trie, "path", None))
     constrain = searches.TrieConstrainedBeamSearch(model.tgt_dict, trie, search.mode,
                                                    debug=debug, node_prior=node_prior,
                                                    prior_weight=search.prior_weight)

@@ -14,7 +14,7 @@ from typing import List, Optional
 from triemine.decoding.batching import (MIN_BLOCKS, SORT_WINDOW, block_size, device_batch,
                                         resolve_batch_size)
 from triemine.config.settings import finite, setting
-from triemine.io.tsv import column_order
+from triemine.io import column_order
 
 PAPER_BEAM = 90               # the paper's beam for the trie search alone
 DEFAULT_SHARD_SOURCES = 256   # a shard of the search holds at least this many sources, or

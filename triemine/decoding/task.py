@@ -31,7 +31,7 @@ from triemine.decoding.search import TrieConstrainedBeamSearch
 from triemine.errors import InputError
 from triemine.models import marian  # noqa: F401  (registers the Marian architectures)
 from triemine.trie import Trie
-from triemine.trie.build import dictionary_fingerprint
+from triemine.trie.build import check_trie_dict
 
 TASK_NAME = "trie_translation"
 
@@ -41,26 +41,6 @@ def load_trie_for_dict(path, tgt_dict):
     trie = Trie.load(path)
     check_trie_dict(trie, tgt_dict, path)
     return trie
-
-
-def check_trie_dict(trie, tgt_dict, path=None) -> None:
-    """Raise :class:`InputError` if ``trie`` was built for another dictionary than ``tgt_dict``."""
-    meta = getattr(trie, "metadata", {}) or {}
-    if int(trie.eos) != tgt_dict.eos():
-        raise InputError(f"trie EOS id {trie.eos} differs from the model dictionary's "
-                         f"{tgt_dict.eos()}: trie built for another dictionary", path)
-    size = meta.get("dict_size")
-    if size is not None and int(size) != len(tgt_dict):
-        raise InputError(f"trie built for a dictionary of {size} symbols, the model's has "
-                         f"{len(tgt_dict)}: rebuild the trie with this model", path)
-    fp = meta.get("dict_fingerprint")
-    if fp is not None and fp != dictionary_fingerprint(tgt_dict):
-        raise InputError("trie built for another dictionary (fingerprint differs): rebuild it "
-                         "with this model's target dictionary", path)
-    keys = getattr(trie, "keys", None)
-    if keys is not None and len(keys) > 1 and int(keys[1:].max()) >= len(tgt_dict):
-        raise InputError(f"trie holds token id {int(keys[1:].max())} but the model dictionary "
-                         f"has {len(tgt_dict)} symbols", path)
 
 
 @dataclass

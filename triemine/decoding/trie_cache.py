@@ -14,12 +14,8 @@ from typing import List, Tuple
 
 import numpy as np
 
-from triemine.io.checksum import discard
+from triemine.io import atomic_write, cache_root, discard, input_digest, read_bytes
 from triemine.errors import DamagedFile, InputError, TrieFormatError
-from triemine.io.keys import input_digest
-from triemine.io.outfile import atomic_write
-from triemine.io.paths import cache_root
-from triemine.io.textfile import read_bytes
 from triemine.trie import FORMAT_VERSION, Trie
 from triemine.trie.build import build_trie_from_corpus, dictionary_fingerprint
 

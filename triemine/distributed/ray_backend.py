@@ -42,7 +42,7 @@ from triemine.distributed.local import cpu_cores
 from triemine.distributed.ray_connect import ANSI_ESCAPE, connect, first_line
 from triemine.distributed.worker import FAULTS_ENV, ShardWorker
 from triemine.errors import TrieMineError
-from triemine.io.paths import cache_root
+from triemine.io import cache_root
 
 log = logging.getLogger(__name__)
 

@@ -44,9 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
-from triemine.io.checksum import crc32_range, json_crc32
+from triemine.io import atomic_write, crc32_range, json_crc32
 from triemine.errors import InputError, OutputError, TrieMineError
-from triemine.io.outfile import atomic_write
 
 MANIFEST = "manifest.json"
 LOG = "manifest.log"

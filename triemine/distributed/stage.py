@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from triemine.distributed.shards import (MANIFEST, Shard, ShardStore, execute_all, plan_shards,
                                          progress_bar, read_key, shard_stats)
-from triemine.io.keys import KEY_VERSION, input_digests, older_key
+from triemine.io import input_digests, KEY_VERSION, older_key
 
 # a plan: the shards themselves, or ``(boundaries, n, size)`` for plan_shards
 Plan = Union[Sequence[Shard], Tuple[Sequence[int], int, int]]

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Hashable, Protocol, Sequence, Tuple
 
-from triemine.io.corpus import open_corpus
+from triemine.io import open_corpus
 
 
 class Resource(Protocol):

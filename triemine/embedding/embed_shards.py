@@ -17,14 +17,12 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.io.checksum import TRAILER, cached_npy, load_npy, npy_writer
+from triemine.io import cached_npy, load_npy, npy_header, npy_writer, remember_sha256, TRAILER
 from triemine.distributed.local import InlinePool
 from triemine.distributed.shards import SHARDS_SUFFIX
 from triemine.distributed.stage import Stage, StageRun, npy_payload, run_stages
 from triemine.distributed.tasks import Corpus, WorkerContext
 from triemine.embedding.encoders import ENCODERS, get_encoder
-from triemine.io.outfile import npy_header
-from triemine.io.paths import remember_sha256
 
 
 @dataclass(frozen=True)

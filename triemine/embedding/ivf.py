@@ -24,7 +24,7 @@ from typing import Optional
 
 import numpy as np
 
-from triemine.io.checksum import crc32_range
+from triemine.io import crc32_range
 from triemine.embedding.knn import set_faiss
 from triemine.errors import OutputError
 

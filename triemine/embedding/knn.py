@@ -23,7 +23,7 @@ from typing import Optional
 
 import numpy as np
 
-from triemine.io.checksum import load_npy, npy_writer
+from triemine.io import load_npy, npy_writer
 from triemine.errors import OutputError
 
 # the kNN searches a job may ask for (triemine.embedding.knn_shards.knn_method: auto picks by size)

@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from triemine.io.checksum import cached_npy, load_npy, npy_writer, write_npy
+from triemine.io import cached_npy, load_npy, npy_writer, write_npy
 from triemine.distributed.shards import SHARDS_SUFFIX, Shard, ShardStore
 from triemine.distributed.stage import (Stage, npy_payload, run_stage, run_stages,
                                         stage_key)

@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 
-from triemine.io.corpus import read_corpus
-from triemine.errors import InputError
-from triemine.io.textfile import describe, read_text
-from triemine.io.tsv import Mined
+from triemine.io import Mined, read_corpus, read_text
+from triemine.errors import describe, InputError
 
 _BUCC_NAME = re.compile(r"^(?P<l1>[^.\-]+)-(?P<l2>[^.\-]+)\.(?P<split>[^.]+)\.(?P<kind>[^.]+)$")
 

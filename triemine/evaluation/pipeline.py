@@ -29,7 +29,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from triemine.io.compression import write_output
+from triemine.io import META_SUFFIX, Mined, read_mined, write_output
 from triemine.errors import InputError
 from triemine.evaluation.bucc import BuccSet, _lang_of, check_mined_ids, read_bucc
 from triemine.evaluation import report
@@ -39,7 +39,6 @@ from triemine.filtering import registry
 from triemine.filtering.rules import PRF
 from triemine.filtering.selection import (default_selection, load_thresholds, mined_prob,
                                           write_thresholds)
-from triemine.io.tsv import META_SUFFIX, Mined, read_mined
 
 @dataclass
 class Direction:

@@ -31,8 +31,7 @@ import numpy as np
 
 from triemine.scoring.calibration import ece, reliability
 from triemine.filtering.rules import threshold_curve
-from triemine.io.compression import write_output
-from triemine.io.outfile import atomic_write
+from triemine.io import atomic_write, write_output
 
 CURVE_PNG = "threshold_curve.png"
 HISTOGRAM_PNG = "score_histogram.png"

@@ -15,7 +15,7 @@ import numpy as np
 from triemine.errors import InputError
 from triemine.filtering import registry
 from triemine.filtering.selection import choose, load_thresholds, write_pairs, write_union
-from triemine.io.tsv import Mined, record_bitext, write_mined
+from triemine.io import Mined, record_bitext, write_mined
 
 THRESHOLD_FLAGS = "--thresholds, --ce-max, --bicleaner-min or --threshold"
 

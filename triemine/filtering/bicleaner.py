@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from triemine.errors import TrieMineError
-from triemine.io.paths import cache_root, repo_root
+from triemine.io import cache_root, repo_root
 
 SETUP_HINT = ("build it with: bash scripts/bicleaner_setup.sh && "
               ".venv-bicleaner/bin/python scripts/bicleaner_train.py")

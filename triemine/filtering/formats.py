@@ -41,10 +41,8 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import numpy as np
 
 from triemine import __version__
-from triemine.io.compression import SUFFIXES, codec_of_name, output_file
+from triemine.io import atomic_open, clean_cell, codec_of_name, column_order, output_file, SUFFIXES
 from triemine.errors import InputError, OutputError
-from triemine.io.outfile import atomic_open
-from triemine.io.tsv import clean_cell, column_order
 
 logger = logging.getLogger(__name__)
 

@@ -31,9 +31,7 @@ from triemine.scoring.calibration import shipped_calibration
 from triemine.config.configurations import DEFAULT, NAMES, PAPER, configuration
 from triemine.errors import InputError
 from triemine.filtering import formats, registry
-from triemine.io.outfile import write_text
-from triemine.io.textfile import read_json
-from triemine.io.tsv import META_SUFFIX
+from triemine.io import META_SUFFIX, read_json, write_text
 
 THRESHOLDS_VERSION = 1
 # how each configuration's TSV is selected and thresholded: (rule, rank_by, filter), from the

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from triemine.io.checksum import dumps_sealed, read_sealed
-from triemine.errors import DamagedFile, InputError
+from triemine.errors import DamagedFile, InputError, describe
 from triemine.io.outfile import _pid_alive, atomic_open, atomic_write
-from triemine.io.paths import cache_root, content_sha256, remember_sha256
-from triemine.io.textfile import describe
+from triemine.io.keys import content_sha256, remember_sha256
+from triemine.io.paths import cache_root
 
 logger = logging.getLogger(__name__)
 

@@ -29,11 +29,10 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.io.compression import plain_copy
-from triemine.errors import InputError
-from triemine.io.keys import input_digest
+from triemine.errors import InputError, describe
+from triemine.io.keys import file_stamp, input_digest
 from triemine.io.lineindex import BOM, load_or_build
-from triemine.io.paths import file_stamp
-from triemine.io.textfile import describe, read_bytes
+from triemine.io.textfile import read_bytes
 
 FORMATS = ("auto", "plain", "tsv")
 logger = logging.getLogger(__name__)
@@ -79,7 +78,7 @@ class Corpus:
                 f"empty lines, never mined): {shown}{'; ...' if n > len(self.problems) else ''}")
 
 
-def _decode_lines(data: bytes, first: int = 1) -> Tuple[List[str], Dict[int, str]]:
+def decode_lines(data: bytes, first: int = 1) -> Tuple[List[str], Dict[int, str]]:
     """The lines of ``data`` (numbered from ``first``; a leading BOM dropped) and the problem of
     each line that is not UTF-8 (its text ``""``)."""
     if first == 1 and data.startswith(BOM):
@@ -197,7 +196,7 @@ def read_corpus(path: os.PathLike | str, format: str = "auto") -> Corpus:
     :class:`InputError` naming the file and the first bad line."""
     _check_format(format)
     p = os.fspath(path)
-    lines, bad = _decode_lines(read_bytes(plain_copy(p), "corpus file"))
+    lines, bad = decode_lines(read_bytes(plain_copy(p), "corpus file"))
     if format == "auto":
         format = _auto_format(p, *tsv_votes(lines))
     ids, texts, empty, skipped = _parse_lines(lines, format, 1, {}, bad)
@@ -219,7 +218,7 @@ class _Lines(Sequence[str]):
         self._buf, self._off, self._fmt, self._field = buf, offsets, format, field
         self._path = path  # the corpus, as messages name it
         self._data = data or path  # the file mapped: the corpus, or its decompressed copy
-        self._stamp = stamp  # the file's stamp (triemine.io.paths.file_stamp) as it was mapped
+        self._stamp = stamp  # the file's stamp (triemine.io.keys.file_stamp) as it was mapped
         self._skipped = np.zeros(0, dtype=np.int64) if skipped is None else skipped  # sorted
 
     def __len__(self) -> int:
@@ -298,7 +297,7 @@ def _validate(path: str, format: str):
         looks = non_blank = 0
         for a in range(0, n, CHUNK_LINES):
             b = min(a + CHUNK_LINES, n)
-            lines, bad = _decode_lines(bytes(buf[int(offsets[a]):int(offsets[b])]), a + 1)
+            lines, bad = decode_lines(bytes(buf[int(offsets[a]):int(offsets[b])]), a + 1)
             if format == "auto":
                 votes = tsv_votes(lines)
                 looks, non_blank = looks + votes[0], non_blank + votes[1]

@@ -40,8 +40,8 @@ import numpy as np
 
 from triemine.io.outfile import atomic_write
 from triemine.io.checksum import crc32_range
-from triemine.io.keys import input_digest
-from triemine.io.paths import cache_name, cache_root, file_stamp
+from triemine.io.keys import file_stamp, input_digest
+from triemine.io.paths import cache_name, cache_root
 
 MAGIC = b"TMLINES1"
 VERSION = 3                  # 2: the skipped lines; 3: the corpus digest, the checksum
@@ -145,7 +145,7 @@ def open_mmap(path):
 def load_or_build(corpus_path, format: str, build: Callable[[object, np.ndarray], dict],
                   cache: Optional[Path] = None, label=None):
     """``(header, offsets, empty, skipped, mmap)`` of ``corpus_path``'s index (``header["stamp"]``:
-    the corpus's :func:`~triemine.io.paths.file_stamp`, taken before it was mapped), built with
+    the corpus's :func:`~triemine.io.keys.file_stamp`, taken before it was mapped), built with
     ``build(mmap, offsets) -> header fields`` (which validates the lines and finds the empty and
     the skipped ones) when there is no usable one; an unusable one is named in a warning with its
     reason, then rebuilt (``label``: the corpus as warnings name it, default ``corpus_path``;

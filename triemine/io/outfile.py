@@ -19,8 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
-from triemine.errors import InputError, OutputError
-from triemine.io.textfile import describe
+from triemine.errors import InputError, OutputError, describe
 
 
 @contextmanager

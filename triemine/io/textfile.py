@@ -12,7 +12,7 @@ import os
 from contextlib import contextmanager
 from typing import Any
 
-from triemine.errors import InputError
+from triemine.errors import InputError, describe
 
 BOM = "\ufeff"
 
@@ -28,27 +28,6 @@ def decode_utf8(data: bytes, path, first_line: int = 1) -> str:
         raise InputError(f"invalid UTF-8 at byte {col} of the line ({exc.reason})", path,
                          line) from None
     return text[1:] if text.startswith(BOM) and first_line == 1 else text
-
-
-def describe(path) -> str:
-    """What is at ``path`` when it is not a regular file: ``"not found"``, ``"a directory,
-    not a file"``, ``"a FIFO (named pipe), not a regular file"``, ...; ``""`` for a file."""
-    import stat
-
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "not found" + (" (a broken symbolic link)" if os.path.islink(path) else "")
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror})"
-    if stat.S_ISREG(mode):
-        return ""
-    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return f"is {what}, not a regular file"
-    return "is not a regular file"
 
 
 @contextmanager

@@ -39,9 +39,9 @@ import numpy as np
 
 from triemine.io.checksum import crc32_range, json_crc32
 from triemine.io.compression import plain_copy
-from triemine.errors import InputError
+from triemine.errors import InputError, describe
 from triemine.io.keys import older_key
-from triemine.io.outfile import atomic_write, describe, write_text
+from triemine.io.outfile import atomic_write, write_text
 from triemine.io.textfile import decode_utf8, open_binary, read_bytes, read_json
 
 REQUIRED_COLUMNS = ("src_id", "tgt_id", "score", "ce_word", "ce_token", "src", "tgt")

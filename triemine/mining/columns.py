@@ -31,9 +31,8 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 
 from triemine.mining.candidates import CandidateSet
-from triemine.io.checksum import TRAILER, dumps_sealed, npy_writer, read_sealed, verify_npy
+from triemine.io import atomic_write, dumps_sealed, npy_writer, read_sealed, TRAILER, verify_npy
 from triemine.errors import DamagedFile
-from triemine.io.outfile import atomic_write
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from triemine.config.configurations import combination_names, configuration
 from triemine.errors import InputError
-from triemine.io.textfile import read_json
+from triemine.io import read_json
 
 
 

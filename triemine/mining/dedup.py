@@ -48,12 +48,10 @@ from typing import Callable, Dict, Sequence
 
 import numpy as np
 
-from triemine.io.checksum import crc32_range, discard, dumps_sealed, load_npy, read_sealed, write_npy
-from triemine.io.corpus import open_corpus
+from triemine.io import (atomic_write, column_order, crc32_range, discard, dumps_sealed,
+                         input_digest, load_npy, open_corpus, read_meta, read_mined, read_sealed,
+                         write_mined, write_npy)
 from triemine.errors import DamagedFile, InputError
-from triemine.io.keys import input_digest
-from triemine.io.outfile import atomic_write
-from triemine.io.tsv import column_order, read_meta, read_mined, write_mined
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from typing import Callable, Dict, Iterable, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from triemine.io.checksum import cached_npy, load_npy, npy_writer, write_npy
+from triemine.io import cached_npy, load_npy, npy_writer, write_npy
 from triemine.decoding.matches import ce_token, ce_word, pmi, word_count
 from triemine.mining.candidates import CandidateSet
 from triemine.scoring import forced_scoring

@@ -24,7 +24,7 @@ from triemine.mining.candidates import CandidateSet
 from triemine.mining.columns import ColumnStore, write_set
 from triemine.mining.features import derived
 from triemine.mining.stages import stage_dir
-from triemine.io.tsv import column_order, write_row_blocks
+from triemine.io import column_order, write_row_blocks
 
 # candidates per block: the driver holds one block's columns, texts and formatted rows (tens of
 # MB), not every candidate's (hundreds of GB at 10^8 sources)

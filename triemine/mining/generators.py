@@ -31,7 +31,7 @@ from triemine.mining.columns import ColumnStore
 from triemine.mining.stages import cache_dir, stage
 from triemine.mining.translate_shards import cached_translations
 from triemine.scoring.prior import get_node_priors
-from triemine.io.tsv import mined_blocks
+from triemine.io import mined_blocks
 
 
 @dataclass

@@ -11,13 +11,11 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from triemine.io.compression import check_uncompressed
+from triemine.io import check_distinct, check_uncompressed, Mined, read_mined, write_mined
 from triemine.errors import InputError
 from triemine.filtering import formats
 from triemine.filtering.selection import Selection, choose, write_pairs
 from triemine.mining.dedup import expand_rows, side_maps
-from triemine.io.outfile import check_distinct
-from triemine.io.tsv import Mined, read_mined, write_mined
 
 # below this many lines on a side, a shipped threshold is applied with a warning (the ratio
 # margin's neighbourhoods, which the threshold was tuned with, need corpora of some size)

@@ -31,14 +31,13 @@ from typing import Any, Callable, Dict, Optional, Sequence, Set
 
 import numpy as np
 
-from triemine.io.checksum import dumps_sealed, read_sealed
-from triemine.io.corpus import open_pair, skipped_counts
+from triemine.io import (atomic_write, dumps_sealed, older_key, open_pair, read_sealed,
+                         skipped_counts)
 from triemine.decoding import lengths
 from triemine.models.fingerprint import model_fingerprint
 from triemine.embedding.knn import search_arithmetic
 from triemine.distributed.stage import stage_key
 from triemine.errors import DamagedFile, InputError
-from triemine.io.keys import older_key
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.combine import Combination, shipped
 from triemine.mining.features import PRIOR, ScoreJob, derivable, prior_range, prior_table
@@ -48,7 +47,6 @@ from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, load_scored
 from triemine.mining.generators import REGISTRY, Job, origin_counts
 from triemine.mining.stages import cache_dir, stage_dir
 from triemine.mining.options import MineOptions
-from triemine.io.outfile import atomic_write
 from triemine.scoring import forced_scoring
 from triemine.config.settings import key_of
 

@@ -10,7 +10,7 @@ from typing import Callable, Optional, Sequence
 
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.columns import ColumnStore, write_set, write_store
-from triemine.io.paths import cache_root
+from triemine.io import cache_root
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from triemine.io.checksum import discard, dumps_sealed, read_sealed
-from triemine.io.corpus import open_corpus
+from triemine.io import atomic_write, discard, dumps_sealed, file_sha256, open_corpus, read_sealed
 from triemine.models.fingerprint import model_fingerprint
 from triemine.decoding.model_spec import ModelSpec, model_spec
 from triemine.distributed.shards import SHARDS_SUFFIX
@@ -27,8 +26,6 @@ from triemine.errors import DamagedFile
 from triemine.mining.features import corpus_key
 from triemine.mining.translate import (TRANSLATE_BATCH, make_translator, sub_batch,
                                        translate_lines, translation_backend)
-from triemine.io.outfile import atomic_write
-from triemine.io.paths import file_sha256
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
-from triemine.errors import InputError
-from triemine.io.keys import input_digest
-from triemine.io.textfile import describe
+from triemine.errors import describe, InputError
+from triemine.io import input_digest
 from triemine.models.checkpoint import load_ensemble
 
 logger = logging.getLogger(__name__)

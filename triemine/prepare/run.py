@@ -19,10 +19,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from triemine.io.corpus import tsv_votes
+from triemine.io import check_distinct, tsv_votes, write_output
 from triemine.errors import InputError
-from triemine.io.compression import write_output
-from triemine.io.outfile import check_distinct
 from triemine.prepare.filters import FILTERS, Batch, clean, normalise
 from triemine.prepare.scripts import scripts_for
 from triemine.prepare.textio import open_output, read_batches

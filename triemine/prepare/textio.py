@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 from typing import Iterator, List
 
-from triemine.io.compression import BLOCK, decompressed, output_file, sniff
-from triemine.io.textfile import open_binary
+from triemine.io import BLOCK, decompressed, open_binary, output_file, sniff
 
 
 def _blocks(path, what: str) -> Iterator[bytes]:

@@ -21,7 +21,7 @@ from typing import Optional
 
 import numpy as np
 
-from triemine.io.checksum import cached_npy, load_npy, write_npy
+from triemine.io import cached_npy, load_npy, write_npy
 from triemine.scoring import forced_scoring
 
 logger = logging.getLogger(__name__)

@@ -14,9 +14,8 @@ from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
-from triemine.io.corpus import Corpus, read_corpus
+from triemine.io import Corpus, file_sha256, read_corpus
 from triemine.errors import InputError
-from triemine.io.paths import file_sha256
 from triemine.trie.core import FORMAT_VERSION, Trie
 
 UNK_POLICIES = ("error", "map")
@@ -242,3 +241,23 @@ def _distinct(alts):
             seen.add(t)
             out.append(list(a))
     return out
+
+
+def check_trie_dict(trie, tgt_dict, path=None) -> None:
+    """Raise :class:`InputError` if ``trie`` was built for another dictionary than ``tgt_dict``."""
+    meta = getattr(trie, "metadata", {}) or {}
+    if int(trie.eos) != tgt_dict.eos():
+        raise InputError(f"trie EOS id {trie.eos} differs from the model dictionary's "
+                         f"{tgt_dict.eos()}: trie built for another dictionary", path)
+    size = meta.get("dict_size")
+    if size is not None and int(size) != len(tgt_dict):
+        raise InputError(f"trie built for a dictionary of {size} symbols, the model's has "
+                         f"{len(tgt_dict)}: rebuild the trie with this model", path)
+    fp = meta.get("dict_fingerprint")
+    if fp is not None and fp != dictionary_fingerprint(tgt_dict):
+        raise InputError("trie built for another dictionary (fingerprint differs): rebuild it "
+                         "with this model's target dictionary", path)
+    keys = getattr(trie, "keys", None)
+    if keys is not None and len(keys) > 1 and int(keys[1:].max()) >= len(tgt_dict):
+        raise InputError(f"trie holds token id {int(keys[1:].max())} but the model dictionary "
+                         f"has {len(tgt_dict)} symbols", path)

@@ -18,7 +18,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.errors import TrieFormatError
-from triemine.io.outfile import atomic_open
+from triemine.io import atomic_open
 
 MAGIC = b"TRIEMINE"
 FORMAT_VERSION = 1

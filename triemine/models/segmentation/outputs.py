@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from triemine.models.segmentation.pieces import BOS, EOS, HAN, SPACE, UNK, find_source_spm
-from triemine.io.paths import cache_root
+from triemine.io import cache_root
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
-from triemine.io.corpus import read_corpus
+from triemine.io import DEVSET_ZH_EN, OPUS_MT_ZH_EN_CT2, read_corpus, shared_path
 from triemine.errors import InputError
 from triemine.models.ct2_reader import read_ct2_model
 from triemine.models.segmentation.outputs import apply_output_counts, model_outputs
@@ -16,7 +16,6 @@ from triemine.models.segmentation.pieces import (alignable, build_proto, detoken
                                                  find_source_spm, load_model_proto, write_proto)
 from triemine.models.segmentation.prior import decoder_output_bias, rank_prior
 from triemine.models.segmentation.refine import refine_scores
-from triemine.io.paths import DEVSET_ZH_EN, OPUS_MT_ZH_EN_CT2, shared_path
 
 logger = logging.getLogger(__name__)
 
