@@ -13,4 +13,5 @@ extensions = [
     )
 ]
 
-setup(ext_modules=cythonize(extensions, language_level=3, compiler_directives={"embedsignature": True}))
+setup(ext_modules=cythonize(extensions, language_level=3,
+                            compiler_directives={"embedsignature": True}))

@@ -15,7 +15,8 @@ The results directory is ``--results-dir``, else ``$TRIEMINE_BENCH_RESULTS``, el
 Peak memory (``peak_rss_mb``): ``self`` and ``children`` are ``getrusage``'s ``ru_maxrss`` of this
 process and of its waited-for descendants (the largest single one, not their sum; a process not
 yet waited for, such as a still-running pool worker or a daemon started by Ray that outlives the
-run, is missing). With psutil (installed, or the copy Ray ships), ``tree`` is the largest sum of the resident sets of this
+run, is missing). With psutil (installed, or the copy Ray ships), ``tree`` is the largest sum of the
+resident sets of this
 process and all its descendants seen by a sampler every ``SAMPLE_S`` seconds (it sees concurrent
 workers, Ray's included, but misses peaks shorter than a sample; ``tree_by`` names it); without
 psutil both are ``None``.
@@ -396,7 +397,8 @@ def bucc_sets(work, quick: bool) -> dict:
     from triemine.evaluation.slices import write_bucc_slice
     from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, shared_path
 
-    sets = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"), "transfer": (DEVSET_ZH_EN, "zh-en.dev.gold")}
+    sets = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"), "transfer": (DEVSET_ZH_EN,
+                                                                      "zh-en.dev.gold")}
     golds = {}
     for key, (where, name) in sets.items():
         gold = shared_path(*where, name)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""BUCC zh-en mining benchmark: every configuration, tuned on the sample, transferred to unseen data.
+"""BUCC zh-en mining benchmark: every configuration, tuned on the sample, transferred to unseen
+data.
 
 For each configuration, one run mines the BUCC 2018 zh-en **sample** and the zh-en **transfer set**
 (``shared/data/devsets/zh-en``, BUCC layout, never tuned on) and prints, with the same evaluation
@@ -183,14 +184,17 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
         print(o.signature("strict"), flush=True)
     print(tuned.signature("heldout-strict", tuned.heldout_strict), flush=True)
     return {"threshold": th["zh-en"], "rule": rule, "filter": filt, **extra,
-            "sample_tuned": tuned.strict.as_dict(), "sample_heldout": tuned.heldout_strict.as_dict(),
-            "transfer": transfer.strict.as_dict(), "transfer_tuned": transfer_tuned.strict.as_dict()}
+            "sample_tuned": tuned.strict.as_dict(),
+            "sample_heldout": tuned.heldout_strict.as_dict(),
+            "transfer": transfer.strict.as_dict(),
+            "transfer_tuned": transfer_tuned.strict.as_dict()}
 
 
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="small slices of both sets (< 1 min)")
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"subset of {','.join(CONFIGS)}")
-    ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap.add_argument("--model", default=None,
+                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep (and resume) the mined TSVs in this folder")
     args = ap.parse_args(argv)
     configs = ap.names(args.configs, CONFIGS, "configuration")
@@ -207,7 +211,8 @@ def main(argv=None) -> int:
         for key, gold in golds.items():
             print(f"== {name} on {key}", file=sys.stderr, flush=True)
             rows[key], secs[key], resumed[key] = run_config(name, model, gold, work)
-        res = evaluate_config(name, rows["sample"], rows["transfer"], golds["sample"], golds["transfer"])
+        res = evaluate_config(name, rows["sample"], rows["transfer"], golds["sample"],
+                              golds["transfer"])
         n_src = len(read_bucc(golds["sample"]).src.ids)
         res["seconds_sample"] = round(secs["sample"], 1)
         res["seconds_transfer"] = round(secs["transfer"], 1)
@@ -221,7 +226,8 @@ def main(argv=None) -> int:
         "f1_heldout": f("combined", "sample_heldout"), "f1_transfer": f("combined", "transfer"),
         "f1_mt_only_heldout": f("mt-only", "sample_heldout"),
         "f1_mt_only_transfer": f("mt-only", "transfer"),
-        "f1_paper_heldout": f("paper", "sample_heldout"), "f1_paper_transfer": f("paper", "transfer"),
+        "f1_paper_heldout": f("paper", "sample_heldout"),
+                   "f1_paper_transfer": f("paper", "transfer"),
         "f1_use_margin": f("use_margin", "sample_tuned"),
         "f1_use_margin_transfer": f("use_margin", "transfer"),
         "f1_translate_chrf": f("translate_chrf", "sample_tuned"),

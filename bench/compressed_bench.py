@@ -37,7 +37,8 @@ def corpus(n: int) -> bytes:
 def compressors():
     import zstandard
 
-    return {".gz": lambda b: gzip.compress(b, 6, mtime=0), ".xz": lambda b: lzma.compress(b, preset=1),
+    return {".gz": lambda b: gzip.compress(b, 6, mtime=0),
+            ".xz": lambda b: lzma.compress(b, preset=1),
             ".zst": lambda b: zstandard.ZstdCompressor(level=3).compress(b)}
 
 

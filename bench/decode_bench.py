@@ -13,7 +13,8 @@ Same sources, batch size and beam for every method:
 (``sparse_topk``: trie lookup, gather, scatter, top-k); ``prefix_fn_over_pre_without_selection``
 is the speed-up over ``prefix_fn`` that pre-expansion would have if that selection cost nothing.
 
-``--quick`` (< 1 min): the tiny synthetic model (trained once, ~30 s, then cached), 64 sources, a trie of 3000
+``--quick`` (< 1 min): the tiny synthetic model (trained once, ~30 s, then cached), 64 sources, a
+trie of 3000
 synthetic targets, beam 20.  Full mode: ``--model DIR`` (default: the imported OPUS-MT zh-en in
 the cache), BUCC sample sources/targets, beams 5, 20, 90.  Prints one JSON object as its last line
 (seconds are wall-clock, best of ``--repeat`` runs, single thread).

@@ -1,7 +1,8 @@
 """GPU benchmark: the mining job's model stages on one GPU, with this package's own code, against
 one core of the same machine's CPU in the same run.
 
-    .venv/bin/python bench/gpu_bench.py --quick        # tiny model, torch's "cpu:0" as the device: < 1 min
+    .venv/bin/python bench/gpu_bench.py --quick        # tiny model, torch's "cpu:0" as the device:
+    < 1 min
     python bench/gpu_bench.py --device cuda --model M --data D   # on a machine with a GPU
     .venv/bin/python bench/gpu_bench.py --pack-model M --out P   # the weights for a small transfer
 
@@ -76,7 +77,8 @@ def _big_tensors(state: dict):
 
     seen, out = {}, []
     for key, t in state.items():
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() < PACK_MIN_NUMEL:
+        if not isinstance(t,
+                          torch.Tensor) or not t.is_floating_point() or t.numel() < PACK_MIN_NUMEL:
             continue
         ptr = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
         out.append((key, seen.get(ptr)))
@@ -605,7 +607,8 @@ def stage_knn_job(device: str, work: Path, queries: int, rows: int, dim: int, k:
     (out, secs) = _timed(lambda: knn_searches(searches, k, work / "knn_job", InlinePool(),
                                               device=device), device)
     madds = 2 * queries * rows * dim
-    res = {"queries": queries, "rows": rows, "dim": dim, "k": k, "both_directions_s": round(secs, 2),
+    res = {"queries": queries, "rows": rows, "dim": dim, "k": k,
+           "both_directions_s": round(secs, 2),
            "madds_per_s": float(f"{madds / secs:.3g}")}
     for i, name in enumerate(("fwd", "bwd")):  # each direction alone, new cells
         _, t = _timed(lambda: knn_searches([searches[i][:2] + (f"{name}.again",)], k,

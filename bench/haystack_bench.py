@@ -329,7 +329,8 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4,
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="200 sources, 50,000 targets")
     ap.add_argument("--targets", type=int, default=None, help="targets in all (1,000,000)")
-    ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap.add_argument("--model", default=None,
+                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--ivf-from", default=None, metavar="TSV",
                     help="only the IVF check on an earlier run's output (its .work directory)")
@@ -412,9 +413,11 @@ def main(argv=None) -> int:
               "sources": one["sources"], "targets": one["targets"],
               **evaluate(work / f"{first}.tsv", gold),
               "wall_s": runs["single"]["wall_s"] if "single" in runs else not_measured,
-              "wall_s_2_workers": runs["workers2"]["wall_s"] if "workers2" in runs else not_measured,
+              "wall_s_2_workers": runs["workers2"]["wall_s"] if "workers2" in runs
+              else not_measured,
               "stage_s": runs["single"]["stage_s"] if "single" in runs else not_measured,
-              "stage_s_2_workers": runs["workers2"]["stage_s"] if "workers2" in runs else not_measured,
+              "stage_s_2_workers": runs["workers2"]["stage_s"] if "workers2" in runs
+              else not_measured,
               "stage_speedup_2_workers": dict(speedup, trie="not run (the default job has no "
                                               "trie stage; bench/scale_bench.py measures it)")
               if both else not_measured,

@@ -69,7 +69,9 @@ def main(argv=None) -> int:
               "model": str(ct2_dir)}
 
     # 1. conversion (timed)
-    model_dir = Path(args.model_dir) if args.model_dir else cache_root() / "models" / "opus-mt-zh-en"
+    model_dir = (
+        Path(args.model_dir) if args.model_dir else cache_root() / "models" / "opus-mt-zh-en"
+    )
     if args.quick and not args.model_dir and not (model_dir / "checkpoint.pt").is_file():
         model_dir = Path(tmp.name) / "opus-mt-zh-en"
         with benchlib.timer() as t:

@@ -123,7 +123,8 @@ def with_scores(mined, score, prior, ntok):
     return out.with_column("combined", comb({**out.numeric}))
 
 
-def quick_rows(model, shared: Path, n: int = 60, gold: str = "data/bucc2018/zh-en/zh-en.sample.gold",
+def quick_rows(model, shared: Path, n: int = 60,
+               gold: str = "data/bucc2018/zh-en/zh-en.sample.gold",
                cache=None):
     """Without a mined TSV: the first ``n / 2`` gold pairs of a BUCC set (default the sample)
     and as many wrong pairs (each gold source with the next one's target), with their fp32
@@ -138,7 +139,8 @@ def quick_rows(model, shared: Path, n: int = 60, gold: str = "data/bucc2018/zh-e
     pairs = [(si[s], ti[t]) for s, t in g] + [(si[g[k][0]], ti[g[(k + 1) % len(g)][1]])
                                              for k in range(len(g))]
     rows = Mined.from_columns([b.src.ids[s] for s, _ in pairs], [b.tgt.ids[t] for _, t in pairs],
-                              [b.src.texts[s] for s, _ in pairs], [b.tgt.texts[t] for _, t in pairs],
+                              [b.src.texts[s] for s, _ in pairs], [b.tgt.texts[t] for _,
+                                                                   t in pairs],
                               {"score": np.zeros(len(pairs))})
     score, prior, ntok, _, _ = rescore(model, rows, "fp32", progress=False, cache=cache)
     return with_scores(rows, score, prior, ntok)
@@ -187,7 +189,8 @@ def best_target_agreement(a, b) -> float:
 
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="120 rows of the sample's TSV, 60 of them timed")
-    ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap.add_argument("--model", default=None,
+                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--sample", default=str(cache_root() / "demo" / "sample.tsv"),
                     help="mining TSV of the default configuration on the BUCC sample")
     ap.add_argument("--transfer", default=str(cache_root() / "demo" / "transfer.tsv"),
@@ -275,9 +278,12 @@ def main(argv=None) -> int:
         save_cache(cache, args.cache)
         ref_s, ref_p = mined.col("score"), mined.col("prior")
         res[f"{name}_rows"] = len(mined)
-        res[f"{name}_score_abs_diff_per_token_mean"] = round(float(np.mean(np.abs(s - ref_s) / nt)), 5)
-        res[f"{name}_score_abs_diff_per_token_max"] = round(float(np.max(np.abs(s - ref_s) / nt)), 5)
-        res[f"{name}_pmi_abs_diff_mean"] = round(float(np.mean(np.abs((s - p) - (ref_s - ref_p)) / nt)), 5)
+        res[f"{name}_score_abs_diff_per_token_mean"] = round(float(np.mean(np.abs(s - ref_s) / nt)),
+                                                             5)
+        res[f"{name}_score_abs_diff_per_token_max"] = round(float(np.max(np.abs(s - ref_s) / nt)),
+                                                            5)
+        res[f"{name}_pmi_abs_diff_mean"] = round(
+            float(np.mean(np.abs((s - p) - (ref_s - ref_p)) / nt)), 5)
         other[name] = with_scores(mined, s, p, nt)
         res[f"{name}_best_target_agreement"] = round(best_target_agreement(mined, other[name]), 4)
         res[f"{name}_{lab}_seconds"] = round(wall, 1)

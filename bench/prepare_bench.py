@@ -1,4 +1,5 @@
-"""Benchmark of the preparation step (trie-mine-prepare, triemine.prepare): language ID, filters, scale.
+"""Benchmark of the preparation step (trie-mine-prepare, triemine.prepare): language ID, filters,
+scale.
 
 Measures, on one thread:
 

@@ -27,7 +27,8 @@ os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="20 gold sources against 600 targets")
-    ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap.add_argument("--model", default=None,
+                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--shared", default=os.environ.get("TRIEMINE_SHARED", "../shared"))
     ap.add_argument("--weights", default="0,0.5,1", help="prior weights lambda (0,0.5,1)")
     ap.add_argument("--beam", type=int, default=5)
@@ -56,7 +57,8 @@ def main(argv=None) -> int:
             keep = sorted(set(range(600)) | {t for _, t in gold})
             tmp = tempfile.TemporaryDirectory()
             path = Path(tmp.name) / "targets.en"
-            path.write_text("".join(f"{b.tgt.ids[i]}\t{b.tgt.texts[i]}\n" for i in keep), encoding="utf-8")
+            path.write_text("".join(f"{b.tgt.ids[i]}\t{b.tgt.texts[i]}\n" for i in keep),
+                            encoding="utf-8")
             trie = get_trie(model, path, cache_dir=Path(tmp.name))
             line_of = {n: keep[n] for n in range(len(keep))}  # trie line -> sample line
             node_prior = compute_node_priors(model, trie)

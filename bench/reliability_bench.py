@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Reliability: damaged inputs never crash, an interrupted run resumes exactly, concurrent runs agree.
+"""Reliability: damaged inputs never crash, an interrupted run resumes exactly, concurrent runs
+agree.
 
 Measurements (issue 9 and later), each a count that must be 0 (or true):
 
@@ -124,7 +125,8 @@ def bench_tries(model, work: Path, n: int, rng: random.Random) -> dict:
     def with_checksums(content: bytes) -> bytes:
         """Damage the payload only and recompute both checksums: what a buggy or hostile
         writer produces, which only the structural checks can catch."""
-        body = bytearray(mutate(content[_HEADER.size:], rng) if rng.random() < 0.5 else content[_HEADER.size:])
+        body = bytearray(mutate(content[_HEADER.size:],
+                                rng) if rng.random() < 0.5 else content[_HEADER.size:])
         if body:
             for _ in range(rng.randint(1, 4)):
                 body[rng.randrange(len(body))] = rng.randrange(256)
@@ -154,7 +156,8 @@ def bench_tries(model, work: Path, n: int, rng: random.Random) -> dict:
             if len(examples) < 5:
                 examples.append(f"{type(exc).__name__}: {exc}")
     return {"trie_files": n, "trie_crashes": outcome["crashes"], "trie_clean_errors":
-            outcome["clean_error"], "trie_loaded": outcome["loaded"], "trie_crash_examples": examples}
+            outcome["clean_error"], "trie_loaded": outcome["loaded"],
+            "trie_crash_examples": examples}
 
 
 # -- 2. text inputs ------------------------------------------------------------------------------
@@ -171,8 +174,9 @@ def bench_text(work: Path, n: int, rng: random.Random) -> dict:
     en = "".join(f"en-{i}\tEnglish sentence {i}.\n" for i in range(1, 9))
     gold = "zh-1\ten-1\nzh-2\ten-2\nzh-3\ten-3\n"
     header = "src_id\ttgt_id\tscore\tce_word\tce_token\tsrc\ttgt\tpmi\n"
-    rows = "".join(f"zh-{i}\ten-{j}\t{-i - j:.3f}\t{(i + j) / 4:.3f}\t{(i + j) / 5:.3f}\t中文句子{i}。\t"
-                   f"English sentence {j}.\t{2.0 - (i != j):.2f}\n" for i in range(1, 9) for j in (i, i % 8 + 1))
+    rows = "".join(f"zh-{i}\ten-{j}\t{-i - j:.3f}\t{(i + j) / 4:.3f}\t{(i + j) / 5:.3f}\t"
+                   f"中文句子{i}。\tEnglish sentence {j}.\t{2.0 - (i != j):.2f}\n"
+                   for i in range(1, 9) for j in (i, i % 8 + 1))
     thresholds = json.dumps({"version": 1, "filter": "ce", "rule": "best-per-source",
                              "rank_by": "ce_word", "thresholds": {"zh-en": {"ce_word": 2.5}}})
     originals = {"zh-en.t.zh": zh, "zh-en.t.en": en, "zh-en.t.gold": gold, "m.tsv": header + rows,
@@ -223,7 +227,8 @@ def bench_text(work: Path, n: int, rng: random.Random) -> dict:
 
 # the trie search alone (--config paper) and the mining job (--config mt-only: translations,
 # retrieval, exact scores and priors, each stage resumable)
-CONFIG_ARGS = {"paper": ("--config", "paper", "--pre-expansion", "--beam", "4", "--batch-size", "4"),
+CONFIG_ARGS = {"paper": ("--config", "paper", "--pre-expansion", "--beam", "4", "--batch-size",
+                         "4"),
                "job": ("--config", "mt-only", "--batch-size", "4"),
                "default": (),
                "ivf": ("--knn-index", "ivf"),
@@ -231,8 +236,10 @@ CONFIG_ARGS = {"paper": ("--config", "paper", "--pre-expansion", "--beam", "4", 
 
 
 def _mine_cmd(model_dir, src, tgt, out, extra=(), config="paper"):
-    return [sys.executable, "-c", "import sys; from triemine.cli import mine_main; sys.exit(mine_main())",
-            *CONFIG_ARGS[config], "--model", str(model_dir), "--source", str(src), "--target", str(tgt),
+    return [sys.executable, "-c",
+            "import sys; from triemine.cli import mine_main; sys.exit(mine_main())",
+            *CONFIG_ARGS[config], "--model", str(model_dir), "--source", str(src), "--target",
+            str(tgt),
             "-o", str(out), "-q", *extra]
 
 
@@ -275,7 +282,8 @@ def bench_kill(model_dir, work: Path, kills: int, rng: random.Random, n_sources:
             shutil.rmtree(cache / sub, ignore_errors=True)
         resume = False
         while True:
-            proc = subprocess.Popen(_mine_cmd(model_dir, src, tgt, out, ("--resume",) if resume else (),
+            proc = subprocess.Popen(_mine_cmd(model_dir, src, tgt, out, ("--resume",
+                                                                         ) if resume else (),
                                               config=config),
                                     env=_env(cache), stderr=subprocess.DEVNULL)
             runs += 1
@@ -315,7 +323,8 @@ def bench_concurrent(model_dir, work: Path, n_targets: int) -> dict:
     procs = [subprocess.Popen(_mine_cmd(model_dir, src, tgt, o), env=_env(cache),
                               stderr=subprocess.PIPE) for o in outs]
     codes = [p.wait() for p in procs]
-    tries = sorted(p.name for p in (cache / "tries").iterdir()) if (cache / "tries").is_dir() else []
+    tries = sorted(p.name for p in (cache / "tries").iterdir()) \
+        if (cache / "tries").is_dir() else []
     return {"concurrent_exit_codes": codes,
             "concurrent_cached_tries": sum(1 for t in tries if t.endswith(".trie")),
             "concurrent_leftover_files": [t for t in tries if not t.endswith(".trie")],
@@ -414,12 +423,14 @@ def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
     if os.geteuid() == 0 and shutil.which("mount"):
         fs = work / "small-fs"
         fs.mkdir()
-        ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(fs)]).returncode == 0
+        ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs",
+                             str(fs)]).returncode == 0
         if ok:
             try:
                 out = fs / "full.tsv"
                 _, p1 = job("f-full", out=out)
-                res["full_disk_error"] = p1.stderr.strip().splitlines()[-1][:300] if p1.stderr else ""
+                res["full_disk_error"] = p1.stderr.strip().splitlines()[-1][:300] \
+                    if p1.stderr else ""
                 subprocess.run(["mount", "-o", "remount,size=64m", str(fs)], check=True)
                 _, p2 = job("f-full", "--resume", out=out)
                 res["full_disk"] = int(_clean(p1) and "No space left on device" in p1.stderr and
@@ -649,9 +660,11 @@ def _trust_api(model_dir, d, src, tgt, res, examples) -> None:
     targets = [t for t in tgt.read_text(encoding="utf-8").splitlines()]
     bad = {"items: None": ([None], {}), "items: int": ([3], {}), "items: bytes": ([b"x"], {}),
            "items: newline": (["a\nb"], {}), "items: empty list": ([], {}),
-           "source: bytes": (b"path", {}), "threshold: str": (["a"], {"threshold": {"combined": "abc"}}),
+           "source: bytes": (b"path", {}), "threshold: str": (["a"],
+                                                              {"threshold": {"combined": "abc"}}),
            "threshold: nan": (["a"], {"threshold": {"combined": float("nan")}}),
-           "option: unknown": (["a"], {"bream": 3}), "option: workers str": (["a"], {"workers": "2"})}
+           "option: unknown": (["a"], {"bream": 3}), "option: workers str": (["a"],
+                                                                             {"workers": "2"})}
     outcomes = []
     for name, (source, kw) in bad.items():
         named = name.split(":")[0].replace("items", "source")

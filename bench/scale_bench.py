@@ -94,7 +94,8 @@ def trie_search(model, src, tgt, work: Path, n_sources: int, beam: int, shard: i
     search = SearchSettings(mode="pre", beam=beam, batch_size=16, shard_sources=shard)
     warm_pool = _write(work / "warm_pool.src", lines[:2 * search.sources_per_batch])
     single = work / "single.tsv"
-    mine_to_tsv(model, warm, tgt, work / "warm.tsv", trie=trie, search=search)  # first-call costs, as the workers'
+    mine_to_tsv(model, warm, tgt, work / "warm.tsv", trie=trie,
+                search=search)  # first-call costs, as the workers'
     with benchlib.timer() as t:
         mine_to_tsv(model, src, tgt, single, trie=trie, search=search)
     t_single, c_single = t.s, t.cpu

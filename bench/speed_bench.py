@@ -18,7 +18,8 @@ One run, same sources, same machine, same threads (``OMP_NUM_THREADS``, default 
 
 Full mode also times the batching levers on the same sources (``batching``: batch 16 / 32 / 64,
 in input order / sorted by source length, each with its best-target agreement with the default;
-``batching_default_vs_b16_input_order``: the default against the batching before 2026-11-24).  ``--curve`` adds the
+``batching_default_vs_b16_input_order``: the default against the batching before 2026-11-24).
+``--curve`` adds the
 cost curve: seconds per source at beams 5 / 20 / 90 against tries of 1k,
 10k, 100k and 1M target sentences (the sample's English first, then the English sides of the
 shared parallel corpora, then synthetic sentences that join the first half of one real sentence
@@ -111,7 +112,8 @@ def target_pool(n, shared: Path, seed=1234):
     from triemine.io.corpus import read_corpus
 
     pool, seen = [], set()
-    for p in (shared / "data/bucc2018/zh-en/zh-en.sample.en", shared / "data/parallel/de-en/train.en",
+    for p in (shared / "data/bucc2018/zh-en/zh-en.sample.en",
+              shared / "data/parallel/de-en/train.en",
               shared / "data/parallel/zh-en/train.en"):
         for t in read_corpus(p).texts:
             if t.strip() and t not in seen:
@@ -143,7 +145,8 @@ def build_trie(model, texts, work: Path):
 
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="24 sources, the int8 projection only")
-    ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap.add_argument("--model", default=None,
+                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--shared", default=os.environ.get("TRIEMINE_SHARED", "../shared"))
     ap.add_argument("--sources", type=int, default=200)
     ap.add_argument("--beam", type=int, default=5)
@@ -183,9 +186,12 @@ def main(argv=None) -> int:
         for name, bs, window in (("b16_input_order", 16, 1), ("b16_sorted", 16, 8),
                                  ("b32_input_order", 32, 1), ("b32_sorted", 32, 8),
                                  ("b64_input_order", 64, 1)):
-            t, best_b = mine_time(model, trie, sources, args.beam, batch_size=bs, sort_window=window)
+            t, best_b = mine_time(model, trie, sources, args.beam, batch_size=bs,
+                                  sort_window=window)
             res["batching"][name] = round(n / t, 3)
-            res["batching"][name + "_agreement"] = round(float(np.mean(np.array(best) == np.array(best_b))), 4)
+            res["batching"][name + "_agreement"] = round(
+                float(np.mean(np.array(best) == np.array(best_b))), 4
+            )
             print(f"batching {name}: {n / t:.2f} sent/s", flush=True)
         res["batching_default_vs_b16_input_order"] = round(res["trie_mine_sent_per_s"] /
                                                            res["batching"]["b16_input_order"], 3)

@@ -158,7 +158,10 @@ def dict_step_ns(root, flat, offsets, seq, pos, toks, limit: int) -> float:
 
 def marisa_bytes(flat, offsets) -> int:
     import marisa_trie
-    keys = [flat[offsets[i]:offsets[i + 1]].astype(">u2").tobytes() for i in range(offsets.size - 1)]
+
+    keys = [
+        flat[offsets[i] : offsets[i + 1]].astype(">u2").tobytes() for i in range(offsets.size - 1)
+    ]
     return len(marisa_trie.BinaryTrie(keys).tobytes())
 
 
@@ -196,11 +199,13 @@ def run_corpus(name, flat, lens, line_ids, extra, args):
     res = {
         "corpus": name, "sequences": int(lens.size), "tokens": int(flat.size),
         "nodes": int(trie.n_nodes), "terminals": int(trie.n_terminals), "depth": trie.depth,
-        "bytes_per_node": round(bpn, 3), "total_bytes_per_node": round(trie.nbytes / trie.n_nodes, 3),
+        "bytes_per_node": round(bpn, 3), "total_bytes_per_node": round(trie.nbytes / trie.n_nodes,
+                                                                       3),
         "file_bytes": file_bytes, "build_s": round(build_s, 3),
         "load_verify_s": round(load_verify_s, 4), "load_s": round(load_s, 4),
         "step_ns": round(step_ns, 1), "step_ns_batch65536": round(step_ns_large, 1),
-        "queries": int(nodes.size), "query_hit_rate": round(float(np.mean(trie.step_many(nodes, toks) >= 0)), 3),
+        "queries": int(nodes.size),
+           "query_hit_rate": round(float(np.mean(trie.step_many(nodes, toks) >= 0)), 3),
         "dict_sequences": int(dict_limit), "dict_nodes": int(dict_nodes),
         "dict_bytes_per_node": round(dict_bpn, 1), "dict_step_ns": round(d_ns, 1),
         "dict_over_compact": round(dict_bpn / bpn, 1),
@@ -215,7 +220,8 @@ def run_corpus(name, flat, lens, line_ids, extra, args):
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="100k synthetic sequences (< 1 minute)")
     ap.add_argument("--spm", help="sentencepiece model for the BUCC English side")
-    ap.add_argument("--synthetic", type=int, help="synthetic sequences (default 100k quick, 1M full)")
+    ap.add_argument("--synthetic", type=int,
+                    help="synthetic sequences (default 100k quick, 1M full)")
     ap.add_argument("--dict-max", type=int, help="sequences in the dict trie (memory bound; "
                     "default 20k quick, 200k full)")
     ap.add_argument("--queries", type=int, default=131072)

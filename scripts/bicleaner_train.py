@@ -79,7 +79,8 @@ def read_links(path: Path):
             yield [tuple(map(int, p.split("-"))) for p in line.split()]
 
 
-def build_dictionaries(zh_tok, en_tok, work: Path, out_dir: Path, min_prob: float, min_count: int) -> None:
+def build_dictionaries(zh_tok, en_tok, work: Path, out_dir: Path, min_prob: float,
+                       min_count: int) -> None:
     from eflomal import Aligner
 
     zh_txt, en_txt = work / "tok.zh", work / "tok.en"
@@ -112,7 +113,10 @@ def build_dictionaries(zh_tok, en_tok, work: Path, out_dir: Path, min_prob: floa
             if p_z_e >= min_prob:
                 rl.write(f"{z} {e} {p_z_e:.6f}\n")
                 n_rl += 1
-    log(f"dictionaries: {n_lr} zh->en and {n_rl} en->zh entries from {len(pair_counts)} aligned pairs")
+    log(
+        f"dictionaries: {n_lr} zh->en and {n_rl} en->zh entries from {len(pair_counts)} aligned "
+        "pairs"
+    )
 
 
 def main(argv=None) -> int:
@@ -120,7 +124,8 @@ def main(argv=None) -> int:
     ap.add_argument("--corpus-dir", default=None,
                     help="folder with train.zh and train.en (default: shared data/devsets/zh-en)")
     ap.add_argument("--out", default=None, help="model dir (default: <cache>/bicleaner/zh-en)")
-    ap.add_argument("--limit", type=int, default=None, help="use at most this many pairs (>= 10000)")
+    ap.add_argument("--limit", type=int, default=None,
+                    help="use at most this many pairs (>= 10000)")
     ap.add_argument("--min-prob", type=float, default=0.01)
     ap.add_argument("--min-count", type=int, default=2)
     ap.add_argument("--processes", type=int, default=1)
@@ -142,7 +147,9 @@ def main(argv=None) -> int:
 
     pairs = read_pairs(corpus / "train.zh", corpus / "train.en", args.limit)
     if len(pairs) < 10000:
-        sys.exit(f"bicleaner_train: Bicleaner needs at least 10000 pairs, {corpus} gives {len(pairs)}")
+        sys.exit(
+            f"bicleaner_train: Bicleaner needs at least 10000 pairs, {corpus} gives {len(pairs)}"
+        )
     log(f"{len(pairs)} pairs from {corpus}")
 
     import jieba

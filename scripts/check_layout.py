@@ -663,7 +663,8 @@ def layout_problems(root) -> List[str]:
     """Every problem, in the order: cycles, subpackages importing each other, modules at the
     root, imports inside functions, launcher imports, runner calls outside the launcher, long
     stage drivers, long ``*_main`` commands, a thick ``api.py``, imports of the test fixtures,
-    back-door imports of a wing, missing ``__init__.py``, long modules, long functions, dates and commit hashes, broken links
+    back-door imports of a wing, missing ``__init__.py``, long modules, long functions, dates and
+    commit hashes, broken links
     to ``docs/decisions.md``, machine facts in the README, too many callers of the content
     digest."""
     return import_cycles(root) + package_cycles(root) + root_modules(root) + \

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Fit a combined score's normalisation on a mining TSV (no gold labels) and write its JSON.
 
-The shipped combinations (the ``combination`` of ``triemine/config/records/*.json``) were fitted with
+The shipped combinations (the ``combination`` of ``triemine/config/records/*.json``) were fitted
+with
 this script on the candidates of the BUCC zh-en sample, as bench/bucc_bench.py mines them::
 
     python scripts/fit_combination.py WORK/combined.zh-en.sample.tsv --name combined \\

@@ -43,7 +43,8 @@ from triemine.io.outfile import atomic_write  # noqa: E402
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 # bucc_bench's configurations in the README's order, with the names the README gives them
 CONFIG_LABELS = {"combined": "combined (default)", "mt-only": "mt-only (no embedding model)",
-                 "paper": "paper (Chen et al. 2020)", "use_margin": "use_margin (USE + LASER margin)",
+                 "paper": "paper (Chen et al. 2020)",
+                 "use_margin": "use_margin (USE + LASER margin)",
                  "translate_chrf": "translate_chrf (OPUS-MT + chrF)"}
 # keys every record carries: said under the table, not in it
 META_KEYS = {"bench", "quick", "machine", "threads", "date", "mode"}
@@ -153,7 +154,8 @@ def f1(res: dict, key: str) -> str:
 
 
 def ordered_configs(names) -> List[str]:
-    return [c for c in CONFIG_LABELS if c in names] + sorted(c for c in names if c not in CONFIG_LABELS)
+    return [c for c in CONFIG_LABELS if c in names] + \
+        sorted(c for c in names if c not in CONFIG_LABELS)
 
 
 def bucc_tables(results: dict) -> List[str]:
@@ -205,7 +207,8 @@ def seeds_tables(results: dict) -> List[str]:
         out += [f"Guo et al.: P@1 / P@3 / P@10 (%) against pools of N targets (paper: "
                 f"{(paper.get('guo') or {}).get('source', '–')})", ""]
         out += table(["system"] + [f"N = {k}" for k in pools],
-                     [[f"`{n}`"] + [" / ".join(_num((v.get(k) or {}).get(f"P@{i}")) for i in (1, 3, 10))
+                     [[f"`{n}`"] + [" / ".join(_num((v.get(k) or {}).get(f"P@{i}"))
+                                               for i in (1, 3, 10))
                                     for k in pools] for n, v in guo.items()]) + [""]
     curves = results.get("curves") or {}
     if curves:
@@ -227,7 +230,8 @@ def seeds_tables(results: dict) -> List[str]:
                    or "–"],
                   ["wall-time cap a training run", duration(results.get("budget_cap_s"))],
                   ["threads", cell(results.get("threads"))],
-                  ["default job: wall time (1,000 sources × the pool)", duration(job.get("seconds"))],
+                  ["default job: wall time (1,000 sources × the pool)",
+                   duration(job.get("seconds"))],
                   ["default job: candidates a source", cell(job.get("per_source"))],
                   ["data", cell(results.get("data"))]])
     return out
@@ -517,8 +521,10 @@ def diff(path: Path, old: str, new: str) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="write docs/results.md and README.md's block")
-    mode.add_argument("--check", action="store_true", help="exit 1 with a diff when either is stale")
+    mode.add_argument("--write", action="store_true",
+                      help="write docs/results.md and README.md's block")
+    mode.add_argument("--check", action="store_true",
+                      help="exit 1 with a diff when either is stale")
     ap.add_argument("--results", default=str(REPO / "bench" / "results"), help="records folder")
     ap.add_argument("--docs", default=str(REPO / "docs" / "results.md"), help="the page to render")
     ap.add_argument("--readme", default=str(REPO / "README.md"), help="README holding the markers")

@@ -19,7 +19,8 @@ from triemine.config.settings import with_values
 from triemine.testing.tiny_model import synthetic_pairs
 from triemine.trie import Trie
 
-# -- the tiny pair, the search and forced scores (tests/decoding, tests/scoring, tests/mining) ------
+# -- the tiny pair, the search and forced scores (tests/decoding, tests/scoring, tests/mining)
+# ------
 
 PAIRS = synthetic_pairs(40, seed=101)
 OTHER = [t for _, t in synthetic_pairs(60, seed=202)]
@@ -60,7 +61,8 @@ def forced_scores(model, source, targets):
     return tok.sum(1), torch.tensor([len(t) for t in tgt])
 
 
-# -- the cipher encoder (registered on import) ------------------------------------------------------
+# -- the cipher encoder (registered on import)
+# ------------------------------------------------------
 
 class CipherEncoder(SentenceEncoder):
     """An encoder for the tiny model's synthetic language pair: bag of words over the target
@@ -85,7 +87,8 @@ class CipherEncoder(SentenceEncoder):
 register_encoder("cipher")(CipherEncoder)
 
 
-# -- the mining job's options and command lines ------------------------------------------------------
+# -- the mining job's options and command lines
+# ------------------------------------------------------
 
 def job_options(**settings):
     """The default configuration's tree with ``settings`` (by field name; ``None`` too)."""
@@ -123,7 +126,8 @@ def snapshot(*paths):
     return {p: p.read_bytes() for p in paths if p.is_file()}
 
 
-# -- the sharded jobs (tests/distributed): their corpora's sentences, command line, fault hook ------
+# -- the sharded jobs (tests/distributed): their corpora's sentences, command line, fault hook
+# ------
 
 SHARD_PAIRS = synthetic_pairs(48, seed=11)
 SHARD_OTHER = [t for _, t in synthetic_pairs(40, seed=12)]

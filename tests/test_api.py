@@ -34,7 +34,9 @@ def test_python_api_mines_lists_and_writes_bitext_and_tsv(tiny_model_dir, tmp_pa
     assert len(res.candidates) == res.summary["candidates"] == len(read_mined(tmp_path / "all.tsv"))
     assert res.summary["kept"] == len(res.pairs) == len(res.kept) > 0
     # one-to-one over every candidate: each source and target at most once, in row order
-    assert len({p.src_id for p in res.pairs}) == len({p.tgt_id for p in res.pairs}) == len(res.pairs)
+    assert (
+        len({p.src_id for p in res.pairs}) == len({p.tgt_id for p in res.pairs}) == len(res.pairs)
+    )
     assert res.kept.tolist() == sorted(res.kept.tolist())
     assert res.selection.rule == "one-to-one" and res.selection.rank_by == "combined"
     right = sum(p.tgt == dict(pairs)[p.src] for p in res.pairs)
@@ -131,5 +133,6 @@ def test_the_api_refuses_writing_its_results_over_an_input(tiny_model_dir, pair,
         with pytest.raises(triemine.InputError, match="must not be an input"):
             write(path)
     assert snapshot(src, tgt, out) == before
-    with pytest.raises(triemine.InputError, match="output .*is the same file as the source .*must not be an input"):
+    with pytest.raises(triemine.InputError,
+                       match="output .*is the same file as the source .*must not be an input"):
         triemine.mine(src, tgt, model=tiny_model_dir, output=src)

@@ -23,7 +23,8 @@ def test_every_collected_test_has_exactly_one_tier(request):
 def test_a_model_fixture_makes_a_test_integration_and_the_nearest_mark_wins(request):
     class Item:
         def __init__(self, fixturenames, marks):
-            self.fixturenames, self.marks = fixturenames, [getattr(pytest.mark, m).mark for m in marks]
+            self.fixturenames, self.marks = fixturenames, [getattr(pytest.mark,
+                                                                   m).mark for m in marks]
 
         def iter_markers(self):
             return iter(self.marks)

@@ -1,4 +1,4 @@
-"""trie-mine: parallel sentence mining with trie-constrained NMT beam search (Chen et al., ACL 2020).
+"""trie-mine: parallel sentence mining with trie-constrained NMT beam search (Chen et al. 2020).
 
 Data flows one way: corpus -> ``triemine.trie``; source -> ``triemine.decoding`` (trie, model)
 -> candidate pairs -> ``triemine.filtering`` -> ``triemine.evaluation``.

@@ -12,7 +12,8 @@
 
 ``source`` and ``target`` are corpus files (plain text, or BUCC ``id<TAB>sentence``) or lists of
 sentences: each item one sentence, its id its 1-based position; a tab inside an item is kept
-as text (never read as ``id<TAB>sentence``; the TSV shows it as a space).  ``model`` is a trie-mine model directory (``trie-mine-import``) or a loaded one.
+as text (never read as ``id<TAB>sentence``; the TSV shows it as a space).  ``model`` is a trie-mine
+model directory (``trie-mine-import``) or a loaded one.
 Every candidate with its scores is written to ``output`` (the mining TSV; a temporary file when
 not given) and returned as ``result.candidates``; ``result.pairs`` are the ones the selection
 keeps: the configuration's rule (one-to-one for the mining job, best per source for ``paper``)
@@ -116,7 +117,8 @@ def _named(exc: InputError, tmp: str) -> InputError:
 
 
 def mine(source: Texts, target: Texts, *, model, config: str = "combined",
-         output: Optional[os.PathLike | str] = None, threshold: Optional[Mapping[str, float]] = None,
+         output: Optional[os.PathLike | str] = None,
+         threshold: Optional[Mapping[str, float]] = None,
          thresholds: Optional[os.PathLike | str] = None, resume: bool = False,
          progress: bool = False, **options) -> MiningResult:
     """Mine ``source`` against ``target`` (module docstring); ``options`` are settings of

@@ -12,7 +12,8 @@ class TrieMineError(Exception):
 class InputError(TrieMineError):
     """Bad input: names the file, the 1-based line (when there is one) and the problem."""
 
-    def __init__(self, problem: str, path: Optional[os.PathLike | str] = None, line: Optional[int] = None):
+    def __init__(self, problem: str, path: Optional[os.PathLike | str] = None,
+                 line: Optional[int] = None):
         self.problem = problem
         self.path = None if path is None else os.fspath(path)
         self.line = line

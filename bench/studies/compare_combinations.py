@@ -9,8 +9,10 @@ A feature set with a chosen weight (``numerals``, from ``GRID``) is chosen on th
 and again inside each training fold for its held-out number (``evaluate_combination``).
 Choose on the sample's columns only; the transfer column is for the record::
 
-    python bench/studies/compare_combinations.py WORK/combined.zh-en.sample.tsv WORK/combined.zh-en.dev.tsv --space use
-    python bench/studies/compare_combinations.py WORK/mt-only.zh-en.sample.tsv WORK/mt-only.zh-en.dev.tsv --space ret
+    python bench/studies/compare_combinations.py WORK/combined.zh-en.sample.tsv
+    WORK/combined.zh-en.dev.tsv --space use
+    python bench/studies/compare_combinations.py WORK/mt-only.zh-en.sample.tsv
+    WORK/mt-only.zh-en.dev.tsv --space ret
 
 One JSON object per feature set.
 """

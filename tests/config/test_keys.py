@@ -1,6 +1,7 @@
-"""Keys read from the settings (triemine.config.settings.key_of, triemine.distributed.stage.stage_key,
-triemine.io.keys): a new setting is in every key built from its node, a transient one in none, an
-older key version is rebuilt once with a warning naming the folder."""
+"""Keys read from the settings (triemine.config.settings.key_of,
+triemine.distributed.stage.stage_key, triemine.io.keys): a new setting is in every key built from
+its node, a transient one in none, an older key version is rebuilt once with a warning naming the
+folder."""
 import json
 import warnings
 from dataclasses import make_dataclass

@@ -18,7 +18,8 @@ from triemine.mining.options import MineOptions
 
 # every option trie-mine had before its flags were generated from the tree, with the same names
 FLAGS = {"-h", "--help", "--model", "--source", "--target", "-o", "--output", "--config",
-         "--candidates", "--pre-expansion", "--post-expansion", "--beam", "--prior-weight", "--priors",
+         "--candidates", "--pre-expansion", "--post-expansion", "--beam", "--prior-weight",
+         "--priors",
          "--encoder", "--knn-index", "--min-margin", "--reverse-model", "--combination",
          "--batch-size", "--sort-window", "--max-tokens", "--max-length", "--nbest", "--device",
          "--target-spm", "--trie", "--trie-nbest", "--resume", "--debug", "--workers", "--ray",

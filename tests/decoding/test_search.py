@@ -130,8 +130,9 @@ def test_output_ended_by_the_length_rule_is_found(tiny_model, beam):
         assert con_s[0][0]["tokens"].tolist() == cut[0][0]["tokens"].tolist()
         con, _, _ = run(tiny_model, [src], trie, mode, beam)
         assert con[0][0]["tokens"].tolist() == cut[0][0]["tokens"].tolist()
-        assert con[0][0]["total_score"] == pytest.approx(float(cut[0][0]["positional_scores"].sum()),
-                                                         abs=1e-4)
+        assert con[0][0]["total_score"] == pytest.approx(
+            float(cut[0][0]["positional_scores"].sum()), abs=1e-4
+        )
 
 
 def test_post_expansion_returns_nothing_for_absent_translations_and_stops_early(tiny_model):
@@ -233,7 +234,8 @@ def test_stock_generator_max_len_shorter_than_trie_never_asserts(tiny_model, dup
         return [tuple(h["tokens"].tolist()) for hyps in out for h in hyps]
 
     # no trie line fits in max_len: nothing may come out (fairseq would force a non-trie EOS)
-    long_only = Trie.build([list(e) for e in encoded if e not in short], eos=tiny_model.tgt_dict.eos())
+    long_only = Trie.build([list(e) for e in encoded if e not in short],
+                           eos=tiny_model.tgt_dict.eos())
     assert generate(long_only) == []
     # with the short lines in the trie, whatever comes out is one of them
     assert set(generate(make_trie(tiny_model, texts))) <= short
@@ -251,7 +253,8 @@ def test_batched_search_scores_are_the_forced_decoding_scores(tiny_model, mode, 
     n = 0
     for src, hyps in zip(sources, out):
         if hyps:
-            totals, _ = forced_scores(tiny_model, src, [tiny_model.decode_target(h["tokens"]) for h in hyps])
+            totals, _ = forced_scores(tiny_model, src,
+                                      [tiny_model.decode_target(h["tokens"]) for h in hyps])
             assert [h["total_score"] for h in hyps] == pytest.approx(totals.tolist(), abs=1e-3)
             n += len(hyps)
     assert n >= (len(sources) * beam if mode == "pre" else 60)

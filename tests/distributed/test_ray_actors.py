@@ -20,7 +20,8 @@ from helpers import computed_shards, fault_env, paper_args
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("shard_env")]
 
 
-# -- Ray ---------------------------------------------------------------------------------------------
+# -- Ray
+# ---------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def ray_cluster():

@@ -13,7 +13,8 @@ import pytest
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-# -- Ray: an address with nothing behind it ---------------------------------------------------------
+# -- Ray: an address with nothing behind it
+# ---------------------------------------------------------
 
 def _free_loopback_port() -> int:
     with socket.socket() as s:

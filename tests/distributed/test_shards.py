@@ -17,7 +17,8 @@ from triemine.errors import InputError
 pytestmark = pytest.mark.usefixtures("shard_env")
 
 
-# -- the plan and the manifest ----------------------------------------------------------------------
+# -- the plan and the manifest
+# ----------------------------------------------------------------------
 
 def test_plan_shards_cuts_only_at_boundaries_and_ignores_the_worker_count():
     bounds = [0, 3, 5, 9, 12, 13, 20]

@@ -15,7 +15,8 @@ from helpers import OTHER, PAIRS, paper_job
 pytestmark = pytest.mark.usefixtures("tmp_cache")
 
 
-# -- many target shards on a tiny corpus -------------------------------------------------------------
+# -- many target shards on a tiny corpus
+# -------------------------------------------------------------
 
 @pytest.mark.cluster
 def test_target_shards_beyond_a_tiny_corpus_are_clamped_with_a_warning(

@@ -27,7 +27,8 @@ from helpers import computed_shards, fault_env, paper_args
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("shard_env")]
 
 
-# -- worker processes -------------------------------------------------------------------------------
+# -- worker processes
+# -------------------------------------------------------------------------------
 
 def test_workers_give_the_single_process_bytes_even_when_a_worker_is_killed(
         tiny_model_dir, corpora, single, tmp_path, monkeypatch, capsys):
@@ -45,8 +46,8 @@ def test_workers_give_the_single_process_bytes_even_when_a_worker_is_killed(
     assert out.read_bytes() == single.read_bytes()
     meta = lambda p: json.loads(open(str(p) + ".meta.json").read())  # noqa: E731
     assert meta(out) == meta(single)
-    assert (d / "killed-1").exists()                     # the worker did die in shard 1 ...
-    assert sorted(computed_shards(d)) == list(range(6))        # ... and every shard was computed once
+    assert (d / "killed-1").exists()  # the worker did die in shard 1 ...
+    assert sorted(computed_shards(d)) == list(range(6))  # ... and every shard was computed once
     manifest = json.loads((tmp_path / "workers.tsv.shards" / "manifest.json").read_text())
     assert manifest["done"]["1"]["attempts"] == 2
     assert len({e["pid"] for e in manifest["done"].values()}) >= 2
@@ -245,7 +246,8 @@ def test_a_small_scoring_job_is_cut_into_shards_for_several_workers():
     assert score_chunk(1) == MIN_SCORE_CHUNK == 256
 
 
-# -- options and errors ------------------------------------------------------------------------------
+# -- options and errors
+# ------------------------------------------------------------------------------
 
 def test_options_that_do_not_apply_are_refused(tiny_model_dir, corpora, tmp_path, capsys):
     src, tgt = corpora
@@ -292,7 +294,8 @@ def test_cuda_actors_ask_for_one_gpu_each_and_need_a_gpu():
     MineOptions.of(ray="local", device="cuda").check()
 
 
-# -- target shards ------------------------------------------------------------------------------------
+# -- target shards
+# ------------------------------------------------------------------------------------
 
 def test_merge_matches_unites_lines_orders_by_score_and_keeps_the_beam():
     from triemine.decoding.matches import Match

@@ -20,7 +20,8 @@ def gold_pairs():
     return [zh.text_of(s) for s, _ in pairs], [en.text_of(t) for _, t in pairs]
 
 
-# e5's cosines crowd into a narrow band (0.7-0.9 here; measured gap 0.115), USE's spread wide (0.655)
+# e5's cosines crowd into a narrow band (0.7-0.9 here; measured gap 0.115), USE's spread wide
+# (0.655)
 @pytest.mark.integration
 @pytest.mark.parametrize("name, dim, gap", [("use", 512, 0.4), ("e5", 384, 0.08)])
 def test_encoder_finds_translations_among_the_gold_pairs(gold_pairs, name, dim, gap):
@@ -160,7 +161,9 @@ def test_neighbour_means_in_blocks_and_in_a_mapped_file_are_the_whole_means(dtyp
     assert sorted(p.name for p in tmp_path.glob("enc.means.*")) == ["enc.means.src.npy",
                                                                     "enc.means.tgt.npy"]
     a, b = plain.candidates(2, 1), mapped.candidates(2, 1)
-    assert len(a) >= 30 and a.src.tobytes() == b.src.tobytes() and a.tgt.tobytes() == b.tgt.tobytes()
+    assert (
+        len(a) >= 30 and a.src.tobytes() == b.src.tobytes() and a.tgt.tobytes() == b.tgt.tobytes()
+    )
     for c in plain.columns:
         assert a.col(c).tobytes() == b.col(c).tobytes()
 
@@ -194,7 +197,10 @@ def test_exact_knn_without_an_index_has_the_bits_of_a_flat_index():
         flat = faiss.IndexFlatIP(64)
         flat.add(db)
         want_s, want_i = flat.search(np.ascontiguousarray(q, dtype=np.float32), 4)
-        assert sims.tobytes() == want_s.tobytes() and idx.tobytes() == want_i.astype(np.int64).tobytes()
+        assert (
+            sims.tobytes() == want_s.tobytes()
+            and idx.tobytes() == want_i.astype(np.int64).tobytes()
+        )
 
 
 def test_exact_knn_of_a_small_block_is_exact_and_independent_of_earlier_faiss_settings():

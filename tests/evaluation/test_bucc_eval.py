@@ -37,9 +37,11 @@ def tiny_bucc(tmp_path):
     """A hand-made BUCC set: zh s3 repeats s1's text, en e4 repeats e1's text."""
     d = tmp_path / "bucc"
     d.mkdir()
-    (d / "zh-en.tiny.zh").write_text("zh-1\t你好\nzh-2\t谢谢\nzh-3\t你好\nzh-4\t再见\nzh-5\t猫\n", encoding="utf-8")
-    (d / "zh-en.tiny.en").write_text("en-1\thello\nen-2\tthanks\nen-3\tbye\nen-4\thello\nen-5\tdog\n",
+    (d / "zh-en.tiny.zh").write_text("zh-1\t你好\nzh-2\t谢谢\nzh-3\t你好\nzh-4\t再见\nzh-5\t猫\n",
                                      encoding="utf-8")
+    (d / "zh-en.tiny.en").write_text(
+        "en-1\thello\nen-2\tthanks\nen-3\tbye\nen-4\thello\nen-5\tdog\n", encoding="utf-8"
+    )
     (d / "zh-en.tiny.gold").write_text("zh-1\ten-1\nzh-2\ten-2\nzh-4\ten-3\n", encoding="utf-8")
     return read_bucc(d / "zh-en.tiny.gold")
 
@@ -97,7 +99,8 @@ def test_optimize_threshold_brute_force_agreement():
         correct = rng.random(n) < 0.4
         n_gold = int(correct.sum()) + int(rng.integers(0, 3))
         thr, s = optimize_threshold(values, correct, max(n_gold, 1), higher_is_better=True)
-        best = max(PRF(int((correct & (values >= t)).sum()), int((values >= t).sum()), max(n_gold, 1)).f1
+        best = max(PRF(int((correct & (values >= t)).sum()), int((values >= t).sum()),
+                       max(n_gold, 1)).f1
                    for t in np.append(np.unique(values), np.inf))
         assert math.isclose(s.f1, best)
         kept = values >= thr
@@ -190,7 +193,8 @@ def test_gold_errors(tmp_path, tiny_bucc):
 
 def test_write_mined_round_trip(tmp_path, tiny_bucc):
     b = tiny_bucc
-    p = write_tsv(tmp_path / "m.tsv", [row("zh-1", "en-1", 0.123456789, b), row("zh-2", "en-3", 2.5, b)],
+    p = write_tsv(tmp_path / "m.tsv", [row("zh-1", "en-1", 0.123456789, b),
+                                       row("zh-2", "en-3", 2.5, b)],
                   meta={"model": "m", "mode": "pre", "beam": 5})
     m = read_mined(p).with_column("bicleaner", np.array([0.9, 0.1]))
     write_mined(m, tmp_path / "out.tsv")
@@ -208,14 +212,18 @@ def test_tuned_ce_threshold_and_transfer(tmp_path, tiny_bucc):
     b = tiny_bucc
     rows = [row("zh-1", "en-1", 0.2, b), row("zh-1", "en-2", 0.9, b),  # second candidate ignored
             row("zh-2", "en-2", 0.4, b), row("zh-4", "en-5", 0.6, b), row("zh-5", "en-5", 1.5, b)]
-    path = write_tsv(tmp_path / "m.tsv", rows, meta={"model": "/x/opus-mt-zh-en", "mode": "pre", "beam": 4,
-                                                     "source": "zh-en.tiny.zh", "target": "zh-en.tiny.en"})
+    path = write_tsv(tmp_path / "m.tsv", rows, meta={"model": "/x/opus-mt-zh-en", "mode": "pre",
+                                                     "beam": 4,
+                                                     "source": "zh-en.tiny.zh",
+                                                     "target": "zh-en.tiny.en"})
     out = evaluate([Direction(read_mined(path))], b, "ce")
     assert math.isclose(out.thresholds["zh-en"]["ce_word"], 0.5)
     assert (out.strict.correct, out.strict.predicted, out.strict.gold) == (2, 2, 3)
     sig = out.signature()
-    assert sig.startswith("model=opus-mt-zh-en|dir=zh-en|mode=pre|beam=4|rule=best-per-source|rank=ce_word|filter=ce|"
-                          "threshold=ce_word<=0.5000(tuned-on:zh-en.tiny.gold)|match=strict|")
+    assert sig.startswith(
+        "model=opus-mt-zh-en|dir=zh-en|mode=pre|beam=4|rule=best-per-source|rank=ce_word|filter=ce|"
+        "threshold=ce_word<=0.5000(tuned-on:zh-en.tiny.gold)|match=strict|"
+    )
     assert sig.endswith("P=1.0000|R=0.6667|F1=0.8000")
     save_thresholds(out, tmp_path / "th.json")
     saved = load_thresholds(tmp_path / "th.json")
@@ -232,7 +240,8 @@ def test_folds_tune_on_other_folds(tmp_path):
     b = read_bucc(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"))
     rng = np.random.default_rng(3)
     rows = [row(s, t, float(rng.uniform(0, 1)), b) for s, t in b.gold]
-    rows += [row(s, b.tgt.ids[k], float(rng.uniform(0.8, 2)), b) for k, s in enumerate(b.src.ids[:400])
+    rows += [row(s, b.tgt.ids[k], float(rng.uniform(0.8, 2)), b) for k,
+             s in enumerate(b.src.ids[:400])
              if (s, b.tgt.ids[k]) not in set(b.gold) and s not in {g[0] for g in b.gold}]
     path = write_tsv(tmp_path / "m.tsv", rows)
     out = evaluate([Direction(read_mined(path))], b, "ce", folds=2)
@@ -255,9 +264,11 @@ def test_a_chosen_variant_is_chosen_again_inside_each_training_fold(tmp_path):
     others = [(s, b.tgt.ids[k]) for k, s in enumerate(b.src.ids[:600]) if s not in gold_src]
     variants = {}
     for good in (0, 1):
-        rows = [row(s, t, 0.1 if assign[s] == good else float(rng.uniform(0.5, 2)), b) for s, t in b.gold]
+        rows = [row(s, t, 0.1 if assign[s] == good else float(rng.uniform(0.5, 2)), b) for s,
+                t in b.gold]
         rows += [row(s, t, float(rng.uniform(0.5, 2)), b) for s, t in others]
-        variants[f"good-on-{good}"] = [Direction(read_mined(write_tsv(tmp_path / f"v{good}.tsv", rows)))]
+        variants[f"good-on-{good}"] = [Direction(read_mined(write_tsv(tmp_path / f"v{good}.tsv",
+                                                                      rows)))]
     out = evaluate_choosing(variants, b, "ce", "ce_word", folds=2)
     assert out.fold_chosen == ["good-on-1", "good-on-0"]
     assert out.chosen in variants
@@ -265,7 +276,8 @@ def test_a_chosen_variant_is_chosen_again_inside_each_training_fold(tmp_path):
     # each fold's held-out scores are those of the variant chosen for it, pooled
     for f, k in enumerate(out.fold_chosen):
         assert out.folds[f][2] == plain[k].folds[f][2]
-    assert out.heldout_strict.correct == sum(plain[k].folds[f][2].correct for f, k in enumerate(out.fold_chosen))
+    assert out.heldout_strict.correct == sum(plain[k].folds[f][2].correct for f,
+                                             k in enumerate(out.fold_chosen))
     # choosing on the scored fold would have been far better: the estimate is not optimistic
     oracle = sum(max(p.folds[f][2].f1 for p in plain.values()) for f in range(2)) / 2
     assert out.heldout_strict.f1 < oracle - 0.2
@@ -276,12 +288,14 @@ def test_a_chosen_variant_is_chosen_again_inside_each_training_fold(tmp_path):
 
 def test_union_of_directions(tmp_path, tiny_bucc):
     b = tiny_bucc
-    fwd = write_tsv(tmp_path / "zh-en.tsv", [row("zh-1", "en-1", 0.2, b), row("zh-5", "en-5", 0.3, b)])
+    fwd = write_tsv(tmp_path / "zh-en.tsv", [row("zh-1", "en-1", 0.2, b), row("zh-5", "en-5", 0.3,
+                                                                              b)])
     # reverse direction: sources are en ids
     bwd = write_tsv(tmp_path / "en-zh.tsv", [("en-2", "zh-2", -1, 0.2, 0.2, "thanks", "谢谢"),
                                               ("en-1", "zh-1", -1, 0.1, 0.1, "hello", "你好")])
     one = evaluate([Direction(read_mined(fwd))], b, "none")
-    both = evaluate([Direction(read_mined(fwd)), Direction(read_mined(bwd), reverse=True)], b, "none")
+    both = evaluate([Direction(read_mined(fwd)), Direction(read_mined(bwd), reverse=True)], b,
+                    "none")
     assert (one.strict.correct, one.strict.predicted) == (1, 2)
     assert (both.strict.correct, both.strict.predicted) == (2, 3)  # (zh-1,en-1) counted once
     assert "dir=zh-en+en-zh" in both.signature()
@@ -291,14 +305,16 @@ def test_cli_eval_prints_signature_and_saves(tmp_path, tiny_bucc, capsys):
     b = tiny_bucc
     path = write_tsv(tmp_path / "m.tsv", [row("zh-1", "en-1", 0.2, b), row("zh-5", "en-5", 0.9, b)])
     th = tmp_path / "th.json"
-    assert eval_main([path, "--gold", b.gold_path, "--filter", "ce", "--save-thresholds", str(th)]) == 0
+    assert eval_main([path, "--gold", b.gold_path, "--filter", "ce", "--save-thresholds",
+                      str(th)]) == 0
     out = capsys.readouterr().out
     assert "thresholds: tuned for best strict F1" in out
     assert "|filter=ce|threshold=ce_word<=" in out and "match=lenient" in out
     assert eval_main([path, "--gold", b.gold_path, "--filter", "ce", "--thresholds", str(th)]) == 0
     assert "thresholds: fixed, read from" in capsys.readouterr().out
     # thresholds for another filter are refused clearly
-    assert eval_main([path, "--gold", b.gold_path, "--filter", "bicleaner", "--thresholds", str(th)]) == 2
+    assert eval_main([path, "--gold", b.gold_path, "--filter", "bicleaner", "--thresholds",
+                      str(th)]) == 2
     assert "thresholds are for filter ce" in capsys.readouterr().err
 
 
@@ -338,8 +354,10 @@ def test_mining_job_tsv_is_evaluated_and_filtered_as_it_was_tuned(tmp_path, tiny
     kept = tmp_path / "kept.tsv"
     assert filter_main([path, "--thresholds", str(th), "-o", str(kept)]) == 0
     k = read_mined(kept)
-    assert sorted(zip(k.src_ids, k.tgt_ids)) == [("zh-1", "en-1"), ("zh-2", "en-2"), ("zh-4", "en-3")]
+    assert sorted(zip(k.src_ids, k.tgt_ids)) == [("zh-1", "en-1"), ("zh-2", "en-2"),
+                                                 ("zh-4", "en-3")]
     # a plain trie-search TSV keeps the paper's defaults
-    plain = write_tsv(tmp_path / "plain.tsv", [r[:7] for r in rows], meta={"model": "m", "mode": "pre"})
+    plain = write_tsv(tmp_path / "plain.tsv", [r[:7] for r in rows], meta={"model": "m",
+                                                                           "mode": "pre"})
     assert eval_main([plain, "--gold", b.gold_path]) == 0
     assert "candidates (best-per-source, ranked by ce_word): 4" in capsys.readouterr().out

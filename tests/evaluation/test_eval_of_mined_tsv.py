@@ -30,18 +30,22 @@ def _bucc(tmp_path):
     d = tmp_path / "bucc"
     d.mkdir()
     srcs = [s for s, _ in gold_pairs] + [s for s, _ in nogold]
-    (d / "xx-yy.t.xx").write_text("".join(f"x{i}\t{s}\n" for i, s in enumerate(srcs)), encoding="utf-8")
-    (d / "xx-yy.t.yy").write_text("".join(f"y{i}\t{t}\n" for i, t in enumerate(targets)), encoding="utf-8")
+    (d / "xx-yy.t.xx").write_text("".join(f"x{i}\t{s}\n" for i, s in enumerate(srcs)),
+                                  encoding="utf-8")
+    (d / "xx-yy.t.yy").write_text("".join(f"y{i}\t{t}\n" for i, t in enumerate(targets)),
+                                  encoding="utf-8")
     tid = {t: f"y{i}" for i, t in enumerate(targets)}
-    (d / "xx-yy.t.gold").write_text("".join(f"x{i}\t{tid[t]}\n" for i, (_, t) in enumerate(gold_pairs)),
-                                    encoding="utf-8")
+    (d / "xx-yy.t.gold").write_text(
+        "".join(f"x{i}\t{tid[t]}\n" for i, (_, t) in enumerate(gold_pairs)), encoding="utf-8"
+    )
     return d
 
 
 def test_mined_tsv_evaluates_and_ce_filter_removes_forced_matches(tmp_path, tiny_model_dir, capsys):
     d = _bucc(tmp_path)
     out = tmp_path / "mined.tsv"
-    assert mine_main(["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir), "--source", str(d / "xx-yy.t.xx"),
+    assert mine_main(["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir),
+                      "--source", str(d / "xx-yy.t.xx"),
                       "--target", str(d / "xx-yy.t.yy"), "-o", str(out), "--beam", "4", "-q"]) == 0
     b = read_bucc(d / "xx-yy.t.gold")
     mined = read_mined(out)

@@ -62,7 +62,8 @@ def test_eval_and_filter_read_a_compressed_mining_tsv_and_write_compressed_json(
     assert (tmp_path / "k.tsv").read_text().count("\n") == 2  # the header and one row
 
 
-# -- zstd frames without a content checksum ----------------------------------------------------------
+# -- zstd frames without a content checksum
+# ----------------------------------------------------------
 
 def test_a_checksumless_zstd_file_changed_in_place_is_refused(tmp_path, capsys, caplog):
     import zstandard

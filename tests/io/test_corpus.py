@@ -1,4 +1,4 @@
-"""triemine.io.corpus: plain/TSV detection, ids, empty lines kept in place, errors with file:line."""
+"""triemine.io.corpus: plain/TSV detection, ids, empty lines kept in place, file:line errors."""
 from __future__ import annotations
 
 import pytest
@@ -25,7 +25,8 @@ def test_plain_lines_keep_positions_and_empty_lines(tmp_path):
 
 
 def test_tsv_auto_detection_ids_and_blank_lines(tmp_path):
-    p = write(tmp_path, "b.tsv", "\ufeffen-1\tHello there.\nen-2\t\t\nen-7\tA\ttab inside\n\nen-9\tEnd\n".encode())
+    p = write(tmp_path, "b.tsv",
+              "\ufeffen-1\tHello there.\nen-2\t\t\nen-7\tA\ttab inside\n\nen-9\tEnd\n".encode())
     c = read_corpus(p)
     assert c.format == "tsv"
     assert c.ids == ["en-1", "en-2", "en-7", "", "en-9"]

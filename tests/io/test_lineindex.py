@@ -63,7 +63,9 @@ def test_open_corpus_reads_what_read_corpus_reads(tmp_path_factory, monkeypatch,
     d = tmp_path_factory.mktemp("li")
     text = "\n".join(lines) + ("\n" if final_newline and lines else "")
     path = d / "c.txt"
-    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8").replace(b"#", b"\xff"))
+    path.write_bytes(
+        (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8").replace(b"#", b"\xff")
+    )
     _same(path, fmt, d / "cache")
     _same(path, fmt, d / "cache")  # the second time from the index file
 
@@ -142,7 +144,9 @@ def test_offsets_not_text_are_held(tmp_path):
     assert isinstance(c.texts._off, np.memmap) and len(c.texts._off) == 200_001
     assert c.texts[123_456] == "sentence number 123456 of a larger corpus"
     assert c.ids[199_999] == "200000" and len(c) == 200_000
-    assert c.texts[8192:8195] == [f"sentence number {i} of a larger corpus" for i in (8192, 8193, 8194)]
+    assert c.texts[8192:8195] == [
+        f"sentence number {i} of a larger corpus" for i in (8192, 8193, 8194)
+    ]
     assert c.non_empty[:3] == [0, 1, 2] and c.empty_lines == []
 
 

@@ -28,7 +28,8 @@ def _same(a: CandidateSet, b: CandidateSet) -> bool:
 
 def test_a_store_written_in_blocks_reads_back_in_any_blocks_bit_for_bit(tmp_path):
     parts = [_set(n, seed) for seed, n in enumerate((5, 0, 7, 1))]
-    whole = CandidateSet(*(np.concatenate(c) for c in zip(*[(p.src, p.tgt, p.origin) for p in parts])),
+    whole = CandidateSet(*(np.concatenate(c) for c in zip(*[(p.src, p.tgt,
+                                                             p.origin) for p in parts])),
                          {c: np.concatenate([p.columns[c] for p in parts]) for c in ("x", "score")})
     store = write_store(tmp_path / "s", iter(parts), ["x", "score"], done=("gen",))
     again = ColumnStore.open(tmp_path / "s")

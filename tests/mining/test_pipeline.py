@@ -159,8 +159,9 @@ def test_combination_choices_give_one_variant_per_weight_tried(tmp_path):
     assert again.choices == {"n": [0.0, 0.5, 1.0]} and again(cols) == pytest.approx(za + 0.5 * zn)
     assert list(Combination("d", ["a"], [1.0]).variants()) == [""]
     for bad in ({"x": [1.0]}, [0.5], {"n": []}, {"n": 0.5}):
-        (tmp_path / "bad.json").write_text(json.dumps({**json.loads((tmp_path / "c.json").read_text()),
-                                                       "choices": bad}))
+        (tmp_path / "bad.json").write_text(
+            json.dumps({**json.loads((tmp_path / "c.json").read_text()), "choices": bad})
+        )
         with pytest.raises(InputError, match="not a combination file"):
             Combination.load(tmp_path / "bad.json")
 
@@ -208,7 +209,8 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
     prior = sc.prior([tiny_model.encode_target(targets[t]) for t in t_idx])
     assert m.col("prior") == pytest.approx(prior, abs=1e-3)
     ntok = -m.col("score") / m.col("ce_token")
-    assert m.col("pmi") == pytest.approx((m.col("score") - m.col("prior")) / ntok, abs=1e-3)  # 6 decimals in the TSV
+    assert m.col("pmi") == pytest.approx((m.col("score") - m.col("prior")) / ntok,
+                                         abs=1e-3)  # 6 decimals in the TSV
     assert m.col("combined") == pytest.approx(m.col("cipher_margin") - m.col("ce_token"), abs=1e-5)
     assert (m.col("numerals") == 1.0).all()  # the synthetic language pair has no digits
     # every translation present in the targets is among the candidates
@@ -250,10 +252,12 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
     searched = read_mined(tmp_path / "out.tsv.work" / "trie.tsv")
     assert searched.col("src_line").tolist() == [int(i) for i in searched.src_ids]
     assert searched.col("tgt_line").tolist() == [int(i) for i in searched.tgt_ids]
-    assert not any(p.name.endswith((".spill", ".todo.cols")) for p in (tmp_path / "out.tsv.work").iterdir())
+    assert not any(p.name.endswith((".spill",
+                                    ".todo.cols")) for p in (tmp_path / "out.tsv.work").iterdir())
 
 
-def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_model, corpora, tmp_path):
+def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_model, corpora,
+                                                                         tmp_path):
 
     from triemine.mining.run import mine_pipeline
 
@@ -339,7 +343,8 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
     from triemine.mining.run import mine_pipeline
 
     cands = CandidateSet([3, 1, 2, 0, 5], [0, 4, 4, 1, 2], [1, 2, 3, 2, 1],
-                         {"score": [-1.5, np.nan, -2.25, -0.5, -3.0], "x": [0.1, 0.2, 0.3, 0.4, 0.5]})
+                         {"score": [-1.5, np.nan, -2.25, -0.5, -3.0], "x": [0.1, 0.2, 0.3, 0.4,
+                                                                            0.5]})
     saved = save_scored(tmp_path / "w", cands)
     for a, b in ((0, 5), (1, 3), (4, 5), (2, 2)):
         part, want = saved.block(a, b), cands.take(np.arange(a, b))
@@ -574,10 +579,12 @@ def reverse_model(tmp_path_factory):
     from triemine.testing.tiny_model import build_tiny_model
 
     torch.set_num_threads(1)
-    return load_model_dir(build_tiny_model(tmp_path_factory.mktemp("rev"), reverse=True, updates=300))
+    return load_model_dir(build_tiny_model(tmp_path_factory.mktemp("rev"), reverse=True,
+                                           updates=300))
 
 
-def test_reverse_model_adds_dual_conditional_cross_entropy(tiny_model, reverse_model, corpora, tmp_path):
+def test_reverse_model_adds_dual_conditional_cross_entropy(tiny_model, reverse_model, corpora,
+                                                           tmp_path):
     from triemine.mining.run import mine_pipeline
 
     src, tgt, pairs, targets = corpora

@@ -83,7 +83,8 @@ def test_trie_cache_is_reused_and_keyed_by_target(tiny_model, corpora, tmp_path)
 def test_cli_writes_header_and_one_row_per_target_id(tiny_model_dir, corpora, tmp_path):
     src, tgt, tgt_texts = corpora
     out = tmp_path / "out.tsv"
-    rc = mine_main(["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir), "--source", str(src),
+    rc = mine_main(["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir),
+                    "--source", str(src),
                     "--target", str(tgt), "-o", str(out), "--beam", "3", "--nbest", "1", "-q"])
     assert rc == 0
     rows = read_rows(out)
@@ -103,7 +104,8 @@ def test_cli_writes_run_sidecar_read_by_evaluation(tiny_model_dir, corpora, tmp_
     monkeypatch.delenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", raising=False)
     src, tgt, _ = corpora
     out = tmp_path / "out.tsv"
-    assert mine_main(["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir), "--source", str(src),
+    assert mine_main(["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir),
+                      "--source", str(src),
                       "--target", str(tgt), "-o", str(out), "--beam", "3", "-q"]) == 0
     assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in os.environ
     meta = read_meta(out)
@@ -114,7 +116,8 @@ def test_cli_writes_run_sidecar_read_by_evaluation(tiny_model_dir, corpora, tmp_
 def test_cli_post_expansion_skips_sources_without_translation(tiny_model_dir, corpora, tmp_path):
     src, tgt, _ = corpora
     out = tmp_path / "post.tsv"
-    assert mine_main(["--candidates", "trie", "--post-expansion", "--model", str(tiny_model_dir), "--source", str(src),
+    assert mine_main(["--candidates", "trie", "--post-expansion", "--model", str(tiny_model_dir),
+                      "--source", str(src),
                       "--target", str(tgt), "-o", str(out), "--beam", "3", "-q"]) == 0
     rows = read_rows(out)
     found = {int(r[0][1:]) for r in rows}
@@ -170,7 +173,8 @@ def test_resume_after_kill_gives_identical_file(tiny_model_dir, corpora, tmp_pat
     src, tgt, _ = corpora
     env = dict(os.environ, TRIEMINE_CACHE=str(tmp_path / "cache"), OMP_NUM_THREADS="1",
                TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
-    common = ["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir), "--source", str(src),
+    common = ["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir), "--source",
+              str(src),
               "--target", str(tgt), "--beam", "6", "--batch-size", "1", "-q"]
     full, killed = tmp_path / "full.tsv", tmp_path / "killed.tsv"
     subprocess.run(_cli(*common, "-o", str(full)), env=env, check=True, capture_output=True)
@@ -364,12 +368,14 @@ def test_missing_model_file(tiny_model_dir, corpora, tmp_path, capsys):
     broken = tmp_path / "model"
     shutil.copytree(tiny_model_dir, broken)
     (broken / "dict.tgt.txt").unlink()
-    rc, err = _err(capsys, ["--candidates", "trie", "--pre-expansion", "--model", str(broken), "--source", str(src),
+    rc, err = _err(capsys, ["--candidates", "trie", "--pre-expansion", "--model", str(broken),
+                            "--source", str(src),
                             "--target", str(tgt), "-o", str(tmp_path / "o.tsv"), "-q"])
     assert rc == 2 and "dict.tgt.txt: missing model file" in err
     shutil.copy(tiny_model_dir / "dict.tgt.txt", broken / "dict.tgt.txt")
     (broken / "checkpoint.pt").write_bytes(b"not a checkpoint")
-    rc, err = _err(capsys, ["--candidates", "trie", "--pre-expansion", "--model", str(broken), "--source", str(src),
+    rc, err = _err(capsys, ["--candidates", "trie", "--pre-expansion", "--model", str(broken),
+                            "--source", str(src),
                             "--target", str(tgt), "-o", str(tmp_path / "o.tsv"), "-q"])
     assert rc == 2 and "checkpoint.pt: cannot load fairseq checkpoint" in err
 
@@ -379,7 +385,8 @@ def test_trie_of_another_dictionary(tiny_model_dir, tiny_model, corpora, tmp_pat
     foreign = tmp_path / "foreign.trie"
     Trie.build([[4, 5, 2]], eos=2, metadata={"dict_fingerprint": "sha256:other",
                                              "dict_size": len(tiny_model.tgt_dict)}).save(foreign)
-    rc, err = _err(capsys, ["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir), "--source",
+    rc, err = _err(capsys, ["--candidates", "trie", "--pre-expansion", "--model",
+                            str(tiny_model_dir), "--source",
                             str(src), "--target", str(tgt), "-o", str(tmp_path / "o.tsv"),
                             "--trie", str(foreign), "-q"])
     assert rc == 2 and "foreign.trie" in err and "another dictionary" in err
@@ -389,7 +396,8 @@ def test_empty_source_and_unreadable_line(tiny_model_dir, corpora, tmp_path, cap
     _, tgt, _ = corpora
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n", encoding="utf-8")
-    base = ["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir), "--target", str(tgt),
+    base = ["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir), "--target",
+            str(tgt),
             "-o", str(tmp_path / "o.tsv"), "-q"]
     rc, err = _err(capsys, base + ["--source", str(empty)])
     assert rc == 2 and "empty.txt: empty source file" in err

@@ -50,7 +50,8 @@ def installed(wheel, tmp_path_factory):
     env = tmp_path_factory.mktemp("venv") / "env"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
     py = env / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+    site = subprocess.run([str(py), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     Path(site, "triemine-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     # without PYTHONPATH: a checkout on it with a trie_mine.egg-info (a worktree set up with

@@ -75,12 +75,14 @@ def _layered(tmp_path, name: str = "pkg") -> Path:
     _write(root, "decoding/__init__.py")
     _write(root, "decoding/d.py", f"from {name}.models import m\nimport {name}.paths\n")
     _write(root, "mining/__init__.py")
-    _write(root, "mining/run.py", f"from {name}.decoding import d\nfrom {name}.distributed import pool\n"
+    _write(root, "mining/run.py",
+           f"from {name}.decoding import d\nfrom {name}.distributed import pool\n"
            f"def f():\n    import torch\n    from ..models import m\n    return m, torch\n")
     _write(root, "filtering/__init__.py")
     _write(root, "filtering/f.py", "x = 1\n")
     _write(root, "distributed/__init__.py")
-    _write(root, "distributed/pool.py", f"from {name}.filtering import f\nfrom {name} import paths\n"
+    _write(root, "distributed/pool.py",
+           f"from {name}.filtering import f\nfrom {name} import paths\n"
            f"class P:\n    def g(self):\n        from {name}.paths import os\n        return os\n")
     return root
 
@@ -249,11 +251,14 @@ def test_the_package_keeps_the_layout_rules():
 def test_history_marks_in_comments_and_docstrings_only(tmp_path):
     root = tmp_path / "pkg"
     _write(root, "__init__.py", '"""cheap"""\n')
-    _write(root, "clean.py",
-           '"""Hashes of chunks: ``sha256(...)``; 123456789 is digits only, deadbeefcafe letters."""\n'
-           "PRIME = 1000003  # a constant\n"
-           "MASK = 0xdeadbeef1234\n"
-           "KEY = 'abc1234def'  # a string in code, not a docstring\n")
+    _write(
+        root,
+        "clean.py",
+        '"""Hashes of chunks: ``sha256(...)``; 123456789 is digits only, deadbeefcafe letters."""\n'
+        "PRIME = 1000003  # a constant\n"
+        "MASK = 0xdeadbeef1234\n"
+        "KEY = 'abc1234def'  # a string in code, not a docstring\n",
+    )
     _write(root, "dirty.py",
            '"""Scores.\n\nFaster since 1593d58 (measured 2026-11-25)."""\n'
            "X = 1  # chunk of 428 pairs, see 44e2d76\n"
@@ -278,7 +283,8 @@ def test_package_has_no_history_marks():
 
 def test_decision_links_name_headings(tmp_path):
     root = tmp_path / "pkg"
-    _write(root, "__init__.py", "# see docs/decisions.md#why-numpys-blas and docs/decisions.md#gone\n")
+    _write(root, "__init__.py",
+           "# see docs/decisions.md#why-numpys-blas and docs/decisions.md#gone\n")
     assert check_layout.decision_links(root) == []          # no docs/decisions.md: nothing to check
     _write(tmp_path, "docs/decisions.md", "# Decisions\n\n## Area\n\n### Why numpy's BLAS\n")
     assert check_layout.decision_links(root) == [
@@ -336,7 +342,8 @@ def test_the_content_digest_is_called_from_at_most_three_modules(tmp_path):
                "d = content_sha256('x')\n")
     assert check_layout.digest_callers(root) == []  # three
     _write(root, "sub/__init__.py")
-    _write(root, "sub/c.py", "import pkg.paths\n\n\ndef f(p):\n    return pkg.paths.content_sha256(p)\n")
+    _write(root, "sub/c.py",
+           "import pkg.paths\n\n\ndef f(p):\n    return pkg.paths.content_sha256(p)\n")
     assert check_layout.digest_callers(root) == [
         "content_sha256( called from 4 modules (at most 3; take a key's digests from "
         "triemine.io.keys): pkg/a.py:2; pkg/b.py:2; pkg/keys.py:2; pkg/sub/c.py:5"]

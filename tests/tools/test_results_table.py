@@ -75,8 +75,10 @@ def test_write_renders_every_benchmark_and_the_readme_table_and_check_then_passe
     assert readme.endswith("<!-- results:end -->\n\nrest\n") and "old table" not in readme
     rows = [ln for ln in readme.splitlines() if ln.startswith("| ") and "F1" not in ln]
     # combined: F1 of the latest record, wall time of the one that mined it (the latest resumed)
-    assert rows == ["| combined (default) | 0.9800 | 0.9700 | 0.9400 | 8 min 10 s | 2 |",
-                    "| use_margin (USE + LASER margin) | 0.9500 | 0.9400 | 0.9100 | 2 min 00 s | 2 |"]
+    assert rows == [
+        "| combined (default) | 0.9800 | 0.9700 | 0.9400 | 8 min 10 s | 2 |",
+        "| use_margin (USE + LASER margin) | 0.9500 | 0.9400 | 0.9100 | 2 min 00 s | 2 |",
+    ]
     # the setup said once; no date, commit, load or command of a record (those are on the page)
     assert "Setup: Test CPU, 2 cores, no GPU; Python ?, torch ?." in readme
     assert "2030-01" not in readme and "bbbbbbbbbb" not in readme and "load" not in readme
@@ -103,7 +105,9 @@ def test_check_fails_when_the_readme_has_no_markers_and_names_a_bad_record(tmp_p
     (tmp_path / "README.md").write_text("# no markers\n", encoding="utf-8")
     assert _run(tmp_path, "--write").returncode == 1  # the page is written, the README cannot be
     res = _run(tmp_path, "--check")
-    assert res.returncode == 1 and "no <!-- results:begin --> ... <!-- results:end -->" in res.stderr
+    assert (
+        res.returncode == 1 and "no <!-- results:begin --> ... <!-- results:end -->" in res.stderr
+    )
     with open(tmp_path / "results" / "toy_bench.jsonl", "a", encoding="utf-8") as f:
         f.write('{"bench": "toy_bench"}\n')
     res = _run(tmp_path, "--check")
@@ -121,10 +125,12 @@ def _precisions(fp32_rate, speedups):
     st = {"items": 100, "gflop_per_item": 3.0, "fp32": {
         "max_tokens=8,chunk=4": {"s": 1.0, "per_s": fp32_rate, "tflop_per_s": 0.3},
         "best": "max_tokens=8,chunk=4", "best_per_s": fp32_rate, "peak_tflop_per_s": 60.0,
-        "share_of_peak": 0.005}, "cpu_one_thread": {"per_s": 2.0, "max_diff_vs_gpu_fp32_nats": 1e-5},
+        "share_of_peak": 0.005}, "cpu_one_thread": {"per_s": 2.0,
+                                                    "max_diff_vs_gpu_fp32_nats": 1e-5},
         "cores_per_gpu_fp32": fp32_rate / 2}
     for p, x in speedups.items():
-        st[p] = {"max_tokens=8,chunk=4": {"s": 1 / x, "per_s": fp32_rate * x, "tflop_per_s": 0.3 * x,
+        st[p] = {"max_tokens=8,chunk=4": {"s": 1 / x, "per_s": fp32_rate * x,
+                                          "tflop_per_s": 0.3 * x,
                                           "max_diff_vs_first_nats": 0.25},
                  "best": "max_tokens=8,chunk=4", "best_per_s": fp32_rate * x}
         st[f"speedup_{p}_vs_fp32"] = x

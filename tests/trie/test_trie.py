@@ -226,7 +226,8 @@ def test_first_error_in_line_order_and_bad_line_ids():
 
 def test_from_arrays_fast_path_equals_build():
     rng = np.random.default_rng(0)
-    seqs = [tuple(rng.integers(3, 40, size=rng.integers(1, 6)).tolist()) + (EOS,) for _ in range(300)]
+    seqs = [tuple(rng.integers(3, 40, size=rng.integers(1, 6)).tolist()) + (EOS,
+                                                                            ) for _ in range(300)]
     flat = np.concatenate([np.array(s, dtype=np.uint16) for s in seqs])
     offsets = np.concatenate([[0], np.cumsum([len(s) for s in seqs])])
     a = Trie.from_arrays(flat, offsets, np.arange(300) // 2, eos=EOS)
@@ -361,7 +362,8 @@ def test_valid_checksums_but_wrong_content_are_refused(trie_file, tmp_path):
         with pytest.raises(TrieFormatError, match=problem):
             Trie.load(bad)
     _resave(trie, bad)  # unchanged: loads and answers as the original
-    assert [(q, ids.tolist()) for q, ids in Trie.load(bad)] == [(q, ids.tolist()) for q, ids in trie]
+    assert [(q, ids.tolist()) for q, ids in Trie.load(bad)] == [(q, ids.tolist()) for q,
+                                                                ids in trie]
 
 
 def test_a_wrong_trie_file_is_a_clean_cli_error(tiny_model, tiny_model_dir, tmp_path, capsys):
@@ -377,7 +379,8 @@ def test_a_wrong_trie_file_is_a_clean_cli_error(tiny_model, tiny_model_dir, tmp_
     trie = Trie.build(seqs, eos=tiny_model.tgt_dict.eos())
     bad = tmp_path / "bad.trie"
     _resave(trie, bad, depth=3)
-    code = mine_main(["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir), "--source",
+    code = mine_main(["--candidates", "trie", "--pre-expansion", "--model", str(tiny_model_dir),
+                      "--source",
                       str(tmp_path / "src.txt"), "--target", str(tmp_path / "tgt.txt"),
                       "-o", str(tmp_path / "o.tsv"), "--trie", str(bad), "-q"])
     err = capsys.readouterr().err

@@ -19,13 +19,15 @@ def trie_build_main(argv: Optional[Sequence[str]] = None) -> int:
 def _trie_build_parser() -> argparse.ArgumentParser:
     """trie-build's arguments."""
     parser = argparse.ArgumentParser(prog="trie-build", description=trie_build_main.__doc__)
-    parser.add_argument("corpus", help="target-side corpus: one sentence per line, or id<TAB>sentence")
+    parser.add_argument("corpus",
+                        help="target-side corpus: one sentence per line, or id<TAB>sentence")
     parser.add_argument("-o", "--output", required=True, help="trie file to write")
     parser.add_argument("--spm", required=True, help="sentencepiece model of the target side")
     parser.add_argument("--dict", required=True, dest="dict_path",
                         help="fairseq dictionary (dict.txt) of the model's target side")
     parser.add_argument("--nbest", type=int, default=1,
-                        help="insert up to K distinct sentencepiece segmentations per line (default 1)")
+                        help="insert up to K distinct sentencepiece segmentations per line "
+                        "(default 1)")
     parser.add_argument("--format", choices=("auto", "plain", "tsv"), default="auto",
                         help="corpus format (auto: TSV when every non-empty line is id<TAB>text)")
     parser.add_argument("--unk", choices=("error", "map"), default="error",

@@ -30,15 +30,18 @@ def _eval_parser() -> argparse.ArgumentParser:
                         "l2->l1 direction, whose pairs are united with the first's")
     parser.add_argument("--gold", required=True, help="BUCC gold file <l1>-<l2>.<split>.gold")
     arguments.add_bucc_args(parser)
-    parser.add_argument("--filter", default=None, help=arguments.filter_help() + " (default: see below)")
+    parser.add_argument("--filter", default=None,
+                        help=arguments.filter_help() + " (default: see below)")
     parser.add_argument("--rank-by", default=None,
                         help="score choosing the candidates (default: see below)")
     parser.add_argument("--rule", default=None, choices=["best-per-source", "one-to-one"],
                         help="selection rule before the filter (default: see below)")
-    parser.add_argument("--thresholds", metavar="JSON", help="apply these fixed thresholds instead of tuning")
+    parser.add_argument("--thresholds", metavar="JSON",
+                        help="apply these fixed thresholds instead of tuning")
     parser.add_argument("--save-thresholds", metavar="JSON", help="store the thresholds used")
     parser.add_argument("--folds", type=int, default=0,
-                        help="k-fold estimate: tune on k-1 folds of the l1 sentences, score the rest")
+                        help="k-fold estimate: tune on k-1 folds of the l1 sentences, score "
+                        "the rest")
     parser.add_argument("--seed", type=int, default=1234, help="fold assignment seed")
     parser.add_argument("--json", metavar="FILE", help="also write all numbers as JSON")
     parser.add_argument("--plot", metavar="DIR", help="write PNG plots (P/R/F1 against the "

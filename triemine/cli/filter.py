@@ -42,8 +42,11 @@ def _filter_parser() -> argparse.ArgumentParser:
     parser.add_argument("--filter", default=None, help=arguments.filter_help())
     parser.add_argument("--rule", default=None, choices=["none", "best-per-source", "one-to-one"],
                         help="selection before filtering (default: see below)")
-    parser.add_argument("--rank-by", default=None,
-                        help="score ranking the rows for --rule (default: the filter's first score)")
+    parser.add_argument(
+        "--rank-by",
+        default=None,
+        help="score ranking the rows for --rule (default: the filter's first score)",
+    )
     parser.add_argument("--thresholds", metavar="JSON", help="thresholds file from trie-mine-eval")
     parser.add_argument("--ce-max", type=arguments.finite, help="keep ce_word <= this")
     parser.add_argument("--bicleaner-min", type=arguments.finite, help="keep bicleaner >= this")
@@ -72,7 +75,9 @@ def _filter(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("give -o/--output and/or --bitext")
     for name in args.classifier:
         if name not in baselines.SYSTEMS:
-            parser.error(f"unknown classifier {name!r} (choose from {', '.join(baselines.SYSTEMS)})")
+            parser.error(
+                f"unknown classifier {name!r} (choose from {', '.join(baselines.SYSTEMS)})"
+            )
     if args.second and args.output:
         parser.error("--second combines two directions; use --bitext for the union")
     if args.batch_size < 1:

@@ -73,7 +73,8 @@ def _mine(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                      "give --bitext")
     args.bitext_format = arguments.bitext_format(parser, args)
     if args.min_prob is not None:
-        args.threshold.append(arguments.min_prob_cut(parser, opts.scores.combination, args.min_prob))
+        args.threshold.append(arguments.min_prob_cut(parser, opts.scores.combination,
+                                                     args.min_prob))
     quiet_libraries()
     from triemine.api import run  # heavy (torch, fairseq): after the logging set-up
 

@@ -23,8 +23,9 @@ def score_main(argv: Optional[Sequence[str]] = None) -> int:
 def _score_parser() -> argparse.ArgumentParser:
     """trie-mine-score's arguments."""
     parser = argparse.ArgumentParser(prog="trie-mine-score", description=score_main.__doc__)
-    parser.add_argument("pairs", nargs="+", metavar="PAIRS", help="src<TAB>tgt or id<TAB>src<TAB>"
-                        "tgt TSV, TMX, JSON lines, or two files of a Moses pair; plain or gz/xz/zst")
+    parser.add_argument("pairs", nargs="+", metavar="PAIRS",
+                        help="src<TAB>tgt or id<TAB>src<TAB>tgt TSV, TMX, JSON lines, or two "
+                        "files of a Moses pair; plain or gz/xz/zst")
     parser.add_argument("--model", required=True, help="trie-mine model directory")
     parser.add_argument("-o", "--output", required=True, help="scores TSV: one row per input pair")
     parser.add_argument("--format", choices=PAIR_FORMATS, default="auto", help="PAIRS' format "

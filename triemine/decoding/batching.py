@@ -134,7 +134,8 @@ def block_batches(lengths: Sequence[int], start: int, end: int, batch_size: int,
     for i in order:
         n = lengths[i]
         cur = batches[-1] if batches else None
-        if cur and len(cur) < batch_size and (max_tokens is None or (len(cur) + 1) * n <= max_tokens):
+        if cur and len(cur) < batch_size and \
+                (max_tokens is None or (len(cur) + 1) * n <= max_tokens):
             cur.append(i)
         else:
             batches.append([i])

@@ -16,7 +16,8 @@ generator it:
 
 With ``search=None`` it is the same shrinking-beam search without a trie (the unconstrained
 baseline).  Every trie rule (length limit, pre/post expansion, the shrinking beam) is applied by
-:meth:`TrieConstrainedBeamSearch.constrain`, the same code the fairseq ``Search`` adapter calls; this
+:meth:`TrieConstrainedBeamSearch.constrain`, the same code the fairseq ``Search`` adapter calls;
+this
 class only keeps the live rows, reorders the decoder state and finalises matches.  All per-step
 work is batched tensor operations plus one or two batched trie calls; the only Python loop runs
 over *finished* hypotheses to build the result dicts.

@@ -115,7 +115,8 @@ class SearchSettings:
 
     def on_device(self, device: str) -> "SearchSettings":
         """These settings as a search on ``device`` runs them: off the CPU a batch and a token
-        cap left unset take the device's defaults (:func:`~triemine.decoding.batching.device_batch`),
+        cap left unset take the device's defaults
+        (:func:`~triemine.decoding.batching.device_batch`),
         so they are in the resume key and the shards' tasks; on the CPU unchanged."""
         sources, tokens = device_batch(self.beam, device)
         if sources is None:

@@ -134,5 +134,6 @@ def merge_matches(per_trie: Sequence[List], beam: int, prior_weight: float = 0.0
                 by_tokens[m.tokens] = replace(
                     old, tgt_line_ids=tuple(sorted(set(old.tgt_line_ids) | set(m.tgt_line_ids))))
     best = sorted(by_tokens.values(),
-                  key=lambda m: rank_key(m.score, m.n_tokens, m.tokens, m.prior, prior_weight))[:beam]
+                  key=lambda m: rank_key(m.score, m.n_tokens, m.tokens, m.prior,
+                                         prior_weight))[:beam]
     return [replace(m, rank=r) for r, m in enumerate(best)]

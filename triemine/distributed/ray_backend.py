@@ -233,8 +233,10 @@ class RayPool:
         except ray.exceptions.RayError as exc:
             self._start_failures += 1
             if self._start_failures > self.max_attempts * self.workers:
-                raise TrieMineError(f"--ray: the workers fail to start on the cluster: "
-                                    f"{_cause(exc)} (is the same triemine installed on every node?)") from None
+                raise TrieMineError(
+                    f"--ray: the workers fail to start on the cluster: "
+                    f"{_cause(exc)} (is the same triemine installed on every node?)"
+                ) from None
             log.warning("--ray: a worker failed to start (%s); starting another", _cause(exc))
             self._start(i)
             return

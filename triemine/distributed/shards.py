@@ -176,7 +176,8 @@ class ShardStore:
         driver killed between the two leaves entries in both: the same ones)."""
         doc = {"key": self.key, "done": self.done}
         atomic_write(self.dir / MANIFEST,
-                     json.dumps(dict(doc, manifest_crc32=json_crc32(doc)), indent=1).encode("utf-8"),
+                     json.dumps(dict(doc, manifest_crc32=json_crc32(doc)),
+                                indent=1).encode("utf-8"),
                      "shard manifest")
         (self.dir / LOG).unlink(missing_ok=True)
 
@@ -307,7 +308,8 @@ def execute_all(runs: Sequence[tuple], pool) -> List[List[int]]:
     on_done)``, all their pending shards queued on ``pool`` together (in run order; at most
     ``IN_FLIGHT`` at a time, or two a worker of a larger pool, each task made when it is
     submitted), so the workers share them (a job's two searches or two corpora of a few shards
-    each: one after the other, a lone shard leaves a worker idle).  Each store records its own shards as
+    each: one after the other, a lone shard leaves a worker idle).  Each store records its own
+    shards as
     they finish; a run's shards that failed every attempt are raised, as :class:`ShardFailures`,
     after every run's other shards are recorded.  Returns the ids computed, per run."""
     n = len(runs)

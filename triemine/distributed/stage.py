@@ -41,7 +41,8 @@ def stage_key(settings: Mapping[str, Any], inputs: Mapping[str, Any] = (),
               task: Optional[type] = None) -> dict:
     """A stage's key: :data:`KEY_VERSION`, its task class's name, for each ``name: path`` of
     ``inputs`` the SHA-256 of the file's content under ``name``
-    (:func:`triemine.io.keys.input_digests`: a file edited in place is never resumed), then ``settings`` (of a settings node: :func:`triemine.config.settings.key_of`)."""
+    (:func:`triemine.io.keys.input_digests`: a file edited in place is never resumed), then
+    ``settings`` (of a settings node: :func:`triemine.config.settings.key_of`)."""
     return {"key_version": KEY_VERSION, **({"task": task.__name__} if task else {}),
             **input_digests(inputs), **settings}
 

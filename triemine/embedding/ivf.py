@@ -12,7 +12,8 @@ that is the next step for corpora whose index cannot be memory-mapped from local
 The index file ``<dir>/index.faiss`` is written once, atomically, with ``<dir>/index.json``
 beside it: the key it was built for (the database's fingerprint, lists, seed), the file's size
 and its CRC32.  An index whose key is not the job's or whose file is not the size or the CRC32
-written there (truncated, replaced, changed in place) is never used: :func:`load_index` raises :class:`StaleIndex` naming the file and the
+written there (truncated, replaced, changed in place) is never used: :func:`load_index` raises
+:class:`StaleIndex` naming the file and the
 reason, and the caller rebuilds it.
 """
 from __future__ import annotations

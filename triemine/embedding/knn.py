@@ -7,7 +7,8 @@ rows into one: one brute-force pass, BLAS inside faiss): exact results at BUCC s
 
 Ratio margin of a pair ``(x, y)``::
 
-    margin(x, y) = cos(x, y) / ( (sum_{z in NN_k(x)} cos(x, z)) / 2k + (sum_{z in NN_k(y)} cos(y, z)) / 2k )
+    margin(x, y) = cos(x, y) / ( (sum_{z in NN_k(x)} cos(x, z)) / 2k + (sum_{z in NN_k(y)} cos(y,
+    z)) / 2k )
 
 where ``NN_k(x)`` are the k nearest targets of source ``x`` and ``NN_k(y)`` the k nearest sources of
 target ``y``.  It corrects cosine for hubness: a pair scores high only when it stands out from both
@@ -206,7 +207,8 @@ def knn(queries: np.ndarray, database: np.ndarray, k: int, threads: Optional[int
 
     set_faiss(d.shape[1], threads)
     # faiss's search without an index: the very function IndexFlatIP.search calls (the same
-    # bits), with no copy of the database into one (see docs/decisions.md#exact-knn-without-an-index)
+    # bits), with no copy of the database into one (see
+    # docs/decisions.md#exact-knn-without-an-index)
     sims, idx = faiss.knn(q, d, k, metric=faiss.METRIC_INNER_PRODUCT)
     return sims, idx.astype(np.int64)
 
@@ -237,7 +239,8 @@ def row_means(sim, path: Optional[Path] = None, block: int = 1 << 20) -> np.ndar
     """The margin's neighbourhood term of every sentence: the mean of each row of ``sim``
     (n, k), float32 (float64 for float64 rows; 0 for rows with no neighbours), ``block`` rows at
     a time, so that ``sim`` may be a memory-mapped list of 10^8 rows.  With ``path`` the means
-    are written there (a sealed ``.npy``, :mod:`triemine.io.checksum`, atomically) and returned memory-mapped: the driver's heap
+    are written there (a sealed ``.npy``, :mod:`triemine.io.checksum`, atomically) and returned
+    memory-mapped: the driver's heap
     then holds none of their 4 bytes a sentence (400 MB a side at 10^8); their pages are the
     kernel's to drop.  The same bits for any ``block``, with or without ``path`` (each row's
     mean is its own reduction)."""
@@ -273,7 +276,9 @@ def cosine_of_pairs(src_emb: np.ndarray, tgt_emb: np.ndarray, src: np.ndarray,
     return out
 
 
-MARGIN_BLOCK = 1 << 20  # neighbour-list rows a block of margin_candidates (about 100 MB of temporaries at k = 4)
+MARGIN_BLOCK = (
+    1 << 20
+)  # neighbour-list rows a block of margin_candidates (about 100 MB of temporaries at k = 4)
 
 
 def _best_by_margin(nb: MarginNeighbours, rows: np.ndarray, forward: bool, per: int):

@@ -85,7 +85,8 @@ def knn_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Path,
     ``exact`` (:func:`knn_method` chooses by size): a grid of shards (up to ``rows`` queries
     against up to ``rows`` database rows each) merged per query, the k best of its shards by
     similarity, ties to the lower row (faiss lists exactly tied rows of one cell in its heap's
-    order).  ``ivf``: the database in an IVF index (``work_dir/<name>.ivf/``, built once: quantiser trained on a seeded
+    order).  ``ivf``: the database in an IVF index (``work_dir/<name>.ivf/``, built once: quantiser
+    trained on a seeded
     sample, rows assigned to lists by an exact grid search against the centroids), searched in
     shards of ``rows`` queries probing ``nprobe`` lists each (None: :func:`ivf_nprobe`).
     ``hnsw``: HNSW graphs of ``graph_rows`` database rows each, built on the pool one thread a
@@ -230,7 +231,8 @@ def _grid_sharded(queries_path: Path, database_path: Path, k: int, work_dir: Pat
 def _merged_lists(store: ShardStore, work_dir: Path, name: str, n_rows: int, k: int,
                   blocks) -> tuple:
     """``(sim, idx)`` of a search's ``n_rows`` queries, from ``blocks`` (each ``(sim, idx)`` of
-    the next queries, merged from ``store``'s shards), written to ``work_dir/<name>.lists.<tag>.npy``
+    the next queries, merged from ``store``'s shards), written to
+    ``work_dir/<name>.lists.<tag>.npy``
     as one ``.npy`` of records (k float32 similarities, k int64 rows: 12 k bytes a query) and
     returned memory-mapped, so the driver does not hold the lists of 10^8 sentences (4.8 GB a
     side at k = 4) in its memory.  ``tag`` digests the store's key and shard entries, so a

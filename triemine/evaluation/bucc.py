@@ -96,7 +96,8 @@ def bucc_files(gold_path: os.PathLike | str) -> Tuple[str, str, str, str, str]:
     if not m or m.group("kind") != "gold":
         raise InputError("not a BUCC gold file name (expected <l1>-<l2>.<split>.gold)", gold_path)
     base = gold_path[: -len(".gold")]
-    return m.group("l1"), m.group("l2"), m.group("split"), f"{base}.{m.group('l1')}", f"{base}.{m.group('l2')}"
+    return (m.group("l1"), m.group("l2"), m.group("split"), f"{base}.{m.group('l1')}",
+            f"{base}.{m.group('l2')}")
 
 
 def read_bucc(gold_path: os.PathLike | str, src_path: Optional[str] = None,

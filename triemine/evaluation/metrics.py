@@ -44,10 +44,12 @@ def score_pairs_lenient(predicted: Iterable[Pair], gold: Iterable[Pair],
 
 
 def gold_mask(src_ids: Sequence[str], tgt_ids: Sequence[str], gold: Set[Pair]) -> np.ndarray:
-    return np.fromiter(((s, t) in gold for s, t in zip(src_ids, tgt_ids)), dtype=bool, count=len(src_ids))
+    return np.fromiter(((s, t) in gold for s, t in zip(src_ids, tgt_ids)), dtype=bool,
+                       count=len(src_ids))
 
 
-def fold_of(ids: Sequence[str], all_ids: Sequence[str], folds: int, seed: int = 1234) -> Dict[str, int]:
+def fold_of(ids: Sequence[str], all_ids: Sequence[str], folds: int,
+            seed: int = 1234) -> Dict[str, int]:
     """Deterministic assignment of corpus ids to ``folds`` folds (seeded permutation)."""
     rng = np.random.default_rng(seed)
     perm = rng.permutation(len(all_ids))

@@ -80,8 +80,10 @@ class Outcome:
         thresholds = self.thresholds if thresholds is None else thresholds
         if self.filter == "none":
             return "none"
-        return ",".join((f"{d}:" if len(thresholds) > 1 else "") + registry.threshold_text(self.filter, th)
-                        for d, th in thresholds.items())
+        return ",".join(
+            (f"{d}:" if len(thresholds) > 1 else "") + registry.threshold_text(self.filter, th)
+            for d, th in thresholds.items()
+        )
 
     def signature(self, match: str = "strict", scores: Optional[PRF] = None) -> str:
         scores = scores or (self.strict if match == "strict" else self.lenient)
@@ -122,13 +124,17 @@ class Outcome:
             "threshold_source": self.threshold_source, "directions": self.directions,
             "strict": self.strict.as_dict(), "lenient": self.lenient.as_dict(),
             "candidates": self.candidates,
-            "model": self.meta.get("model"), "mode": self.meta.get("mode"), "beam": self.meta.get("beam"),
+            "model": self.meta.get("model"), "mode": self.meta.get("mode"),
+                                  "beam": self.meta.get("beam"),
         }
         if self.folds:
-            out["folds"] = [{"fold": f, "thresholds": th, "strict": s.as_dict(), "lenient": l.as_dict()}
+            out["folds"] = [{"fold": f, "thresholds": th, "strict": s.as_dict(),
+                             "lenient": l.as_dict()}
                             for f, th, s, l in self.folds]
             out["heldout_strict"] = self.heldout_strict.as_dict() if self.heldout_strict else None
-            out["heldout_lenient"] = self.heldout_lenient.as_dict() if self.heldout_lenient else None
+            out["heldout_lenient"] = (
+                self.heldout_lenient.as_dict() if self.heldout_lenient else None
+            )
         return out
 
 
@@ -154,7 +160,9 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
     scores = registry.filter_scores(filt)
     registry.get_score(rank_by)
     if rule not in registry.RULES:
-        raise InputError(f"unknown selection rule {rule!r} (choose from {', '.join(registry.RULES)})")
+        raise InputError(
+            f"unknown selection rule {rule!r} (choose from {', '.join(registry.RULES)})"
+        )
     if not 1 <= len(directions) <= 2:
         raise InputError("give one or two mining TSVs (one per translation direction)")
     if folds == 1 or folds < 0:
@@ -207,7 +215,8 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
 
     if folds >= 2:
         assign = fold_of([], bucc.src.ids, folds, seed)
-        fold_l1 = lambda c, reverse: np.fromiter((assign.get(i, -1) for i in _oriented(c, reverse)[0]),  # noqa: E731
+        fold_l1 = lambda c, reverse: np.fromiter((assign.get(i,
+                                                             -1) for i in _oriented(c, reverse)[0]),  # noqa: E731
                                                  dtype=np.int64, count=len(c))
         cand_folds = [fold_l1(c, d.reverse) for c, d in zip(cands, directions)]
         held_s, held_l = PRF(0, 0, 0), PRF(0, 0, 0)
@@ -218,7 +227,8 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
                 fths = {}
                 for lab, c, d, cf in zip(labels, cands, directions, cand_folds):
                     sub = c.take(np.flatnonzero(cf != f))
-                    fths[lab] = registry.tune(sub, filt, gold_flags(sub, d.reverse, gold_out), len(gold_out))
+                    fths[lab] = registry.tune(sub, filt, gold_flags(sub, d.reverse, gold_out),
+                                              len(gold_out))
             else:
                 fths = ths
             by_fold = {id(c): cf == f for c, cf in zip(cands, cand_folds)}
@@ -284,7 +294,9 @@ def _merged_meta(metas: Sequence[Dict[str, object]]) -> Dict[str, object]:
         if uniq:
             out[key] = "+".join(uniq)
     if "model" in out:
-        out["model"] = "+".join(os.path.basename(str(m).rstrip("/")) for m in str(out["model"]).split("+"))
+        out["model"] = "+".join(
+            os.path.basename(str(m).rstrip("/")) for m in str(out["model"]).split("+")
+        )
     combs = [m.get("combination") for m in metas]
     if combs and combs[0] is not None and all(c == combs[0] for c in combs):
         out["combination"] = combs[0]  # a saved threshold records what it belongs to
@@ -301,7 +313,9 @@ def _match_thresholds(thresholds: Dict[str, Dict[str, float]], labels: Sequence[
         if th is None and len(thresholds) == len(labels):
             th = list(thresholds.values())[i]  # same order as when they were saved
         if th is None:
-            raise InputError(f"no thresholds for direction {lab} (have {', '.join(thresholds) or 'none'})")
+            raise InputError(
+                f"no thresholds for direction {lab} (have {', '.join(thresholds) or 'none'})"
+            )
         out[lab] = registry.check_thresholds(filt, th)
     return out
 
@@ -348,7 +362,8 @@ def evaluate_files(mined: Sequence[str], gold: str, src_corpus: Optional[str] = 
     return out, dirs, bucc
 
 
-def report_data(out: Outcome, direction: Direction, bucc: BuccSet, title: str) -> "report.ReportData":
+def report_data(out: Outcome, direction: Direction, bucc: BuccSet,
+                title: str) -> "report.ReportData":
     """The plain data of :mod:`triemine.evaluation.report` (plots, HTML page) for one direction
     of an evaluation: its candidates with their gold flags, the threshold and the summary."""
     score = (registry.filter_scores(out.filter) or [registry.get_score(out.rank_by)])[0]

@@ -189,14 +189,17 @@ def _pair_rows(rows: Sequence[Candidate], score: str) -> str:
 
 
 _CSS = """
-body{font-family:sans-serif,"Noto Sans CJK SC","WenQuanYi Zen Hei";margin:1.5em;color:#222;max-width:1400px}
+body{font-family:sans-serif,"Noto Sans CJK SC","WenQuanYi Zen Hei";margin:1.5em;color:#222;
+     max-width:1400px}
 h1{font-size:1.4em} h2{font-size:1.15em;margin-top:1.4em}
 pre{background:#f4f4f4;padding:.6em;white-space:pre-wrap;word-break:break-all}
-.plots{display:flex;flex-wrap:wrap;gap:1em} .plots img{width:calc(50% - .6em);min-width:420px;box-sizing:border-box;border:1px solid #ddd}
+.plots{display:flex;flex-wrap:wrap;gap:1em}
+.plots img{width:calc(50% - .6em);min-width:420px;box-sizing:border-box;border:1px solid #ddd}
 .side{display:flex;gap:1.2em;align-items:flex-start} .side>div{flex:1 1 0;min-width:0}
 table{border-collapse:collapse;width:100%;font-size:.9em}
 th,td{border-bottom:1px solid #ddd;padding:.35em;vertical-align:top;text-align:left}
-td:first-child{white-space:nowrap} tr.gold{background:#eef8ee} .ids{color:#777;font-size:.85em} .tgt{color:#124;margin-top:.2em}
+td:first-child{white-space:nowrap} tr.gold{background:#eef8ee} .ids{color:#777;font-size:.85em}
+.tgt{color:#124;margin-top:.2em}
 .num{white-space:nowrap;font-family:monospace} .key{font-weight:bold}
 .yes{color:#1a7f1a;font-weight:bold} .no{color:#999} .empty{color:#999}
 """
@@ -222,13 +225,15 @@ def render_report(data: ReportData, k: int = 12) -> str:
 {int((kept & gold).sum())} of them gold; {data.n_gold} gold pairs in all.</p>
 <ul>{summary}</ul>
 <h2>Plots</h2>
-<div class="plots">{_img(threshold_curve_png(data), "precision, recall and F1 against the threshold")}
+<div class="plots">
+{_img(threshold_curve_png(data), "precision, recall and F1 against the threshold")}
 {_img(histogram_png(data), "score histogram of gold and non-gold candidates")}
 {_reliability_img(data)}</div>
 <h2>Pairs at the threshold</h2>
 <div class="side">
 <div><h3>Kept: just above the threshold (worst kept first)</h3>{_pair_rows(above, data.score)}</div>
-<div><h3>Dropped: just below the threshold (best dropped first)</h3>{_pair_rows(below, data.score)}</div>
+<div><h3>Dropped: just below the threshold (best dropped first)</h3>
+{_pair_rows(below, data.score)}</div>
 </div>
 </body></html>
 """
@@ -245,7 +250,8 @@ def write_report(data: ReportData, path, k: int = 12) -> Path:
 
 def reliability_png(data: ReportData) -> bytes:
     """The reliability diagram of ``data.prob`` against the gold flags
-    (:func:`triemine.scoring.calibration.reliability`), its expected calibration error in the title."""
+    (:func:`triemine.scoring.calibration.reliability`), its expected calibration error in the
+    title."""
     pts = reliability(data.prob, data.gold())
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)

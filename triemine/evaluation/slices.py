@@ -1,7 +1,8 @@
 """Slices of a BUCC set for demos and CPU-affordable experiments.
 
 A slice keeps a chosen subset of the l1 (source) sentences, the full l2 side (or, for quick
-benchmarks, the gold targets plus a number of others), and the gold pairs of the kept sources, written in the BUCC layout (``<l1>-<l2>.slice.{l1,l2,gold}``) so that every
+benchmarks, the gold targets plus a number of others), and the gold pairs of the kept sources,
+written in the BUCC layout (``<l1>-<l2>.slice.{l1,l2,gold}``) so that every
 reader and ``trie-mine-eval`` treat it like any BUCC split.
 """
 from __future__ import annotations
@@ -59,6 +60,7 @@ def write_bucc_slice(gold_path: os.PathLike | str, out_dir: os.PathLike | str, *
         except OSError:
             tgt_link.write_bytes(Path(bucc.tgt.path).read_bytes())
     gold_out = Path(f"{stem}.gold")
-    gold_out.write_text("".join(f"{s}\t{t}\n" for s, t in bucc.gold if s in kept_ids), encoding="utf-8")
+    gold_out.write_text("".join(f"{s}\t{t}\n" for s, t in bucc.gold if s in kept_ids),
+                        encoding="utf-8")
     return gold_out, len(keep)
 

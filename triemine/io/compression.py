@@ -5,7 +5,8 @@ name; a file named ``.gz``/``.xz``/``.zst`` whose bytes are none of these is ref
 header, or a misnamed file), never read as text.  Zstandard frames written without a content
 checksum (python-zstandard's default) cannot show damage inside them: each such file read is
 recorded under its real path (size, SHA-256, and its text's SHA-256), and the same file
-changed in place keeping its size is refused (:func:`_zstd_unchecked`).  A compressed corpus is decompressed once, as a
+changed in place keeping its size is refused (:func:`_zstd_unchecked`).  A compressed corpus is
+decompressed once, as a
 stream, into a plain copy under ``$TRIEMINE_CACHE/decompressed/`` named by the compressed file's
 content SHA-256 (:func:`plain_copy`); the line index and its memory map then work on that copy as
 on any plain file (why a cache and not a seekable format: docs/decisions.md, "Compressed

@@ -1,4 +1,4 @@
-"""Reading monolingual corpora: plain text (one sentence per line) or BUCC TSV (``id<TAB>sentence``).
+"""Reading monolingual corpora: plain text (a sentence a line) or BUCC TSV (``id<TAB>sentence``).
 
 Every line keeps its 0-based position ``i``: that is the "line id" tries store, and
 ``corpus.ids[i]`` maps it back to the corpus id (the TSV id column, or the 1-based line number as
@@ -355,7 +355,8 @@ def _duplicates(buf, offsets, hashes: List[np.ndarray], path: str) -> List[Tuple
 
 def open_corpus(path: os.PathLike | str, format: str = "auto", cache=None) -> Corpus:
     """``path`` as :func:`read_corpus` reads it (same ids, texts, empty and skipped lines and
-    errors), its ids and texts read on demand through the line-offset index in ``$TRIEMINE_CACHE/lines/``
+    errors), its ids and texts read on demand through the line-offset index in
+    ``$TRIEMINE_CACHE/lines/``
     (built on first use, rebuilt with a warning when stale: :mod:`triemine.io.lineindex`).  A
     gzip, xz or zstd file is read through its decompressed copy
     (:func:`triemine.io.compression.plain_copy`); messages name ``path``."""

@@ -7,7 +7,8 @@ A file's content digest (:func:`content_sha256`) is read whole once per version 
 
 A key records what an output depends on (:func:`triemine.distributed.stage.stage_key`: the task
 class, the content digests of the inputs, the settings node without its transient fields,
-:func:`triemine.config.settings.key_of`).  :data:`KEY_VERSION` is raised when what a key holds or how it
+:func:`triemine.config.settings.key_of`).  :data:`KEY_VERSION` is raised when what a key holds or
+how it
 is derived changes; a folder or file written under another version is named in a warning and
 computed again, once (:func:`older_key`), never resumed with other bits and never refused.
 

@@ -156,9 +156,11 @@ def check_distinct(outputs, inputs=()) -> None:
     side files and work folders count as outputs too, or ``(label, path, "folder")`` for a
     folder that is replaced whole; ``inputs``: ``(label, path)`` pairs (a
     folder, such as a model directory, stands for the files in it); ``None`` paths are left
-    out; an empty path is refused.  Two paths are one file when :func:`same_file` says so (hard links and symbolic links
+    out; an empty path is refused.  Two paths are one file when :func:`same_file` says so (hard
+    links and symbolic links
     count); an input inside an output folder is refused too (a work folder is removed when a
-    job starts over, an imported model directory replaced whole).  An existing output that is not a regular file (a folder, a
+    job starts over, an imported model directory replaced whole).  An existing output that is not a
+    regular file (a folder, a
     FIFO, a device) is refused: the atomic writer would replace it."""
     for label, path, *_ in list(outputs) + list(inputs):
         if path is not None and not os.fspath(path):

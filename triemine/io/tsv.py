@@ -188,7 +188,8 @@ def _progress_settings(path: str) -> Dict[str, object]:
         return {}
     if not isinstance(settings, dict):
         return {}
-    return {k: settings[k] for k in ("model", "source", "target", "mode", "beam", "nbest") if k in settings}
+    return {k: settings[k] for k in ("model", "source", "target", "mode", "beam",
+                                     "nbest") if k in settings}
 
 
 def write_progress(tsv_path, settings: dict, done: int, offset: int, crc32: int) -> None:

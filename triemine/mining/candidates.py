@@ -36,7 +36,9 @@ class CandidateSet:
         for k, v in list(self.columns.items()):
             self.columns[k] = np.asarray(v, dtype=np.float64)
             if self.columns[k].shape != self.src.shape:
-                raise ValueError(f"column {k}: {self.columns[k].shape} values for {len(self.src)} pairs")
+                raise ValueError(
+                    f"column {k}: {self.columns[k].shape} values for {len(self.src)} pairs"
+                )
 
     def __len__(self) -> int:
         return len(self.src)
@@ -47,7 +49,7 @@ class CandidateSet:
         return cls(z, z, np.zeros(0, dtype=np.uint8))
 
     def col(self, name: str) -> np.ndarray:
-        """Column ``name``; a missing column is an error, as in :meth:`triemine.io.tsv.Mined.col`."""
+        """Column ``name``; a missing column is an error (as :meth:`triemine.io.tsv.Mined.col`)."""
         if name not in self.columns:
             raise KeyError(f"candidate set has no column {name!r} "
                            f"(columns: {' '.join(self.columns) or 'none'})")

@@ -1,6 +1,7 @@
 """Candidate sets on disk: the one format of the mining job's stages.
 
-A store is a directory with one sealed ``.npy`` per column (:mod:`triemine.io.checksum`; ``src.npy``,
+A store is a directory with one sealed ``.npy`` per column (:mod:`triemine.io.checksum`;
+``src.npy``,
 ``tgt.npy``: int64 line indices; ``origin.npy``: uint8 generator bits; every feature column
 float64) and ``columns.json`` (sealed JSON: the row count, the feature columns in order, the
 stages done), written last::

@@ -3,7 +3,8 @@
 A configuration's record lists its stages (``stages`` in ``triemine/config/records/<name>.json``,
 :mod:`triemine.config.configurations`), each a name of :data:`STAGES`:
 
-* ``dedup``: both corpora grouped into their distinct texts (:func:`triemine.mining.dedup.unique_inputs`;
+* ``dedup``: both corpora grouped into their distinct texts
+(:func:`triemine.mining.dedup.unique_inputs`;
   nothing with ``--no-dedup``), so the stages after it read the unique corpora;
 * the mining job's stages (:data:`triemine.mining.run.MINING`, their state kept in
   ``OUT.work/``): ``candidates`` (by generator, united), ``scores`` (exact, forced decoding),

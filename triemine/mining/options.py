@@ -3,7 +3,8 @@
 :class:`MineOptions` nests one node per part of the job (:class:`SearchSettings` of the trie
 search, :class:`NeighbourSettings` and :class:`RetrievalSettings` of the candidate generators,
 :class:`ScoreSettings`, :class:`PoolSettings`); each setting is one field, declared once with its
-default, help, range and flag (:mod:`triemine.config.settings`), and no field name occurs twice, so a
+default, help, range and flag (:mod:`triemine.config.settings`), and no field name occurs twice, so
+a
 setting is named by its field name alone (``beam``, ``workers``).  ``trie-mine``'s flags are
 built from the fields; the keys are derived from the tree: every setting not declared
 ``transient`` (:func:`triemine.config.settings.key_of`).
@@ -28,7 +29,8 @@ from triemine.mining.generators import REGISTRY
 from triemine.scoring.precision import PRECISIONS, check_precision
 from triemine.mining.settings import (DedupSettings, NeighbourSettings, RetrievalSettings,
                                       ScoreSettings)
-from triemine.config.settings import check_value, flag_of, setting, setting_field, with_also, with_values
+from triemine.config.settings import (check_value, flag_of, setting, setting_field, with_also,
+                                      with_values)
 
 GENERATORS = tuple(REGISTRY)
 # the settings that apply only to the paper's trie search, and only to the mining job

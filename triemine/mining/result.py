@@ -36,7 +36,8 @@ class Pair:
 
 @dataclass
 class MiningResult:
-    """What :func:`triemine.mine` returns: every scored candidate, the selection and the pairs it keeps."""
+    """What :func:`triemine.mine` returns: every scored candidate, the selection and the pairs it
+    keeps."""
 
     output: str
     candidates: Optional[Mined]  # None when run without selecting (the CLI without --bitext)

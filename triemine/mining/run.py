@@ -64,7 +64,8 @@ def _work(out_path: Path) -> Path:
 def _settings_digest(model, source, target, opts: MineOptions) -> dict:
     """The job's resume key (:func:`~triemine.distributed.stage.stage_key`): the model, the
     corpora's contents, every setting of the tree but the transient ones
-    (:func:`~triemine.config.settings.key_of`) and the arithmetic of its scores, of its length rule and
+    (:func:`~triemine.config.settings.key_of`) and the arithmetic of its scores, of its length rule
+    and
     of its kNN search on its device (other code, another faiss or another device gives other
     last bits)."""
     arithmetic = {"scores": forced_scoring().ARITHMETIC, "lengths": lengths.LENGTH_RULE,

@@ -1,6 +1,7 @@
 """The mining job's settings: its candidate generators' and its scores' nodes of the settings tree
 (:class:`triemine.mining.options.MineOptions`; each field declares its default, help, range
-and flag, :mod:`triemine.config.settings`).  A configuration's record (:mod:`triemine.config.configurations`) gives some
+and flag, :mod:`triemine.config.settings`).  A configuration's record
+(:mod:`triemine.config.configurations`) gives some
 of them other values; a user's flags or keyword arguments override both."""
 from __future__ import annotations
 

@@ -78,7 +78,8 @@ def cached_translations(model, source_path, cache: Path, pool, *, beam: int = 4,
     Cached in ``cache/<key>.txt``, the key naming the model's weights, the backend, the beam,
     the batch, the device and the texts, so every later job and benchmark on the same corpus
     reads the file.  Otherwise computed in shards of ``lines`` lines (whole batches: the bits of
-    one pass over the corpus) on ``pool`` (:func:`~triemine.decoding.model_spec.inline_model_pool`: this process), kept in
+    one pass over the corpus) on ``pool`` (:func:`~triemine.decoding.model_spec.inline_model_pool`:
+    this process), kept in
     ``cache/<key>.shards/`` until merged, so a job killed mid-way, and any later job on the same
     corpus, with ``--resume`` or without, redoes only the unfinished shards.  A lock file
     serialises concurrent jobs on one key (the second finds the file); a cache file that is not

@@ -32,4 +32,5 @@ def load_ensemble(checkpoint: str, arg_overrides: Optional[Dict[str, Any]] = Non
     from fairseq import checkpoint_utils
 
     with trusted_checkpoint_loading():
-        return checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides=arg_overrides)
+        return checkpoint_utils.load_model_ensemble_and_task([checkpoint],
+                                                             arg_overrides=arg_overrides)

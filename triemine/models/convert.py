@@ -125,7 +125,8 @@ def import_ct2_model(ct2_dir, out_dir, source_lang: str = "zh", target_lang: str
     with staged_model_dir(out_dir) as stage:
         write_model_dir(stage, sd, model_args, src_vocab, tgt_vocab, source_lang, target_lang,
                         ct2_dir, {"input_format": "ctranslate2", "spec": model.spec,
-                                  "revision": model.revision, "binary_version": model.binary_version,
+                                  "revision": model.revision,
+                                  "binary_version": model.binary_version,
                                   "target_spm": None, "shared_vocabulary": model.shared_vocabulary,
                                   "target_spm_pieces_in_vocab": spm_coverage,
                                   "ct2_config": model.config}, final_dir=out_dir)
@@ -145,6 +146,7 @@ def import_ct2_model(ct2_dir, out_dir, source_lang: str = "zh", target_lang: str
         meta_path = stage / "triemine-model.json"
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         meta["target_spm"] = target_status
-        meta_path.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        meta_path.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n",
+                             encoding="utf-8")
     return out_dir
 

@@ -47,7 +47,8 @@ ACTIVATIONS = {"relu": "relu", "swish": "swish", "silu": "swish", "gelu": "gelu"
 def import_transformers():
     """``transformers``, importable although a ``torchaudio`` built for another torch is
     installed (fairseq depends on torchaudio; transformers imports it when present and fails with
-    it, while nothing here needs audio). For :mod:`triemine.models.fidelity` and the tests: reading a
+    it, while nothing here needs audio). For :mod:`triemine.models.fidelity` and the tests: reading
+    a
     directory never imports ``transformers``."""
     if "torchaudio" not in sys.modules:
         try:

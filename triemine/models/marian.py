@@ -55,7 +55,7 @@ def activation_fn(name: str):
 
 
 class MultiHeadAttention(nn.Module):
-    """Attention with separate q/k/v/out projections (CTranslate2 fuses them; we keep them split)."""
+    """Attention with separate q/k/v/out projections (CTranslate2 fuses them; here split)."""
 
     def __init__(self, dim: int, heads: int):
         super().__init__()

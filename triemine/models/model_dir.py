@@ -215,7 +215,8 @@ def load_model_dir(path, target_spm=None, device: str = "cpu", *,
     try:
         with warnings.catch_warnings():  # fairseq 0.12 on Hydra 1.3: noise about its own configs
             warnings.filterwarnings("ignore", message=r"(?s).*validated against ConfigStore schema")
-            warnings.filterwarnings("ignore", category=UserWarning, module=r"(hydra|fairseq|torch)\.")
+            warnings.filterwarnings("ignore", category=UserWarning,
+                                    module=r"(hydra|fairseq|torch)\.")
             models, cfg, task = load_ensemble(str(root / "checkpoint.pt"), overrides)
     except (RuntimeError, KeyError, EOFError, OSError, ValueError, AttributeError,
             pickle.UnpicklingError) as exc:
@@ -226,5 +227,6 @@ def load_model_dir(path, target_spm=None, device: str = "cpu", *,
             m.to(device)
     return ModelDir(path=root, models=models, task=task, cfg=cfg, src_dict=task.source_dictionary,
                     tgt_dict=task.target_dictionary,
-                    source_spm_path=root / "source.spm" if (root / "source.spm").is_file() else None,
+                    source_spm_path=root / "source.spm" if (root / "source.spm").is_file()
+                    else None,
                     target_spm_path=tspm, meta=meta)

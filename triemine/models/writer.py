@@ -56,7 +56,8 @@ def staged_model_dir(out_dir: Path):
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("is not a directory: the imported model is a directory", out_dir)
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / "triemine-model.json").is_file():
+    if out_dir.is_dir() and any(out_dir.iterdir()) and \
+            not (out_dir / "triemine-model.json").is_file():
         raise InputError("exists and is not a trie-mine model directory (no triemine-model.json): "
                          "refusing to replace it; choose another -o or empty it", out_dir)
     try:

@@ -37,7 +37,8 @@ def _train_spm(lines: Sequence[str], prefix: Path, vocab_size: int) -> Path:
 
 
 def _marian_vocab(sps, texts) -> list[str]:
-    """``</s> <unk>``, then every piece of the models, most frequent in the segmented texts first."""
+    """``</s> <unk>``, then every piece of the models, the most frequent in the segmented texts
+    first."""
     counts: Counter = Counter()
     for sp, lines in zip(sps, texts):
         for pieces in sp.encode(list(lines), out_type=str):

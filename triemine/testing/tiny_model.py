@@ -42,7 +42,8 @@ def translate_synthetic(sentence: str) -> str:
     return " ".join(TGT_WORDS[perm[index[w]]] for w in sentence.split())
 
 
-def synthetic_pairs(n: int, seed: int = 0, min_len: int = 2, max_len: int = 7) -> List[Tuple[str, str]]:
+def synthetic_pairs(n: int, seed: int = 0, min_len: int = 2,
+                    max_len: int = 7) -> List[Tuple[str, str]]:
     """``n`` (source, target) pairs of the synthetic language pair."""
     rng = random.Random(seed)
     pairs = []
@@ -110,7 +111,8 @@ def build_tiny_model(out_dir, *, n_train: int = 3000, updates: int = 500, seed: 
         str(out), "--task", "translation", "--source-lang", "src", "--target-lang", "tgt",
         "--arch", "transformer", "--encoder-layers", "1", "--decoder-layers", "1",
         "--encoder-embed-dim", str(embed_dim), "--decoder-embed-dim", str(embed_dim),
-        "--encoder-ffn-embed-dim", str(2 * embed_dim), "--decoder-ffn-embed-dim", str(2 * embed_dim),
+        "--encoder-ffn-embed-dim", str(2 * embed_dim), "--decoder-ffn-embed-dim",
+                                                str(2 * embed_dim),
         "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
         "--share-decoder-input-output-embed", "--dropout", "0.0",
         "--max-source-positions", "64", "--max-target-positions", "64", "--seed", str(seed),

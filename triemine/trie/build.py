@@ -93,7 +93,8 @@ def load_dictionary(path: Union[str, os.PathLike]):
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"invalid UTF-8 ({exc.reason})", p, raw.count(b"\n", 0, exc.start) + 1) from None
+        raise InputError(f"invalid UTF-8 ({exc.reason})", p, raw.count(b"\n", 0,
+                                                                       exc.start) + 1) from None
     seen = {}
     for i, ln in enumerate(text.splitlines(), 1):
         parts = ln.rstrip().rsplit(" ", 1)
@@ -102,7 +103,8 @@ def load_dictionary(path: Union[str, os.PathLike]):
         if len(parts) != 2 or not parts[0] or not parts[1].lstrip("-").isdigit():
             raise InputError("bad dictionary line, expected '<symbol> <count>'", p, i)
         if parts[0] in seen and not ln.rstrip().endswith("#fairseq:overwrite"):
-            raise InputError(f"duplicate symbol {parts[0]!r} (first on line {seen[parts[0]]})", p, i)
+            raise InputError(f"duplicate symbol {parts[0]!r} (first on line {seen[parts[0]]})", p,
+                             i)
         seen[parts[0]] = i
     from fairseq.data import Dictionary  # heavy import, only when a corpus is built
     return Dictionary.load(p)

@@ -89,7 +89,8 @@ class Trie(TrieCore):
                        if not isinstance(t, (int, np.integer)) or not -2**63 <= t < 2**63)
             seq = int(np.searchsorted(offsets, pos, side="right") - 1)
             line = seq + 1 if lines is None else int(lines[seq])
-            raise InputError(f"token ids must be integers, got {list(seqs[seq])[pos - offsets[seq]]!r}",
+            raise InputError("token ids must be integers, got "
+                             f"{list(seqs[seq])[pos - offsets[seq]]!r}",
                              "<sequences>" if path is None else path, line)
         return cls.from_arrays(flat, offsets, line_ids, eos=eos, metadata=metadata, path=path,
                                lines=lines)
@@ -106,7 +107,8 @@ class Trie(TrieCore):
         offsets = np.asarray(offsets, dtype=np.int64)
         if offsets.ndim != 1 or offsets.size == 0 or offsets[0] != 0 or offsets[-1] != flat.size \
                 or np.any(np.diff(offsets) < 0):
-            raise ValueError("offsets must start at 0, be non-decreasing and end at len(flat_tokens)")
+            raise ValueError("offsets must start at 0, be non-decreasing and end at "
+                             "len(flat_tokens)")
         n = offsets.size - 1
         if not 0 <= eos <= MAX_TOKEN:
             raise InputError(f"eos id {eos} out of range 0..{MAX_TOKEN}", path)
@@ -235,7 +237,8 @@ class Trie(TrieCore):
 
     def __repr__(self) -> str:
         return (f"Trie(sequences={len(self)}, nodes={self.n_nodes}, terminals={self.n_terminals}, "
-                f"depth={self.depth}, eos={self.eos}{', path=' + repr(self.path) if self.path else ''})")
+                f"depth={self.depth}, eos={self.eos}"
+                f"{', path=' + repr(self.path) if self.path else ''})")
 
     # -- file format ---------------------------------------------------------------------------
 
@@ -292,7 +295,8 @@ def _validate(flat: np.ndarray, offsets: np.ndarray, lids: np.ndarray, eos: int,
         seq = int(np.searchsorted(offsets, bad_pos[0], side="right") - 1)
         tok = int(flat[bad_pos[0]])
         problems.append((seq, lambda i, tok=tok: f"token id {tok} out of range 0..{MAX_TOKEN} "
-                                                 f"(the compact trie stores uint16 keys, 65535 reserved)"))
+                                                 "(the compact trie stores uint16 keys, 65535 "
+                                                 "reserved)"))
     missing = np.flatnonzero(nonempty & (last != eos))
     first(missing, lambda i: f"sequence does not end with EOS ({eos})")
     eos_pos = np.flatnonzero(flat == eos)

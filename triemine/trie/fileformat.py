@@ -25,7 +25,8 @@ FORMAT_VERSION = 1
 ROOT_KEY = 65535
 MAX_TOKEN = 65534
 MAX_NODES = 2**32 - 1
-# magic, version, eos, n_nodes, n_terminals, n_ids, n_lines, depth, meta_len, payload_crc, header_crc
+# magic, version, eos, n_nodes, n_terminals, n_ids, n_lines, depth, meta_len, payload_crc,
+# header_crc
 _HEADER = struct.Struct("<8sIIQQQQQQII")
 _CRC_CHUNK = 1 << 24
 
@@ -183,7 +184,10 @@ def _check_structure(a: dict, n_nodes: int, n_ids: int, path: str, *, eos: Optio
     if depth is not None and depth != levels:
         bad(f"header depth {depth}, the nodes have {levels} levels")
     if n_lines is not None and n_lines != int(np.unique(np.asarray(a["term_ids"])).size):
-        bad(f"header says {n_lines} lines, the terminals hold {int(np.unique(np.asarray(a['term_ids'])).size)}")
+        bad(
+            f"header says {n_lines} lines, the terminals hold "
+            f"{int(np.unique(np.asarray(a['term_ids'])).size)}"
+        )
     for key, typ in _META_TYPES.items():
         if metadata and key in metadata:
             v = metadata[key]
