@@ -17,9 +17,10 @@ the driver's last stage, is timed but not sharded) the ratio of the two is
 ``knn_recall_vs_exact``: recall@4 of the job's neighbour lists against a brute-force numpy search
 for 256 sources.  ``peak_rss_mb``: the largest resident size of any process of the runs.
 
-``--quick``: 100 gold-bearing sources and 100 others against 50,000 targets (both runs and the
-evaluation: 4 min 33-39 s on an idle 2-core box, 2026-11-25, after the output projection went
-through numpy's BLAS; 5 min 03-12 s before it, and 150 + 150 sources took 7).  Last line: one
+``--quick``: :data:`QUICK_SOURCES` (20 gold-bearing sources and 20 others) against
+:data:`QUICK_TARGETS` targets (5,000: their gold targets and the first other English of the
+sample; ``--targets N`` below 13,589 slices the sample's English the same way), both runs and the
+evaluation, under a minute on two idle cores (the record holds its ``wall_s``).  Last line: one
 JSON object.
 """
 from __future__ import annotations
@@ -47,6 +48,8 @@ from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, PARALLEL_DE_EN, PARALLEL_ZH_EN, shared_path
 
 STAGES = ("embed", "knn", "scoring", "priors", "trie")
+QUICK_SOURCES = (20, 20)  # --quick: gold-bearing sources, others
+QUICK_TARGETS = 5_000     # --quick: targets in all (the sources' gold targets among them)
 REAL_ENGLISH = [(PARALLEL_ZH_EN, "train.en"), (PARALLEL_DE_EN, "train.en"),
                 (DEVSET_ZH_EN, "train.en"), (DEVSET_ZH_EN, "zh-en.dev.en")]
 
@@ -69,15 +72,19 @@ def build_set(work: Path, n_targets: int, n_gold: int, n_other: int, seed: int =
     ids += others[:n_other] if n_other else others
     keep = set(ids)
     zh = [(i, t) for i, t in zip(sample.src.ids, sample.src.texts) if i in keep]
+    targets = list(zip(sample.tgt.ids, sample.tgt.texts))
+    if n_targets < len(targets):  # a slice: the kept sources' gold targets, then the first others
+        wanted = {t for s, t in gold if s in keep}
+        targets = [p for p in targets if p[0] in wanted] + \
+            [p for p in targets if p[0] not in wanted][:max(0, n_targets - len(wanted))]
+    extra = max(0, n_targets - len(targets))
     seen = set(sample.tgt.texts)
     real = []
-    for where, name in REAL_ENGLISH:
+    for where, name in REAL_ENGLISH if extra else ():
         for t in _lines(shared_path(*where, name)):
             if t not in seen:
                 seen.add(t)
                 real.append(t)
-    targets = list(zip(sample.tgt.ids, sample.tgt.texts))
-    extra = max(0, n_targets - len(targets))
     rng = random.Random(seed)
     distract = real[:extra]
     while len(distract) < extra:  # synthetic: the first half of one, the second of another
@@ -327,7 +334,7 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4,
 
 
 def main(argv=None) -> int:
-    ap = benchlib.parser(__doc__, quick="200 sources, 50,000 targets")
+    ap = benchlib.parser(__doc__, quick="40 sources, 5,000 targets")
     ap.add_argument("--targets", type=int, default=None, help="targets in all (1,000,000)")
     ap.add_argument("--model", default=None,
                     help="model dir (default <cache>/models/opus-mt-zh-en)")
@@ -377,11 +384,11 @@ def main(argv=None) -> int:
         return run.finish({"bench": "haystack_bench", "ivf": ivf_check(Path(args.ivf_from),
                                                                         nprobe=args.nprobe)})
     model = shared_model_dir(args.model, "haystack_bench")
-    n_targets = args.targets or (50_000 if args.quick else 1_000_000)
+    n_targets = args.targets or (QUICK_TARGETS if args.quick else 1_000_000)
     work = Path(args.work or tempfile.mkdtemp(prefix="haystack_bench."))
     work.mkdir(parents=True, exist_ok=True)
     with benchlib.timer() as t:
-        gold = build_set(work, n_targets, *((100, 100) if args.quick else (0, 0)))
+        gold = build_set(work, n_targets, *(QUICK_SOURCES if args.quick else (0, 0)))
     build_s = t.s
     wanted = [r for r in args.runs.split(",") if r]
     if not wanted or set(wanted) - {"single", "workers2"}:

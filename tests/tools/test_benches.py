@@ -161,3 +161,18 @@ def test_harness_says_when_it_is_not_in_a_git_checkout(tmp_path, monkeypatch):
 
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     assert benchlib.git_state(tmp_path) == (None, None)
+
+
+def test_haystack_quick_set_slices_the_sample_keeping_each_sources_gold_target(tmp_path):
+    sys.path.insert(0, str(REPO / "bench"))
+    import haystack_bench
+
+    gold = haystack_bench.build_set(tmp_path, 500, 5, 5)
+    en = (tmp_path / "zh-en.haystack.en").read_text(encoding="utf-8").splitlines()
+    zh = (tmp_path / "zh-en.haystack.zh").read_text(encoding="utf-8").splitlines()
+    pairs = [line.split("\t") for line in gold.read_text(encoding="utf-8").splitlines()]
+    en_ids = [line.split("\t", 1)[0] for line in en]
+    assert len(en) == 500 == len(set(en_ids)) and len(zh) == 10
+    assert len(pairs) == 5 and {t for _, t in pairs} <= set(en_ids)
+    assert {s for s, _ in pairs} <= {line.split("\t", 1)[0] for line in zh}
+    assert not any(i.startswith("en-9") for i in en_ids)  # no distractor below the sample's size
