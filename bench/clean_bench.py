@@ -17,7 +17,12 @@ Three parts (``--parts``; the first two by default):
   kind each keeps; the expected calibration error of ``prob``; pairs/s of trie-mine-score (embedding,
   exact scores and priors, wall clock, ``OMP_NUM_THREADS`` threads; ``exact_pairs_per_s``: its
   scored pairs over the exact scores' and priors' seconds, the mining job's rate below) and of
-  Bicleaner (``-p`` = the same thread count) on the same pairs.
+  Bicleaner (``-p`` = the same thread count) on the same pairs.  Without ``--quick``,
+  ``speed.wait_probe``: the exact stage on the first ``SPEED_PROBE`` pairs timed in one run with
+  OpenMP threads that spin while they wait (libgomp's default, a subprocess) and that sleep
+  (trie-mine's default since triemine/__init__.py sets ``OMP_WAIT_POLICY``), whether the two
+  scores TSVs are byte-identical, and the mining job's exact stage (scores without coverage,
+  then the targets' priors) on the same pairs.
 * ``unrelated``: the default mining job (:func:`triemine.api.run`) on corpora with nothing to
   find: the first ``--sources`` Chinese sentences of the BUCC sample that have no gold pair
   against ``--targets`` English lines of ``parallel/de-en/train.en`` (drawn with a seed).  How
@@ -37,6 +42,7 @@ against 1,000 lines.  Last line: one JSON object.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
@@ -49,6 +55,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
+import triemine  # noqa: E402,F401  before torch: it sets the OpenMP wait policy
 import benchlib  # noqa: E402
 from benchlib import machine, shared_model  # noqa: E402
 
@@ -58,6 +65,7 @@ PARTS = ("noisy", "unrelated", "mined")
 METHODS = ("prob", "combined", "use_cos", "use_margin", "ce_word", "bicleaner")
 SEED = 49
 MINING_CUT = 5.4016585  # the combined configuration's shipped mining threshold
+SPEED_PROBE = 300  # pairs of the wait-policy probe (speed.wait_probe)
 
 
 def _lines(*parts):
@@ -130,6 +138,8 @@ def noisy_part(model, args, work: Path, threads: int) -> dict:
         speed["ratio_to_bicleaner"] = round(speed["pairs_per_s"] / speed["bicleaner_pairs_per_s"], 2)
     except TrieMineError as exc:
         speed["bicleaner"] = f"not measured: {exc}"
+    if not args.quick:
+        speed["wait_probe"] = wait_probe(model, args, ns, work, threads)
     auc = {}
     for m, v in cols.items():
         fin = np.isfinite(v)  # a pair not scored is rejected: below every score
@@ -152,6 +162,86 @@ def noisy_part(model, args, work: Path, threads: int) -> dict:
             "ece": round(ece(prob[finite], label[finite]), 4),
             "reliability": reliability(prob[finite], label[finite]),
             "not_scored": res.summary["not_scored"], "speed": speed}
+
+
+def _probe_pairs(n: int, positives: int):
+    ns = transfer_noisy_set(positives)
+    return list(zip(ns.src, ns.tgt))[:n]
+
+
+def spin_probe_main(args) -> int:
+    """The subprocess of :func:`wait_probe`: ``args.spin_probe`` pairs scored into
+    ``<work>/probe.spin.tsv``; prints the exact stage's seconds as JSON."""
+    import json
+
+    from triemine.cleaning import score
+
+    model = shared_model(args.model, "clean_bench")
+    out = Path(args.work) / "probe.spin.tsv"
+    shutil.rmtree(str(out) + ".work", ignore_errors=True)
+    res = score(_probe_pairs(args.spin_probe, args.positives), model=model, output=out)
+    print(json.dumps({"exact_s": res.summary["stage_s"]["exact"],
+                      "wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                      "gomp_spincount": os.environ.get("GOMP_SPINCOUNT")}))
+    return 0
+
+
+def wait_probe(model, args, ns, work: Path, threads: int) -> dict:
+    """The exact stage on the first :data:`SPEED_PROBE` pairs: OpenMP threads spinning
+    (libgomp's default spin count, ``GOMP_SPINCOUNT=300000`` and no ``OMP_WAIT_POLICY``, in a
+    subprocess) against sleeping (this process), the two TSVs compared byte for byte, and the
+    mining job's exact stage (:func:`triemine.mining.score_shards.forced_scores_sharded` without
+    coverage, then the priors) on the same pairs, in this process."""
+    import hashlib
+    import json
+    import subprocess
+
+    from triemine.cleaning import score
+    from triemine.cleaning.job import _distinct
+    from triemine.decoding.model_spec import inline_model_pool
+    from triemine.mining.score_shards import forced_scores_sharded
+
+    n = min(SPEED_PROBE, len(ns))
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["GOMP_SPINCOUNT"] = "300000"  # libgomp's spin count when no wait policy is set
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--spin-probe", str(n), "--work",
+           str(work), "--positives", str(args.positives)] + \
+        (["--model", args.model] if args.model else [])
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"clean_bench: the spin probe failed:\n{done.stderr[-2000:]}")
+    spin = json.loads(done.stdout.strip().splitlines()[-1])
+    pairs = _probe_pairs(n, args.positives)
+    out = work / "probe.sleep.tsv"
+    shutil.rmtree(str(out) + ".work", ignore_errors=True)
+    res = score(pairs, model=model, output=out)
+    sleep_s = res.summary["stage_s"]["exact"]
+    files = Path(str(out) + ".work")
+    srcs, s_idx = _distinct([s for s, _ in pairs])
+    tgts, t_idx = _distinct([t for _, t in pairs])
+    mwork = work / "probe.mining"
+    shutil.rmtree(mwork, ignore_errors=True)
+    mwork.mkdir()
+    pool = inline_model_pool(model)
+    t0 = time.perf_counter()
+    forced_scores_sharded(model, s_idx, t_idx, files / "src.txt", files / "tgt.txt", mwork, pool)
+    u = np.unique(t_idx)
+    forced_scores_sharded(model, np.full(len(u), -1, dtype=np.int64), u, files / "src.txt",
+                          files / "tgt.txt", mwork, pool, name="priors")
+    mining_s = time.perf_counter() - t0
+
+    def digest(p):
+        return hashlib.sha256(Path(p).read_bytes()).hexdigest()
+    return {"pairs": n, "threads": threads,
+            "spinning": {"exact_s": spin["exact_s"], "exact_pairs_per_s": round(n / spin["exact_s"], 2),
+                         "env": "GOMP_SPINCOUNT=300000, no OMP_WAIT_POLICY"},
+            "sleeping": {"exact_s": sleep_s, "exact_pairs_per_s": round(n / sleep_s, 2),
+                         "env": f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"},
+            "speedup": round(spin["exact_s"] / sleep_s, 2),
+            "tsv_identical": digest(work / "probe.spin.tsv") == digest(out),
+            "mining_path": {"exact_s": round(mining_s, 3),
+                            "exact_pairs_per_s": round(n / mining_s, 2)},
+            "ratio_to_mining_path": round(mining_s / sleep_s, 2)}
 
 
 def unrelated_part(model, args, work: Path) -> dict:
@@ -250,7 +340,10 @@ def main(argv=None) -> int:
                     "BUCC sample (default <cache>/demo/sample.tsv)")
     ap.add_argument("--mined-transfer", default=None, help="mined: the default job's TSV of "
                     "the transfer set (default <cache>/demo/transfer.tsv)")
+    ap.add_argument("--spin-probe", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.spin_probe:
+        return spin_probe_main(args)
     parts = ap.names(args.parts, PARTS, "part")
     from triemine.io.paths import cache_root
 

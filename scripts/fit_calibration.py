@@ -41,7 +41,7 @@ from triemine.io.paths import shared_path  # noqa: E402
 TRAIN = ("data", "devsets", "zh-en")
 GERMAN = ("data", "parallel", "de-en", "train.de")
 JUDGE_FEATURES = ("use_margin", "use_cos", "ce_token", "ce_word", "pmi", "prior", "numerals",
-                  "len_ratio", "uncovered")
+                  "len_ratio", "uncovered", "number_match")
 
 
 def _lines(path) -> list:

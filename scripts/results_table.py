@@ -257,7 +257,17 @@ def clean_tables(results: dict) -> List[str]:
         out += table(["cut", "kept", "P", "R", "F1"] + [f"{k} kept" for k in noise],
                      [[c, cell(v["kept"]), cell(v["P"]), cell(v["R"]), cell(v["F1"])]
                       + [cell(v["noise_kept"][k]) for k in noise] for c, v in cuts.items()])
-        out += ["", "Speed: " + ", ".join(f"`{k}` {cell(v)}" for k, v in noisy["speed"].items())]
+        speed = {k: v for k, v in noisy["speed"].items() if k != "wait_probe"}
+        out += ["", "Speed: " + ", ".join(f"`{k}` {cell(v)}" for k, v in speed.items())]
+        wp = noisy["speed"].get("wait_probe")
+        if wp:
+            out += ["", f"Exact stage on the first {wp['pairs']} pairs, {wp['threads']} threads, "
+                    f"in one run: {cell(wp['spinning']['exact_pairs_per_s'])} pairs/s with "
+                    f"spinning OpenMP threads ({wp['spinning']['env']}), "
+                    f"{cell(wp['sleeping']['exact_pairs_per_s'])} sleeping "
+                    f"({wp['sleeping']['env']}; x{cell(wp['speedup'])}; scores TSVs "
+                    f"byte-identical: {cell(wp['tsv_identical'])}); the mining job's exact stage "
+                    f"on the same pairs {cell(wp['mining_path']['exact_pairs_per_s'])} pairs/s."]
     if results.get("mined"):
         out += ([""] if out else []) + mined_calibration_table(results["mined"])
     un = results.get("unrelated")

@@ -136,3 +136,18 @@ def test_the_api_refuses_writing_its_results_over_an_input(tiny_model_dir, pair,
     with pytest.raises(triemine.InputError,
                        match="output .*is the same file as the source .*must not be an input"):
         triemine.mine(src, tgt, model=tiny_model_dir, output=src)
+
+
+@pytest.mark.cluster  # a fresh interpreter: the package's import sets it
+@pytest.mark.parametrize("given,want", [
+    ({}, "PASSIVE"), ({"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE"), ({"GOMP_SPINCOUNT": "300000"}, None)])
+def test_importing_triemine_lets_openmp_threads_sleep_unless_told_otherwise(given, want):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    code = "import os, triemine; print(os.environ.get('OMP_WAIT_POLICY'))"
+    out = subprocess.run([sys.executable, "-c", code], env={**env, **given}, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    assert out == str(want)

@@ -28,7 +28,7 @@ import numpy as np
 from triemine.scoring.calibration import Calibration, shipped_calibration
 from triemine.io import atomic_write, clean_cell, dumps_sealed, input_digest, read_sealed
 from triemine.cleaning.judge import (encoder_features, exact_features, language_flags,
-                                     length_features)
+                                     length_features, number_features)
 from triemine.cleaning.pairs import Bitext
 from triemine.decoding import lengths
 from triemine.models.fingerprint import model_fingerprint
@@ -195,14 +195,14 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
                                  progress=progress).items():
         put(c, v)
     seconds = {"exact": round(t1 - t0, 3), "encoder": round(time.perf_counter() - t1, 3)}
-    for c, v in length_features([srcs[i] for i in s_idx[ok]], [tgts[i] for i in t_idx[ok]]).items():
+    ok_src, ok_tgt = [srcs[i] for i in s_idx[ok]], [tgts[i] for i in t_idx[ok]]
+    for c, v in {**length_features(ok_src, ok_tgt), **number_features(ok_src, ok_tgt)}.items():
         put(c, v)
     if opts.langs:
         put("src_lang_ok", language_flags(srcs, s_idx[ok], opts.langs[0]))
         put("tgt_lang_ok", language_flags(tgts, t_idx[ok], opts.langs[1]))
     if opts.bicleaner:
-        put("bicleaner", score_bicleaner([srcs[i] for i in s_idx[ok]],
-                                         [tgts[i] for i in t_idx[ok]], opts.bicleaner_model,
+        put("bicleaner", score_bicleaner(ok_src, ok_tgt, opts.bicleaner_model,
                                          progress=progress))
     cols["combined"] = np.full(len(keys), np.nan)
     cols["combined"][ok] = comb({c: v[ok] for c, v in cols.items()})

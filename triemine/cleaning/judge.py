@@ -15,7 +15,10 @@ directory, one text a line), so every stage is the mining job's own sharded stag
   (:mod:`triemine.embedding`) and :class:`~triemine.mining.candidates.MarginSpace`;
 * :func:`language_flags`: 1.0 where CLD2 identifies a side as its language (or cannot tell),
   else 0.0 (the ``lang`` rule of ``trie-mine-prepare``, :func:`triemine.prepare.filters.lang_keeps`);
-* :func:`length_features`: characters of each side and their log ratio.
+* :func:`length_features`: characters of each side and their log ratio;
+* :func:`number_features`: ``number_match``, the share of the target's numbers in digits that a
+  number of the source stands for, Chinese numerals and scales read as values
+  (:mod:`triemine.cleaning.numbers`; the mining job's ``numerals`` is left as it is).
 
 Shapes: ``src_idx``/``tgt_idx`` are int64 arrays of the pairs (lines of the side files, 0-based);
 each returned column is a float64 array of one value a pair, NaN where the pair was not scored.
@@ -32,6 +35,7 @@ from triemine.embedding.embed_shards import embed_corpora
 from triemine.embedding.knn_shards import knn_searches
 from triemine.mining.candidates import CandidateSet, embedding_space
 from triemine.mining.features import derived
+from triemine.cleaning.numbers import number_matches
 from triemine.mining.score_shards import forced_scores_sharded
 from triemine.prepare.filters import lang_keeps
 
@@ -105,3 +109,8 @@ def length_features(src: Sequence[str], tgt: Sequence[str]) -> Dict[str, np.ndar
     a = np.fromiter((len(s) for s in src), dtype=np.float64, count=len(src))
     b = np.fromiter((len(t) for t in tgt), dtype=np.float64, count=len(tgt))
     return {"src_chars": a, "tgt_chars": b, "len_ratio": np.log((b + 1) / (a + 1))}
+
+
+def number_features(src: Sequence[str], tgt: Sequence[str]) -> Dict[str, np.ndarray]:
+    """``number_match`` of each pair (:func:`triemine.cleaning.numbers.number_match`)."""
+    return {"number_match": number_matches(list(src), list(tgt))}
