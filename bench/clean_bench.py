@@ -101,6 +101,20 @@ def _auc(pos, neg):
     return round(float(roc_auc_score(y, np.r_[pos, neg])), 4)
 
 
+def reachable(score, label, p_goal: float = 0.97, r_goal: float = 0.95) -> dict:
+    """What any cut of ``score`` (higher = more parallel; NaN = rejected) can reach on ``label``:
+    the best precision at recall >= ``r_goal``, the best recall at precision >= ``p_goal``, and
+    whether one cut reaches both (the goals at the shipped cut are bounded by this)."""
+    s = np.where(np.isfinite(score), score, -np.inf)
+    order = np.argsort(-s, kind="stable")
+    tp = np.cumsum(label[order] == 1)
+    p, r = tp / np.arange(1, len(order) + 1), tp / max(1, int((label == 1).sum()))
+    at_r, at_p = p[r >= r_goal], r[p >= p_goal]
+    return {f"best_P_at_R>={r_goal}": round(float(at_r.max()), 4) if at_r.size else None,
+            f"best_R_at_P>={p_goal}": round(float(at_p.max()), 4) if at_p.size else None,
+            "one_cut_reaches_both": bool(((p >= p_goal) & (r >= r_goal)).any())}
+
+
 def _pr(kept, label) -> dict:
     tp = int((kept & (label == 1)).sum())
     p = tp / max(1, int(kept.sum()))
@@ -159,6 +173,7 @@ def noisy_part(model, args, work: Path, threads: int) -> dict:
     finite = np.isfinite(prob)
     return {"pairs": {k: int((kinds == k).sum()) for k in dict.fromkeys(ns.kind)},
             "auc": auc, "cut": res.summary["cut"], "at_cut": at_cut,
+            "any_cut_of_prob": reachable(prob, label),
             "ece": round(ece(prob[finite], label[finite]), 4),
             "reliability": reliability(prob[finite], label[finite]),
             "not_scored": res.summary["not_scored"], "speed": speed}

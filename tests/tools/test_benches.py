@@ -176,3 +176,18 @@ def test_haystack_quick_set_slices_the_sample_keeping_each_sources_gold_target(t
     assert len(pairs) == 5 and {t for _, t in pairs} <= set(en_ids)
     assert {s for s, _ in pairs} <= {line.split("\t", 1)[0] for line in zh}
     assert not any(i.startswith("en-9") for i in en_ids)  # no distractor below the sample's size
+
+
+def test_clean_bench_says_what_any_cut_of_a_score_can_reach():
+    import numpy as np
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import clean_bench
+
+    label = np.array([1, 1, 0, 1, 0, 0, 1, 0])
+    score = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, np.nan, 0.1])  # NaN: rejected, ranked last
+    got = clean_bench.reachable(score, label, p_goal=0.97, r_goal=0.75)
+    assert got == {"best_P_at_R>=0.75": 0.75, "best_R_at_P>=0.97": 0.5,
+                   "one_cut_reaches_both": False}
+    assert clean_bench.reachable(np.array([3.0, 2.0, 1.0]), np.array([1, 1, 0]),
+                                 p_goal=1.0, r_goal=1.0)["one_cut_reaches_both"]
