@@ -37,6 +37,11 @@ number of updates); a smaller size gets ``steps * size / full``, at least a quar
 its loss curve (the mean loss of each tenth of its steps) and its updates a second, so whether
 the loss had stopped falling is read from the record. One thread.
 
+``--systems birnn,ae_mlp,...`` (a partial run): only those systems (``birnn`` brings
+``features``), trained once on all the training pairs, no references; recorded under
+``partial.<system>`` with each one's protocol rows, loss curve and claims -- one long run a
+system finds the budget at which its loss stops falling (``--steps`` large, ``--budget`` the cap).
+
 ``--quick`` (< 1 min): 60 test pairs, pools of 360, training sizes 500 and 1,500 with the tiny
 settings and a 2 s cap a run. ``--work DIR`` keeps the trie-mine run and the USE vectors (default
 ``<cache>/seeds_bench``; reused when the inputs are the same, with their first run's seconds).
