@@ -37,6 +37,11 @@ number of updates); a smaller size gets ``steps * size / full``, at least a quar
 its loss curve (the mean loss of each tenth of its steps) and its updates a second, so whether
 the loss had stopped falling is read from the record. One thread.
 
+``--systems birnn,ae_mlp,...`` (a partial run): only those systems (``birnn`` brings
+``features``), trained once on all the training pairs, no references; recorded under
+``partial.<system>`` with each one's protocol rows, loss curve and claims -- one long run a
+system finds the budget at which its loss stops falling (``--steps`` large, ``--budget`` the cap).
+
 ``--quick`` (< 1 min): 60 test pairs, pools of 360, training sizes 500 and 1,500 with the tiny
 settings and a 2 s cap a run. ``--work DIR`` keeps the trie-mine run and the USE vectors (default
 ``<cache>/seeds_bench``; reused when the inputs are the same, with their first run's seconds).
@@ -213,17 +218,15 @@ STEPS = "birnn=600,ae_mlp=150,dual_enc=450,stage2=40"
 QUICK_STEPS = "birnn=200,ae_mlp=60,dual_enc=200,stage2=60"
 
 
-def parse_steps(text: str) -> dict:
-    """``"birnn=600,ae_mlp=150,dual_enc=450,stage2=40"`` -> ``{name: updates}``."""
+def parse_steps(text: str, default: str = STEPS) -> dict:
+    """``"birnn=600,ae_mlp=150"`` -> ``{name: updates}`` for every system, an entry ``text``
+    lacks taken from ``default``; raises ValueError on a malformed entry."""
     out = {}
-    for part in text.split(","):
+    for part in [x for x in (default + "," + text).split(",") if x]:
         name, _, n = part.partition("=")
         if name not in ("birnn", "ae_mlp", "dual_enc", "stage2") or not n.isdigit() or int(n) < 1:
             raise ValueError(f"bad --steps entry {part!r}")
         out[name] = int(n)
-    missing = {"birnn", "ae_mlp", "dual_enc", "stage2"} - set(out)
-    if missing:
-        raise ValueError(f"--steps lacks {', '.join(sorted(missing))}")
     return out
 
 
@@ -326,8 +329,9 @@ def print_tables(res: dict) -> None:
 
 def main() -> int:
     ap = benchlib.parser(__doc__, quick="60 test pairs, tiny models on 500/1,500 pairs, 2 s budgets")
-    ap.add_argument("--steps", default=STEPS,
-                    help=f"updates of each system at the full size (default {STEPS})")
+    ap.add_argument("--steps", default="",
+                    help=f"updates of each system at the full size, e.g. birnn=5000 (the others: "
+                    f"{STEPS}; --quick: {QUICK_STEPS})")
     ap.add_argument("--budget", type=float, default=1800.0,
                     help="wall-time cap of each training run, seconds (default 1800)")
     ap.add_argument("--sizes", default="2000,5000,10000,all",
@@ -337,11 +341,15 @@ def main() -> int:
     ap.add_argument("--no-default-job", action="store_true",
                     help="skip trie-mine's default job (the tables lose that row)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--systems", help="a partial run: only these of " + ",".join(SYSTEM_NAMES)
+                    + " (comma-separated), at the full size only, without the references; "
+                    "recorded under 'partial' (see partial_run)")
     args = ap.parse_args()
     if args.budget <= 0:
         ap.error("--budget must be positive")
     try:
-        steps = parse_steps(QUICK_STEPS if args.quick and args.steps == STEPS else args.steps)
+        steps = parse_steps(args.steps, QUICK_STEPS if args.quick else STEPS)
+        systems = parse_systems(args.systems)
     except ValueError as exc:
         ap.error(str(exc))
     run = benchlib.start("seeds_bench", args)
@@ -362,6 +370,9 @@ def main() -> int:
     resources = Resources.from_model_dir(model_dir)
     cols = noise_columns(len(td["src"]), args.seed)
     pools = pool_columns(td)
+    if systems:
+        return run.finish(partial_run(systems, resources, data, td, cols, pools, budget, steps,
+                                      quick, torch.get_num_threads()))
     res = {"data": dict(td["describe"], train_pairs=full, heldout_pairs=len(data.held_src),
                         mono_en=len(data.mono_tgt),
                         mono_en_in_pool=len(set(data.mono_tgt) & set(td["pool"]))),
@@ -459,10 +470,16 @@ def convergence(per_size: dict) -> dict:
         runs = {"birnn": r["birnn"]["training"], "ae_mlp": r["ae_mlp"]["training"]}
         for name, v in r["dual_enc"]["variants"].items():
             runs[f"dual_enc {name}"] = v["training"].get("stage2", v["training"].get("stage1"))
-        out[size] = {name: {"steps": t["steps"], "epochs": t["epochs"], "steps_per_s": t["steps_per_s"],
-                            "loss_curve": t["loss_curve"], "tail_drop_pct": tail_drop(t["loss_curve"])}
-                     for name, t in runs.items()}
+        out[size] = {name: run_info(t) for name, t in runs.items()}
     return out
+
+
+def run_info(training: dict) -> dict:
+    """A training record's updates, epochs, updates a second, loss curve and :func:`tail_drop`."""
+    t = training
+    return {"steps": t["steps"], "epochs": t["epochs"], "steps_per_s": t["steps_per_s"],
+            "seconds": t.get("autoencoder_seconds", t.get("seconds")),
+            "loss_curve": t["loss_curve"], "tail_drop_pct": tail_drop(t["loss_curve"])}
 
 
 def claims(res: dict) -> dict:
@@ -509,6 +526,72 @@ def claims(res: dict) -> dict:
             "holds": v["tail_drop_pct"] is not None and v["tail_drop_pct"] < FLAT_PCT, "fell_in_last_fifth_pct": v["tail_drop_pct"],
             "steps": v["steps"], "steps_per_s": v["steps_per_s"], "loss_curve": v["loss_curve"]}
     return out
+
+
+SYSTEM_NAMES = ("features", "birnn", "ae_mlp", "dual_enc")
+
+
+def parse_systems(text):
+    """``--systems`` as a list in :data:`SYSTEM_NAMES` order (``birnn`` brings ``features``, its
+    paper's baseline); None without it; raises ValueError on an unknown name."""
+    if not text:
+        return None
+    names = {x.strip() for x in text.split(",") if x.strip()}
+    bad = names - set(SYSTEM_NAMES)
+    if bad or not names:
+        raise ValueError(f"--systems: unknown {', '.join(sorted(bad)) or 'empty list'} "
+                         f"(choose from {', '.join(SYSTEM_NAMES)})")
+    if "birnn" in names:
+        names.add("features")
+    return [n for n in SYSTEM_NAMES if n in names]
+
+
+def partial_run(systems, resources, data, td, cols, pools, budget, steps, quick, threads) -> dict:
+    """Only ``systems``, trained on all the training pairs: ``{"partial": {system: its protocol
+    rows, training record, ``convergence`` (:func:`run_info`) and ``claims``}, ...}`` -- the
+    budget at which each loss stops falling, read from one long run a system."""
+    out = {}
+    if "features" in systems:
+        out["features"] = run_features(resources, data, td, cols)
+    if "birnn" in systems:
+        r = run_birnn(resources, data, td, cols, budget, steps["birnn"], quick)
+        info = run_info(r["training"])
+        margins = {k: round(r["gl"][k]["F1"] - out["features"]["gl"][k]["F1"], 1) for k in r["gl"]}
+        r["convergence"] = info
+        r["claims"] = {
+            "gl_birnn_beats_features_at_every_noise_ratio": {
+                "holds": all(v > 0 for v in margins.values()), "birnn_minus_features_F1": margins},
+            "loss_stopped_falling": {"holds": info["tail_drop_pct"] is not None
+                                     and info["tail_drop_pct"] < FLAT_PCT,
+                                     "fell_in_last_fifth_pct": info["tail_drop_pct"]}}
+        out["birnn"] = r
+    if "ae_mlp" in systems:
+        r = run_ae(resources, data, td, budget, steps["ae_mlp"], quick)
+        lev = P.recovery_error(P.levenshtein_matrix(td["src"], td["tgt"]))
+        info = run_info(r["training"])
+        r["kim"]["levenshtein"] = lev
+        r["convergence"] = info
+        r["claims"] = {
+            "kim_cosine_far_better_than_levenshtein": {
+                "holds": r["kim"]["ae_cos"]["both"] < 0.5 * lev["both"],
+                "ae_cos": r["kim"]["ae_cos"]["both"], "levenshtein": lev["both"]},
+            "loss_stopped_falling": {"holds": info["tail_drop_pct"] is not None
+                                     and info["tail_drop_pct"] < FLAT_PCT,
+                                     "fell_in_last_fifth_pct": info["tail_drop_pct"]}}
+        out["ae_mlp"] = r
+    if "dual_enc" in systems:
+        r = run_dual(resources, data, td, pools, budget, steps["dual_enc"], steps["stage2"], quick, MS)
+        r["convergence"] = {name: run_info(v["training"].get("stage2", v["training"].get("stage1")))
+                            for name, v in r["variants"].items()}
+        out["dual_enc"] = r
+    for name, r in out.items():
+        if "convergence" in r:
+            print(f"{name}: {json.dumps(r['convergence'])}", file=sys.stderr, flush=True)
+        for claim, v in r.get("claims", {}).items():
+            print(f"{name}: {claim}: {json.dumps(v)}", file=sys.stderr, flush=True)
+    return {"partial": out, "systems": systems, "steps_full": {k: v for k, v in steps.items()},
+            "budget_cap_s": budget, "threads": threads,
+            "data": dict(td["describe"], train_pairs=len(data.src))}
 
 
 if __name__ == "__main__":

@@ -179,6 +179,8 @@ def _num(v, fmt: str = ".1f") -> str:
 
 
 def seeds_tables(results: dict) -> List[str]:
+    if "partial" in results:
+        return seeds_partial_tables(results)
     paper = results.get("paper") or {}
     out: List[str] = []
     gl = results.get("gl") or {}
@@ -234,6 +236,42 @@ def seeds_tables(results: dict) -> List[str]:
                    duration(job.get("seconds"))],
                   ["default job: candidates a source", cell(job.get("per_source"))],
                   ["data", cell(results.get("data"))]])
+    return out
+
+
+def seeds_partial_tables(results: dict) -> List[str]:
+    """A ``--systems`` run of seeds_bench: each system's protocol rows, loss curve and claims."""
+    part = results["partial"]
+    out = [f"Long run of {', '.join(f'`{n}`' for n in part)} alone, on all "
+           f"{cell((results.get('data') or {}).get('train_pairs'))} training pairs (updates asked: "
+           + ", ".join(f"{k} {v}" for k, v in (results.get("steps_full") or {}).items() if k in part)
+           + f"; wall-time cap a run {duration(results.get('budget_cap_s'))}; threads "
+           f"{cell(results.get('threads'))}):", ""]
+    gl = {n: part[n]["gl"] for n in ("birnn", "features") if "gl" in part.get(n, {})}
+    if "birnn" in part:
+        gl["birnn_cosine_first_stage"] = part["birnn"]["gl_cosine_first_stage"]
+    if gl:
+        ratios = list(next(iter(gl.values())))
+        out += table(["G&L F1 (%)"] + [f"{float(k):.0%}" for k in ratios],
+                     [[f"`{n}`"] + [_num(r[k]["F1"]) for k in ratios] for n, r in gl.items()]) + [""]
+    if "ae_mlp" in part:
+        out += table(["Kim et al. recovery error (%)", "zh→en", "en→zh", "both"],
+                     [[f"`{n}`", _num(v["src_to_tgt"], ".2f"), _num(v["tgt_to_src"], ".2f"),
+                       _num(v["both"], ".2f")] for n, v in part["ae_mlp"]["kim"].items()]) + [""]
+    runs = []
+    for name, r in part.items():
+        conv = r.get("convergence") or {}
+        runs += [(name, conv)] if "steps" in conv else [(f"{name} {k}", v) for k, v in conv.items()]
+    if runs:
+        out += table(["training", "updates", "updates/s", "seconds", "loss by tenth of the run",
+                      "fell in the last fifth (%)"],
+                     [[f"`{n}`", cell(v["steps"]), cell(v["steps_per_s"]), cell(v.get("seconds")),
+                       cell(v["loss_curve"]), cell(v["tail_drop_pct"])] for n, v in runs]) + [""]
+    claims = [(f"{n}: {c}", v) for n, r in part.items() for c, v in (r.get("claims") or {}).items()]
+    if claims:
+        out += table(["claim", "holds here", "measured"],
+                     [[f"`{n}`", cell(v.get("holds")), cell({k: x for k, x in v.items() if k != "holds"})]
+                      for n, v in claims])
     return out
 
 
@@ -372,6 +410,8 @@ RENDERERS = {"bucc_bench": bucc_tables, "seeds_bench": seeds_tables,
 # benchmarks whose runs may record some parts only: the latest record of each part is shown
 # (a dotted path into the record's results)
 PARTS = {"clean_bench": ("noisy", "unrelated", "mined"),
+         "seeds_bench": ("paper", "partial.features", "partial.birnn", "partial.ae_mlp",
+                         "partial.dual_enc"),
          "gpu_bench": ("stages.scores", "stages.priors", "stages.trie", "stages.knn",
                        "stages.profile")}
 

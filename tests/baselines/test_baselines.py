@@ -540,3 +540,40 @@ def test_autoencoder_recovers_alignments_far_better_than_levenshtein(data, resou
     assert lev > 90                              # chance: 99
     assert cos < 0.25 * lev, (cos, lev)
     assert mlp > cos, (mlp, cos)
+
+
+def test_autoencoder_adaptive_softmax_is_the_normalised_cross_entropy():
+    """The decoder's loss over its adaptive softmax (cutoffs inside the output vocabulary) is the
+    mean negative log-probability of the teacher-forced targets and EOS under the full normalised
+    distribution (``log_prob``), padding excluded; cutoffs at or over ``out_vocab`` leave a full
+    softmax."""
+    from torch import nn
+
+    from triemine.baselines.autoencoder import EOS, AutoencoderConfig, SharedDecoder
+    from triemine.baselines.text import pad_batch
+
+    torch.manual_seed(0)
+    c = AutoencoderConfig(emb=8, dec_hidden=12, out_vocab=40, cutoffs=(10, 25, 40, 99))
+    dec = SharedDecoder(100, c, sent_dim=6)
+    assert isinstance(dec.out, nn.AdaptiveLogSoftmaxWithLoss) and dec.out.cutoffs == [10, 25, 40]
+    dec.set_vocabulary([[5, 6, 7, 8, 9] * 3, list(range(10, 99))], c.out_vocab)
+    target = pad_batch([[5, 6, 50, 7], [9], [8, 8, 97]])
+    sent = torch.randn(3, 6)
+    loss = dec.loss(sent, target)
+    # the same computation by hand, over the full distribution
+    T = int(target.lengths.max())
+    y = torch.zeros(3, T + 1, dtype=torch.long)
+    for i, n in enumerate(target.lengths.tolist()):
+        y[i, :n] = dec.out_map[target.ids[i, :n]]
+        y[i, n] = EOS
+    prev = torch.cat([torch.full((3, 1), 3), y[:, :-1]], dim=1)
+    x = torch.cat([dec.embed(prev), sent[:, None, :].expand(-1, T + 1, -1)], dim=2)
+    out, _ = dec.gru(x, torch.tanh(dec.init(sent))[None])
+    logp = dec.out.log_prob(out.reshape(-1, 12))
+    assert torch.allclose(logp.exp().sum(1), torch.ones(len(logp)), atol=1e-5)
+    real = y.reshape(-1) != 0
+    expected = -logp[real].gather(1, y.reshape(-1)[real][:, None]).mean()
+    assert int(real.sum()) == sum(target.lengths.tolist()) + 3
+    assert torch.allclose(loss, expected, atol=1e-5), (loss, expected)
+    full = SharedDecoder(100, AutoencoderConfig(emb=8, dec_hidden=12, out_vocab=40, cutoffs=(40,)), 6)
+    assert isinstance(full.out, nn.Linear)

@@ -176,3 +176,34 @@ def test_the_mined_calibration_part_of_clean_bench_is_a_row_per_set(tmp_path):
     page = (tmp_path / "results.md").read_text(encoding="utf-8")
     assert "| sample (fitting set) | 10 | 4 | 0.02 | 0.9 | 0.8 | 0.7 | 0.2 |" in page
     assert "| transfer (held out) | 10 | 4 | 0.02 | 0.9 | 0.8 | 0.7 | 0.2 |" in page
+
+
+@pytest.mark.cluster
+def test_seeds_bench_long_runs_of_single_systems_show_beside_the_full_record(tmp_path):
+    f1 = lambda v: {"0.0": {"F1": v}, "0.9": {"F1": v / 2}}  # noqa: E731
+    conv = {"steps": 5000, "epochs": 17.5, "steps_per_s": 2.5, "seconds": 2000.0,
+            "loss_curve": [0.3, 0.2, 0.1], "tail_drop_pct": 1.5}
+    full = _record("seeds_bench", False, {"paper": {}, "gl": {"birnn": f1(30.0)}},
+                   "2030-01-01T00:00:00Z")
+    birnn = _record("seeds_bench", False, {"partial": {
+        "features": {"gl": f1(60.0)},
+        "birnn": {"gl": f1(70.0), "gl_cosine_first_stage": f1(20.0), "convergence": conv,
+                  "claims": {"loss_stopped_falling": {"holds": True, "fell_in_last_fifth_pct": 1.5}}}},
+        "steps_full": {"birnn": 5000, "ae_mlp": 150}, "budget_cap_s": 2100.0,
+        "data": {"train_pairs": 18247}}, "2030-01-02T00:00:00Z")
+    ae = _record("seeds_bench", False, {"partial": {"ae_mlp": {
+        "kim": {"ae_cos": {"src_to_tgt": 9.0, "tgt_to_src": 11.0, "both": 10.0}},
+        "convergence": dict(conv, steps=1234)}}}, "2030-01-03T00:00:00Z")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "seeds_bench.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in (full, birnn, ae)), encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    page = (tmp_path / "results.md").read_text(encoding="utf-8").split("### Quick run")[0]
+    assert "| `birnn` | 30.0 | 15.0 |" in page                     # the full record's table
+    assert "| `birnn` | 70.0 | 35.0 |" in page and "| `features` | 60.0 | 30.0 |" in page
+    assert "| `birnn` | 5000 | 2.5 | 2000 | 0.3, 0.2, 0.1 | 1.5 |" in page
+    assert "| `ae_cos` | 9.00 | 11.00 | 10.00 |" in page
+    assert "| `ae_mlp` | 1234 | 2.5 |" in page
+    assert "| `birnn: loss_stopped_falling` | yes |" in page
+    assert "updates asked: birnn 5000;" in page
