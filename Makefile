@@ -42,7 +42,8 @@ $(OPUS_MODEL): | $(STAMP)
 
 model: $(OPUS_MODEL)
 
-# Pyflakes-level lint of every Python file (pyproject.toml's [tool.ruff]); .ci/run runs it first.
+# Lint of every Python file: bugs and the line layout (pyproject.toml's [tool.ruff]); .ci/run runs
+# it first.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check triemine tests bench scripts setup.py
 

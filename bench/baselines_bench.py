@@ -11,7 +11,8 @@ and filter by the system's score):
 
 * ``sample_tuned``: the whole BUCC zh-en sample, threshold tuned on its gold (optimistic);
 * ``sample_heldout``: 2-fold held-out on the sample;
-* ``transfer``: the sample's threshold applied to the transfer set (``devsets/zh-en``, never tuned on);
+* ``transfer``: the sample's threshold applied to the transfer set (``devsets/zh-en``, never tuned
+on);
 * ``transfer_tuned``: tuned on the transfer set's own gold (reference only);
 * ``precision``: p@1/3/10 of the transfer set's gold zh sources against all its en sentences;
 * ``seconds``: wall time of mining the sample (encoding both sides, kNN, head) with the threads
@@ -96,8 +97,10 @@ def evaluate_system(score: str, rows: dict, golds: dict) -> dict:
         print(line, flush=True)
     return {"threshold": th["zh-en"], "rule": "one-to-one", "filter": score,
             "candidates_sample": tuned.candidates,
-            "sample_tuned": tuned.strict.as_dict(), "sample_heldout": tuned.heldout_strict.as_dict(),
-            "transfer": transfer.strict.as_dict(), "transfer_tuned": transfer_tuned.strict.as_dict()}
+            "sample_tuned": tuned.strict.as_dict(),
+            "sample_heldout": tuned.heldout_strict.as_dict(),
+            "transfer": transfer.strict.as_dict(),
+            "transfer_tuned": transfer_tuned.strict.as_dict()}
 
 
 def gold_precision(baseline, bucc) -> dict:
@@ -118,10 +121,15 @@ def sample_diagnostics(baseline, bucc, rows) -> dict:
     score = rows.col(baseline.score)
     is_gold = gold_mask(rows.src_ids, rows.tgt_ids, set(bucc.gold))
     q = (0.5, 0.9, 0.99)
-    out = {"precision": gold_precision(baseline, bucc), "candidates": len(rows),
-           "gold_in_candidates": int(is_gold.sum()), "gold": len(bucc.gold),
-           "nongold_quantiles": {str(k): round(float(np.quantile(score[~is_gold], k)), 4) for k in q}
-           if (~is_gold).any() else {}}
+    out = {
+        "precision": gold_precision(baseline, bucc),
+        "candidates": len(rows),
+        "gold_in_candidates": int(is_gold.sum()),
+        "gold": len(bucc.gold),
+        "nongold_quantiles": {str(k): round(float(np.quantile(score[~is_gold], k)), 4) for k in q}
+        if (~is_gold).any()
+        else {},
+    }
     if is_gold.any():
         med = float(np.median(score[is_gold]))
         out["gold_median"] = round(med, 4)
@@ -161,7 +169,8 @@ def run_system(name: str, model_dir: Path, golds: dict, args, work: Path, state:
     with benchlib.timer() as t:
         res["precision"] = gold_precision(baseline, read_bucc(golds["transfer"]))
     res["seconds_precision"] = round(t.s, 1)
-    res["sample_diagnostics"] = sample_diagnostics(baseline, read_bucc(golds["sample"]), rows["sample"])
+    res["sample_diagnostics"] = sample_diagnostics(baseline,
+                                                   read_bucc(golds["sample"]), rows["sample"])
     stats = baseline.stats
     res.update({"score": baseline.score, "seconds_sample": round(secs["sample"], 1),
                 "seconds_transfer": round(secs["transfer"], 1), "seconds_load": round(load_s, 1),
@@ -223,7 +232,8 @@ def eval_row(tsv: Path, gold: Path, spec: str, rank_by: str, tag: str, work: Pat
 
     js, th = work / f"{tag}.sample.json", work / f"{tag}.thresholds.json"
     quiet(eval_main, [tsv, "--gold", gold, "--filter", spec, "--rank-by", rank_by,
-                      "--rule", "one-to-one", "--folds", "2", "--json", js, "--save-thresholds", th])
+                      "--rule", "one-to-one", "--folds", "2", "--json", js,
+                      "--save-thresholds", th])
     d = json.loads(js.read_text(encoding="utf-8"))
     row = {"filter": spec, "rank_by": rank_by, "rule": "one-to-one", "thresholds": d["thresholds"],
            "candidates": d["candidates"], "sample_tuned": d["strict"],
@@ -263,7 +273,8 @@ def filter_table(systems, args, golds: dict, work: Path, model_dir: Path) -> dic
     folder = work / "filters"
     folder.mkdir(parents=True, exist_ok=True)
     if args.quick:
-        cands = {k: candidates_in(v, golds[k], folder / f"{k}.candidates.tsv") for k, v in cands.items()}
+        cands = {k: candidates_in(v, golds[k],
+                                  folder / f"{k}.candidates.tsv") for k, v in cands.items()}
     info = {"candidates": {k: str(v) for k, v in cands.items()}, "rows": {}, "seconds_filter": {}}
     transfer = (cands["transfer"], golds["transfer"]) if "transfer" in cands else None
     rows = info["rows"]
@@ -289,10 +300,12 @@ def filter_table(systems, args, golds: dict, work: Path, model_dir: Path) -> dic
             with baselines_cache(qcache):
                 for key, tsv in cands.items():
                     scored[key] = folder / f"{key}.{name}.tsv"
-                    quiet(filter_main, [tsv, "--classifier", name, "--model", model_dir, "-o", scored[key]])
+                    quiet(filter_main,
+                          [tsv, "--classifier", name, "--model", model_dir, "-o", scored[key]])
         info["seconds_filter"][name] = round(t.s, 1)
         t_scored = (scored["transfer"], golds["transfer"]) if "transfer" in scored else None
-        rows[name] = eval_row(scored["sample"], golds["sample"], score, score, name, folder, t_scored)
+        rows[name] = eval_row(scored["sample"], golds["sample"], score, score,
+                              name, folder, t_scored)
         rows[f"{name}+ce"] = eval_row(scored["sample"], golds["sample"], f"ce+{score}", "ce_word",
                                       f"{name}+ce", folder, t_scored)
         print(json.dumps({f"filter {name}": rows[name], f"filter {name}+ce": rows[f"{name}+ce"]}),
@@ -303,7 +316,8 @@ def filter_table(systems, args, golds: dict, work: Path, model_dir: Path) -> dic
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="tiny models, small slices (< 1 min)")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"subset of {','.join(SYSTEMS)}")
-    ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap.add_argument("--model", default=None,
+                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--retrain", action="store_true", help="train again even when cached")
     ap.add_argument("--work", default=None, help="folder for slices (and quick models)")
     ap.add_argument("--parts", default="miners,filters",
@@ -330,7 +344,8 @@ def main(argv=None) -> int:
     golds = bucc_sets(work, args.quick)
     t_all = run.elapsed()
     report = {"bench": "baselines_bench", "quick": bool(args.quick), "machine": machine(),
-              "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "threads": torch.get_num_threads(),
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "sets": {k: str(v) for k, v in golds.items()}, "systems": {}}
     state: dict = {}
     if "miners" not in parts and args.quick:  # the filters need this run's tiny models

@@ -14,10 +14,11 @@ Three parts (``--parts``; the first two by default):
   ``ce_word`` alone and Bicleaner classic (the project's trained model, when
   ``<cache>/bicleaner`` has it); precision and recall at trie-mine-score's shipped cut
   (``prob >= 0.5``) and at the mining job's (``combined >= 5.4017``); how many of each noise
-  kind each keeps; the expected calibration error of ``prob``; pairs/s of trie-mine-score (embedding,
-  exact scores and priors, wall clock, ``OMP_NUM_THREADS`` threads; ``exact_pairs_per_s``: its
-  scored pairs over the exact scores' and priors' seconds, the mining job's rate below) and of
-  Bicleaner (``-p`` = the same thread count) on the same pairs.  Without ``--quick``,
+  kind each keeps; the expected calibration error of ``prob``; pairs/s of trie-mine-score
+  (embedding, exact scores and priors, wall clock, ``OMP_NUM_THREADS`` threads;
+  ``exact_pairs_per_s``: its scored pairs over the exact scores' and priors' seconds, the mining
+  job's rate below) and of Bicleaner (``-p`` = the same thread count) on the same pairs.  Without
+  ``--quick``,
   ``speed.wait_probe``: the exact stage on the first ``SPEED_PROBE`` pairs timed in one run with
   OpenMP threads that spin while they wait (libgomp's default, a subprocess) and that sleep
   (trie-mine's default since triemine/__init__.py sets ``OMP_WAIT_POLICY``), whether the two
@@ -149,7 +150,9 @@ def noisy_part(model, args, work: Path, threads: int) -> dict:
         cols["bicleaner"] = score_bicleaner(ns.src, ns.tgt, processes=threads, progress=False)
         bwall = time.perf_counter() - t0
         speed["bicleaner_pairs_per_s"] = round(len(ns) / bwall, 2)
-        speed["ratio_to_bicleaner"] = round(speed["pairs_per_s"] / speed["bicleaner_pairs_per_s"], 2)
+        speed["ratio_to_bicleaner"] = round(
+            speed["pairs_per_s"] / speed["bicleaner_pairs_per_s"], 2
+        )
     except TrieMineError as exc:
         speed["bicleaner"] = f"not measured: {exc}"
     if not args.quick:
@@ -248,7 +251,8 @@ def wait_probe(model, args, ns, work: Path, threads: int) -> dict:
     def digest(p):
         return hashlib.sha256(Path(p).read_bytes()).hexdigest()
     return {"pairs": n, "threads": threads,
-            "spinning": {"exact_s": spin["exact_s"], "exact_pairs_per_s": round(n / spin["exact_s"], 2),
+            "spinning": {"exact_s": spin["exact_s"],
+                         "exact_pairs_per_s": round(n / spin["exact_s"], 2),
                          "env": "GOMP_SPINCOUNT=300000, no OMP_WAIT_POLICY"},
             "sleeping": {"exact_s": sleep_s, "exact_pairs_per_s": round(n / sleep_s, 2),
                          "env": f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"},
@@ -343,7 +347,8 @@ def mined_part(args) -> dict:
 
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="small slices (< 1 min after the model loads)")
-    ap.add_argument("--model", default=None, help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap.add_argument("--model", default=None,
+                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep the inputs and outputs in this folder")
     ap.add_argument("--parts", default="noisy,unrelated", help=f"subset of {','.join(PARTS)} "
                     "(mined: only when named; it reads make demo's TSVs)")

@@ -139,8 +139,8 @@ def quick_rows(model, shared: Path, n: int = 60,
     pairs = [(si[s], ti[t]) for s, t in g] + [(si[g[k][0]], ti[g[(k + 1) % len(g)][1]])
                                              for k in range(len(g))]
     rows = Mined.from_columns([b.src.ids[s] for s, _ in pairs], [b.tgt.ids[t] for _, t in pairs],
-                              [b.src.texts[s] for s, _ in pairs], [b.tgt.texts[t] for _,
-                                                                   t in pairs],
+                              [b.src.texts[s] for s, _ in pairs],
+                              [b.tgt.texts[t] for _, t in pairs],
                               {"score": np.zeros(len(pairs))})
     score, prior, ntok, _, _ = rescore(model, rows, "fp32", progress=False, cache=cache)
     return with_scores(rows, score, prior, ntok)
@@ -278,10 +278,12 @@ def main(argv=None) -> int:
         save_cache(cache, args.cache)
         ref_s, ref_p = mined.col("score"), mined.col("prior")
         res[f"{name}_rows"] = len(mined)
-        res[f"{name}_score_abs_diff_per_token_mean"] = round(float(np.mean(np.abs(s - ref_s) / nt)),
-                                                             5)
-        res[f"{name}_score_abs_diff_per_token_max"] = round(float(np.max(np.abs(s - ref_s) / nt)),
-                                                            5)
+        res[f"{name}_score_abs_diff_per_token_mean"] = round(
+            float(np.mean(np.abs(s - ref_s) / nt)), 5
+        )
+        res[f"{name}_score_abs_diff_per_token_max"] = round(
+            float(np.max(np.abs(s - ref_s) / nt)), 5
+        )
         res[f"{name}_pmi_abs_diff_mean"] = round(
             float(np.mean(np.abs((s - p) - (ref_s - ref_p)) / nt)), 5)
         other[name] = with_scores(mined, s, p, nt)

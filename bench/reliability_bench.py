@@ -227,8 +227,8 @@ def bench_text(work: Path, n: int, rng: random.Random) -> dict:
 
 # the trie search alone (--config paper) and the mining job (--config mt-only: translations,
 # retrieval, exact scores and priors, each stage resumable)
-CONFIG_ARGS = {"paper": ("--config", "paper", "--pre-expansion", "--beam", "4", "--batch-size",
-                         "4"),
+CONFIG_ARGS = {"paper": ("--config", "paper", "--pre-expansion", "--beam", "4",
+                         "--batch-size", "4"),
                "job": ("--config", "mt-only", "--batch-size", "4"),
                "default": (),
                "ivf": ("--knn-index", "ivf"),

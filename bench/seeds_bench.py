@@ -166,7 +166,8 @@ def default_job(td: dict, model_dir: Path, work: Path) -> dict:
     if not (out.is_file() and info.is_file()):
         src_f, tgt_f = work / f"default-{key}.zh", work / f"default-{key}.en"
         src_f.write_text("".join(f"s{i}\t{t}\n" for i, t in enumerate(td["src"])), encoding="utf-8")
-        tgt_f.write_text("".join(f"t{j}\t{t}\n" for j, t in enumerate(td["pool"])), encoding="utf-8")
+        tgt_f.write_text("".join(f"t{j}\t{t}\n" for j,
+                                 t in enumerate(td["pool"])), encoding="utf-8")
         t0 = time.perf_counter()
         res = triemine.mine(str(src_f), str(tgt_f), model=str(model_dir), output=str(out))
         secs = time.perf_counter() - t0
@@ -231,7 +232,8 @@ def parse_steps(text: str, default: str = STEPS) -> dict:
 
 
 def steps_for(steps: int, n: int, full: int) -> int:
-    """Updates at ``n`` training pairs: proportional to the size, at least a quarter of the full's."""
+    """Updates at ``n`` training pairs: proportional to the size, at least a quarter of the
+    full's."""
     return max(int(round(steps * n / full)), int(round(steps / 4)), 1)
 
 
@@ -316,19 +318,31 @@ def print_tables(res: dict) -> None:
             f"paper {PAPER['kim'].get(name.replace('default_job_score', 'nmt_posteriors'), '–')}")
     say(f"\nGuo et al.: P@1/3/10 (%); paper: {PAPER['guo']['source']}")
     for name, pools in res["guo"].items():
-        say(name.ljust(28) + "  ".join(f"N={k}: " + "/".join(f"{v[f'P@{n}']:.1f}" for n in (1, 3, 10))
-                                     for k, v in pools.items()))
-    say("\nloss curves at the full size (mean loss of each tenth of the updates; fall over the last fifth):")
+        say(
+            name.ljust(28)
+            + "  ".join(
+                f"N={k}: " + "/".join(f"{v[f'P@{n}']:.1f}" for n in (1, 3, 10))
+                for k, v in pools.items()
+            )
+        )
+    say(
+        "\nloss curves at the full size (mean loss of each tenth of the updates; fall over the "
+        "last fifth):"
+    )
     for name, v in res["convergence"][str(full)].items():
-        say(f"{name.ljust(20)} {v['steps']:5d} upd {v['steps_per_s']:5.2f}/s  "
-            + " ".join(f"{x:.3f}" for x in v["loss_curve"]) + f"  fell {v['tail_drop_pct']}% in the last fifth")
+        say(
+            f"{name.ljust(20)} {v['steps']:5d} upd {v['steps_per_s']:5.2f}/s  "
+            + " ".join(f"{x:.3f}" for x in v["loss_curve"])
+            + f"  fell {v['tail_drop_pct']}% in the last fifth"
+        )
     say(f"\nlearning curves (train pairs {res['sizes']}), full size {full}:")
     for name, curve in res["curves"].items():
         say(name.ljust(36) + " ".join(f"{v:7.2f}" for v in curve))
 
 
 def main() -> int:
-    ap = benchlib.parser(__doc__, quick="60 test pairs, tiny models on 500/1,500 pairs, 2 s budgets")
+    ap = benchlib.parser(__doc__,
+                         quick="60 test pairs, tiny models on 500/1,500 pairs, 2 s budgets")
     ap.add_argument("--steps", default="",
                     help=f"updates of each system at the full size, e.g. birnn=5000 (the others: "
                     f"{STEPS}; --quick: {QUICK_STEPS})")
@@ -336,7 +350,8 @@ def main() -> int:
                     help="wall-time cap of each training run, seconds (default 1800)")
     ap.add_argument("--sizes", default="2000,5000,10000,all",
                     help="learning-curve training sizes, comma-separated ('all': every pair)")
-    ap.add_argument("--model", help="the imported OPUS-MT model (default <cache>/models/opus-mt-zh-en)")
+    ap.add_argument("--model",
+                    help="the imported OPUS-MT model (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", help="where the default job's run and USE vectors are kept")
     ap.add_argument("--no-default-job", action="store_true",
                     help="skip trie-mine's default job (the tables lose that row)")
@@ -376,7 +391,8 @@ def main() -> int:
     res = {"data": dict(td["describe"], train_pairs=full, heldout_pairs=len(data.held_src),
                         mono_en=len(data.mono_tgt),
                         mono_en_in_pool=len(set(data.mono_tgt) & set(td["pool"]))),
-           "sizes": sizes, "budget_cap_s": budget, "steps_full": steps, "threads": torch.get_num_threads(),
+           "sizes": sizes, "budget_cap_s": budget, "steps_full": steps,
+           "threads": torch.get_num_threads(),
            "paper": PAPER, "gl": {}, "kim": {}, "guo": {}, "curves": {}, "seconds": {}}
 
     # references
@@ -439,10 +455,13 @@ def main() -> int:
         "gl_F1@0 features": [per_size[str(s)]["features"]["gl"]["0.0"]["F1"] for s in sizes],
         "gl_F1@0.9 features": [per_size[str(s)]["features"]["gl"]["0.9"]["F1"] for s in sizes],
         "kim_err ae_cos": [per_size[str(s)]["ae_mlp"]["kim"]["ae_cos"]["both"] for s in sizes],
-        f"guo_P@1(N={big}) dual_enc M=0": [per_size[str(s)]["dual_enc"]["variants"]["M=0"]["guo"][big]["P@1"]
-                                           for s in sizes],
+        f"guo_P@1(N={big}) dual_enc M=0": [
+            per_size[str(s)]["dual_enc"]["variants"]["M=0"]["guo"][big]["P@1"] for s in sizes
+        ],
         f"guo_P@1(N={big}) dual_enc M={CURVE_M}": [
-            per_size[str(s)]["dual_enc"]["variants"][f"M={CURVE_M}"]["guo"][big]["P@1"] for s in sizes],
+            per_size[str(s)]["dual_enc"]["variants"][f"M={CURVE_M}"]["guo"][big]["P@1"]
+            for s in sizes
+        ],
     }
     res["curves"] = curves
     res["convergence"] = convergence(per_size)
@@ -493,7 +512,8 @@ def claims(res: dict) -> dict:
         "gl_birnn_beats_features_at_every_noise_ratio": {
             "holds": all(v > 0 for v in margins.values()), "birnn_minus_features_F1": margins},
         "gl_birnn_degrades_slower_than_features": {
-            "holds": drop_b < drop_f, "birnn_drop_0_to_90": drop_b, "features_drop_0_to_90": drop_f},
+            "holds": drop_b < drop_f, "birnn_drop_0_to_90": drop_b,
+                                                   "features_drop_0_to_90": drop_f},
         "kim_cosine_far_better_than_levenshtein": {
             "holds": kim["ae_cos"]["both"] < 0.5 * kim["levenshtein"]["both"],
             "ae_cos": kim["ae_cos"]["both"], "levenshtein": kim["levenshtein"]["both"]},
@@ -523,7 +543,8 @@ def claims(res: dict) -> dict:
     full = str(res["sizes"][-1])
     for name, v in res["convergence"][full].items():
         out[f"loss_stopped_falling {name}"] = {
-            "holds": v["tail_drop_pct"] is not None and v["tail_drop_pct"] < FLAT_PCT, "fell_in_last_fifth_pct": v["tail_drop_pct"],
+            "holds": v["tail_drop_pct"] is not None and v["tail_drop_pct"] < FLAT_PCT,
+                                               "fell_in_last_fifth_pct": v["tail_drop_pct"],
             "steps": v["steps"], "steps_per_s": v["steps_per_s"], "loss_curve": v["loss_curve"]}
     return out
 
@@ -580,7 +601,8 @@ def partial_run(systems, resources, data, td, cols, pools, budget, steps, quick,
                                      "fell_in_last_fifth_pct": info["tail_drop_pct"]}}
         out["ae_mlp"] = r
     if "dual_enc" in systems:
-        r = run_dual(resources, data, td, pools, budget, steps["dual_enc"], steps["stage2"], quick, MS)
+        r = run_dual(resources, data, td, pools, budget, steps["dual_enc"],
+                     steps["stage2"], quick, MS)
         r["convergence"] = {name: run_info(v["training"].get("stage2", v["training"].get("stage1")))
                             for name, v in r["variants"].items()}
         out["dual_enc"] = r

@@ -199,8 +199,8 @@ def run_corpus(name, flat, lens, line_ids, extra, args):
     res = {
         "corpus": name, "sequences": int(lens.size), "tokens": int(flat.size),
         "nodes": int(trie.n_nodes), "terminals": int(trie.n_terminals), "depth": trie.depth,
-        "bytes_per_node": round(bpn, 3), "total_bytes_per_node": round(trie.nbytes / trie.n_nodes,
-                                                                       3),
+        "bytes_per_node": round(bpn, 3),
+        "total_bytes_per_node": round(trie.nbytes / trie.n_nodes, 3),
         "file_bytes": file_bytes, "build_s": round(build_s, 3),
         "load_verify_s": round(load_verify_s, 4), "load_s": round(load_s, 4),
         "step_ns": round(step_ns, 1), "step_ns_batch65536": round(step_ns_large, 1),

@@ -13,7 +13,8 @@ Two uses (:mod:`triemine.scoring.calibration`):
 
       python scripts/fit_calibration.py pairs --n 500 --work /tmp/cal
 
-* ``mined`` (the mining job's candidates): a Platt curve of ``combined`` on a mining TSV of the BUCC sample (every candidate,
+* ``mined`` (the mining job's candidates): a Platt curve of ``combined`` on a mining TSV of the BUCC
+sample (every candidate,
   ``combined`` column) and its gold, a candidate a positive when its id pair is gold::
 
       python scripts/fit_calibration.py mined WORK/sample.dedup.tsv \\

@@ -140,7 +140,8 @@ def test_the_api_refuses_writing_its_results_over_an_input(tiny_model_dir, pair,
 
 @pytest.mark.cluster  # a fresh interpreter: the package's import sets it
 @pytest.mark.parametrize("given,want", [
-    ({}, "PASSIVE"), ({"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE"), ({"GOMP_SPINCOUNT": "300000"}, None)])
+    ({}, "PASSIVE"), ({"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE"),
+                                        ({"GOMP_SPINCOUNT": "300000"}, None)])
 def test_importing_triemine_lets_openmp_threads_sleep_unless_told_otherwise(given, want):
     import os
     import subprocess

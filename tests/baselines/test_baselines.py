@@ -25,7 +25,8 @@ from triemine.baselines.text import split_pairs  # noqa: E402
 from triemine.errors import InputError  # noqa: E402
 from triemine.filtering.registry import get_score  # noqa: E402
 
-# epochs, not seconds, bound these runs (max_seconds is a safety net), so any CPU gets the same model
+# epochs, not seconds, bound these runs (max_seconds is a safety net), so any CPU gets the same
+# model
 SMALL = {
     "birnn": dict(emb=32, hidden=32, fc=(32,), epochs=4, max_seconds=60.0, batch=32),
     "ae_mlp": dict(emb=32, hidden=32, dec_hidden=48, out_vocab=64, epochs=6, max_seconds=60.0,
@@ -81,7 +82,8 @@ def test_true_pairs_beat_shuffled(models, data, name):
 @pytest.mark.integration
 @pytest.mark.parametrize("name", TRAINED)
 def test_retrieval_better_than_chance(models, data, name):
-    p = retrieval_precision(models[name], data.held_src, data.held_tgt, np.arange(len(data.held_src)))
+    p = retrieval_precision(models[name], data.held_src, data.held_tgt,
+                            np.arange(len(data.held_src)))
     assert 0 <= p["p@1"] <= p["p@3"] <= p["p@10"] <= 1
     assert p["p@10"] >= 0.3  # chance: 0.1
     assert p["queries"] == p["pool"] == len(data.held_src)
@@ -104,9 +106,13 @@ def test_mine_bucc_one_to_one(models, data, tmp_path):
     from triemine.evaluation.pipeline import Direction, candidates, evaluate
 
     src, tgt = data.held_src[:40], data.held_tgt[:40] + data.tgt[:60]
-    (tmp_path / "x-y.t.x").write_text("".join(f"x{i}\t{s}\n" for i, s in enumerate(src)), encoding="utf-8")
-    (tmp_path / "x-y.t.y").write_text("".join(f"y{i}\t{t}\n" for i, t in enumerate(tgt)), encoding="utf-8")
-    (tmp_path / "x-y.t.gold").write_text("".join(f"x{i}\ty{i}\n" for i in range(40)), encoding="utf-8")
+    (tmp_path / "x-y.t.x").write_text("".join(f"x{i}\t{s}\n" for i,
+                                              s in enumerate(src)), encoding="utf-8")
+    (tmp_path / "x-y.t.y").write_text("".join(f"y{i}\t{t}\n" for i,
+                                              t in enumerate(tgt)), encoding="utf-8")
+    (tmp_path / "x-y.t.gold").write_text(
+        "".join(f"x{i}\ty{i}\n" for i in range(40)), encoding="utf-8"
+    )
     bucc = read_bucc(tmp_path / "x-y.t.gold")
     m = models["birnn"]
     rows = mine_bucc(m, bucc)
@@ -144,7 +150,8 @@ def test_save_load_roundtrip(models, data, resources, tmp_path):
     m.save(path)
     back = system_class("ae_mlp").load(path, resources)
     np.testing.assert_allclose(score_pairs(back, data.held_src[:10], data.held_tgt[:10])["ae_mlp"],
-                               score_pairs(m, data.held_src[:10], data.held_tgt[:10])["ae_mlp"], rtol=1e-5)
+                               score_pairs(m, data.held_src[:10],
+                                           data.held_tgt[:10])["ae_mlp"], rtol=1e-5)
     with pytest.raises(InputError, match="not a birnn"):
         system_class("birnn").load(path, resources)
     with pytest.raises(InputError, match="other tokenizer"):
@@ -230,7 +237,8 @@ def test_tiny_training_on_shared_pieces(model_dir, tmp_path):
     m = load_or_train("dual_enc", model_dir, res, tiny=True, cache=tmp_path, data=data)
     assert (tmp_path / "dual_enc-tiny.pt").is_file()
     again = load_or_train("dual_enc", model_dir, res, tiny=True, cache=tmp_path)
-    np.testing.assert_array_equal(m.encode(data.held_src[:3], "src"), again.encode(data.held_src[:3], "src"))
+    np.testing.assert_array_equal(m.encode(data.held_src[:3], "src"),
+                                  again.encode(data.held_src[:3], "src"))
 
 
 @pytest.mark.integration
@@ -268,10 +276,13 @@ def _bucc_files(folder, n_src=40, n_tgt=70, seed=0):
     zid = [f"zh-{i:07d}" for i in rng.permutation(np.arange(100, 100 + n_src))]
     eid = [f"en-{i:07d}" for i in rng.permutation(np.arange(500, 500 + n_tgt))]
     tgt_of = rng.permutation(n_tgt)[:20]  # gold target line of source line i < 20
-    (folder / "zh-en.t.zh").write_text("".join(f"{z}\tz{i}\n" for i, z in enumerate(zid)), encoding="utf-8")
-    (folder / "zh-en.t.en").write_text("".join(f"{e}\te{j}\n" for j, e in enumerate(eid)), encoding="utf-8")
-    (folder / "zh-en.t.gold").write_text("".join(f"{zid[i]}\t{eid[tgt_of[i]]}\n" for i in range(20)),
-                                         encoding="utf-8")
+    (folder / "zh-en.t.zh").write_text("".join(f"{z}\tz{i}\n" for i,
+                                               z in enumerate(zid)), encoding="utf-8")
+    (folder / "zh-en.t.en").write_text("".join(f"{e}\te{j}\n" for j,
+                                               e in enumerate(eid)), encoding="utf-8")
+    (folder / "zh-en.t.gold").write_text(
+        "".join(f"{zid[i]}\t{eid[tgt_of[i]]}\n" for i in range(20)), encoding="utf-8"
+    )
     return folder / "zh-en.t.gold", tgt_of
 
 
@@ -375,7 +386,10 @@ def test_levenshtein_matrix_is_the_exact_normalised_edit_distance():
     rng = np.random.default_rng(3)
     src = ["".join(rng.choice(list("abcdz"), rng.integers(0, 80))) for _ in range(25)]
     src += ["", "a" * 64, "ab" * 40, "abc" * 50, "中文abc"]  # empty, 1, 2 and 3 64-bit words
-    tgt = ["".join(rng.choice(list("abcde"), rng.integers(0, 90))) for _ in range(120)] + ["", "中x"]
+    tgt = ["".join(rng.choice(list("abcde"), rng.integers(0, 90))) for _ in range(120)] + [
+        "",
+        "中x",
+    ]
     got = levenshtein_matrix(src, tgt)
     want = np.array([[-_lev(a, b) / max(len(a), len(b), 1) for b in tgt] for a in src])
     np.testing.assert_allclose(got, want, atol=1e-12)
@@ -442,7 +456,8 @@ def test_dual_encoder_negatives_ablation_continues_stage_one(data, resources):
     for k, v in stage1.net.state_dict().items():  # stage 1 itself is left as it was
         assert torch.equal(v, before[k])
     for m in (0, 2):
-        p = retrieval_precision(variants[m], data.held_src, data.held_tgt, np.arange(len(data.held_src)))
+        p = retrieval_precision(variants[m], data.held_src, data.held_tgt,
+                                np.arange(len(data.held_src)))
         assert p["p@10"] >= 0.5, (m, p)  # chance: 0.1
 
 
@@ -468,7 +483,9 @@ def test_budget_stops_at_max_steps_and_records_the_loss_curve():
     for step, _ in enumerate(b.batches(10, 4, np.random.default_rng(0))):
         b.record(100.0 - step)
     d = b.describe()
-    assert d["steps"] == 23 and d["max_steps"] == 23 and d["epochs"] == pytest.approx(23 / 3, abs=0.01)
+    assert (
+        d["steps"] == 23 and d["max_steps"] == 23 and d["epochs"] == pytest.approx(23 / 3, abs=0.01)
+    )
     assert len(d["loss_curve"]) == 10 and d["loss_curve"] == sorted(d["loss_curve"], reverse=True)
     assert d["loss_curve"][0] == pytest.approx(np.mean(100.0 - np.arange(3)))
     assert Budget(1, 1.0).describe()["loss_curve"] == []
@@ -575,5 +592,6 @@ def test_autoencoder_adaptive_softmax_is_the_normalised_cross_entropy():
     expected = -logp[real].gather(1, y.reshape(-1)[real][:, None]).mean()
     assert int(real.sum()) == sum(target.lengths.tolist()) + 3
     assert torch.allclose(loss, expected, atol=1e-5), (loss, expected)
-    full = SharedDecoder(100, AutoencoderConfig(emb=8, dec_hidden=12, out_vocab=40, cutoffs=(40,)), 6)
+    full = SharedDecoder(100,
+                         AutoencoderConfig(emb=8, dec_hidden=12, out_vocab=40, cutoffs=(40,)), 6)
     assert isinstance(full.out, nn.Linear)

@@ -156,7 +156,8 @@ def test_score_writes_one_row_per_input_pair_in_order_and_resumes_to_the_same_by
     lines = out.read_text(encoding="utf-8").splitlines()
     head = lines[0].split("\t")
     assert head[:5] == ["line", "id", "src", "tgt", "status"]
-    for c in ("score", "prior", "pmi", "ce_word", "ce_token", "numerals", "uncovered", "number_match",
+    for c in ("score", "prior", "pmi", "ce_word", "ce_token", "numerals",
+              "uncovered", "number_match",
               "cipher_cos", "cipher_margin", "combined", "prob", "kept"):
         assert c in head
     body = [ln.split("\t") for ln in lines[1:]]

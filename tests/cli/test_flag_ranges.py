@@ -95,8 +95,8 @@ def test_a_write_into_a_folder_that_refuses_it_names_the_output_not_a_temporary(
         return real_unlink(path, *a, **k)
     monkeypatch.setattr("builtins.open", read_only)
     monkeypatch.setattr(os, "unlink", unlink)
-    rc, err = run_main(capsys, prepare_main, [str(raw), "-o", str(tmp_path / "p.en"), "--lang",
-                                              "en"])
+    rc, err = run_main(capsys, prepare_main,
+                       [str(raw), "-o", str(tmp_path / "p.en"), "--lang", "en"])
     assert rc == 2 and "p.en: cannot write" in err and ".tmp" not in err
 
 

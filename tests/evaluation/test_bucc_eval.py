@@ -212,8 +212,8 @@ def test_tuned_ce_threshold_and_transfer(tmp_path, tiny_bucc):
     b = tiny_bucc
     rows = [row("zh-1", "en-1", 0.2, b), row("zh-1", "en-2", 0.9, b),  # second candidate ignored
             row("zh-2", "en-2", 0.4, b), row("zh-4", "en-5", 0.6, b), row("zh-5", "en-5", 1.5, b)]
-    path = write_tsv(tmp_path / "m.tsv", rows, meta={"model": "/x/opus-mt-zh-en", "mode": "pre",
-                                                     "beam": 4,
+    path = write_tsv(tmp_path / "m.tsv", rows,
+                     meta={"model": "/x/opus-mt-zh-en", "mode": "pre", "beam": 4,
                                                      "source": "zh-en.tiny.zh",
                                                      "target": "zh-en.tiny.en"})
     out = evaluate([Direction(read_mined(path))], b, "ce")
@@ -267,8 +267,9 @@ def test_a_chosen_variant_is_chosen_again_inside_each_training_fold(tmp_path):
         rows = [row(s, t, 0.1 if assign[s] == good else float(rng.uniform(0.5, 2)), b) for s,
                 t in b.gold]
         rows += [row(s, t, float(rng.uniform(0.5, 2)), b) for s, t in others]
-        variants[f"good-on-{good}"] = [Direction(read_mined(write_tsv(tmp_path / f"v{good}.tsv",
-                                                                      rows)))]
+        variants[f"good-on-{good}"] = [
+            Direction(read_mined(write_tsv(tmp_path / f"v{good}.tsv", rows)))
+        ]
     out = evaluate_choosing(variants, b, "ce", "ce_word", folds=2)
     assert out.fold_chosen == ["good-on-1", "good-on-0"]
     assert out.chosen in variants
@@ -288,8 +289,8 @@ def test_a_chosen_variant_is_chosen_again_inside_each_training_fold(tmp_path):
 
 def test_union_of_directions(tmp_path, tiny_bucc):
     b = tiny_bucc
-    fwd = write_tsv(tmp_path / "zh-en.tsv", [row("zh-1", "en-1", 0.2, b), row("zh-5", "en-5", 0.3,
-                                                                              b)])
+    fwd = write_tsv(tmp_path / "zh-en.tsv",
+                    [row("zh-1", "en-1", 0.2, b), row("zh-5", "en-5", 0.3, b)])
     # reverse direction: sources are en ids
     bwd = write_tsv(tmp_path / "en-zh.tsv", [("en-2", "zh-2", -1, 0.2, 0.2, "thanks", "谢谢"),
                                               ("en-1", "zh-1", -1, 0.1, 0.1, "hello", "你好")])

@@ -100,7 +100,8 @@ def test_optimize_union_beats_or_matches_each_filter_alone():
 
 def test_filter_cli_writes_kept_rows_and_bitext(tmp_path, mined, capsys):
     out, bitext = tmp_path / "kept.tsv", tmp_path / "kept.txt"
-    assert filter_main([mined.path, "--filter", "ce+bicleaner", "--ce-max", "1.0", "--bicleaner-min", "0.6",
+    assert filter_main([mined.path, "--filter", "ce+bicleaner", "--ce-max", "1.0",
+                        "--bicleaner-min", "0.6",
                         "-o", str(out), "--bitext", str(bitext)]) == 0
     kept = read_mined(out)
     assert kept.src_ids == ["s1", "s2", "s3"] and kept.col("bicleaner").tolist() == [0.2, 0.9, 0.6]
@@ -127,7 +128,8 @@ def test_filter_cli_union_of_two_directions(tmp_path, capsys):
     bwd = write_tsv(tmp_path / "b.tsv", [("e1", "z1", -1, 0.4, 0.4, "en one", "zh one"),
                                          ("e3", "z3", -1, 0.9, 0.9, "en three", "zh three")])
     bitext = tmp_path / "u.txt"
-    assert filter_main([fwd, "--second", bwd, "--filter", "ce", "--ce-max", "1.0", "--bitext", str(bitext)]) == 0
+    assert filter_main([fwd, "--second", bwd, "--filter", "ce", "--ce-max", "1.0",
+                        "--bitext", str(bitext)]) == 0
     assert bitext.read_text(encoding="utf-8") == "zh one\ten one\nzh three\ten three\n"
 
 
@@ -143,7 +145,8 @@ def test_filter_cli_needs_threshold_for_filter(tmp_path, mined, capsys):
     (["--filter", "ce", "--threshold", "pmi=1.0", "--ce-max", "1"], "does not use them"),
     (["--threshold", "nope=1"], "unknown score 'nope'"),
 ])
-def test_filter_cli_refuses_thresholds_it_would_ignore_or_misuse(tmp_path, mined, capsys, argv, message):
+def test_filter_cli_refuses_thresholds_it_would_ignore_or_misuse(tmp_path, mined,
+                                                                 capsys, argv, message):
     code = None
     try:
         code = filter_main([mined.path, "-o", str(tmp_path / "x.tsv")] + argv)
@@ -164,7 +167,8 @@ def test_filter_cli_infers_the_filter_from_the_thresholds_given(tmp_path, mined,
 
 def test_filter_cli_missing_bicleaner_column_is_clear(tmp_path, capsys):
     p = write_tsv(tmp_path / "n.tsv", [("s1", "t1", -1, 0.5, 0.5, "a", "A")])
-    assert filter_main([p, "--filter", "bicleaner", "--bicleaner-min", "0.5", "-o", str(tmp_path / "o.tsv")]) == 2
+    assert filter_main([p, "--filter", "bicleaner", "--bicleaner-min", "0.5", "-o",
+                        str(tmp_path / "o.tsv")]) == 2
     err = capsys.readouterr().err
     assert "n.tsv: no column 'bicleaner'" in err and "Traceback" not in err
 

@@ -132,7 +132,8 @@ def check_hf_card(folder, mined):
 LOAD = """
 import json, sys, datasets
 ds = datasets.load_dataset(sys.argv[1], split="train")
-print(json.dumps({"features": sorted(ds.features), "translation": type(ds.features["translation"]).__name__,
+print(json.dumps({"features": sorted(ds.features),
+                  "translation": type(ds.features["translation"]).__name__,
                   "rows": [dict(r) for r in ds]}, ensure_ascii=False))
 """
 
@@ -182,7 +183,9 @@ def test_compressed_outputs(tmp_path, mined, suffix):
     assert write_pairs(mined, KEPT, packed, "jsonl") == 3
     assert DECOMPRESS[suffix](packed.read_bytes()) == plain.read_bytes()
     write_pairs(mined, KEPT, tmp_path / f"m{suffix}", "moses")
-    assert DECOMPRESS[suffix]((tmp_path / f"m.en{suffix}").read_bytes()) == b"z\nhello\nline break\n"
+    assert (
+        DECOMPRESS[suffix]((tmp_path / f"m.en{suffix}").read_bytes()) == b"z\nhello\nline break\n"
+    )
     with pytest.raises(InputError, match="drop the"):
         write_pairs(mined, KEPT, tmp_path / f"d{suffix}", "hf")
 

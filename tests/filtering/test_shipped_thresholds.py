@@ -150,5 +150,6 @@ def test_the_mt_only_configuration_ships_its_threshold(tiny_model_dir, tmp_path,
 
 def test_choose_refuses_a_filter_the_shipped_default_is_not_for(combined_tsv):
     path, _ = combined_tsv
-    with pytest.raises(InputError, match="no threshold for filter ce: the shipped default is for combined"):
+    with pytest.raises(InputError,
+                       match="no threshold for filter ce: the shipped default is for combined"):
         choose(read_mined(path), filt="ce")

@@ -59,8 +59,8 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tiny_model_dir, p
         source = tmp_path / "out.tsv.work" / "src.txt"
         source.write_bytes(src.read_bytes())
     before = snapshot(src, tgt, source, tiny_model_dir / "checkpoint.pt")
-    rc, err = run_main(capsys, mine_main, mine_args(tiny_model_dir, source, tgt, comb, "-o",
-                                                    str(out),
+    rc, err = run_main(capsys, mine_main,
+                       mine_args(tiny_model_dir, source, tgt, comb, "-o", str(out),
                                            *extra))
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
     assert "must not be an input" in err or "two outputs must be different" in err
@@ -173,8 +173,8 @@ def test_a_second_job_on_the_same_output_is_refused_and_a_stale_lock_taken_over(
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         (tmp_path / "o.tsv.lock").write_text(f"{holder.pid} {socket.gethostname()}\n")
-        rc, err = run_main(capsys, mine_main, mine_args(tiny_model_dir, src, tgt, comb, "-o",
-                                                        str(out)))
+        rc, err = run_main(capsys, mine_main,
+                           mine_args(tiny_model_dir, src, tgt, comb, "-o", str(out)))
         assert rc == 2 and f"pid {holder.pid}" in err and "o.tsv.lock" in err, err
         assert not out.exists()
     finally:

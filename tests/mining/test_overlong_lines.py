@@ -153,8 +153,8 @@ def test_overlong_lines_give_the_same_output_with_workers(tiny_model_dir, long_c
     src, tgt, comb = long_corpora
     one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
     assert mine_main(mine_args(tiny_model_dir, src, tgt, comb, "-o", str(one))) == 0
-    assert mine_main(mine_args(tiny_model_dir, src, tgt, comb, "-o", str(two), "--workers",
-                               "2")) == 0, \
+    assert mine_main(mine_args(tiny_model_dir, src, tgt, comb, "-o", str(two),
+                               "--workers", "2")) == 0, \
         capsys.readouterr().err
     assert one.read_bytes() == two.read_bytes()
     assert read_mined(two).meta["skipped_long"] == {"source": 1, "target": 1}
@@ -162,8 +162,8 @@ def test_overlong_lines_give_the_same_output_with_workers(tiny_model_dir, long_c
 
     three = tmp_path / "ray.tsv"
     try:  # a private cluster on 127.0.0.1 (triemine.distributed.ray_backend)
-        assert mine_main(mine_args(tiny_model_dir, src, tgt, comb, "-o", str(three), "--ray",
-                                   "local",
+        assert mine_main(mine_args(tiny_model_dir, src, tgt, comb, "-o",
+                                   str(three), "--ray", "local",
                               "--workers", "2")) == 0, capsys.readouterr().err
     finally:
         ray.shutdown()

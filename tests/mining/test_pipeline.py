@@ -256,8 +256,9 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
                                     ".todo.cols")) for p in (tmp_path / "out.tsv.work").iterdir())
 
 
-def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(tiny_model, corpora,
-                                                                         tmp_path):
+def test_pipeline_resumes_without_recomputing_and_refuses_other_settings(
+    tiny_model, corpora, tmp_path
+):
 
     from triemine.mining.run import mine_pipeline
 
@@ -343,8 +344,8 @@ def test_scored_candidates_are_read_back_block_by_block_and_a_job_resumes_from_t
     from triemine.mining.run import mine_pipeline
 
     cands = CandidateSet([3, 1, 2, 0, 5], [0, 4, 4, 1, 2], [1, 2, 3, 2, 1],
-                         {"score": [-1.5, np.nan, -2.25, -0.5, -3.0], "x": [0.1, 0.2, 0.3, 0.4,
-                                                                            0.5]})
+                         {"score": [-1.5, np.nan, -2.25, -0.5, -3.0],
+                          "x": [0.1, 0.2, 0.3, 0.4, 0.5]})
     saved = save_scored(tmp_path / "w", cands)
     for a, b in ((0, 5), (1, 3), (4, 5), (2, 2)):
         part, want = saved.block(a, b), cands.take(np.arange(a, b))
@@ -579,12 +580,12 @@ def reverse_model(tmp_path_factory):
     from triemine.testing.tiny_model import build_tiny_model
 
     torch.set_num_threads(1)
-    return load_model_dir(build_tiny_model(tmp_path_factory.mktemp("rev"), reverse=True,
-                                           updates=300))
+    return load_model_dir(build_tiny_model(tmp_path_factory.mktemp("rev"),
+                                           reverse=True, updates=300))
 
 
-def test_reverse_model_adds_dual_conditional_cross_entropy(tiny_model, reverse_model, corpora,
-                                                           tmp_path):
+def test_reverse_model_adds_dual_conditional_cross_entropy(tiny_model,
+                                                           reverse_model, corpora, tmp_path):
     from triemine.mining.run import mine_pipeline
 
     src, tgt, pairs, targets = corpora

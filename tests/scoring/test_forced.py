@@ -56,7 +56,8 @@ def test_sources_split_across_decoder_batches_are_encoded_once(tiny_model, monke
     encoded = []
     real = tiny_model.model.encoder.forward
     monkeypatch.setattr(tiny_model.model.encoder, "forward",
-                        lambda tokens, **kw: (encoded.append(tokens.size(0)), real(tokens, **kw))[1])
+                        lambda tokens, **kw: (encoded.append(tokens.size(0)),
+                                              real(tokens, **kw))[1])
     small = ForcedScorer(tiny_model, max_tokens=12).score_pairs(srcs, tgts, si, ti)
     assert sum(encoded) == 3
     big = ForcedScorer(tiny_model, max_tokens=100000).score_pairs(srcs, tgts, si, ti)
@@ -195,7 +196,8 @@ def test_prior_corrected_search_scores_stay_exact(tiny_model, small, weight):
     for src, hyps in zip(sources, out):
         assert hyps
         toks = [h["tokens"] for h in hyps]
-        exact = sc.score_pairs([tiny_model.encode_source(src)], toks, np.zeros(len(toks), dtype=np.int64),
+        exact = sc.score_pairs([tiny_model.encode_source(src)], toks,
+                               np.zeros(len(toks), dtype=np.int64),
                                np.arange(len(toks)))
         assert [h["total_score"] for h in hyps] == pytest.approx(exact.tolist(), abs=1e-4)
         assert [h["prior"] for h in hyps] == pytest.approx(sc.prior(toks).tolist(), abs=1e-4)
@@ -216,13 +218,15 @@ def test_prior_weight_changes_the_greedy_path_as_the_reference_does(tiny_model, 
             while True:
                 keys, kids = trie.children(node)
                 cands = [torch.tensor(path + [int(k)]) for k in keys]
-                lp = sc.score_pairs([x], cands, np.zeros(len(cands), dtype=np.int64), np.arange(len(cands)))
+                lp = sc.score_pairs([x], cands, np.zeros(len(cands), dtype=np.int64),
+                                    np.arange(len(cands)))
                 best = int(np.argmax(lp - weight * prior[kids]))
                 path.append(int(keys[best]))
                 node = int(kids[best])
                 if path[-1] == eos:
                     break
-            out, _, _ = run(tiny_model, [src], trie, "pre", 1, node_prior=prior, prior_weight=weight)
+            out, _, _ = run(tiny_model, [src], trie, "pre", 1, node_prior=prior,
+                            prior_weight=weight)
             assert out[0][0]["tokens"].tolist() == path
 
 
@@ -408,7 +412,8 @@ def test_uncovered_share_counts_the_source_pieces_under_half_a_unit_of_attention
     tgt_mask = torch.rand(4, 7, generator=g) > 0.3
     layers = []
     for _ in range(3):
-        w = torch.rand(4, 7, 6, generator=g) * (torch.arange(6)[None, None, :] < lens[:, None, None])
+        w = torch.rand(4, 7, 6,
+                       generator=g) * (torch.arange(6)[None, None, :] < lens[:, None, None])
         layers.append(w / w.sum(-1, keepdim=True))
     got = uncovered_share(layers, tgt_mask, lens)
     want = _uncovered_reference([w.numpy() for w in layers], tgt_mask.numpy(), lens.numpy())

@@ -117,8 +117,8 @@ def _toy(tmp_path, *args, **env):
     script = tmp_path / "toy_bench.py"
     script.write_text(TOY_BENCH.format(bench=str(REPO / "bench")), encoding="utf-8")
     res = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1",
-                                                             **env))
+                         cwd=tmp_path, timeout=300,
+                         env=dict(os.environ, OMP_NUM_THREADS="1", **env))
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout.strip().splitlines()[-1])
 

@@ -188,7 +188,8 @@ def test_seeds_bench_long_runs_of_single_systems_show_beside_the_full_record(tmp
     birnn = _record("seeds_bench", False, {"partial": {
         "features": {"gl": f1(60.0)},
         "birnn": {"gl": f1(70.0), "gl_cosine_first_stage": f1(20.0), "convergence": conv,
-                  "claims": {"loss_stopped_falling": {"holds": True, "fell_in_last_fifth_pct": 1.5}}}},
+                  "claims": {"loss_stopped_falling": {"holds": True,
+                                                      "fell_in_last_fifth_pct": 1.5}}}},
         "steps_full": {"birnn": 5000, "ae_mlp": 150}, "budget_cap_s": 2100.0,
         "data": {"train_pairs": 18247}}, "2030-01-02T00:00:00Z")
     ae = _record("seeds_bench", False, {"partial": {"ae_mlp": {

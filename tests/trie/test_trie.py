@@ -362,8 +362,8 @@ def test_valid_checksums_but_wrong_content_are_refused(trie_file, tmp_path):
         with pytest.raises(TrieFormatError, match=problem):
             Trie.load(bad)
     _resave(trie, bad)  # unchanged: loads and answers as the original
-    assert [(q, ids.tolist()) for q, ids in Trie.load(bad)] == [(q, ids.tolist()) for q,
-                                                                ids in trie]
+    assert [(q, ids.tolist()) for q, ids in Trie.load(bad)] == \
+        [(q, ids.tolist()) for q, ids in trie]
 
 
 def test_a_wrong_trie_file_is_a_clean_cli_error(tiny_model, tiny_model_dir, tmp_path, capsys):

@@ -34,4 +34,5 @@ for _space, _what in _SPACES.items():
     register_score(f"{_space}_cos", True, f"cosine of the pair in the space of {_what}")
     register_score(f"{_space}_margin", True, f"LASER's ratio margin in the space of {_what}")
 register_score("birnn", True, "Siamese BiRNN classifier P(parallel) (Grégoire & Langlais 2017)")
-register_score("ae_mlp", True, "MLP similarity on autoencoded bilingual embeddings (Kim et al. 2019)")
+register_score("ae_mlp", True,
+               "MLP similarity on autoencoded bilingual embeddings (Kim et al. 2019)")

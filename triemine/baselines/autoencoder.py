@@ -66,7 +66,9 @@ class SharedDecoder(nn.Module):
         self.embed = nn.Embedding(c.out_vocab, c.emb)
         self.init = nn.Linear(sent_dim, c.dec_hidden)
         self.gru = nn.GRU(c.emb + sent_dim, c.dec_hidden, batch_first=True)
-        cut = sorted({int(x) for x in c.cutoffs if 4 < int(x) < c.out_vocab})  # head: PAD/EOS/UNK/BOS
+        cut = sorted(
+            {int(x) for x in c.cutoffs if 4 < int(x) < c.out_vocab}
+        )  # head: PAD/EOS/UNK/BOS
         self.out = nn.AdaptiveLogSoftmaxWithLoss(c.dec_hidden, c.out_vocab, cut, div_value=4.0) \
             if cut else nn.Linear(c.dec_hidden, c.out_vocab)
 
@@ -128,7 +130,8 @@ class Autoencoder(PairClassifierBaseline):
         english = tgt + tok.ids(data.mono_tgt, "tgt")
         net.decoder.set_vocabulary(english, c.out_vocab)
         rng = np.random.default_rng(c.seed)
-        params = [p for n, p in net.named_parameters() if p.requires_grad and not n.startswith("mlp.")]
+        params = [p for n,
+                  p in net.named_parameters() if p.requires_grad and not n.startswith("mlp.")]
         opt = torch.optim.Adam(params, lr=c.lr)
         budget = Budget(c.epochs, c.max_seconds, c.max_steps)
         net.train()

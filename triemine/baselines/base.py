@@ -182,7 +182,8 @@ class Budget:
         (fewer points when fewer steps were recorded)."""
         if not self.losses:
             return []
-        parts = np.array_split(np.asarray(self.losses, dtype=np.float64), min(points, len(self.losses)))
+        parts = np.array_split(np.asarray(self.losses, dtype=np.float64),
+                               min(points, len(self.losses)))
         return [round(float(p.mean()), 4) for p in parts if len(p)]
 
     def describe(self) -> dict:
@@ -198,7 +199,8 @@ class Budget:
 def config_from(cls, data: dict):
     """A config dataclass from a dict, ignoring unknown keys (older caches)."""
     names = {f.name for f in fields(cls)}
-    return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in names})
+    return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k,
+                  v in data.items() if k in names})
 
 
 class TrainedBaseline(Baseline):
@@ -212,7 +214,8 @@ class TrainedBaseline(Baseline):
     Config = None
     Net = None  # the network class: ``Net(resources, config)``
 
-    def __init__(self, net: torch.nn.Module, resources: Resources, config, stats: Optional[dict] = None):
+    def __init__(self, net: torch.nn.Module, resources: Resources, config,
+                 stats: Optional[dict] = None):
         super().__init__()
         self.net, self.resources, self.config = net.eval(), resources, config
         self.stats = dict(stats or {})
@@ -239,7 +242,9 @@ class TrainedBaseline(Baseline):
         if overrides:
             config = cls.Config(**dict(asdict(config), **overrides))
         if len(data.src) < 2:
-            raise InputError(f"{cls.name}: at least 2 training pairs are needed, got {len(data.src)}")
+            raise InputError(
+                f"{cls.name}: at least 2 training pairs are needed, got {len(data.src)}"
+            )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
             net = cls.build_net(resources, config)

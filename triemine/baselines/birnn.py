@@ -96,7 +96,8 @@ class Birnn(PairClassifierBaseline):
         return stats
 
     def heldout_f1(self, src_texts, tgt_texts, m: int, seed: int) -> dict:
-        """Classifier F1 at its best threshold on held-out pairs, each with ``m`` random negatives."""
+        """Classifier F1 at its best threshold on held-out pairs, each with ``m`` random
+        negatives."""
         u, v = self.encode(src_texts, "src"), self.encode(tgt_texts, "tgt")
         n = len(u)
         neg = self._negatives(n, m, torch.Generator().manual_seed(seed)).numpy()

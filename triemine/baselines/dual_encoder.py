@@ -129,7 +129,8 @@ class DualEncoder(TrainedBaseline):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
             net = cls.build_net(resources, config)
-            stats = {"stage1": cls._train_stage(net, tok.ids(data.src, "src"), tok.ids(data.tgt, "tgt"),
+            stats = {"stage1": cls._train_stage(net, tok.ids(data.src, "src"),
+                                                tok.ids(data.tgt, "tgt"),
                                                 config, np.random.default_rng(config.seed))}
         stats["data"] = data.describe()
         return cls(net, resources, config, stats)

@@ -60,7 +60,8 @@ def mine(baseline: Baseline, src_texts: Sequence[str], tgt_texts: Sequence[str])
     """:class:`~triemine.mining.candidates.CandidateSet` of the two corpora (module docstring)."""
     src_texts, tgt_texts = _check_texts(src_texts, "source"), _check_texts(tgt_texts, "target")
     src_vecs, tgt_vecs = baseline.encode(src_texts, "src"), baseline.encode(tgt_texts, "tgt")
-    cands = _space(baseline, src_vecs, tgt_vecs).candidates(baseline.per_source, baseline.per_target)
+    cands = _space(baseline, src_vecs, tgt_vecs).candidates(baseline.per_source,
+                                                            baseline.per_target)
     if baseline.has_head:
         cands = cands.with_columns(**{baseline.score: baseline.head(src_vecs[cands.src],
                                                                     tgt_vecs[cands.tgt])})
@@ -82,7 +83,8 @@ def score_pairs(baseline: Baseline, src_texts: Sequence[str], tgt_texts: Sequenc
     tgt_all, t = np.unique(np.asarray(list(tgt_corpus or []) + tgt_texts, dtype=object),
                            return_inverse=True)
     s, t = s[-len(src_texts):], t[-len(tgt_texts):]
-    src_vecs, tgt_vecs = baseline.encode(list(src_all), "src"), baseline.encode(list(tgt_all), "tgt")
+    src_vecs, tgt_vecs = baseline.encode(list(src_all),
+                                         "src"), baseline.encode(list(tgt_all), "tgt")
     cols = _space(baseline, src_vecs, tgt_vecs).features(s, t)
     if baseline.has_head:
         cols[baseline.score] = baseline.head(src_vecs[s], tgt_vecs[t])

@@ -90,7 +90,8 @@ class PairHead(nn.Module):
     """Pair classifier ``(u (B, D), v (B, D)) -> logit (B,)`` on ``[u*v, |u-v|]`` (Grégoire &
     Langlais 2017), or ``[u, v, u*v, |u-v|]`` with ``with_inputs`` (the MLP of Kim et al. 2019)."""
 
-    def __init__(self, dim: int, hidden: Sequence[int], with_inputs: bool = False, dropout: float = 0.0):
+    def __init__(self, dim: int, hidden: Sequence[int], with_inputs: bool = False,
+                 dropout: float = 0.0):
         super().__init__()
         self.with_inputs = with_inputs
         self.net = mlp([dim * (4 if with_inputs else 2), *hidden, 1], dropout)
@@ -118,7 +119,8 @@ class DanEncoder(nn.Module):
         self.buckets = int(bigram_buckets)
         self.bigrams = nn.Embedding(self.buckets, emb_dim, sparse=True)
         nn.init.normal_(self.bigrams.weight, std=bigram_init)  # small: start from the unigrams
-        self.ff = nn.Sequential(nn.Linear(2 * emb_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden),
+        self.ff = nn.Sequential(nn.Linear(2 * emb_dim, hidden), nn.Tanh(),
+                                nn.Linear(hidden, hidden),
                                 nn.Tanh(), nn.Linear(hidden, out_dim))
 
     def forward(self, batch: Batch) -> torch.Tensor:
@@ -127,7 +129,8 @@ class DanEncoder(nn.Module):
         ids = batch.ids
         big = (ids[:, :-1] * 1000003 + ids[:, 1:]) % self.buckets     # (B, T-1)
         bmask = mask[:, 1:]                                           # (B, T-1)
-        bi = (self.bigrams(big) * bmask[:, :, None]).sum(1) / bmask.sum(1, keepdim=True).clamp(min=1)
+        bi = (self.bigrams(big) * bmask[:, :, None]).sum(1) / bmask.sum(1,
+                                                                        keepdim=True).clamp(min=1)
         return self.ff(torch.cat([uni, bi], dim=1))
 
 

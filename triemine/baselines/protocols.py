@@ -113,7 +113,8 @@ def recovery_error(scores: np.ndarray) -> Dict[str, float]:
             "both": round(50 * (e1 + e2), 2), "sentences": n}
 
 
-def precision_at(scores: np.ndarray, gold: np.ndarray, ks: Iterable[int] = (1, 3, 10)) -> Dict[str, float]:
+def precision_at(scores: np.ndarray, gold: np.ndarray,
+                 ks: Iterable[int] = (1, 3, 10)) -> Dict[str, float]:
     """``{"P@k": percent of sources whose translation is among their k best columns}`` (a gold
     cell at ``-inf`` never counts; ties are broken against the gold cell), ``pool`` (N),
     ``queries`` (n)."""
@@ -152,7 +153,8 @@ def cosine_matrix(src: np.ndarray, tgt: np.ndarray, centre: bool = True) -> np.n
 
 
 def score_matrix(baseline, src_texts: Sequence[str], tgt_texts: Sequence[str], kind: str = "cos",
-                 chunk: int = 200_000, vectors: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
+                 chunk: int = 200_000,
+                 vectors: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
     """A baseline's ``(n, N)`` scores of every (source, target) pair: ``kind`` "cos" (centred
     cosine of its sentence vectors, ``baseline.centre``), "margin" (ratio margin of that, k =
     ``baseline.neighbours``) or "head" (its pair classifier on every pair, in chunks of
@@ -161,7 +163,8 @@ def score_matrix(baseline, src_texts: Sequence[str], tgt_texts: Sequence[str], k
                                                     baseline.encode(list(tgt_texts), "tgt"))
     if kind in ("cos", "margin"):
         cos = cosine_matrix(src, tgt, getattr(baseline, "centre", True))
-        return ratio_margin(cos, baseline.neighbours) if kind == "margin" else cos.astype(np.float64)
+        return ratio_margin(cos,
+                            baseline.neighbours) if kind == "margin" else cos.astype(np.float64)
     if kind != "head":
         raise InputError(f"unknown score kind {kind!r} (cos, margin, head)")
     if not baseline.has_head:

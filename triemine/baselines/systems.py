@@ -83,10 +83,11 @@ def load_or_train(name: str, model_dir, resources=None, tiny: bool = False, retr
 def with_scores(mined, *, reverse: bool = False, bicleaner: bool = False,
                 bicleaner_model: Optional[str] = None, batch_size: int = 5000,
                 classifiers: Sequence[str] = (), model_dir: Optional[str] = None):
-    """``mined`` (a mining TSV, :class:`~triemine.io.tsv.Mined`) with the columns of ``trie-mine-filter
-    --bicleaner`` (``bicleaner``) and ``--classifier NAME`` (each baseline's score columns),
-    scored in the l1->l2 direction (``reverse``: the TSV is l2->l1).  ``model_dir``: the MT model
-    the baselines use (default: the shared zh-en model in the cache)."""
+    """``mined`` (a mining TSV, :class:`~triemine.io.tsv.Mined`) with the columns of
+    ``trie-mine-filter --bicleaner`` (``bicleaner``) and ``--classifier NAME`` (each baseline's
+    score columns), scored in the l1->l2 direction (``reverse``: the TSV is l2->l1).
+    ``model_dir``: the MT model the baselines use (default: the shared zh-en model in the
+    cache)."""
     src, tgt = (mined.tgt, mined.src) if reverse else (mined.src, mined.tgt)
     if bicleaner:
         mined = mined.with_column("bicleaner", score_bicleaner(

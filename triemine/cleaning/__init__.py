@@ -53,8 +53,9 @@ def score(pairs: PairsArg, *, model, output, format: str = "auto", workers: int 
     write the scores TSV ``output`` (one row per input pair, input order); with ``bitext``,
     also the kept pairs in ``bitext_format``.  ``options``: :class:`ScoreOptions` fields
     (``min_prob``, ``threshold``, ``config``, ``langs``, ``bicleaner``, ``encoder``, ``k``).
-    ``workers``/``ray``: the exact scores' shards on a pool (:func:`triemine.distributed.make_pool`).
-    Raises :class:`InputError` for bad input (file, line and problem)."""
+    ``workers``/``ray``: the exact scores' shards on a pool
+    (:func:`triemine.distributed.make_pool`). Raises :class:`InputError` for bad input (file, line
+    and problem)."""
     try:
         opts = ScoreOptions(**options)
     except TypeError as exc:

@@ -47,8 +47,8 @@ DEFAULT_MIN_PROB = 0.5  # trie-mine-score's shipped cut: a pair more likely a tr
 class ScoreOptions:
     """What ``trie-mine-score`` computes and keeps: ``config`` (its combination, threshold and
     ``pairs`` calibration; ``combination``, a combination file, and ``calibration``, a
-    :class:`~triemine.scoring.calibration.Calibration`'s fields, override the first and the last), the
-    encoder and its ``k``, language codes for the language flags
+    :class:`~triemine.scoring.calibration.Calibration`'s fields, override the first and the last),
+    the encoder and its ``k``, language codes for the language flags
     (None: none), Bicleaner (its model: None for the default), and the cut: ``min_prob`` or
     ``threshold`` (``combined >=``; neither: ``prob >= 0.5``)."""
 
@@ -217,12 +217,18 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
     per_row["kept"] = kept.astype(np.float64)
     rows_status = status[pair_of].tolist()
     write_scores(out_path, bitext, per_row, rows_status)
-    summary = {"pairs": len(bitext), "distinct": len(keys), "scored": int(len(ok)),
-               "not_scored": {k: int((status == k).sum()) for k in ("empty side", "too long")},
-               "skipped_bad": bitext.skipped, "kept": int(kept.sum()),
-               "cut": f"{cut[0]}>={cut[1]:.4f}" + ("" if opts.threshold is not None else
-                                                   f" (prob>={opts.min_prob or DEFAULT_MIN_PROB:g})"),
-               "stage_s": seconds, "output": str(out_path)}
+    summary = {
+        "pairs": len(bitext),
+        "distinct": len(keys),
+        "scored": int(len(ok)),
+        "not_scored": {k: int((status == k).sum()) for k in ("empty side", "too long")},
+        "skipped_bad": bitext.skipped,
+        "kept": int(kept.sum()),
+        "cut": f"{cut[0]}>={cut[1]:.4f}"
+        + ("" if opts.threshold is not None else f" (prob>={opts.min_prob or DEFAULT_MIN_PROB:g})"),
+        "stage_s": seconds,
+        "output": str(out_path),
+    }
     return Scored(bitext, per_row, rows_status, kept, cut, summary)
 
 
@@ -230,7 +236,8 @@ def _cell(v: float) -> str:
     return "nan" if math.isnan(v) else f"{v:.6f}"
 
 
-def write_scores(path: Path, bitext: Bitext, cols: Dict[str, np.ndarray], status: List[str]) -> None:
+def write_scores(path: Path, bitext: Bitext, cols: Dict[str, np.ndarray],
+                 status: List[str]) -> None:
     """The scores TSV: a header, then one row per input pair in input order."""
     names = list(cols)
     vals = [cols[c].tolist() for c in names]

@@ -14,7 +14,8 @@ directory, one text a line), so every stage is the mining job's own sharded stag
   LASER's scorer and stopes do for given pairs): the embedding and kNN stages
   (:mod:`triemine.embedding`) and :class:`~triemine.mining.candidates.MarginSpace`;
 * :func:`language_flags`: 1.0 where CLD2 identifies a side as its language (or cannot tell),
-  else 0.0 (the ``lang`` rule of ``trie-mine-prepare``, :func:`triemine.prepare.filters.lang_keeps`);
+  else 0.0 (the ``lang`` rule of ``trie-mine-prepare``,
+  :func:`triemine.prepare.filters.lang_keeps`);
 * :func:`length_features`: characters of each side and their log ratio;
 * :func:`number_features`: ``number_match``, the share of the target's numbers in digits that a
   number of the source stands for, Chinese numerals and scales read as values

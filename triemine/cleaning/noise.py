@@ -1,7 +1,8 @@
 """Noisy bitext made from clean pairs: what the ``pairs`` calibration is fitted on and what
 ``bench/clean_bench.py`` measures, one home for both.
 
-Given clean pairs ``(src[i], tgt[i])`` (and each target's next sentence in its document), :func:`noisy_set` returns the clean pairs (label 1) and, per :data:`KINDS` (label 0):
+Given clean pairs ``(src[i], tgt[i])`` (and each target's next sentence in its document),
+:func:`noisy_set` returns the clean pairs (label 1) and, per :data:`KINDS` (label 0):
 
 * ``misaligned``: ``src[i]`` with another pair's target (a random derangement);
 * ``partial``: ``src[i]`` with the first half of ``tgt[i]``'s words (at least one word dropped);

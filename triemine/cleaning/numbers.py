@@ -8,8 +8,8 @@ are values:
 
 * :func:`source_values`: every number of the source: digit runs (after NFKC, so full-width
   digits count; ``1,000`` and ``2.5`` read whole), each also times a scale character right after
-  it (十 百 千 万 亿, 万亿); runs of Chinese numerals (``三千五百万`` = 35,000,000, ``两千`` = 2,000,
-  ``二零一五`` = 2015 digit by digit); ``百分之五`` is 5;
+  it (十 百 千 万 亿, 万亿); runs of Chinese numerals (``三千五百万`` = 35,000,000,
+  ``两千`` = 2,000, ``二零一五`` = 2015 digit by digit); ``百分之五`` is 5;
 * :func:`target_numbers`: each number the target writes in digits (``50,000``, ``2.5``), with its
   value times a scale word right after it (thousand, million, billion, trillion);
 * :func:`number_match`: the share of the target's numbers whose value (or scaled value) is one of
@@ -43,9 +43,10 @@ _CHAR_SCALE = {"十": 10, "百": 100, "千": 1000, "万": 10 ** 4, "萬": 10 ** 
 
 
 def chinese_numeral(run: str) -> int:
-    """The value of a run of Chinese numeral characters: ``十五`` 15, ``二十一`` 21, ``两千`` 2000,
-    ``三千五百万`` 35,000,000, ``一万零五`` 10,005, ``一万亿`` 10^12, ``二零一五`` 2015 (a run of two
-    or more digit characters without a unit is read digit by digit, as years are written).
+    """The value of a run of Chinese numeral characters: ``十五`` 15, ``二十一`` 21,
+    ``两千`` 2000, ``三千五百万`` 35,000,000, ``一万零五`` 10,005, ``一万亿`` 10^12,
+    ``二零一五`` 2015 (a run of two or more digit characters without a unit is read digit by
+    digit, as years are written).
 
     Raises:
         ValueError: a character that is not a Chinese numeral.

@@ -65,7 +65,8 @@ class Bitext:
             self.problems.append((path, line, problem))
 
     def report(self) -> str:
-        """One line for a warning: the bad records skipped, the first ones and why; ``""`` if none."""
+        """One line for a warning: the bad records skipped, the first ones and why; ``""`` if
+        none."""
         if not self.skipped:
             return ""
         shown = "; ".join(f"{p}:{ln}: {why}" for p, ln, why in self.problems)
@@ -98,8 +99,10 @@ def pair_format(paths: Sequence[str], format: str = "auto") -> str:
         raise InputError(f"unknown pairs format {format!r} (choose from {', '.join(PAIR_FORMATS)})")
     if format != "auto":
         if (len(paths) == 2) != (format == "moses"):
-            raise InputError(f"format {format} reads {'two files' if format == 'moses' else 'one file'}"
-                             f", got {len(paths)}")
+            raise InputError(
+                f"format {format} reads {'two files' if format == 'moses' else 'one file'}"
+                f", got {len(paths)}"
+            )
         return format
     if len(paths) == 2:
         return "moses"

@@ -64,14 +64,18 @@ def _clean(text: str) -> str:
     return " ".join(text.replace("\t", " ").split())
 
 
-def score_bicleaner(src: Sequence[str], tgt: Sequence[str], model: Optional[os.PathLike | str] = None,
-                    batch_size: int = 5000, progress: bool = True, processes: int = 1) -> np.ndarray:
+def score_bicleaner(src: Sequence[str], tgt: Sequence[str],
+                    model: Optional[os.PathLike | str] = None,
+                    batch_size: int = 5000, progress: bool = True,
+                    processes: int = 1) -> np.ndarray:
     """Bicleaner score in [0, 1] (higher = more likely parallel) for every (src, tgt) pair."""
     if len(src) != len(tgt):
         raise ValueError(f"{len(src)} sources but {len(tgt)} targets")
     exe = tool_env() / "bin" / "bicleaner-classify"
     if not exe.is_file():
-        raise BicleanerUnavailable(f"Bicleaner tool environment not found ({exe} is missing); {SETUP_HINT}")
+        raise BicleanerUnavailable(
+            f"Bicleaner tool environment not found ({exe} is missing); {SETUP_HINT}"
+        )
     yaml_path = _resolve_model(model)
     out = np.empty(len(src), dtype=np.float64)
     if len(src) == 0:
@@ -90,10 +94,13 @@ def score_bicleaner(src: Sequence[str], tgt: Sequence[str], model: Optional[os.P
             cmd = [str(exe), "--scol", "1", "--tcol", "2", "--score_only", "--disable_lm_filter",
                    "--disable_porn_removal", "-p", str(processes), "-q", "--tmp_dir", tmp,
                    inp, res, str(yaml_path)]
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(yaml_path.parent))
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                  cwd=str(yaml_path.parent))
             if proc.returncode != 0:
                 tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-                raise BicleanerUnavailable(f"bicleaner-classify failed (exit {proc.returncode}): {tail}")
+                raise BicleanerUnavailable(
+                    f"bicleaner-classify failed (exit {proc.returncode}): {tail}"
+                )
             with open(res, encoding="utf-8") as fh:
                 vals = [line.rstrip("\n").split("\t")[-1] for line in fh]
             if len(vals) != stop - start:
@@ -102,7 +109,9 @@ def score_bicleaner(src: Sequence[str], tgt: Sequence[str], model: Optional[os.P
             try:
                 out[start:stop] = [float(v) for v in vals]
             except ValueError as exc:
-                raise BicleanerUnavailable(f"bicleaner-classify printed a non-number: {exc}") from None
+                raise BicleanerUnavailable(
+                    f"bicleaner-classify printed a non-number: {exc}"
+                ) from None
             if not all(math.isfinite(v) for v in out[start:stop]):
                 raise BicleanerUnavailable("bicleaner-classify returned a non-finite score")
             bar.update(stop - start)

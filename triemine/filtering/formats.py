@@ -57,8 +57,8 @@ Row = Tuple[str, str, str, str, Optional[str], Tuple[Optional[float], ...]]
 class Pairs:
     """The pairs a writer writes, oriented l1 -> l2: ``numeric`` names the score columns (the
     mining TSV's order), ``rows()`` iterates :data:`Row` tuples (may be called once per file a
-    writer writes; each writer calls it once); ``ids``: whether the rows carry ids; ``direction``: whether they name their
-    direction (a union of both directions' TSVs)."""
+    writer writes; each writer calls it once); ``ids``: whether the rows carry ids; ``direction``:
+    whether they name their direction (a union of both directions' TSVs)."""
 
     numeric: List[str]
     rows: Callable[[], Iterator[Row]]
@@ -78,7 +78,8 @@ def _mined_rows(mined, rows: np.ndarray, numeric: Sequence[str], reverse: bool,
                 (mined.src_ids[i], mined.tgt_ids[i])
             if skip is not None and skip(s, t):
                 continue
-            a_text, b_text = (mined.tgt[i], mined.src[i]) if reverse else (mined.src[i], mined.tgt[i])
+            a_text, b_text = (mined.tgt[i],
+                              mined.src[i]) if reverse else (mined.src[i], mined.tgt[i])
             yield s, t, a_text, b_text, tag, tuple(c[j] for c in cols)
 
 

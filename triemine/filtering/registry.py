@@ -54,16 +54,26 @@ def register_score(name: str, higher_is_better: bool, description: str) -> Score
 
 
 register_score("score", True, "log P(target | source), natural log, EOS included")
-register_score("ce_word", False, "-score / (words of the target + 1): the paper's per-word cross-entropy")
+register_score("ce_word", False,
+               "-score / (words of the target + 1): the paper's per-word cross-entropy")
 register_score("ce_token", False, "-score / target tokens (EOS included)")
 register_score("prior", True, "log P(target | empty source): the decoder's language model alone")
-register_score("pmi", True, "(score - prior) / target tokens: per-token pointwise mutual information")
-register_score("ce_token_rev", False, "-log P(source | target) / source tokens, with a reverse model")
-register_score("dual_ce", False, "dual conditional cross-entropy |H(y|x) - H(x|y)| + (H(y|x) + H(x|y)) / 2")
-register_score("bicleaner", True, "Bicleaner 0.17 classifier probability (trie-mine-filter --bicleaner)")
+register_score("pmi", True,
+               "(score - prior) / target tokens: per-token pointwise mutual information")
+register_score("ce_token_rev", False,
+               "-log P(source | target) / source tokens, with a reverse model")
+register_score("dual_ce", False,
+               "dual conditional cross-entropy |H(y|x) - H(x|y)| + (H(y|x) + H(x|y)) / 2")
+register_score("bicleaner", True,
+               "Bicleaner 0.17 classifier probability (trie-mine-filter --bicleaner)")
 register_score("chrf", True, "chrF of the target against the MT model's translation (sacrebleu)")
-register_score("numerals", True, "agreement of the numbers written in digits (1 = no disagreement; triemine.mining.features)")
-register_score("combined", True, "the pipeline's fixed combination of features (triemine.mining.combine)")
+register_score(
+    "numerals",
+    True,
+    "agreement of the numbers written in digits (1 = no disagreement; triemine.mining.features)",
+)
+register_score("combined", True,
+               "the pipeline's fixed combination of features (triemine.mining.combine)")
 for _space, _what in (("use", "multilingual USE v3"), ("e5", "multilingual-e5-small"),
                       ("ret", "TF-IDF of the MT model's own translation")):
     register_score(f"{_space}_cos", True, f"cosine of the pair in the {_what} space")
@@ -97,7 +107,8 @@ def check_thresholds(spec: str, thresholds: Mapping[str, object], where=None) ->
     for sc in filter_scores(spec):
         v = thresholds.get(sc.name)
         if v is None:
-            v = next((thresholds[a] for a, n in ALIASES.items() if n == sc.name and a in thresholds), None)
+            v = next((thresholds[a] for a,
+                      n in ALIASES.items() if n == sc.name and a in thresholds), None)
         if v is None:
             raise InputError(f"filter {spec} needs a threshold for {sc.name}", where)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):

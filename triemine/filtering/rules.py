@@ -42,7 +42,8 @@ class PRF:
         return 2 * p * r / (p + r) if p + r > 0 else 0.0
 
     def __add__(self, other: "PRF") -> "PRF":
-        return PRF(self.correct + other.correct, self.predicted + other.predicted, self.gold + other.gold)
+        return PRF(self.correct + other.correct, self.predicted + other.predicted,
+                   self.gold + other.gold)
 
     def as_dict(self) -> Dict[str, float]:
         return {"P": round(self.precision, 4), "R": round(self.recall, 4), "F1": round(self.f1, 4),
@@ -52,7 +53,8 @@ class PRF:
         return f"P={self.precision:.4f}|R={self.recall:.4f}|F1={self.f1:.4f}"
 
 
-def best_per_source(src_ids: Sequence[str], values: np.ndarray, higher_is_better: bool) -> np.ndarray:
+def best_per_source(src_ids: Sequence[str], values: np.ndarray,
+                    higher_is_better: bool) -> np.ndarray:
     """Row indices keeping the best row of every source (ties: the earliest row), in row order."""
     values = np.asarray(values, dtype=np.float64)
     n = len(src_ids)
@@ -114,7 +116,8 @@ def _f1(corr: np.ndarray, kept: np.ndarray, n_gold: int) -> np.ndarray:
 
 
 def threshold_curve(values: np.ndarray, correct: np.ndarray, n_gold: int,
-                    higher_is_better: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                    higher_is_better: bool) -> Tuple[np.ndarray, np.ndarray,
+                                                     np.ndarray, np.ndarray]:
     """P, R and F1 of every threshold at a distinct value (keeping that value and all better
     ones): ``(thresholds, precision, recall, f1)``, best-first -- the sweep
     :func:`optimize_threshold` maximises, for plotting."""
@@ -194,10 +197,16 @@ def optimize_union(ce: np.ndarray, bc: np.ndarray, correct: np.ndarray, n_gold: 
         if rest.any():
             v, ends, kept, corr = _sweep(ce[rest], correct[rest], higher_is_better=False)
         else:
-            v, ends, kept, corr = np.zeros(0), np.zeros(0, dtype=np.int64), np.array([0]), np.array([0])
+            v, ends, kept, corr = (
+                np.zeros(0),
+                np.zeros(0, dtype=np.int64),
+                np.array([0]),
+                np.array([0]),
+            )
         f1 = _f1(corr + base_c, kept + base_n, n_gold)
         k = int(np.argmax(f1))
         if f1[k] > best[0] + 1e-12:
             t_ce = _cut(v, ends, k, higher_is_better=False) if len(v) else none_ce
-            best = (float(f1[k]), t_ce, float(t_bc), PRF(int(corr[k] + base_c), int(kept[k] + base_n), n_gold))
+            best = (float(f1[k]), t_ce, float(t_bc),
+                    PRF(int(corr[k] + base_c), int(kept[k] + base_n), n_gold))
     return best[1], best[2], best[3]

@@ -1,4 +1,4 @@
-"""Which mined pairs to keep: the selection of a mining TSV, its thresholds, and the shipped defaults.
+"""Which mined pairs to keep: the selection of a mining TSV, its thresholds, the shipped defaults.
 
 A **selection** is a rule (``none``, ``best-per-source``, ``one-to-one``: which rows compete),
 the score ranking them, a filter (:mod:`triemine.filtering.registry`) and its thresholds.  Where
@@ -8,10 +8,10 @@ the thresholds come from, in order of precedence:
 2. a thresholds file (``--thresholds``, written by ``trie-mine-eval --save-thresholds``), else
 3. the **shipped default** of the configuration that wrote the TSV: the threshold tuned on the BUCC
    2018 zh-en sample (the ``thresholds`` of its record, :mod:`triemine.config.configurations`: the
-   thresholds file of that evaluation).  The mining job's default ``combined`` score is a fixed combination of
-   features (:mod:`triemine.mining.combine`), so its threshold means the same on other data:
-   the sample's threshold scored within 0.004 F1 of an unseen set's own best threshold.  A
-   shipped threshold belongs to the exact combination it was tuned for: a TSV written with
+   thresholds file of that evaluation).  The mining job's default ``combined`` score is a fixed
+   combination of features (:mod:`triemine.mining.combine`), so its threshold means the same on
+   other data: the sample's threshold scored within 0.004 F1 of an unseen set's own best threshold.
+   A shipped threshold belongs to the exact combination it was tuned for: a TSV written with
    another combination (a custom ``--combination`` file), or a configuration without a shipped
    file, has no default and is refused rather than kept whole.
 
@@ -41,7 +41,7 @@ SELECTION = {name: configuration(name).selection.as_tuple() for name in NAMES}
 
 @dataclass
 class SavedThresholds:
-    """A thresholds file: the filter, its per-direction thresholds, and how candidates were chosen."""
+    """A thresholds file: the filter, its per-direction thresholds, how candidates were chosen."""
 
     filter: str
     thresholds: Dict[str, Dict[str, float]]
@@ -213,7 +213,9 @@ def choose(mined, *, saved: Optional[SavedThresholds] = None, index: int = 0,
                 from None
         source = (f"no thresholds given: the shipped default for {configuration_of(mined.meta)}, "
                   "tuned on the BUCC sample")
-        if filt is not None and registry.filter_scores(filt) != registry.filter_scores(saved.filter):
+        if filt is not None and registry.filter_scores(filt) != registry.filter_scores(
+            saved.filter
+        ):
             raise InputError(f"no threshold for filter {filt}: the shipped default is for "
                              f"{saved.filter}; give --threshold NAME=VALUE or --thresholds",
                              mined.path)
@@ -283,8 +285,8 @@ def write_union(kept: Sequence, path: os.PathLike | str, fmt: str = formats.DEFA
 
 
 def mined_calibration(meta: Mapping[str, object]):
-    """The calibrated probability (:class:`triemine.scoring.calibration.Calibration`, ``mined`` use) of
-    the mining TSV whose sidecar is ``meta``: its configuration's, when it ships one and the
+    """The calibrated probability (:class:`triemine.scoring.calibration.Calibration`, ``mined``
+    use) of the mining TSV whose sidecar is ``meta``: its configuration's, when it ships one and the
     TSV's combination is the shipped one; else None."""
     name = configuration_of(meta)
     if name is None or name not in NAMES:

@@ -46,14 +46,17 @@ class Combination:
             raise ValueError("choices must map a feature to the weights tried")
         unknown = [f for f in self.choices if f not in self.features]
         if unknown or len(self.choices) > 1:
-            raise ValueError(f"choices must name one of the features, got {', '.join(self.choices)}")
+            raise ValueError(
+                f"choices must name one of the features, got {', '.join(self.choices)}"
+            )
         for grid in self.choices.values():
             if not isinstance(grid, list) or not grid:
                 raise ValueError("choices must list at least one weight")
 
     def with_weight(self, feature: str, weight: float) -> "Combination":
         """A copy with ``feature``'s weight set to ``weight`` (same normalisation)."""
-        weights = [float(weight) if f == feature else w for f, w in zip(self.features, self.weights)]
+        weights = [float(weight) if f == feature else w for f,
+                   w in zip(self.features, self.weights)]
         return replace(self, weights=weights, mean=list(self.mean), std=list(self.std),
                        choices={k: list(v) for k, v in self.choices.items()})
 
@@ -103,15 +106,17 @@ class Combination:
             comb = cls(**data)
         except (TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"not a combination file ({exc})", where) from None
-        for v in comb.weights + comb.mean + comb.std + [w for g in comb.choices.values() for w in g]:
+        for v in (
+            comb.weights + comb.mean + comb.std + [w for g in comb.choices.values() for w in g]
+        ):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise InputError(f"combination values must be finite numbers, got {v!r}", where)
         return comb
 
 
 def shipped(name: str) -> Combination:
-    """The combination of configuration ``name`` (:mod:`triemine.config.configurations`), fitted on the
-    BUCC zh-en sample's candidates and shipped with the package."""
+    """The combination of configuration ``name`` (:mod:`triemine.config.configurations`), fitted on
+    the BUCC zh-en sample's candidates and shipped with the package."""
     known = combination_names()
     if name not in known:
         raise InputError(f"no shipped combination {name!r} (known: {', '.join(known) or 'none'})")

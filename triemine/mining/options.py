@@ -29,8 +29,8 @@ from triemine.mining.generators import REGISTRY
 from triemine.scoring.precision import PRECISIONS, check_precision
 from triemine.mining.settings import (DedupSettings, NeighbourSettings, RetrievalSettings,
                                       ScoreSettings)
-from triemine.config.settings import (check_value, flag_of, setting, setting_field, with_also,
-                                      with_values)
+from triemine.config.settings import (check_value, flag_of, setting, setting_field,
+                                      with_also, with_values)
 
 GENERATORS = tuple(REGISTRY)
 # the settings that apply only to the paper's trie search, and only to the mining job

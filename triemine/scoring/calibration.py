@@ -1,4 +1,4 @@
-"""A calibrated probability of the combined score: ``prob`` = P(the pair is a translation | combined).
+"""A calibrated probability of the combined score: ``prob`` = P(a pair is a translation | combined).
 
 Platt scaling (a logistic curve of one score, Platt 1999): ``prob = 1 / (1 + exp(-(a * score +
 b)))``, monotone in the score, so a ``--min-prob`` cut is a cut of that score

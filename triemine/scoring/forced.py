@@ -57,7 +57,8 @@ def _int8_projection(decoder, device: str):
     if device != "cpu":
         raise ValueError("int8-output precision runs on the CPU only")
     proj = getattr(decoder, "output_projection", None)
-    if not isinstance(proj, torch.nn.Linear) or getattr(decoder, "adaptive_softmax", None) is not None:
+    if not isinstance(proj, torch.nn.Linear) or getattr(decoder,
+                                                        "adaptive_softmax", None) is not None:
         raise ValueError("int8-output precision needs a decoder whose output layer is one "
                          "nn.Linear (output_projection)")
     float_proj = copy.deepcopy(proj)
@@ -416,10 +417,12 @@ class ForcedScorer:
             batches.append(np.asarray(cur))
         return batches
 
-    def score_pairs(self, sources: Sequence[Optional[torch.Tensor]], targets: Sequence[torch.Tensor],
+    def score_pairs(self, sources: Sequence[Optional[torch.Tensor]],
+                    targets: Sequence[torch.Tensor],
                     src_index: np.ndarray, tgt_index: np.ndarray, progress: bool = False,
                     per_token: bool = False, coverage: bool = False):
-        """Total log P(target | source) of every pair ``(sources[src_index[i]], targets[tgt_index[i]])``.
+        """Total log P(target | source) of every pair
+        ``(sources[src_index[i]], targets[tgt_index[i]])``.
 
         ``sources``/``targets``: encoded id tensors ending in EOS (a source of ``None`` is scored
         as the empty source).  Returns float64 totals; with ``per_token`` also a list of float32
@@ -456,7 +459,8 @@ class ForcedScorer:
         out = (totals,) + ((tokens,) if per_token else ()) + ((uncovered,) if coverage else ())
         return out if len(out) > 1 else totals
 
-    def prior(self, targets: Sequence[torch.Tensor], progress: bool = False, per_token: bool = False):
+    def prior(self, targets: Sequence[torch.Tensor], progress: bool = False,
+              per_token: bool = False):
         """log P(target | empty source) of every target (see :meth:`score_pairs`)."""
         idx = np.arange(len(targets), dtype=np.int64)
         return self.score_pairs([None], targets, np.zeros(len(targets), dtype=np.int64), idx,

@@ -103,8 +103,9 @@ def load_dictionary(path: Union[str, os.PathLike]):
         if len(parts) != 2 or not parts[0] or not parts[1].lstrip("-").isdigit():
             raise InputError("bad dictionary line, expected '<symbol> <count>'", p, i)
         if parts[0] in seen and not ln.rstrip().endswith("#fairseq:overwrite"):
-            raise InputError(f"duplicate symbol {parts[0]!r} (first on line {seen[parts[0]]})", p,
-                             i)
+            raise InputError(
+                f"duplicate symbol {parts[0]!r} (first on line {seen[parts[0]]})", p, i
+            )
         seen[parts[0]] = i
     from fairseq.data import Dictionary  # heavy import, only when a corpus is built
     return Dictionary.load(p)

@@ -295,8 +295,7 @@ def _validate(flat: np.ndarray, offsets: np.ndarray, lids: np.ndarray, eos: int,
         seq = int(np.searchsorted(offsets, bad_pos[0], side="right") - 1)
         tok = int(flat[bad_pos[0]])
         problems.append((seq, lambda i, tok=tok: f"token id {tok} out of range 0..{MAX_TOKEN} "
-                                                 "(the compact trie stores uint16 keys, 65535 "
-                                                 "reserved)"))
+                         "(the compact trie stores uint16 keys, 65535 reserved)"))
     missing = np.flatnonzero(nonempty & (last != eos))
     first(missing, lambda i: f"sequence does not end with EOS ({eos})")
     eos_pos = np.flatnonzero(flat == eos)
