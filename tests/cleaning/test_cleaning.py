@@ -179,6 +179,21 @@ def test_score_writes_one_row_per_input_pair_in_order_and_resumes_to_the_same_by
     assert out.read_bytes() == first
 
 
+def test_langs_add_the_language_and_prepare_rule_flags_of_each_side(tmp_path, tiny_model,
+                                                                   cipher_combination):
+    from triemine.testing.tiny_model import synthetic_pairs
+
+    rows = synthetic_pairs(4, seed=5)  # Latin letters both sides
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in rows), encoding="utf-8")
+    res = score(path, model=tiny_model, output=tmp_path / "s.tsv", langs=("zh", "en"),
+                **_opts(cipher_combination))
+    assert res.columns["src_rules_ok"].tolist() == [0.0] * 4  # no Han: the script rule drops it
+    # the target's letters are Latin and its length fine: only the language rule can drop it
+    lang_ok = res.columns["tgt_lang_ok"].tolist()
+    assert res.columns["tgt_rules_ok"].tolist() == lang_ok and set(lang_ok) <= {0.0, 1.0}
+
+
 @pytest.mark.cluster
 def test_score_on_two_workers_gives_the_same_bytes(tmp_path, tiny_model_dir, tiny_model,
                                                    tiny_pairs, cipher_combination):

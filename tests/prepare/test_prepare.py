@@ -99,6 +99,20 @@ def test_script_filter_drops_lines_in_another_script(tmp_path):
     assert rep["filters"]["script"]["params"]["expected_scripts"] == ["Han"]
 
 
+@pytest.mark.parametrize("lang,lines,options", [
+    ("en", EN[:2] + DE[:1] + ["<b>&amp;</b>", "", "Too short.", "word " * 50] + EN[2:],
+     {"min_chars": 15, "max_words": 40}),
+    ("zh", ZH + ["2010 – 2015", "Apple iPhone 11 Pro Max 256GB", "<p>" + ZH[0] + "</p>"], {}),
+])
+def test_rule_keeps_is_what_prepare_keeps_line_by_line(tmp_path, lang, lines, options):
+    from triemine.prepare.run import rule_keeps
+
+    prepare(write(tmp_path / "in.txt", lines), tmp_path / "out.txt", lang, **options)
+    want = [bool(line) for line in lines_of(tmp_path / "out.txt")]
+    assert rule_keeps(lines, lang, **options).tolist() == want
+    assert not all(want) and any(want)  # both kinds of line in the set
+
+
 def test_length_filter_counts_characters_and_words(tmp_path):
     lines = EN + ["Too short.", "word " * 50]
     src = write(tmp_path / "in.txt", lines)

@@ -28,7 +28,7 @@ import numpy as np
 from triemine.scoring.calibration import Calibration, shipped_calibration
 from triemine.io import atomic_write, clean_cell, dumps_sealed, input_digest, read_sealed
 from triemine.cleaning.judge import (encoder_features, exact_features, language_flags,
-                                     length_features, number_features)
+                                     length_features, number_features, rule_flags)
 from triemine.cleaning.pairs import Bitext
 from triemine.decoding import lengths
 from triemine.models.fingerprint import model_fingerprint
@@ -201,6 +201,8 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
     if opts.langs:
         put("src_lang_ok", language_flags(srcs, s_idx[ok], opts.langs[0]))
         put("tgt_lang_ok", language_flags(tgts, t_idx[ok], opts.langs[1]))
+        put("src_rules_ok", rule_flags(srcs, s_idx[ok], opts.langs[0]))
+        put("tgt_rules_ok", rule_flags(tgts, t_idx[ok], opts.langs[1]))
     if opts.bicleaner:
         put("bicleaner", score_bicleaner(ok_src, ok_tgt, opts.bicleaner_model,
                                          progress=progress))

@@ -39,6 +39,7 @@ from triemine.mining.features import derived
 from triemine.cleaning.numbers import number_matches
 from triemine.mining.score_shards import forced_scores_sharded
 from triemine.prepare.filters import lang_keeps
+from triemine.prepare.run import rule_keeps
 
 EXACT_COLUMNS = ("score", "n_tokens", "prior", "ce_word", "ce_token", "pmi", "numerals",
                  "uncovered")
@@ -102,6 +103,13 @@ def language_flags(texts: Sequence[str], idx: np.ndarray, lang: str) -> np.ndarr
     tell), else 0.0; each distinct text identified once."""
     keep, _ = lang_keeps(list(texts), lang)
     return keep.astype(np.float64)[np.asarray(idx, dtype=np.int64)]
+
+
+def rule_flags(texts: Sequence[str], idx: np.ndarray, lang: str) -> np.ndarray:
+    """1.0 for a pair whose side ``texts[idx[i]]`` every per-line rule of ``trie-mine-prepare``
+    keeps with its defaults for ``lang`` (:func:`triemine.prepare.run.rule_keeps`), else 0.0;
+    each distinct text checked once."""
+    return rule_keeps(list(texts), lang).astype(np.float64)[np.asarray(idx, dtype=np.int64)]
 
 
 def length_features(src: Sequence[str], tgt: Sequence[str]) -> Dict[str, np.ndarray]:

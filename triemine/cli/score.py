@@ -39,7 +39,8 @@ def _score_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bitext-format", choices=list(formats.FORMATS), default=formats.DEFAULT,
                         help="the --bitext file: " + formats.help_text())
     parser.add_argument("--langs", nargs=2, metavar=("SRC", "TGT"), help="add language-ID flags "
-                        "src_lang_ok/tgt_lang_ok (CLD2) for these language codes")
+                        "src_lang_ok/tgt_lang_ok (CLD2) and src_rules_ok/tgt_rules_ok (every "
+                        "per-line rule of trie-mine-prepare) for these language codes")
     parser.add_argument("--bicleaner", action="store_true", help="add the Bicleaner score")
     parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its folder")
     parser.add_argument("--workers", type=int, default=0, help="exact scores in N processes")

@@ -221,12 +221,10 @@ def _filter_batch(lines: _Lines, first: int, opts: PrepareOptions, counts: Optio
     batch = Batch(texts, keep.copy(), opts)
     if counts is not None:
         batch.counts = counts.of(_hashes(texts))
-    for name in active:
-        drop = FILTERS[name].fn(batch) & batch.keep
+    for name, drop in _apply(batch, active):
         rep.dropped[name] += int(drop.sum())
         for i in np.flatnonzero(drop)[:max(0, opts.examples - len(rep.examples[name]))]:
             rep.example(name, first + int(i), lines.raw[i])
-        batch.keep &= ~drop
     rep.other_lang.update(batch.extra.get("lang", ()))
     rep.identified += batch.extra.get("lang_identified", 0)
     rep.kept += int(batch.keep.sum())
@@ -235,6 +233,31 @@ def _filter_batch(lines: _Lines, first: int, opts: PrepareOptions, counts: Optio
     if lines.heads is not None:
         out = [f"{h}\t{t}" if h else "" for h, t in zip(lines.heads, out)]
     return out
+
+
+def _apply(batch: Batch, active: List[str]):
+    """Run the filters ``active`` in order on ``batch``: yields ``(name, drop)`` (the lines that
+    filter drops among those still kept), then removes them from ``batch.keep``."""
+    for name in active:
+        drop = FILTERS[name].fn(batch) & batch.keep
+        yield name, drop
+        batch.keep &= ~drop
+
+
+def rule_keeps(texts: List[str], lang: str, **options) -> np.ndarray:
+    """Which of ``texts`` (one line each) every per-line filter of ``trie-mine-prepare`` keeps
+    (``markup``, ``length``, ``lang``, ``script``; ``options``: :class:`PrepareOptions` fields,
+    its defaults otherwise), as a bool array of ``len(texts)``; an empty text is not kept. The
+    ``boilerplate`` filter, a count over a whole corpus, is not applied. Raises
+    :class:`InputError` for an unknown ``lang`` or option value."""
+    opts = PrepareOptions(lang=lang, **options)
+    active = [n for n in opts.active() if n != "boilerplate"]
+    cleaned = clean(texts) if "markup" in active else list(texts)
+    keep = np.fromiter((bool(t.strip()) for t in texts), dtype=bool, count=len(texts))
+    batch = Batch(cleaned, keep, opts)
+    for _ in _apply(batch, active):
+        pass
+    return batch.keep
 
 
 def _batches(path, opts: PrepareOptions):
