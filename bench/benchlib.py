@@ -397,8 +397,8 @@ def bucc_sets(work, quick: bool) -> dict:
     from triemine.evaluation.slices import write_bucc_slice
     from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, shared_path
 
-    sets = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"), "transfer": (DEVSET_ZH_EN,
-                                                                      "zh-en.dev.gold")}
+    sets = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"),
+            "transfer": (DEVSET_ZH_EN, "zh-en.dev.gold")}
     golds = {}
     for key, (where, name) in sets.items():
         gold = shared_path(*where, name)

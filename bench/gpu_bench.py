@@ -77,8 +77,8 @@ def _big_tensors(state: dict):
 
     seen, out = {}, []
     for key, t in state.items():
-        if not isinstance(t,
-                          torch.Tensor) or not t.is_floating_point() or t.numel() < PACK_MIN_NUMEL:
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or \
+                t.numel() < PACK_MIN_NUMEL:
             continue
         ptr = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
         out.append((key, seen.get(ptr)))

@@ -166,8 +166,9 @@ def default_job(td: dict, model_dir: Path, work: Path) -> dict:
     if not (out.is_file() and info.is_file()):
         src_f, tgt_f = work / f"default-{key}.zh", work / f"default-{key}.en"
         src_f.write_text("".join(f"s{i}\t{t}\n" for i, t in enumerate(td["src"])), encoding="utf-8")
-        tgt_f.write_text("".join(f"t{j}\t{t}\n" for j,
-                                 t in enumerate(td["pool"])), encoding="utf-8")
+        tgt_f.write_text(
+            "".join(f"t{j}\t{t}\n" for j, t in enumerate(td["pool"])), encoding="utf-8"
+        )
         t0 = time.perf_counter()
         res = triemine.mine(str(src_f), str(tgt_f), model=str(model_dir), output=str(out))
         secs = time.perf_counter() - t0

@@ -242,20 +242,23 @@ def seeds_tables(results: dict) -> List[str]:
 def seeds_partial_tables(results: dict) -> List[str]:
     """A ``--systems`` run of seeds_bench: each system's protocol rows, loss curve and claims."""
     part = results["partial"]
-    out = [f"Long run of {', '.join(f'`{n}`' for n in part)} alone, on all "
-           f"{cell((results.get('data') or {}).get('train_pairs'))} training pairs (updates asked: "
-           + ", ".join(f"{k} {v}" for k,
-                       v in (results.get("steps_full") or {}).items() if k in part)
-           + f"; wall-time cap a run {duration(results.get('budget_cap_s'))}; threads "
-           f"{cell(results.get('threads'))}):", ""]
+    out = [
+        f"Long run of {', '.join(f'`{n}`' for n in part)} alone, on all "
+        f"{cell((results.get('data') or {}).get('train_pairs'))} training pairs (updates asked: "
+        + ", ".join(f"{k} {v}" for k, v in (results.get("steps_full") or {}).items() if k in part)
+        + f"; wall-time cap a run {duration(results.get('budget_cap_s'))}; threads "
+        f"{cell(results.get('threads'))}):",
+        "",
+    ]
     gl = {n: part[n]["gl"] for n in ("birnn", "features") if "gl" in part.get(n, {})}
     if "birnn" in part:
         gl["birnn_cosine_first_stage"] = part["birnn"]["gl_cosine_first_stage"]
     if gl:
         ratios = list(next(iter(gl.values())))
-        out += table(["G&L F1 (%)"] + [f"{float(k):.0%}" for k in ratios],
-                     [[f"`{n}`"] + [_num(r[k]["F1"]) for k in ratios] for n,
-                      r in gl.items()]) + [""]
+        out += table(
+            ["G&L F1 (%)"] + [f"{float(k):.0%}" for k in ratios],
+            [[f"`{n}`"] + [_num(r[k]["F1"]) for k in ratios] for n, r in gl.items()],
+        ) + [""]
     if "ae_mlp" in part:
         out += table(["Kim et al. recovery error (%)", "zh→en", "en→zh", "both"],
                      [[f"`{n}`", _num(v["src_to_tgt"], ".2f"), _num(v["tgt_to_src"], ".2f"),

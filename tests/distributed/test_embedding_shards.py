@@ -295,10 +295,10 @@ def _clustered(tmp_path, seed: int):
     """700 queries near 6,000 L2-normalised rows in 40 clusters, saved as q.npy and d.npy."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(40, 32))
-    db = (centres[rng.integers(0, 40, 6000)] + 0.35 * rng.normal(size=(6000,
-                                                                       32))).astype(np.float32)
-    q = (db[rng.choice(6000, 700, replace=False)] + 0.2 * rng.normal(size=(700,
-                                                                           32))).astype(np.float32)
+    db = (centres[rng.integers(0, 40, 6000)] +
+          0.35 * rng.normal(size=(6000, 32))).astype(np.float32)
+    q = (db[rng.choice(6000, 700, replace=False)] +
+         0.2 * rng.normal(size=(700, 32))).astype(np.float32)
     for a in (q, db):
         a /= np.linalg.norm(a, axis=1, keepdims=True)
     np.save(tmp_path / "q.npy", q)

@@ -240,8 +240,8 @@ def test_folds_tune_on_other_folds(tmp_path):
     b = read_bucc(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"))
     rng = np.random.default_rng(3)
     rows = [row(s, t, float(rng.uniform(0, 1)), b) for s, t in b.gold]
-    rows += [row(s, b.tgt.ids[k], float(rng.uniform(0.8, 2)), b) for k,
-             s in enumerate(b.src.ids[:400])
+    rows += [row(s, b.tgt.ids[k], float(rng.uniform(0.8, 2)), b)
+             for k, s in enumerate(b.src.ids[:400])
              if (s, b.tgt.ids[k]) not in set(b.gold) and s not in {g[0] for g in b.gold}]
     path = write_tsv(tmp_path / "m.tsv", rows)
     out = evaluate([Direction(read_mined(path))], b, "ce", folds=2)
@@ -264,8 +264,8 @@ def test_a_chosen_variant_is_chosen_again_inside_each_training_fold(tmp_path):
     others = [(s, b.tgt.ids[k]) for k, s in enumerate(b.src.ids[:600]) if s not in gold_src]
     variants = {}
     for good in (0, 1):
-        rows = [row(s, t, 0.1 if assign[s] == good else float(rng.uniform(0.5, 2)), b) for s,
-                t in b.gold]
+        rows = [row(s, t, 0.1 if assign[s] == good else float(rng.uniform(0.5, 2)), b)
+                for s, t in b.gold]
         rows += [row(s, t, float(rng.uniform(0.5, 2)), b) for s, t in others]
         variants[f"good-on-{good}"] = [
             Direction(read_mined(write_tsv(tmp_path / f"v{good}.tsv", rows)))
@@ -277,8 +277,9 @@ def test_a_chosen_variant_is_chosen_again_inside_each_training_fold(tmp_path):
     # each fold's held-out scores are those of the variant chosen for it, pooled
     for f, k in enumerate(out.fold_chosen):
         assert out.folds[f][2] == plain[k].folds[f][2]
-    assert out.heldout_strict.correct == sum(plain[k].folds[f][2].correct for f,
-                                             k in enumerate(out.fold_chosen))
+    assert out.heldout_strict.correct == sum(
+        plain[k].folds[f][2].correct for f, k in enumerate(out.fold_chosen)
+    )
     # choosing on the scored fold would have been far better: the estimate is not optimistic
     oracle = sum(max(p.folds[f][2].f1 for p in plain.values()) for f in range(2)) / 2
     assert out.heldout_strict.f1 < oracle - 0.2

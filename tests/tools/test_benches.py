@@ -68,8 +68,9 @@ def test_gpu_bench_quick_runs_every_stage_on_torchs_cpu_device_with_parity():
         assert bf["best_per_s"] > 0 and bf[bf["best"]]["tflop_per_s"] > 0
         assert 0 < bf[bf["best"]]["max_diff_vs_first_nats"] < 1.0
         assert "fp16 runs on a GPU only" in st[name]["fp16"]["refused"]
-    kept = [v["rows_kept_from_fp32"] for k,
-            v in st["trie"]["bf16"].items() if k.startswith("batch_")]
+    kept = [
+        v["rows_kept_from_fp32"] for k, v in st["trie"]["bf16"].items() if k.startswith("batch_")
+    ]
     assert kept and all(0.5 < x <= 1.0 for x in kept)
     assert st["trie"]["cpu_one_thread"]["rows_identical_to_gpu"] is True
     assert st["translate"]["cpu_one_thread"]["identical_to_gpu"] == 1.0

@@ -130,8 +130,9 @@ class Autoencoder(PairClassifierBaseline):
         english = tgt + tok.ids(data.mono_tgt, "tgt")
         net.decoder.set_vocabulary(english, c.out_vocab)
         rng = np.random.default_rng(c.seed)
-        params = [p for n,
-                  p in net.named_parameters() if p.requires_grad and not n.startswith("mlp.")]
+        params = [
+            p for n, p in net.named_parameters() if p.requires_grad and not n.startswith("mlp.")
+        ]
         opt = torch.optim.Adam(params, lr=c.lr)
         budget = Budget(c.epochs, c.max_seconds, c.max_steps)
         net.train()

@@ -199,8 +199,8 @@ class Budget:
 def config_from(cls, data: dict):
     """A config dataclass from a dict, ignoring unknown keys (older caches)."""
     names = {f.name for f in fields(cls)}
-    return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k,
-                  v in data.items() if k in names})
+    return cls(**{k: (tuple(v) if isinstance(v, list) else v)
+                  for k, v in data.items() if k in names})
 
 
 class TrainedBaseline(Baseline):

@@ -107,8 +107,10 @@ def check_thresholds(spec: str, thresholds: Mapping[str, object], where=None) ->
     for sc in filter_scores(spec):
         v = thresholds.get(sc.name)
         if v is None:
-            v = next((thresholds[a] for a,
-                      n in ALIASES.items() if n == sc.name and a in thresholds), None)
+            v = next(
+                (thresholds[a] for a, n in ALIASES.items() if n == sc.name and a in thresholds),
+                None,
+            )
         if v is None:
             raise InputError(f"filter {spec} needs a threshold for {sc.name}", where)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):

@@ -55,8 +55,9 @@ class Combination:
 
     def with_weight(self, feature: str, weight: float) -> "Combination":
         """A copy with ``feature``'s weight set to ``weight`` (same normalisation)."""
-        weights = [float(weight) if f == feature else w for f,
-                   w in zip(self.features, self.weights)]
+        weights = [
+            float(weight) if f == feature else w for f, w in zip(self.features, self.weights)
+        ]
         return replace(self, weights=weights, mean=list(self.mean), std=list(self.std),
                        choices={k: list(v) for k, v in self.choices.items()})
 
