@@ -17,8 +17,8 @@ the driver's last stage, is timed but not sharded) the ratio of the two is
 ``knn_recall_vs_exact``: recall@4 of the job's neighbour lists against a brute-force numpy search
 for 256 sources.  ``peak_rss_mb``: the largest resident size of any process of the runs.
 
-``--quick``: :data:`QUICK_SOURCES` (20 gold-bearing sources and 20 others) against
-:data:`QUICK_TARGETS` targets (5,000: their gold targets and the first other English of the
+``--quick``: :data:`QUICK_SOURCES` (12 gold-bearing sources and 12 others) against
+:data:`QUICK_TARGETS` targets (3,000: their gold targets and the first other English of the
 sample; ``--targets N`` below 13,589 slices the sample's English the same way), both runs and the
 evaluation, under a minute on two idle cores (the record holds its ``wall_s``).  Last line: one
 JSON object.
@@ -48,8 +48,8 @@ from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, PARALLEL_DE_EN, PARALLEL_ZH_EN, shared_path
 
 STAGES = ("embed", "knn", "scoring", "priors", "trie")
-QUICK_SOURCES = (20, 20)  # --quick: gold-bearing sources, others
-QUICK_TARGETS = 5_000     # --quick: targets in all (the sources' gold targets among them)
+QUICK_SOURCES = (12, 12)  # --quick: gold-bearing sources, others
+QUICK_TARGETS = 3_000     # --quick: targets in all (the sources' gold targets among them)
 REAL_ENGLISH = [(PARALLEL_ZH_EN, "train.en"), (PARALLEL_DE_EN, "train.en"),
                 (DEVSET_ZH_EN, "train.en"), (DEVSET_ZH_EN, "zh-en.dev.en")]
 
@@ -334,7 +334,7 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4,
 
 
 def main(argv=None) -> int:
-    ap = benchlib.parser(__doc__, quick="40 sources, 5,000 targets")
+    ap = benchlib.parser(__doc__, quick="24 sources, 3,000 targets")
     ap.add_argument("--targets", type=int, default=None, help="targets in all (1,000,000)")
     ap.add_argument("--model", default=None,
                     help="model dir (default <cache>/models/opus-mt-zh-en)")
