@@ -106,15 +106,9 @@ def test_mine_bucc_one_to_one(models, data, tmp_path):
     from triemine.evaluation.pipeline import Direction, candidates, evaluate
 
     src, tgt = data.held_src[:40], data.held_tgt[:40] + data.tgt[:60]
-    (tmp_path / "x-y.t.x").write_text(
-        "".join(f"x{i}\t{s}\n" for i, s in enumerate(src)), encoding="utf-8"
-    )
-    (tmp_path / "x-y.t.y").write_text(
-        "".join(f"y{i}\t{t}\n" for i, t in enumerate(tgt)), encoding="utf-8"
-    )
-    (tmp_path / "x-y.t.gold").write_text(
-        "".join(f"x{i}\ty{i}\n" for i in range(40)), encoding="utf-8"
-    )
+    _write_rows(tmp_path / "x-y.t.x", ((f"x{i}", s) for i, s in enumerate(src)))
+    _write_rows(tmp_path / "x-y.t.y", ((f"y{i}", t) for i, t in enumerate(tgt)))
+    _write_rows(tmp_path / "x-y.t.gold", ((f"x{i}", f"y{i}") for i in range(40)))
     bucc = read_bucc(tmp_path / "x-y.t.gold")
     m = models["birnn"]
     rows = mine_bucc(m, bucc)
@@ -278,16 +272,15 @@ def _bucc_files(folder, n_src=40, n_tgt=70, seed=0):
     zid = [f"zh-{i:07d}" for i in rng.permutation(np.arange(100, 100 + n_src))]
     eid = [f"en-{i:07d}" for i in rng.permutation(np.arange(500, 500 + n_tgt))]
     tgt_of = rng.permutation(n_tgt)[:20]  # gold target line of source line i < 20
-    (folder / "zh-en.t.zh").write_text(
-        "".join(f"{z}\tz{i}\n" for i, z in enumerate(zid)), encoding="utf-8"
-    )
-    (folder / "zh-en.t.en").write_text(
-        "".join(f"{e}\te{j}\n" for j, e in enumerate(eid)), encoding="utf-8"
-    )
-    (folder / "zh-en.t.gold").write_text(
-        "".join(f"{zid[i]}\t{eid[tgt_of[i]]}\n" for i in range(20)), encoding="utf-8"
-    )
+    _write_rows(folder / "zh-en.t.zh", ((z, f"z{i}") for i, z in enumerate(zid)))
+    _write_rows(folder / "zh-en.t.en", ((e, f"e{j}") for j, e in enumerate(eid)))
+    _write_rows(folder / "zh-en.t.gold", ((zid[i], eid[tgt_of[i]]) for i in range(20)))
     return folder / "zh-en.t.gold", tgt_of
+
+
+def _write_rows(path, rows):
+    """``path`` as UTF-8 lines of tab-separated ``rows`` (a BUCC corpus or gold file)."""
+    path.write_text("".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
 
 
 @pytest.mark.integration
