@@ -13,9 +13,9 @@ import os as _os
 
 # OpenMP threads that sleep while they wait (libgomp reads this when torch loads it, so only an
 # import of triemine before torch's has it): with spinning threads, torch's intra-op threads
-# and numpy's BLAS threads fight for the cores of a shared machine and the exact scores ran 3x
-# slower at 2 threads (docs/decisions.md#openmp-threads-wait-passively).  Set either variable to
-# keep libgomp's own default.
+# and numpy's BLAS threads fight for the cores of a shared machine
+# (docs/decisions.md#openmp-threads-wait-passively).  Set either variable to keep libgomp's own
+# default.
 if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
     _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 

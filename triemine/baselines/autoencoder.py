@@ -9,8 +9,8 @@ decoder's output vocabulary is the ``out_vocab`` most frequent pieces of the Eng
 trained on (the rest is UNK), predicted through an adaptive softmax (Grave et al., 2017): a
 head over the ``cutoffs[0]`` most frequent pieces and one cluster a tail, the rarer pieces in
 smaller-dimensional tails: a normalised ``out_vocab``-way distribution that costs about as much
-as a ``cutoffs[0]``-way softmax for most positions (about 1.7x fewer seconds an update than a
-full 3,000-way softmax, one thread).
+as a ``cutoffs[0]``-way softmax for most positions (its measured gain over the full softmax:
+docs/decisions.md).
 
 On top, a similarity MLP (two hidden ReLU layers, sigmoid) over ``[u, v, u*v, |u-v|]`` of the
 normalised embeddings, trained with the frozen encoders on the training pairs against their
