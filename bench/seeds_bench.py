@@ -32,7 +32,9 @@ English sentences of the transfer set, and every table takes its rows and column
 Budgets are updates, not seconds (the machine is shared, so seconds buy different numbers of
 updates from run to run): ``--steps`` gives each system's updates at the full size (``birnn``,
 ``ae_mlp``, ``dual_enc`` stage 1, ``stage2`` for each M of the ablation, so every M gets the same
-number of updates); a smaller size gets ``steps * size / full``, at least a quarter of ``steps``.
+number of updates); a smaller size gets ``steps * size / full``, at least a quarter of ``steps``
+(``--curve-steps scaled``), or the full size's own (``--curve-steps same``: only the data varies
+along the curve).
 ``--budget B`` caps each training run's wall time (a safety net). Every training record holds
 its loss curve (the mean loss of each tenth of its steps) and its updates a second, so whether
 the loss had stopped falling is read from the record. One thread.
@@ -351,6 +353,9 @@ def main() -> int:
                     help="wall-time cap of each training run, seconds (default 1800)")
     ap.add_argument("--sizes", default="2000,5000,10000,all",
                     help="learning-curve training sizes, comma-separated ('all': every pair)")
+    ap.add_argument("--curve-steps", choices=("scaled", "same"), default="scaled",
+                    help="updates at a smaller size: scaled by size (at least a quarter of "
+                    "--steps; default) or the same as at the full size")
     ap.add_argument("--model",
                     help="the imported OPUS-MT model (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", help="where the default job's run and USE vectors are kept")
@@ -393,6 +398,7 @@ def main() -> int:
                         mono_en=len(data.mono_tgt),
                         mono_en_in_pool=len(set(data.mono_tgt) & set(td["pool"]))),
            "sizes": sizes, "budget_cap_s": budget, "steps_full": steps,
+           "curve_steps": args.curve_steps,
            "threads": torch.get_num_threads(),
            "paper": PAPER, "gl": {}, "kim": {}, "guo": {}, "curves": {}, "seconds": {}}
 
@@ -432,7 +438,8 @@ def main() -> int:
     per_size = {}
     for size in sizes:
         d = subset(data, order, size)
-        st = {k: steps_for(v, size, full) for k, v in steps.items()}
+        st = dict(steps) if args.curve_steps == "same" else {
+            k: steps_for(v, size, full) for k, v in steps.items()}
         print(f"seeds_bench: {size} training pairs, updates {st}", file=sys.stderr, flush=True)
         r = {"steps": st}
         r["features"] = run_features(resources, d, td, cols)
