@@ -592,3 +592,46 @@ def test_autoencoder_adaptive_softmax_is_the_normalised_cross_entropy():
     full = SharedDecoder(100,
                          AutoencoderConfig(emb=8, dec_hidden=12, out_vocab=40, cutoffs=(40,)), 6)
     assert isinstance(full.out, nn.Linear)
+
+
+def test_early_stop_keeps_the_best_weights_and_stops_after_patience():
+    from triemine.baselines.base import Budget, EarlyStop
+
+    net = torch.nn.Linear(1, 1, bias=False)
+    scores = iter([0.1, 0.3, 0.2, 0.25, 0.3, 0.9])  # a tie is no gain
+    stopper = EarlyStop(lambda n: next(scores), patience=3)
+    budget = Budget(epochs=1000, max_seconds=60.0)
+    for step, _ in enumerate(budget.batches(4, 2, np.random.default_rng(0)), start=1):
+        with torch.no_grad():
+            net.weight.fill_(float(step))  # the weights say which update they are from
+        if stopper.check(net, step):
+            budget.stop()
+    assert budget.steps == 5  # three checks without a gain after the best (update 2)
+    rec = stopper.finish(net, budget.steps)
+    assert rec["best_step"] == 2 and rec["best"] == 0.3 and rec["stopped"]
+    assert rec["checks"] == [[1, 0.1], [2, 0.3], [3, 0.2], [4, 0.25], [5, 0.3]]
+    assert net.weight.item() == 2.0 and not net.training
+    with pytest.raises(ValueError):
+        EarlyStop(lambda n: 0.0, patience=0)
+
+
+@pytest.mark.integration
+def test_dual_encoder_stage_one_stops_early_on_heldout_precision(data, resources):
+    from triemine.baselines.dual_encoder import DualEncoder
+
+    settings = dict(SMALL["dual_enc"], epochs=1000, max_steps=400, check_every=10, patience=2)
+    stage1 = DualEncoder.train_stage1(resources, data, **settings)
+    rec = stage1.stats["stage1"]
+    es = rec["early_stop"]
+    scores = [s for _, s in es["checks"]]
+    assert [st for st, _ in es["checks"]] == list(range(10, rec["steps"] + 1, 10))
+    best = scores.index(max(scores))
+    assert es["best"] == max(scores) and es["best_step"] == es["checks"][best][0]
+    if es["stopped"]:  # the last `patience` checks brought no gain
+        assert rec["steps"] < 400 and max(scores[-2:]) <= es["best"]
+    # the model keeps the best weights, not the last ones
+    p1 = retrieval_precision(stage1, data.held_src, data.held_tgt, np.arange(len(data.held_src)),
+                             ks=(1,))["p@1"]
+    assert p1 == pytest.approx(es["best"], abs=1e-4)
+    off = DualEncoder.train_stage1(resources, data, **dict(settings, check_every=0, max_steps=30))
+    assert "early_stop" not in off.stats["stage1"] and off.stats["stage1"]["steps"] == 30

@@ -10,6 +10,7 @@ saving and loading.
 """
 from __future__ import annotations
 
+import copy
 import pickle
 import time
 from dataclasses import asdict, dataclass, fields
@@ -153,13 +154,19 @@ class Budget:
         self.steps = 0
         self.epochs_done = 0.0
         self.losses: List[float] = []
+        self.stopped = False
 
     @property
     def seconds(self) -> float:
         return time.perf_counter() - self.t0
 
     def over(self) -> bool:
-        return self.seconds >= self.max_seconds or 0 < self.max_steps <= self.steps
+        return (self.stopped or self.seconds >= self.max_seconds
+                or 0 < self.max_steps <= self.steps)
+
+    def stop(self) -> None:
+        """End training before the next update (an early stop)."""
+        self.stopped = True
 
     def record(self, loss: float) -> None:
         """The training loss of the step just taken."""
@@ -194,6 +201,47 @@ class Budget:
                 "threads": torch.get_num_threads(),
                 "final_loss": float(np.mean(self.losses[-20:])) if self.losses else None,
                 "loss_curve": self.loss_curve()}
+
+
+class EarlyStop:
+    """Keeps the weights with the best held-out score and says when to stop.
+
+    ``score(net) -> float`` (higher is better; it may put ``net`` in eval mode: :meth:`check`
+    puts it back in training mode).  :meth:`check` after an update scores the net, copies its
+    weights when the score beats every earlier one, and returns True once ``patience`` checks
+    in a row brought no gain; :meth:`finish` scores the final weights (unless just checked),
+    loads the best ones into the net and returns the record.
+    """
+
+    def __init__(self, score: Callable[[torch.nn.Module], float], patience: int):
+        if int(patience) < 1:
+            raise ValueError("patience must be at least 1")
+        self.score, self.patience = score, int(patience)
+        self.best, self.best_step, self.state = float("-inf"), 0, None
+        self.checks: List[List[float]] = []  # [update, score] of every check, in order
+        self.since_best = 0
+
+    def check(self, net: torch.nn.Module, step: int) -> bool:
+        value = float(self.score(net))
+        net.train()
+        self.checks.append([int(step), round(value, 4)])
+        if value > self.best:
+            self.best, self.best_step, self.since_best = value, int(step), 0
+            self.state = copy.deepcopy(net.state_dict())
+        else:
+            self.since_best += 1
+        return self.since_best >= self.patience
+
+    def finish(self, net: torch.nn.Module, step: int) -> dict:
+        """Load the best weights into ``net`` (left in eval mode); ``{"best_step", "best",
+        "patience", "stopped", "checks"}``."""
+        if not self.checks or self.checks[-1][0] != int(step):
+            self.check(net, step)
+        net.load_state_dict(self.state)
+        net.eval()
+        return {"best_step": self.best_step, "best": round(self.best, 4),
+                "patience": self.patience, "stopped": self.since_best >= self.patience,
+                "checks": self.checks}
 
 
 def config_from(cls, data: dict):

@@ -7,7 +7,11 @@ vectors were less stable here).  Stage 1: softmax over the in-batch targets (eac
 its own target against the other targets of the batch).  Stage 2: training continues (from the
 stage-1 weights: with minutes of CPU a fresh model could not catch up) with the same loss plus,
 for every source, ``hard_negatives`` (M) targets that the stage-1 model ranks highest among all
-training targets without being the translation (or the same text).
+training targets without being the translation (or the same text).  With held-out pairs and
+``check_every > 0``, stage 1 stops early: its held-out P@1 is measured every ``check_every``
+updates, training ends after ``patience`` checks without a gain, and stage 1 keeps its best
+weights (:class:`~triemine.baselines.base.EarlyStop`); stage 2 runs its whole budget, so every M
+of the ablation gets the same updates.
 
 Mining: cosine kNN with LASER's ratio margin (``dual_enc_margin``).
 """
@@ -19,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from triemine.baselines.base import Budget, TrainedBaseline, hardest_negatives
+from triemine.baselines.base import Budget, EarlyStop, TrainedBaseline, hardest_negatives
 from triemine.baselines.knn import retrieval_precision
 from triemine.baselines.nn import DanEncoder, PieceEmbedding, adam_for
 from triemine.baselines.text import pad_batch
@@ -37,6 +41,8 @@ class DualEncoderConfig:
     max_seconds: float = 100.0  # per stage
     max_steps: int = 0  # per stage; 0: epochs and seconds bind
     hard_negatives: int = 3
+    check_every: int = 150  # stage 1: held-out P@1 every this many updates (0: no early stop)
+    patience: int = 3  # stage 1 stops after this many checks without a gain
     seed: int = 1
 
 
@@ -67,9 +73,14 @@ class DualEncoder(TrainedBaseline):
     Net = DualEncoderNet
 
     @classmethod
-    def _train_stage(cls, net, src, tgt, c, rng, hard=None) -> dict:
+    def _train_stage(cls, net, src, tgt, c, rng, hard=None, check=None) -> dict:
+        """Train ``net`` on piece ids ``src``/``tgt`` (``hard``: ``(n, M)`` hard-negative target
+        rows, or None) under ``c``'s budget; with ``check`` (``net -> held-out score``) and
+        ``c.check_every > 0``, stop early and keep the best weights (record under
+        ``"early_stop"``).  Returns the training record; ``net`` is left in eval mode."""
         opts = adam_for(net, c.lr)
         budget = Budget(c.epochs, c.max_seconds, c.max_steps)
+        stopper = EarlyStop(check, c.patience) if check and c.check_every > 0 else None
         net.train()
         for idx in budget.batches(len(src), c.batch, rng):
             if len(idx) < 2:
@@ -86,8 +97,23 @@ class DualEncoder(TrainedBaseline):
             for opt in opts:
                 opt.step()
             budget.record(loss.item())
+            if stopper and budget.steps % c.check_every == 0 and stopper.check(net, budget.steps):
+                budget.stop()
         net.eval()
-        return budget.describe()
+        stats = budget.describe()
+        if stopper:
+            stats["early_stop"] = stopper.finish(net, budget.steps)
+        return stats
+
+    @classmethod
+    def _heldout_p1(cls, resources, c, data):
+        """``net -> P@1`` of the held-out sources among the held-out targets (this system's
+        score), or None without held-out pairs or with ``c.check_every == 0``."""
+        if not data.held_src or c.check_every <= 0:
+            return None
+        gold = np.arange(len(data.held_src))
+        return lambda net: retrieval_precision(cls(net, resources, c), data.held_src,
+                                               data.held_tgt, gold, ks=(1,))["p@1"]
 
     @classmethod
     def fit(cls, net, resources, c, data):
@@ -95,7 +121,8 @@ class DualEncoder(TrainedBaseline):
         src, tgt = tok.ids(data.src, "src"), tok.ids(data.tgt, "tgt")
         rng = np.random.default_rng(c.seed)
         first = cls.build_net(resources, c)
-        stats = {"stage1": cls._train_stage(first, src, tgt, c, rng)}
+        stats = {"stage1": cls._train_stage(first, src, tgt, c, rng,
+                                            check=cls._heldout_p1(resources, c, data))}
         stage1 = cls(first, resources, c)
         net.load_state_dict(first.state_dict())  # stage 2 continues from stage 1
         stats["stage2"] = cls._stage2(net, stage1, data, src, tgt, c, c.hard_negatives, rng)
@@ -131,7 +158,8 @@ class DualEncoder(TrainedBaseline):
             net = cls.build_net(resources, config)
             stats = {"stage1": cls._train_stage(net, tok.ids(data.src, "src"),
                                                 tok.ids(data.tgt, "tgt"),
-                                                config, np.random.default_rng(config.seed))}
+                                                config, np.random.default_rng(config.seed),
+                                                check=cls._heldout_p1(resources, config, data))}
         stats["data"] = data.describe()
         return cls(net, resources, config, stats)
 
