@@ -230,6 +230,9 @@ def seeds_tables(results: dict) -> List[str]:
                  [["training updates a system at the full size",
                    ", ".join(f"{k} {v}" for k, v in (results.get("steps_full") or {}).items())
                    or "–"],
+                  ["updates at a smaller size", {"same": "the full size's",
+                                                 "scaled": "scaled by size (at least a quarter)"}
+                   .get(results.get("curve_steps", "scaled"), "–")],
                   ["wall-time cap a training run", duration(results.get("budget_cap_s"))],
                   ["threads", cell(results.get("threads"))],
                   ["default job: wall time (1,000 sources × the pool)",
@@ -245,7 +248,8 @@ def seeds_partial_tables(results: dict) -> List[str]:
     out = [
         f"Long run of {', '.join(f'`{n}`' for n in part)} alone, on all "
         f"{cell((results.get('data') or {}).get('train_pairs'))} training pairs (updates asked: "
-        + ", ".join(f"{k} {v}" for k, v in (results.get("steps_full") or {}).items() if k in part)
+        + ", ".join(f"{k} {v}" for k, v in (results.get("steps_full") or {}).items()
+                    if k in part or (k == "stage2" and "dual_enc" in part))
         + f"; wall-time cap a run {duration(results.get('budget_cap_s'))}; threads "
         f"{cell(results.get('threads'))}):",
         "",
@@ -263,6 +267,21 @@ def seeds_partial_tables(results: dict) -> List[str]:
         out += table(["Kim et al. recovery error (%)", "zh→en", "en→zh", "both"],
                      [[f"`{n}`", _num(v["src_to_tgt"], ".2f"), _num(v["tgt_to_src"], ".2f"),
                        _num(v["both"], ".2f")] for n, v in part["ae_mlp"]["kim"].items()]) + [""]
+    variants = (part.get("dual_enc") or {}).get("variants") or {}
+    if variants:
+        pools = list(next(iter(variants.values()))["guo"])
+        out += table(["Guo et al. P@1 / P@3 / P@10 (%)"] + [f"N = {k}" for k in pools],
+                     [[f"`dual_enc {n}`"] + [" / ".join(_num(v["guo"][k].get(f"P@{i}"))
+                                                      for i in (1, 3, 10)) for k in pools]
+                      for n, v in variants.items()]) + [""]
+        stop = ((variants.get("stage1") or {}).get("training") or {}).get("stage1", {})
+        if "early_stop" in stop:
+            es = stop["early_stop"]
+            out += [f"Stage 1 stopped early: best held-out P@1 {_num(100 * es['best'])} % at "
+                    f"update {es['best_step']} of {stop['steps']} (checks every "
+                    f"{es['checks'][0][0]} updates, patience {es['patience']}); held-out P@1 by "
+                    "update: " + ", ".join(f"{st} {_num(100 * v)}" for st, v in es["checks"]),
+                    ""]
     runs = []
     for name, r in part.items():
         conv = r.get("convergence") or {}

@@ -195,9 +195,17 @@ def test_seeds_bench_long_runs_of_single_systems_show_beside_the_full_record(tmp
     ae = _record("seeds_bench", False, {"partial": {"ae_mlp": {
         "kim": {"ae_cos": {"src_to_tgt": 9.0, "tgt_to_src": 11.0, "both": 10.0}},
         "convergence": dict(conv, steps=1234)}}}, "2030-01-03T00:00:00Z")
+    guo = lambda p: {"1000": {"P@1": p, "P@3": p + 1, "P@10": p + 2}}  # noqa: E731
+    stage1 = {"steps": 600, "early_stop": {"best": 0.264, "best_step": 300, "patience": 2,
+                                           "checks": [[150, 0.2], [300, 0.264], [450, 0.25],
+                                                      [600, 0.26]]}}
+    dual = _record("seeds_bench", False, {"partial": {"dual_enc": {"variants": {
+        "stage1": {"guo": guo(20.0), "training": {"stage1": stage1}},
+        "M=5": {"guo": guo(25.0), "training": {"stage2": {"steps": 150}}}}}},
+        "steps_full": {"birnn": 600, "dual_enc": 6000, "stage2": 150}}, "2030-01-04T00:00:00Z")
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "seeds_bench.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in (full, birnn, ae)), encoding="utf-8")
+        "".join(json.dumps(r) + "\n" for r in (full, birnn, ae, dual)), encoding="utf-8")
     (tmp_path / "README.md").write_text(README, encoding="utf-8")
     assert _run(tmp_path, "--write").returncode == 0
     page = (tmp_path / "results.md").read_text(encoding="utf-8").split("### Quick run")[0]
@@ -208,3 +216,7 @@ def test_seeds_bench_long_runs_of_single_systems_show_beside_the_full_record(tmp
     assert "| `ae_mlp` | 1234 | 2.5 |" in page
     assert "| `birnn: loss_stopped_falling` | yes |" in page
     assert "updates asked: birnn 5000;" in page
+    assert "| `dual_enc M=5` | 25.0 / 26.0 / 27.0 |" in page
+    assert "updates asked: dual_enc 6000, stage2 150;" in page
+    assert ("best held-out P@1 26.4 % at update 300 of 600 (checks every 150 updates, patience "
+            "2); held-out P@1 by update: 150 20.0, 300 26.4, 450 25.0, 600 26.0") in page
