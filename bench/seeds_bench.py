@@ -512,7 +512,6 @@ def run_info(training: dict) -> dict:
 def claims(res: dict) -> dict:
     """Each paper's claim, measured here: ``{claim: {"holds": bool, "measured": ...}}``."""
     gl, kim, guo = res["gl"], res["kim"], res["guo"]
-    big = str(max(int(k) for k in guo["use_cos"]))
     margins = {r: round(gl["birnn"][r]["F1"] - gl["features"][r]["F1"], 1) for r in gl["birnn"]}
     drop_b = round(gl["birnn"]["0.0"]["F1"] - gl["birnn"]["0.9"]["F1"], 1)
     drop_f = round(gl["features"]["0.0"]["F1"] - gl["features"]["0.9"]["F1"], 1)
@@ -535,16 +534,7 @@ def claims(res: dict) -> dict:
             "holds": kim["default_job"]["both"] < best_other,
             "default_job": kim["default_job"]["both"], "best_other": best_other,
             "default_job_seconds": res["default_job"]["seconds"]}
-    ms = [m for m in MS if f"dual_enc_M={m}" in guo]
-    hard = [m for m in ms if m]
-    out["guo_hard_beats_random_at_every_k"] = {
-        "holds": all(guo[f"dual_enc_M={m}"][k][f"P@{n}"] > guo["dual_enc_M=0"][k][f"P@{n}"]
-                     for m in hard for k in guo["use_cos"] for n in (1, 3, 10)),
-        "P@1_pool": {f"M={m}": guo[f"dual_enc_M={m}"][big]["P@1"] for m in ms}}
-    if len(hard) > 1:
-        p1 = [guo[f"dual_enc_M={m}"][big]["P@1"] for m in hard]
-        out["guo_more_negatives_not_always_better"] = {
-            "holds": any(b <= a for a, b in zip(p1, p1[1:])), "P@1_by_M": dict(zip(hard, p1))}
+    out.update(guo_claims(guo))
     for name, curve in res["curves"].items():
         better = (lambda a, b: b < a) if name.startswith("kim_err") else (lambda a, b: b > a)
         out[f"curve_rises {name}"] = {"holds": better(curve[0], curve[-1]), "curve": curve}
@@ -554,6 +544,24 @@ def claims(res: dict) -> dict:
             "holds": v["tail_drop_pct"] is not None and v["tail_drop_pct"] < FLAT_PCT,
                                                "fell_in_last_fifth_pct": v["tail_drop_pct"],
             "steps": v["steps"], "steps_per_s": v["steps_per_s"], "loss_curve": v["loss_curve"]}
+    return out
+
+
+def guo_claims(guo: dict) -> dict:
+    """Guo et al.'s two claims from P@k rows ``{"dual_enc_M=<m>": {pool: {"P@k": ..}}}`` (the
+    largest pool for the P@1 figures)."""
+    ms = [m for m in MS if f"dual_enc_M={m}" in guo]
+    hard = [m for m in ms if m]
+    pools = list(guo["dual_enc_M=0"])
+    big = max(pools, key=int)
+    out = {"guo_hard_beats_random_at_every_k": {
+        "holds": all(guo[f"dual_enc_M={m}"][k][f"P@{n}"] > guo["dual_enc_M=0"][k][f"P@{n}"]
+                     for m in hard for k in pools for n in (1, 3, 10)),
+        "P@1_pool": {f"M={m}": guo[f"dual_enc_M={m}"][big]["P@1"] for m in ms}}}
+    if len(hard) > 1:
+        p1 = [guo[f"dual_enc_M={m}"][big]["P@1"] for m in hard]
+        out["guo_more_negatives_not_always_better"] = {
+            "holds": any(b <= a for a, b in zip(p1, p1[1:])), "P@1_by_M": dict(zip(hard, p1))}
     return out
 
 
@@ -613,6 +621,8 @@ def partial_run(systems, resources, data, td, cols, pools, budget, steps, quick,
                      steps["stage2"], quick, MS)
         r["convergence"] = {name: run_info(v["training"].get("stage2", v["training"].get("stage1")))
                             for name, v in r["variants"].items()}
+        r["claims"] = guo_claims({f"dual_enc_{name}": v["guo"]
+                                  for name, v in r["variants"].items()})
         out["dual_enc"] = r
     for name, r in out.items():
         if "convergence" in r:
