@@ -218,5 +218,5 @@ def test_seeds_bench_long_runs_of_single_systems_show_beside_the_full_record(tmp
     assert "updates asked: birnn 5000;" in page
     assert "| `dual_enc M=5` | 25.0 / 26.0 / 27.0 |" in page
     assert "updates asked: dual_enc 6000, stage2 150;" in page
-    assert ("best held-out P@1 26.4 % at update 300 of 600 (checks every 150 updates, patience "
-            "2); held-out P@1 by update: 150 20.0, 300 26.4, 450 25.0, 600 26.0") in page
+    assert ("best held-out P@1 26.4 % at update 300 of 600 (patience 2); held-out P@1 by "
+            "update: 150 20.0, 300 26.4, 450 25.0, 600 26.0") in page
