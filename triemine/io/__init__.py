@@ -26,7 +26,7 @@ from triemine.io.keys import (KEY_VERSION, file_sha256, input_digest, input_dige
 from triemine.io.outfile import (atomic_open, atomic_write, check_distinct, npy_header, output_lock,
                                  write_text)
 from triemine.io.paths import (BUCC_ZH_EN, DEVSET_ZH_EN, OPUS_MT_ZH_EN_CT2, PARALLEL_DE_EN,
-                               cache_root, repo_root, shared_path)
+                               PARALLEL_ZH_EN, cache_root, repo_root, shared_path)
 from triemine.io.textfile import open_binary, read_bytes, read_json, read_text
 from triemine.io.tsv import (META_SUFFIX, Mined, clean_cell, column_order, count_rows, format_rows,
                              mined_blocks, prepare_resume, read_meta, read_mined, record_bitext,
@@ -39,6 +39,7 @@ __all__ = ["atomic_open", "atomic_write", "BLOCK", "BUCC_ZH_EN", "cache_root", "
            "input_digests", "json_crc32", "KEY_VERSION", "load_npy", "META_SUFFIX", "Mined",
            "mined_blocks", "npy_header", "npy_writer", "older_key", "open_binary", "open_corpus",
            "open_pair", "OPUS_MT_ZH_EN_CT2", "output_file", "output_lock", "PARALLEL_DE_EN",
+           "PARALLEL_ZH_EN",
            "plain_copy", "prepare_resume", "read_bytes", "read_corpus", "read_json", "read_meta",
            "read_mined", "read_sealed", "read_text", "record_bitext", "remember_sha256",
            "repo_root", "sentences", "shared_path", "SHOWN", "skipped_counts", "sniff", "SUFFIXES",
