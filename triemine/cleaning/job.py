@@ -26,8 +26,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.scoring.calibration import Calibration, shipped_calibration
-from triemine.io import atomic_write, clean_cell, dumps_sealed, input_digest, read_sealed
-from triemine.cleaning.judge import (encoder_features, exact_features, language_flags,
+from triemine.io import (atomic_write, clean_cell, dumps_sealed, input_digest, output_file,
+                         read_sealed)
+from triemine.cleaning.judge import (EXACT_COLUMNS, encoder_features, exact_features,
+                                     language_flags,
                                      length_features, number_features, rule_flags)
 from triemine.cleaning.pairs import Bitext
 from triemine.decoding import lengths
@@ -71,6 +73,14 @@ class ScoreOptions:
             return "combined", float(self.threshold)
         prob = DEFAULT_MIN_PROB if self.min_prob is None else self.min_prob
         return calibration.score, calibration.threshold(prob)
+
+    def features(self) -> Tuple[str, ...]:
+        """The feature columns :func:`score_bitext` computes with these options (what a
+        combination may use)."""
+        return (EXACT_COLUMNS + (f"{self.encoder}_cos", f"{self.encoder}_margin", "src_chars",
+                                 "tgt_chars", "len_ratio", "number_match")
+                + (("src_lang_ok", "tgt_lang_ok", "src_rules_ok", "tgt_rules_ok")
+                   if self.langs else ()) + (("bicleaner",) if self.bicleaner else ()))
 
 
 @dataclass
@@ -240,7 +250,8 @@ def _cell(v: float) -> str:
 
 def write_scores(path: Path, bitext: Bitext, cols: Dict[str, np.ndarray],
                  status: List[str]) -> None:
-    """The scores TSV: a header, then one row per input pair in input order."""
+    """The scores TSV: a header, then one row per input pair in input order; written
+    atomically, compressed when ``path`` is named so (:func:`triemine.io.output_file`)."""
     names = list(cols)
     vals = [cols[c].tolist() for c in names]
 
@@ -254,4 +265,6 @@ def write_scores(path: Path, bitext: Bitext, cols: Dict[str, np.ndarray],
                                       status[r]] + [_cell(v[r]) for v in vals]) + "\n")
             yield "".join(out).encode("utf-8")
     os.makedirs(path.parent, exist_ok=True) if str(path.parent) else None
-    atomic_write(path, chunks(), "scores TSV")
+    with output_file(path, "scores TSV") as f:
+        for chunk in chunks():
+            f.write(chunk)

@@ -82,6 +82,10 @@ def _filter(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("--second combines two directions; use --bitext for the union")
     if args.batch_size < 1:
         parser.error("--batch-size must be >= 1")
+    if args.min_prob is not None and (args.threshold or args.thresholds or args.ce_max is not None
+                                      or args.bicleaner_min is not None):
+        parser.error("give --min-prob or thresholds (--threshold, --thresholds, --ce-max, "
+                     "--bicleaner-min), not both")
     args.bitext_format = arguments.bitext_format(parser, args)
     first = read_mined(args.mined)  # its sidecar names the model, whose languages it has
     langs = formats.languages(first.meta) if args.bitext else None
