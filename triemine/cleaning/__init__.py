@@ -83,7 +83,7 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
     job computes (and, without ``threshold``, that ships a ``pairs`` calibration), a Bicleaner
     model that exists when ``bicleaner``."""
     from triemine.embedding.encoders import ENCODERS
-    from triemine.filtering.bicleaner import check_model
+    from triemine.filtering.bicleaner import BicleanerUnavailable, check_model
     from triemine.prepare.run import check_language
     from triemine.scoring.calibration import shipped_calibration
 
@@ -121,7 +121,10 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
     if opts.calibration is None and opts.threshold is None:
         shipped_calibration(opts.config, "pairs")  # none shipped: its error, naming it
     if opts.bicleaner:
-        check_model(opts.bicleaner_model)
+        try:
+            check_model(opts.bicleaner_model)
+        except BicleanerUnavailable as exc:
+            raise InputError(f"--bicleaner-model: {exc}") from None
     return opts
 
 
