@@ -36,7 +36,7 @@ import numpy as np
 from triemine.io import check_distinct, check_uncompressed, output_lock
 from triemine.errors import describe, InputError
 from triemine.filtering import formats, registry
-from triemine.filtering.selection import load_thresholds
+from triemine.filtering.selection import load_thresholds, min_prob_cut
 from triemine.mining.job import argument_name, inputs_of, job_inputs, run_job
 from triemine.mining.options import MineOptions
 from triemine.mining.result import MiningResult
@@ -83,23 +83,6 @@ def _check_threshold(threshold) -> None:
                 or not math.isfinite(v)):
             raise InputError(f"threshold[{name!r}]: expected a finite number, got {v!r}")
     registry.named_thresholds(threshold.items())  # an unknown score name: the registry's error
-
-
-def _min_prob_cut(opts: MineOptions, prob, threshold, thresholds) -> float:
-    """``mine(min_prob=...)`` as the ``combined`` threshold of the configuration's ``mined``
-    calibration; an :class:`InputError` naming ``min_prob`` when it is not a number in (0, 1),
-    comes with ``threshold``/``thresholds`` or the configuration ships no calibration."""
-    from triemine.scoring.calibration import shipped_calibration
-
-    if (isinstance(prob, bool) or not isinstance(prob, (int, float, np.integer, np.floating))
-            or not 0 < prob < 1):
-        raise InputError(f"min_prob: expected a number in (0, 1), got {prob!r}")
-    if threshold is not None or thresholds is not None:
-        raise InputError("give min_prob or threshold/thresholds, not both")
-    try:
-        return shipped_calibration(opts.scores.combination, "mined").threshold(prob)
-    except (InputError, ValueError) as exc:
-        raise InputError(f"min_prob: {getattr(exc, 'problem', exc)}") from None
 
 
 def _check_arguments(source, target, model, output, thresholds, resume, progress,
@@ -159,7 +142,9 @@ def mine(source: Texts, target: Texts, *, model, config: str = "combined",
     _check_threshold(threshold)
     opts = MineOptions.of(config, **options).check()
     if min_prob is not None:
-        threshold = {"combined": _min_prob_cut(opts, min_prob, threshold, thresholds)}
+        if threshold is not None or thresholds is not None:
+            raise InputError("give min_prob or threshold/thresholds, not both")
+        threshold = {"combined": min_prob_cut(opts.scores.combination, min_prob, "min_prob")}
     with tempfile.TemporaryDirectory(prefix="triemine-") as tmp:
         src = _corpus_file(source, Path(tmp), "source")
         tgt = _corpus_file(target, Path(tmp), "target")

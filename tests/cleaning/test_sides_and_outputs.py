@@ -238,12 +238,10 @@ def test_min_prob_with_a_threshold_is_refused_by_filter_and_mine(tmp_path, capsy
 
 def test_triemine_mine_takes_min_prob_as_trie_mine_does(tmp_path):
     import triemine
-    from triemine.api import _min_prob_cut
-    from triemine.mining.options import MineOptions
+    from triemine.filtering.selection import min_prob_cut
     from triemine.scoring.calibration import shipped_calibration
 
-    opts = MineOptions.of("combined")
-    value = _min_prob_cut(opts, 0.5, None, None)
+    value = min_prob_cut("combined", 0.5, "min_prob")
     assert abs(shipped_calibration("combined", "mined")(value) - 0.5) < 1e-9
     for kw, want in ((dict(min_prob="abc"), r"min_prob: expected a number in \(0, 1\)"),
                      (dict(min_prob=0.5, threshold={"combined": 3.0}), "not both"),

@@ -27,8 +27,12 @@ from triemine.cleaning.pairs import Bitext, read_pairs
 from triemine.mining.combine import shipped
 from triemine.models.model_dir import check_model_dir, load_model_dir, model_languages
 from triemine.distributed import make_pool
+from triemine.embedding.encoders import ENCODERS
 from triemine.errors import InputError
 from triemine.filtering import formats
+from triemine.filtering.bicleaner import BicleanerUnavailable, check_model
+from triemine.prepare.run import check_language
+from triemine.scoring.calibration import shipped_calibration
 from triemine.io import check_distinct, output_lock
 
 PairsArg = Union[str, os.PathLike, Tuple[str, str], Sequence[Tuple[str, str]]]
@@ -82,11 +86,6 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
     finite, not both, ``k >= 1``, a known ``encoder``, a ``config`` whose combined score this
     job computes (and, without ``threshold``, that ships a ``pairs`` calibration), a Bicleaner
     model that exists when ``bicleaner``."""
-    from triemine.embedding.encoders import ENCODERS
-    from triemine.filtering.bicleaner import BicleanerUnavailable, check_model
-    from triemine.prepare.run import check_language
-    from triemine.scoring.calibration import shipped_calibration
-
     for name in ("min_prob", "threshold"):
         v = getattr(opts, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.number))

@@ -11,7 +11,7 @@ import logging
 import sys
 import warnings
 
-from triemine.scoring.calibration import shipped_calibration
+from triemine.filtering import selection
 from triemine.errors import InputError, TrieMineError
 from triemine.evaluation.bucc import bucc_files
 from triemine.evaluation.report import CURVE_PNG, HISTOGRAM_PNG
@@ -88,9 +88,9 @@ def min_prob_cut(parser: argparse.ArgumentParser, combination: str, prob: float)
     if not 0 < prob < 1:
         parser.error("--min-prob must be in (0, 1)")
     try:
-        return "combined", shipped_calibration(combination, "mined").threshold(prob)
-    except (InputError, ValueError) as exc:
-        parser.error(f"--min-prob: {getattr(exc, 'problem', exc)}")
+        return "combined", selection.min_prob_cut(combination, prob)
+    except InputError as exc:
+        parser.error(exc.problem)
 
 
 Body = Callable[[argparse.ArgumentParser, argparse.Namespace], None]
