@@ -124,6 +124,8 @@ REFUSED = [
     (dict(workers=-1), r"^workers: expected a whole number >= 0"),
     (dict(output=None), r"^output: expected a file path, got None"),
     (dict(resume="yes"), r"^resume: expected True or False"),
+    (dict(precision="fp8"), r"--precision 'fp8': choose from fp32, bf16, fp16"),
+    (dict(precision="fp16"), r"--precision fp16 runs on a GPU only"),
     (dict(bicleaner=True, bicleaner_model="/no/such/bicleaner.yaml"),
      "Bicleaner model not found"),
 ]
@@ -248,3 +250,21 @@ def test_triemine_mine_takes_min_prob_as_trie_mine_does(tmp_path):
                      (dict(min_prob=0.5, config="paper"), "^min_prob: ")):
         with pytest.raises(InputError, match=want):
             triemine.mine(["你好"], ["Hello"], model=tmp_path, **kw)
+
+
+def test_score_takes_precision_as_trie_mine_does(tmp_path, tiny_model, cipher_combination):
+    from triemine.testing.tiny_model import synthetic_pairs
+
+    path = tmp_path / "p.tsv"
+    path.write_text("".join(f"{a}\t{b}\n" for a, b in synthetic_pairs(6, seed=3)),
+                    encoding="utf-8")
+    opts = dict(encoder="cipher", combination=str(cipher_combination),
+                calibration={"a": 1.0, "b": 0.0, "fitted_on": "test"}, threshold=0.0)
+    full = score(path, model=tiny_model, output=tmp_path / "fp32.tsv", **opts)
+    half = score(path, model=tiny_model, output=tmp_path / "bf16.tsv", precision="bf16", **opts)
+    a, b = full.columns["score"], half.columns["score"]
+    assert a.shape == b.shape and not (a == b).all()  # computed in another arithmetic
+    assert abs(a - b).max() < 0.1  # ... to about the same log-probabilities (nats)
+    with pytest.raises(InputError, match="cannot resume"):  # a run's precision is its own
+        score(path, model=tiny_model, output=tmp_path / "fp32.tsv", precision="bf16",
+              resume=True, **opts)

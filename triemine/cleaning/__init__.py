@@ -33,6 +33,7 @@ from triemine.filtering import formats
 from triemine.filtering.bicleaner import BicleanerUnavailable, check_model
 from triemine.prepare.run import check_language
 from triemine.scoring.calibration import shipped_calibration
+from triemine.scoring.precision import check_precision
 from triemine.io import check_distinct, output_lock
 
 PairsArg = Union[str, os.PathLike, Tuple[str, str], Sequence[Tuple[str, str]]]
@@ -85,7 +86,7 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
     ``langs`` as two codes CLD2 knows (lower case), ``min_prob`` in (0, 1), ``threshold``
     finite, not both, ``k >= 1``, a known ``encoder``, a ``config`` whose combined score this
     job computes (and, without ``threshold``, that ships a ``pairs`` calibration), a Bicleaner
-    model that exists when ``bicleaner``."""
+    model that exists when ``bicleaner``, a ``precision`` this job runs (on the CPU)."""
     for name in ("min_prob", "threshold"):
         v = getattr(opts, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.number))
@@ -119,6 +120,7 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
                              "(a mining feature); use --config combined")
     if opts.calibration is None and opts.threshold is None:
         shipped_calibration(opts.config, "pairs")  # none shipped: its error, naming it
+    check_precision(opts.precision, "cpu")
     if opts.bicleaner:
         try:
             check_model(opts.bicleaner_model)
@@ -135,7 +137,7 @@ def score(pairs: PairsArg, *, model, output, format: str = "auto", workers: int 
     write the scores TSV ``output`` (one row per input pair, input order; compressed when its
     name ends in ``.gz``, ``.xz`` or ``.zst``); with ``bitext``, also the kept pairs in
     ``bitext_format``.  ``options``: :class:`ScoreOptions` fields (``min_prob``, ``threshold``,
-    ``config``, ``langs``, ``bicleaner``, ``encoder``, ``k``).
+    ``config``, ``langs``, ``bicleaner``, ``encoder``, ``k``, ``precision``).
     ``workers``/``ray``: the exact scores' shards on a pool
     (:func:`triemine.distributed.make_pool`).
 

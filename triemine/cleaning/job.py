@@ -51,8 +51,9 @@ class ScoreOptions:
     ``pairs`` calibration; ``combination``, a combination file, and ``calibration``, a
     :class:`~triemine.scoring.calibration.Calibration`'s fields, override the first and the last),
     the encoder and its ``k``, language codes for the language flags
-    (None: none), Bicleaner (its model: None for the default), and the cut: ``min_prob`` or
-    ``threshold`` (``combined >=``; neither: ``prob >= 0.5``)."""
+    (None: none), Bicleaner (its model: None for the default), the cut: ``min_prob`` or
+    ``threshold`` (``combined >=``; neither: ``prob >= 0.5``), and the arithmetic of the exact
+    scores (``precision``, as ``trie-mine --precision``)."""
 
     config: str = "combined"
     combination: Optional[str] = None
@@ -64,6 +65,7 @@ class ScoreOptions:
     bicleaner_model: Optional[str] = None
     min_prob: Optional[float] = None
     threshold: Optional[float] = None
+    precision: str = "fp32"
 
     def cut(self, calibration) -> Tuple[str, float]:
         """``(column, value)``: a pair is kept when its column is >= value: ``combined >=
@@ -127,7 +129,8 @@ def _distinct(texts: Sequence[str]) -> Tuple[List[str], np.ndarray]:
 
 def _settings(model, bitext: Bitext, opts: ScoreOptions, side_files) -> dict:
     return {"model": model_fingerprint(model), "encoder": opts.encoder,
-            "k": opts.k, "sides": [input_digest(p) for p in side_files]}
+            "k": opts.k, "sides": [input_digest(p) for p in side_files],
+            **({"precision": opts.precision} if opts.precision != "fp32" else {})}
 
 
 def _prepare_work(work: Path, settings: dict, resume: bool) -> None:
@@ -196,7 +199,8 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
     model_pool = pool if pool is not None else inline_model_pool(model)
     t0 = time.perf_counter()
     for c, v in exact_features(model, files[0], files[1], srcs, tgts, s_idx[ok], t_idx[ok],
-                               work, model_pool, progress=progress, resume=True).items():
+                               work, model_pool, progress=progress, resume=True,
+                               precision=opts.precision).items():
         put(c, v)
     t1 = time.perf_counter()
     for c, v in encoder_features(opts.encoder, files[0], files[1], len(srcs), len(tgts),
