@@ -268,3 +268,36 @@ def test_score_takes_precision_as_trie_mine_does(tmp_path, tiny_model, cipher_co
     with pytest.raises(InputError, match="cannot resume"):  # a run's precision is its own
         score(path, model=tiny_model, output=tmp_path / "fp32.tsv", precision="bf16",
               resume=True, **opts)
+
+
+def _mined(d):
+    from triemine.io.tsv import write_rows
+
+    mined = d / "m.tsv"
+    cells = {"src_id": ["1", "2"], "tgt_id": ["1", "2"], "score": [-1.0, -2.0],
+             "ce_word": [1.0, 2.0], "ce_token": [1.0, 2.0], "src": ["a", "b"], "tgt": ["c", "e"]}
+    write_rows(mined, list(cells), cells, meta={"mode": "pre"})
+    return mined
+
+
+@pytest.mark.parametrize("flag", ["-o", "--bitext"])
+def test_filter_locks_its_outputs(tmp_path, capsys, flag):
+    from triemine.cli import filter_main
+
+    out = tmp_path / "out.txt"
+    (tmp_path / "out.txt.lock").write_text(f"{os.getpid()} {socket.gethostname()}\n")
+    rc = filter_main([str(_mined(tmp_path)), "--ce-max", "9", flag, str(out)])
+    err = _error(capsys)
+    assert rc == 2 and "another job" in err and not out.exists(), err
+
+
+def test_eval_locks_its_outputs(tmp_path, capsys):
+    from triemine.cli import eval_main
+
+    gold = tmp_path / "g.gold"
+    gold.write_text("1\t1\n")
+    out = tmp_path / "numbers.json"
+    (tmp_path / "numbers.json.lock").write_text(f"{os.getpid()} {socket.gethostname()}\n")
+    rc = eval_main([str(_mined(tmp_path)), "--gold", str(gold), "--json", str(out)])
+    err = _error(capsys)
+    assert rc == 2 and "another job" in err and not out.exists(), err

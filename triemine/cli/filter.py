@@ -11,7 +11,7 @@ from triemine.errors import InputError
 from triemine.filtering import formats
 from triemine.filtering.apply import filter_tsvs, thresholds_of
 from triemine.filtering.selection import min_prob_threshold
-from triemine.io import check_distinct, check_uncompressed, read_mined
+from triemine.io import check_distinct, check_uncompressed, output_locks, read_mined
 import triemine.baselines as baselines  # registers the baselines' score names
 
 
@@ -69,8 +69,6 @@ def _filter_parser() -> argparse.ArgumentParser:
 
 def _filter(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """trie-mine-filter's work on its parsed arguments."""
-    from triemine.baselines.systems import with_scores  # heavy: torch and the baselines' models
-
     if not args.output and not args.bitext:
         parser.error("give -o/--output and/or --bitext")
     for name in args.classifier:
@@ -106,6 +104,14 @@ def _filter(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                                  args.threshold)
     if (args.bicleaner or args.classifier) and saved is None and not given:
         args.filter = args.filter or "none"  # only adding score columns: every row kept
+    with output_locks([args.output, args.bitext]):  # one job per output
+        _filter_locked(parser, args, first, saved, given, langs)
+
+
+def _filter_locked(parser, args, first, saved, given, langs) -> None:
+    """trie-mine-filter's work once its outputs are locked."""
+    from triemine.baselines.systems import with_scores  # heavy: torch and the baselines' models
+
     paths = [args.mined] + ([args.second] if args.second else [])
     mineds = [with_scores(first if k == 0 else read_mined(path), reverse=k == 1,
                           bicleaner=args.bicleaner, bicleaner_model=args.bicleaner_model,
