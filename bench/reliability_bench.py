@@ -1237,8 +1237,8 @@ def _trust_orientation(model_dir, d, src, tgt, res, examples) -> None:
 def _trust_score_outputs(model_dir, d, src, tgt, res, examples) -> None:
     """trie-mine-score's outputs: ``-o NAME.gz``/``.xz``/``.zst`` written compressed (the scores
     TSV the tool's readers read back), a NUL byte never copied into it, a ``--bitext`` another
-    job writes refused (its lock), a ``--bitext`` into a missing folder refused before the
-    scores TSV is written."""
+    job writes refused (its lock; trie-mine-filter's and trie-mine-eval's outputs too), a
+    ``--bitext`` into a missing folder refused before the scores TSV is written."""
     import socket
 
     import numpy as np
@@ -1272,6 +1272,26 @@ def _trust_score_outputs(model_dir, d, src, tgt, res, examples) -> None:
         lambda: score(pairs, model=m, output=d / "so.tsv", bitext=str(kept)), True,
         lambda err: "another job" in err)))
     lock.unlink()
+    from triemine.cli import eval_main, filter_main
+    from triemine.io.tsv import write_rows
+
+    mined = d / "lm.tsv"
+    cells = {"src_id": ["1", "2"], "tgt_id": ["1", "2"], "score": [-1.0, -2.0],
+             "ce_word": [1.0, 2.0], "ce_token": [1.0, 2.0], "src": ["a", "b"], "tgt": ["c", "e"]}
+    write_rows(mined, list(cells), cells, meta={"mode": "pre"})
+    (d / "lg.gold").write_text("1\t1\n")
+    held = {"filter -o": (filter_main, [str(mined), "--ce-max", "9", "-o"]),
+            "filter --bitext": (filter_main, [str(mined), "--ce-max", "9", "--bitext"]),
+            "eval --json": (eval_main, [str(mined), "--gold", str(d / "lg.gold"), "--json"]),
+            "eval --report": (eval_main, [str(mined), "--gold", str(d / "lg.gold"), "--report"])}
+    for name, (main, argv) in held.items():
+        out = d / f"held-{name.split()[-1].strip('-')}.out"
+        lock = Path(str(out) + ".lock")
+        lock.write_text(f"{os.getpid()} {socket.gethostname()}\n")
+        outcomes.append((f"{name} locked by another job", *_outcome(
+            lambda main=main, argv=argv, out=out: main(argv + [str(out)]), True,
+            lambda err, out=out: "another job" in err and not out.exists())))
+        lock.unlink()
     outcomes.append(("--bitext into a missing folder", *_outcome(
         lambda: score(pairs, model=m, output=d / "so.tsv", bitext=str(d / "none" / "k.txt")),
         True, lambda err: "does not exist" in err and not (d / "so.tsv").exists())))
