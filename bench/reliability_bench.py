@@ -569,7 +569,8 @@ def bench_trust(model_dir, work: Path, quick: bool = False) -> dict:
         return _trust_ranges(*a, quick=quick)
     cases = [_trust_outputs, _trust_api, _trust_devices, _trust_workers, _trust_lock,
              _trust_writes, _trust_cut_tsv, _trust_dedup, _trust_compressed, _trust_zstd,
-             _trust_ranges_here, _trust_late]
+             _trust_ranges_here, _trust_late, _trust_orientation, _trust_score_outputs,
+             _trust_api_arguments]
     old_cache = os.environ.get("TRIEMINE_CACHE")
     os.environ["TRIEMINE_CACHE"] = str(d / "cache")
     try:
@@ -1163,6 +1164,196 @@ def _trust_late(model_dir, d, src, tgt, res, examples) -> None:
         builtins.open, os.unlink = real_open, real_unlink
     outcomes.append(("prepare into a read-only folder", *ro))
     _tally(res, "late", outcomes, before, examples)
+
+
+# -- issue 57: pairs by language, trie-mine-score's outputs, the front doors' arguments -----------
+
+ZH_EN_PAIRS = [("你好。", "Hello."), ("再见！", "Bye!"), ("谢谢", "Thanks")]
+
+
+def _zh_en_model(d: Path) -> Path:
+    """A zh->en model directory that passes every check made before loading; its checkpoint is
+    empty, so a call that gets as far as loading it fails (a refusal that comes too late)."""
+    m = d / "zh-en-model"
+    m.mkdir(exist_ok=True)
+    (m / "triemine-model.json").write_text(json.dumps({"format": 1, "source_lang": "zh",
+                                                       "target_lang": "en"}), encoding="utf-8")
+    for name in ("checkpoint.pt", "dict.zh.txt", "dict.en.txt", "source.spm"):
+        (m / name).write_bytes(b"")
+    return m
+
+
+def _tmx_of(path: Path, first: str, second: str, srclang: str) -> Path:
+    """:data:`ZH_EN_PAIRS` as a TMX, English ``<tuv>`` (tagged ``first``) before Chinese
+    (``second``), the header's ``srclang``."""
+    tus = "".join(f'<tu><tuv xml:lang="{first}"><seg>{t}</seg></tuv><tuv xml:lang="{second}">'
+                  f"<seg>{s}</seg></tuv></tu>\n" for s, t in ZH_EN_PAIRS)
+    path.write_text(f'<?xml version="1.0"?>\n<tmx version="1.4"><header srclang="{srclang}"/>'
+                    f"<body>\n{tus}</body></tmx>\n", encoding="utf-8")
+    return path
+
+
+def _trust_orientation(model_dir, d, src, tgt, res, examples) -> None:
+    """Pairs read the model's way round by language, never by order: TMX with region subtags,
+    an en->zh memory, HF ``translation`` objects listing ``en`` first (read right: ok; read
+    reversed: silent_wrong); files of another language pair refused naming file and languages,
+    before the model loads."""
+    from triemine.cleaning import given_pairs, score
+
+    m = _zh_en_model(d)
+    files = {
+        "tmx en-US/zh-CN srclang zh": _tmx_of(d / "o1.tmx", "en-US", "zh-CN", "zh"),
+        "tmx srclang en (en->zh memory)": _tmx_of(d / "o2.tmx", "en", "zh", "en"),
+        "tmx en-GB/zh-Hant-TW": _tmx_of(d / "o3.tmx", "en-GB", "zh-Hant-TW", "zh-Hant"),
+    }
+    hf = d / "o4.jsonl"
+    hf.write_text("".join(json.dumps({"translation": {"en": t, "zh": s}}, ensure_ascii=False)
+                          + "\n" for s, t in ZH_EN_PAIRS), encoding="utf-8")
+    files["hf translation en first"] = hf
+    hf2 = d / "o5.jsonl"
+    hf2.write_text("".join(json.dumps({"translation": {"en-US": t, "zh-CN": s}},
+                                      ensure_ascii=False) + "\n" for s, t in ZH_EN_PAIRS),
+                   encoding="utf-8")
+    files["hf translation en-US first"] = hf2
+
+    def right(path):
+        def call():
+            bt = given_pairs(path, "auto", ("zh", "en"))
+            return 0 if list(zip(bt.src, bt.tgt)) == ZH_EN_PAIRS else 1
+        return call
+    outcomes = [(name, *_outcome(right(p), False)) for name, p in files.items()]
+    de = d / "o6.jsonl"
+    de.write_text(json.dumps({"translation": {"de": "Hallo", "en": "Hello"}}) + "\n",
+                  encoding="utf-8")
+    other = {"hf de-en for a zh-en model": de,
+             "tmx de/en for a zh-en model": _tmx_of(d / "o7.tmx", "en", "de-DE", "de")}
+    for name, path in other.items():
+        outcomes.append((name, *_outcome(
+            lambda path=path: score(path, model=m, output=d / "o.tsv"), True,
+            lambda err, path=path: path.name in err and "do not fit the model's zh->en" in err)))
+    _tally(res, "orientation", outcomes, {}, examples)
+
+
+def _trust_score_outputs(model_dir, d, src, tgt, res, examples) -> None:
+    """trie-mine-score's outputs: ``-o NAME.gz``/``.xz``/``.zst`` written compressed (the scores
+    TSV the tool's readers read back), a NUL byte never copied into it, a ``--bitext`` another
+    job writes refused (its lock; trie-mine-filter's and trie-mine-eval's outputs too), a
+    ``--bitext`` into a missing folder refused before the scores TSV is written."""
+    import socket
+
+    import numpy as np
+
+    from triemine.cleaning import score
+    from triemine.cleaning.job import write_scores
+    from triemine.cleaning.pairs import Bitext
+    from triemine.io import decompressed, sniff
+
+    m = _zh_en_model(d)
+    pairs = d / "s.tsv"
+    pairs.write_text("".join(f"{a}\t{b}\n" for a, b in ZH_EN_PAIRS), encoding="utf-8")
+    outcomes = []
+    for suffix in (".gz", ".xz", ".zst"):
+        def compressed(suffix=suffix):
+            bt = Bitext("p", "list")
+            for i, (a, b) in enumerate(ZH_EN_PAIRS, 1):
+                bt.add(i, a, b + "\0")
+            out = d / f"scores.tsv{suffix}"
+            write_scores(out, bt, {"prob": np.full(3, 0.5)}, ["scored"] * 3)
+            codec = sniff(out)
+            if codec is None or codec.suffix != suffix:
+                return 1
+            text = b"".join(decompressed(out, codec)).decode("utf-8")
+            return 0 if len(text.splitlines()) == 4 and "\0" not in text else 1
+        outcomes.append((f"-o scores.tsv{suffix}", *_outcome(compressed, False)))
+    kept = d / "kept.txt"
+    lock = Path(str(kept) + ".lock")
+    lock.write_text(f"{os.getpid()} {socket.gethostname()}\n")
+    outcomes.append(("--bitext locked by another job", *_outcome(
+        lambda: score(pairs, model=m, output=d / "so.tsv", bitext=str(kept)), True,
+        lambda err: "another job" in err)))
+    lock.unlink()
+    from triemine.cli import eval_main, filter_main
+    from triemine.io.tsv import write_rows
+
+    mined = d / "lm.tsv"
+    cells = {"src_id": ["1", "2"], "tgt_id": ["1", "2"], "score": [-1.0, -2.0],
+             "ce_word": [1.0, 2.0], "ce_token": [1.0, 2.0], "src": ["a", "b"], "tgt": ["c", "e"]}
+    write_rows(mined, list(cells), cells, meta={"mode": "pre"})
+    (d / "lg.gold").write_text("1\t1\n")
+    held = {"filter -o": (filter_main, [str(mined), "--ce-max", "9", "-o"]),
+            "filter --bitext": (filter_main, [str(mined), "--ce-max", "9", "--bitext"]),
+            "eval --json": (eval_main, [str(mined), "--gold", str(d / "lg.gold"), "--json"]),
+            "eval --report": (eval_main, [str(mined), "--gold", str(d / "lg.gold"), "--report"])}
+    for name, (main, argv) in held.items():
+        out = d / f"held-{name.split()[-1].strip('-')}.out"
+        lock = Path(str(out) + ".lock")
+        lock.write_text(f"{os.getpid()} {socket.gethostname()}\n")
+        outcomes.append((f"{name} locked by another job", *_outcome(
+            lambda main=main, argv=argv, out=out: main(argv + [str(out)]), True,
+            lambda err, out=out: "another job" in err and not out.exists())))
+        lock.unlink()
+    outcomes.append(("--bitext into a missing folder", *_outcome(
+        lambda: score(pairs, model=m, output=d / "so.tsv", bitext=str(d / "none" / "k.txt")),
+        True, lambda err: "does not exist" in err and not (d / "so.tsv").exists())))
+    _tally(res, "score_outputs", outcomes, {}, examples)
+
+
+def _trust_api_arguments(model_dir, d, src, tgt, res, examples) -> None:
+    """Every bad argument of ``triemine.score`` / ``trie-mine-score`` refused before the model
+    loads (the model here cannot load: a later refusal says so instead), and ``--min-prob``
+    with a threshold refused by every front door."""
+    from triemine.cleaning import score
+    from triemine.cli import filter_main, mine_main, score_main
+
+    import triemine
+
+    m = _zh_en_model(d)
+    pairs = d / "a.tsv"
+    pairs.write_text("".join(f"{a}\t{b}\n" for a, b in ZH_EN_PAIRS), encoding="utf-8")
+    (d / "a.zh").write_text("你好\n", encoding="utf-8")
+    o = d / "ao.tsv"
+    bad = {"k=0": ({"k": 0}, "k: "), "k=-3": ({"k": -3}, "k: "),
+           "min_prob='abc'": ({"min_prob": "abc"}, "--min-prob"),
+           "workers='2'": ({"workers": "2"}, "workers"), "workers=-1": ({"workers": -1}, "workers"),
+           "output=None": ({"output": None}, "output"),
+           "encoder='bogus'": ({"encoder": "bogus"}, "bogus"),
+           "langs='zh'": ({"langs": "zh"}, "--langs"),
+           "langs=('xx','yy')": ({"langs": ("xx", "yy")}, "--langs"),
+           "config mt-only with threshold": ({"config": "mt-only", "threshold": 3.0}, "mt-only"),
+           "bicleaner, missing model": ({"bicleaner": True, "bicleaner_model": str(d / "no.yaml")},
+                                        "Bicleaner model not found"),
+           "min_prob with threshold": ({"min_prob": 0.5, "threshold": 1.0}, "not both")}
+    outcomes = []
+    for name, (kw, want) in bad.items():
+        kw = {"model": m, "output": o, **kw}
+        outcomes.append((f"score({name})", *_outcome(
+            lambda kw=kw: score(pairs, **kw), True,
+            lambda err, want=want: want in err and "checkpoint" not in err)))
+    outcomes.append(("score((a.zh, missing.en))", *_outcome(
+        lambda: score((str(d / "a.zh"), str(d / "missing.en")), model=m, output=o), True,
+        lambda err: "missing.en" in err and "no such file" in err)))
+    base = [str(pairs), "--model", str(m), "-o", str(o)]
+    cli = {"trie-mine-score --workers -1": (score_main, base + ["--workers", "-1"], "workers"),
+           "trie-mine-score --langs xx yy": (score_main, base + ["--langs", "xx", "yy"],
+                                             "--langs"),
+           "trie-mine-filter --min-prob --threshold": (
+               filter_main, [str(pairs), "--bitext", str(d / "fb.txt"), "--min-prob", "0.5",
+                             "--threshold", "combined=3"], "not both"),
+           "trie-mine --min-prob --threshold": (
+               mine_main, ["--model", str(m), "--source", str(src), "--target", str(tgt), "-o",
+                           str(d / "mo.tsv"), "--bitext", str(d / "mb.txt"), "--min-prob", "0.5",
+                           "--threshold", "combined=3"], "not both")}
+    for name, (main, argv, want) in cli.items():
+        outcomes.append((name, *_outcome(lambda main=main, argv=argv: main(argv), True,
+                                         lambda err, want=want: want in _last_line(err)
+                                         and "checkpoint" not in err)))
+    for name, kw, want in (("mine(min_prob='abc')", {"min_prob": "abc"}, "min_prob"),
+                           ("mine(min_prob, threshold)",
+                            {"min_prob": 0.5, "threshold": {"combined": 3.0}}, "not both")):
+        outcomes.append((name, *_outcome(
+            lambda kw=kw: triemine.mine(["你好"], ["Hello"], model=m, **kw), True,
+            lambda err, want=want: want in err)))
+    _tally(res, "api_args", outcomes, {}, examples)
 
 
 def bench_digest(work: Path, size_mb: int = 1024) -> dict:

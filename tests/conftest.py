@@ -5,6 +5,13 @@ import os
 
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Plots use matplotlib's bundled fonts only: its first import on a machine without a font cache
+# would otherwise list the system's fonts with ``fc-list`` (a subprocess, which the unit tier
+# refuses) and make the figures depend on the machine's fonts. The font cache it builds (of the
+# bundled fonts) goes to a folder of the tests', never the user's.
+os.environ["MPL_IGNORE_SYSTEM_FONTS"] = "1"
+os.environ["MPLCONFIGDIR"] = os.path.join(
+    __import__("tempfile").gettempdir(), f"triemine-tests-mpl-{os.getuid()}")
 
 import pytest  # noqa: E402
 

@@ -70,3 +70,26 @@ def test_the_unit_tier_holds_at_least_half_of_all_tests():
     assert m, res.stdout[-2000:]
     unit, total = int(m.group(1)), int(m.group(2))
     assert unit + int(m.group(3)) == total and 2 * unit >= total, (unit, total)
+
+
+@pytest.mark.cluster
+def test_the_unit_tier_plots_on_a_fresh_machine(tmp_path):
+    """The unit tests that draw plots pass under an empty HOME, temporary folder and matplotlib
+    configuration, with pip's cache off: matplotlib's first import builds its font cache
+    without starting ``fc-list`` (which the unit tier would refuse)."""
+    import os
+
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir(), tmp.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MPLCONFIGDIR", "MPL_IGNORE_SYSTEM_FONTS", "XDG_CACHE_HOME",
+                        "XDG_CONFIG_HOME")}
+    env.update(HOME=str(home), TMPDIR=str(tmp), PIP_NO_CACHE_DIR="1")
+    plotting = ["tests/evaluation/test_report.py", "tests/cleaning/test_cleaning.py"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-m", "unit", *plotting], cwd=TESTS.parent, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert re.search(r"\b\d+ passed\b", done.stdout) and " failed" not in done.stdout
+    assert list(tmp.glob("triemine-tests-mpl-*/fontlist-*.json"))  # built here, not in HOME
+    assert not (home / ".cache" / "matplotlib").exists()

@@ -36,7 +36,7 @@ import numpy as np
 from triemine.io import check_distinct, check_uncompressed, output_lock
 from triemine.errors import describe, InputError
 from triemine.filtering import formats, registry
-from triemine.filtering.selection import load_thresholds
+from triemine.filtering.selection import load_thresholds, min_prob_cut
 from triemine.mining.job import argument_name, inputs_of, job_inputs, run_job
 from triemine.mining.options import MineOptions
 from triemine.mining.result import MiningResult
@@ -119,24 +119,32 @@ def _named(exc: InputError, tmp: str) -> InputError:
 def mine(source: Texts, target: Texts, *, model, config: str = "combined",
          output: Optional[os.PathLike | str] = None,
          threshold: Optional[Mapping[str, float]] = None,
-         thresholds: Optional[os.PathLike | str] = None, resume: bool = False,
-         progress: bool = False, **options) -> MiningResult:
+         thresholds: Optional[os.PathLike | str] = None, min_prob: Optional[float] = None,
+         resume: bool = False, progress: bool = False, **options) -> MiningResult:
     """Mine ``source`` against ``target`` (module docstring); ``options`` are settings of
     :class:`MineOptions` by field name (``workers=2``, ``beam=5``, ``max_length=200``, ...;
     ``None``: the configuration's).
     ``threshold``: ``{score name: value}`` overriding the shipped default, e.g.
-    ``{"combined": 5.0}``; ``thresholds``: a file from ``trie-mine-eval --save-thresholds``.
+    ``{"combined": 5.0}``; ``thresholds``: a file from ``trie-mine-eval --save-thresholds``;
+    ``min_prob``: keep the pairs whose calibrated probability (the configuration's ``mined``
+    calibration) is >= this, in (0, 1) (``trie-mine --min-prob``; not with ``threshold`` or
+    ``thresholds``).
 
     Raises :class:`triemine.InputError` (before any work) for every bad argument, naming it:
     a list item that is not a ``str`` or holds a line break (``source[3]: ...``, the 0-based
     index), a list without one non-blank sentence, a threshold that is not a finite number or
-    names no score, an unknown option or one of the wrong type, a ``device`` this machine does
+    names no score, a ``min_prob`` outside (0, 1) or given with a threshold, an unknown option
+    or one of the wrong type, a ``device`` this machine does
     not have, an ``output`` that is one of the inputs; never an internal temporary path."""
     _check_arguments(source, target, model, output, thresholds, resume, progress, options)
     if not isinstance(config, str):
         raise InputError(f"config: expected a configuration name, got {config!r}")
     _check_threshold(threshold)
     opts = MineOptions.of(config, **options).check()
+    if min_prob is not None:
+        if threshold is not None or thresholds is not None:
+            raise InputError("give min_prob or threshold/thresholds, not both")
+        threshold = {"combined": min_prob_cut(opts.scores.combination, min_prob, "min_prob")}
     with tempfile.TemporaryDirectory(prefix="triemine-") as tmp:
         src = _corpus_file(source, Path(tmp), "source")
         tgt = _corpus_file(target, Path(tmp), "target")

@@ -195,13 +195,16 @@ def test_langs_add_the_language_and_prepare_rule_flags_of_each_side(tmp_path, ti
 
 
 @pytest.mark.cluster
-def test_score_on_two_workers_gives_the_same_bytes(tmp_path, tiny_model_dir, tiny_model,
-                                                   tiny_pairs, cipher_combination):
+def test_score_on_two_workers_gives_the_same_bytes_and_no_library_chatter(
+        tmp_path, tiny_model_dir, tiny_model, tiny_pairs, cipher_combination, capfd):
     path, _ = tiny_pairs
     one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
     score(path, model=tiny_model, output=one, **_opts(cipher_combination))
+    capfd.readouterr()
     score(path, model=str(tiny_model_dir), output=two, workers=2, **_opts(cipher_combination))
     assert one.read_bytes() == two.read_bytes()
+    err = capfd.readouterr().err  # the workers' own stderr: no library chatter
+    assert "INFO" not in err and "DEBUG" not in err and "UserWarning" not in err, err
 
 
 def test_min_prob_is_the_calibrations_combined_cut_and_refused_without_one():

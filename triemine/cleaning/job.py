@@ -26,8 +26,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.scoring.calibration import Calibration, shipped_calibration
-from triemine.io import atomic_write, clean_cell, dumps_sealed, input_digest, read_sealed
-from triemine.cleaning.judge import (encoder_features, exact_features, language_flags,
+from triemine.io import (atomic_write, clean_cell, dumps_sealed, input_digest, output_file,
+                         read_sealed)
+from triemine.cleaning.judge import (EXACT_COLUMNS, encoder_features, exact_features,
+                                     language_flags,
                                      length_features, number_features, rule_flags)
 from triemine.cleaning.pairs import Bitext
 from triemine.decoding import lengths
@@ -49,8 +51,9 @@ class ScoreOptions:
     ``pairs`` calibration; ``combination``, a combination file, and ``calibration``, a
     :class:`~triemine.scoring.calibration.Calibration`'s fields, override the first and the last),
     the encoder and its ``k``, language codes for the language flags
-    (None: none), Bicleaner (its model: None for the default), and the cut: ``min_prob`` or
-    ``threshold`` (``combined >=``; neither: ``prob >= 0.5``)."""
+    (None: none), Bicleaner (its model: None for the default), the cut: ``min_prob`` or
+    ``threshold`` (``combined >=``; neither: ``prob >= 0.5``), and the arithmetic of the exact
+    scores (``precision``, as ``trie-mine --precision``)."""
 
     config: str = "combined"
     combination: Optional[str] = None
@@ -62,6 +65,7 @@ class ScoreOptions:
     bicleaner_model: Optional[str] = None
     min_prob: Optional[float] = None
     threshold: Optional[float] = None
+    precision: str = "fp32"
 
     def cut(self, calibration) -> Tuple[str, float]:
         """``(column, value)``: a pair is kept when its column is >= value: ``combined >=
@@ -71,6 +75,14 @@ class ScoreOptions:
             return "combined", float(self.threshold)
         prob = DEFAULT_MIN_PROB if self.min_prob is None else self.min_prob
         return calibration.score, calibration.threshold(prob)
+
+    def features(self) -> Tuple[str, ...]:
+        """The feature columns :func:`score_bitext` computes with these options (what a
+        combination may use)."""
+        return (EXACT_COLUMNS + (f"{self.encoder}_cos", f"{self.encoder}_margin", "src_chars",
+                                 "tgt_chars", "len_ratio", "number_match")
+                + (("src_lang_ok", "tgt_lang_ok", "src_rules_ok", "tgt_rules_ok")
+                   if self.langs else ()) + (("bicleaner",) if self.bicleaner else ()))
 
 
 @dataclass
@@ -117,7 +129,8 @@ def _distinct(texts: Sequence[str]) -> Tuple[List[str], np.ndarray]:
 
 def _settings(model, bitext: Bitext, opts: ScoreOptions, side_files) -> dict:
     return {"model": model_fingerprint(model), "encoder": opts.encoder,
-            "k": opts.k, "sides": [input_digest(p) for p in side_files]}
+            "k": opts.k, "sides": [input_digest(p) for p in side_files],
+            **({"precision": opts.precision} if opts.precision != "fp32" else {})}
 
 
 def _prepare_work(work: Path, settings: dict, resume: bool) -> None:
@@ -186,7 +199,8 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
     model_pool = pool if pool is not None else inline_model_pool(model)
     t0 = time.perf_counter()
     for c, v in exact_features(model, files[0], files[1], srcs, tgts, s_idx[ok], t_idx[ok],
-                               work, model_pool, progress=progress, resume=True).items():
+                               work, model_pool, progress=progress, resume=True,
+                               precision=opts.precision).items():
         put(c, v)
     t1 = time.perf_counter()
     for c, v in encoder_features(opts.encoder, files[0], files[1], len(srcs), len(tgts),
@@ -240,7 +254,8 @@ def _cell(v: float) -> str:
 
 def write_scores(path: Path, bitext: Bitext, cols: Dict[str, np.ndarray],
                  status: List[str]) -> None:
-    """The scores TSV: a header, then one row per input pair in input order."""
+    """The scores TSV: a header, then one row per input pair in input order; written
+    atomically, compressed when ``path`` is named so (:func:`triemine.io.output_file`)."""
     names = list(cols)
     vals = [cols[c].tolist() for c in names]
 
@@ -254,4 +269,6 @@ def write_scores(path: Path, bitext: Bitext, cols: Dict[str, np.ndarray],
                                       status[r]] + [_cell(v[r]) for v in vals]) + "\n")
             yield "".join(out).encode("utf-8")
     os.makedirs(path.parent, exist_ok=True) if str(path.parent) else None
-    atomic_write(path, chunks(), "scores TSV")
+    with output_file(path, "scores TSV") as f:
+        for chunk in chunks():
+            f.write(chunk)

@@ -48,16 +48,17 @@ EXACT_COLUMNS = ("score", "n_tokens", "prior", "ce_word", "ce_token", "pmi", "nu
 def exact_features(model, src_file: Path, tgt_file: Path, src_texts: Sequence[str],
                    tgt_texts: Sequence[str], src_idx: np.ndarray, tgt_idx: np.ndarray,
                    work: Path, pool, *, progress: bool = False, resume: bool = True,
-                   device: str = "cpu") -> Dict[str, np.ndarray]:
+                   device: str = "cpu", precision: str = "fp32") -> Dict[str, np.ndarray]:
     """:data:`EXACT_COLUMNS` of every pair ``(src_idx[i], tgt_idx[i])``: the mining job's
     exact scores and priors in shards on ``pool`` (``work/scores.shards/``,
     ``work/priors.shards/``; a resumed run reuses the finished shards), then the derived
     features; ``uncovered`` is the share of each source's pieces its target leaves uncovered
     (the decoder's cross-attention, :func:`triemine.scoring.forced.uncovered_share`).
-    ``src_texts``/``tgt_texts`` are the side files' lines."""
+    ``src_texts``/``tgt_texts`` are the side files' lines; ``precision``: the model's arithmetic
+    (:data:`triemine.scoring.precision.PRECISIONS`)."""
     src_idx = np.asarray(src_idx, dtype=np.int64)
     tgt_idx = np.asarray(tgt_idx, dtype=np.int64)
-    kw = dict(progress=progress, resume=resume, device=device)
+    kw = dict(progress=progress, resume=resume, device=device, precision=precision)
     score, ntok, uncovered, _ = forced_scores_sharded(
         model, src_idx, tgt_idx, src_file, tgt_file, work, pool, name="scores",
         desc="exact scores", coverage=True, **kw)

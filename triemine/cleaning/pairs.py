@@ -7,11 +7,21 @@ read through its decompressed copy, :func:`triemine.io.compression.plain_copy`):
 * ``tsv``: ``src<TAB>tgt`` or ``id<TAB>src<TAB>tgt`` lines; the column count is the one most
   non-blank lines have (2 or 3), a line with another count is a bad line;
 * ``moses``: two line-aligned files (source, target); files of unequal length are refused;
-* ``tmx``: TMX, each ``<tu>`` with two ``<tuv>`` (source language: the header's ``srclang``,
-  else the first ``<tuv>``'s); inline markup (``<bpt>``, ``<ph>``...) is dropped with its content;
+* ``tmx``: TMX, each ``<tu>`` with two ``<tuv>``; inline markup (``<bpt>``, ``<ph>``...) is
+  dropped with its content;
 * ``jsonl``: one JSON object a line with ``src`` and ``tgt`` (optionally ``id``), or with
-  ``translation: {l1: text, l2: text}`` (the ``hf`` bitext format: its first language is the
-  source), with ``src_id`` when present.
+  ``translation: {l1: text, l2: text}`` (the ``hf`` bitext format), with ``src_id`` when present.
+
+Sides by language, never by order, where the file names languages (TMX ``xml:lang``, else the
+header's ``srclang`` for the segment without one; the keys of a JSON ``translation``): a tag is
+matched by its primary subtag (``zh-Hant-TW`` is ``zh``).  Given the model's languages
+``langs=(source, target)`` (:func:`triemine.models.model_dir.model_languages`), the segment in the
+source language is the source; a record whose languages are not the model's pair refuses the file
+(an :class:`~triemine.errors.InputError` naming file, line and languages); a file whose records
+come the other way round (an en->zh memory for a zh->en model) is read the model's way round, with
+one warning (:attr:`Bitext.swapped` counts them).  Without ``langs``: the TMX header's
+``srclang``, else the first segment, is the source.  TSV, Moses and ``src``/``tgt`` JSON name no
+languages: their first side is the source.
 
 Every pair keeps its ``line`` (1-based line of the file; of TMX, the line its ``<tu>`` opens on;
 of a Moses pair, the line of both files).  A bad record (not UTF-8, wrong column count, a JSON
@@ -23,6 +33,7 @@ file without any pair are an :class:`~triemine.errors.InputError` naming the fil
 from __future__ import annotations
 
 import json
+import logging
 import os
 import xml.parsers.expat
 from dataclasses import dataclass, field
@@ -31,6 +42,7 @@ from typing import List, Optional, Sequence, Tuple
 from triemine.io import decode_lines, plain_copy, read_bytes, SHOWN, SUFFIXES
 from triemine.errors import InputError
 
+logger = logging.getLogger(__name__)
 PAIR_FORMATS = ("auto", "tsv", "moses", "tmx", "jsonl")
 INLINE_TMX = frozenset(("bpt", "ept", "it", "ph", "ut"))  # markup elements whose text is no text
 
@@ -49,6 +61,7 @@ class Bitext:
     tgt: List[str] = field(default_factory=list)
     skipped: int = 0
     problems: List[Tuple[str, int, str]] = field(default_factory=list)
+    swapped: int = 0
 
     def __len__(self) -> int:
         return len(self.src)
@@ -83,6 +96,52 @@ class Bitext:
         if not len(self):
             raise InputError(f"no pairs in the {self.format} file (empty)", self.path)
         return self
+
+
+def primary_subtag(tag: Optional[str]) -> str:
+    """The primary language subtag of a BCP 47 / POSIX tag, lower case: ``zh-Hant-TW`` and
+    ``zh_CN`` are ``zh``; ``""`` for None or an empty tag."""
+    return (tag or "").strip().replace("_", "-").split("-")[0].lower()
+
+
+class _Sides:
+    """Puts each record's two ``(language tag, text)`` segments in the model's order
+    (module docstring): ``langs`` the model's ``(source, target)`` or None."""
+
+    def __init__(self, path: str, out: "Bitext", langs: Optional[Sequence[str]]):
+        self.path, self.out = path, out
+        self.langs = tuple(primary_subtag(x) for x in langs) if langs else None
+
+    def __call__(self, line: int, first, second, declared: Optional[str] = None
+                 ) -> Tuple[str, str]:
+        """``(src, tgt)`` of the segments ``first`` and ``second``; ``declared``: the language
+        the file says is its source (a segment without a language of its own is in the other
+        segment's other language, or in ``declared`` when it comes first)."""
+        (ta, a), (tb, b) = first, second
+        la, lb, ld = primary_subtag(ta), primary_subtag(tb), primary_subtag(declared)
+        if self.langs is None:
+            swap = bool(ld) and lb == ld and la != ld
+        else:
+            s, t = self.langs
+            if not la and not lb:
+                la = ld
+            if not la:
+                la = t if lb == s else s if lb == t else ""
+            if not lb:
+                lb = t if la == s else s if la == t else ""
+            if (la, lb) not in ((s, t), (t, s)):
+                said = ", ".join(x or "(none)" for x in (ta, tb))
+                raise InputError(f"languages {said} do not fit the model's {s}->{t} (a {s}-{t} "
+                                 f"file is expected)", self.path, line)
+            swap = la == t
+        self.out.swapped += swap
+        return (b, a) if swap else (a, b)
+
+    def done(self) -> None:
+        if self.out.swapped and self.langs:
+            s, t = self.langs
+            logger.warning("%s: %d of %d pairs are %s->%s: read the model's way round, %s as "
+                           "the source", self.path, self.out.swapped, len(self.out), t, s, s)
 
 
 def _bare(path: str) -> str:
@@ -164,9 +223,10 @@ def read_moses(src_path: str, tgt_path: str) -> Bitext:
     return out.check()
 
 
-def read_jsonl(path: str) -> Bitext:
+def read_jsonl(path: str, langs: Optional[Sequence[str]] = None) -> Bitext:
     lines, bad = _lines(path)
     out = Bitext(path, "jsonl")
+    sides = _Sides(path, out, langs)
     for i, ln in _records(path, out, lines, bad):
         try:
             obj = json.loads(ln)
@@ -176,13 +236,18 @@ def read_jsonl(path: str) -> Bitext:
         got = _json_pair(obj)
         if isinstance(got, str):
             out.bad(path, i, got)
+        elif len(got) == 4:  # a translation object: sides by key
+            first, second, pid, _ = got
+            out.add(i, *sides(i, first, second), pid)
         else:
             out.add(i, *got)
+    sides.done()
     return out.check()
 
 
 def _json_pair(obj):
-    """``(src, tgt, id or None)`` of a JSON line, or its problem as a string."""
+    """``(src, tgt, id or None)`` of a JSON line, ``((lang, text), (lang, text), id or None,
+    "translation")`` of one with a ``translation`` object, or its problem as a string."""
     if not isinstance(obj, dict):
         return f"a JSON {type(obj).__name__}, expected an object with src and tgt"
     pid = obj.get("id", obj.get("src_id"))
@@ -190,7 +255,10 @@ def _json_pair(obj):
     if "src" in obj and "tgt" in obj:
         s, t = obj["src"], obj["tgt"]
     elif isinstance(obj.get("translation"), dict) and len(obj["translation"]) == 2:
-        s, t = obj["translation"].values()
+        (ka, s), (kb, t) = obj["translation"].items()
+        if not isinstance(s, str) or not isinstance(t, str):
+            return "the translation's texts must be strings"
+        return (ka, s), (kb, t), pid, "translation"
     else:
         return "no src and tgt fields (nor a translation of two languages)"
     if not isinstance(s, str) or not isinstance(t, str):
@@ -201,8 +269,9 @@ def _json_pair(obj):
 class _TmxReader:
     """An expat pass over a TMX file: every ``<tu>``'s line and its ``(lang, text)`` segments."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, langs: Optional[Sequence[str]] = None):
         self.path, self.out = path, Bitext(path, "tmx")
+        self.sides = _Sides(path, self.out, langs)
         self.srclang: Optional[str] = None
         self.tu_line, self.tuvs, self.lang = 0, [], None
         self.text: Optional[List[str]] = None   # the open <seg>'s text
@@ -215,11 +284,11 @@ class _TmxReader:
         if self.text is not None:
             self.inline += name in INLINE_TMX
         elif name == "header":
-            self.srclang = (attrs.get("srclang") or "").lower() or None
+            self.srclang = attrs.get("srclang") or None
         elif name == "tu":
             self.tu_line, self.tuvs = self.parser.CurrentLineNumber, []
         elif name == "tuv":
-            self.lang = (attrs.get("xml:lang") or attrs.get("lang") or "").lower()
+            self.lang = attrs.get("xml:lang") or attrs.get("lang") or ""
         elif name == "seg":
             self.text = []
 
@@ -241,10 +310,8 @@ class _TmxReader:
             self.out.bad(self.path, self.tu_line, f"<tu> with {len(self.tuvs)} segments, "
                          "expected 2")
             return
-        (la, a), (lb, b) = self.tuvs
-        if self.srclang and lb == self.srclang and la != self.srclang:
-            a, b = b, a
-        self.out.add(self.tu_line, a, b)
+        declared = None if (self.srclang or "").lower() == "*all*" else self.srclang
+        self.out.add(self.tu_line, *self.sides(self.tu_line, *self.tuvs, declared))
 
     def read(self) -> Bitext:
         if not os.path.isfile(self.path):
@@ -255,15 +322,22 @@ class _TmxReader:
             raise InputError(f"not XML: {xml.parsers.expat.errors.messages[exc.code]} at "
                              f"column {exc.offset + 1} (a TMX file must be XML)", self.path,
                              exc.lineno) from None
+        self.sides.done()
         return self.out.check()
 
 
-def read_pairs(paths: Sequence[str] | str, format: str = "auto") -> Bitext:
-    """The pairs of ``paths`` (one file, or a Moses pair), in file order (module docstring)."""
+def read_pairs(paths: Sequence[str] | str, format: str = "auto",
+               langs: Optional[Sequence[str]] = None) -> Bitext:
+    """The pairs of ``paths`` (one file, or a Moses pair), in file order, each the way round of
+    ``langs`` (the model's ``(source, target)``) where the file names languages (module
+    docstring)."""
     paths = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else \
         [os.fspath(p) for p in paths]
     fmt = pair_format(paths, format)
     if fmt == "moses":
         return read_moses(*paths)
-    return {"tsv": read_tsv, "jsonl": read_jsonl,
-            "tmx": lambda p: _TmxReader(p).read()}[fmt](paths[0])
+    if fmt == "tsv":
+        return read_tsv(paths[0])
+    if fmt == "jsonl":
+        return read_jsonl(paths[0], langs)
+    return _TmxReader(paths[0], langs).read()

@@ -4,20 +4,19 @@ output of a tool is one of its inputs)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 from typing import Callable, Optional, Sequence, Tuple
 import logging
 import sys
 import warnings
 
-from triemine.scoring.calibration import shipped_calibration
+from triemine.filtering import selection
 from triemine.errors import InputError, TrieMineError
 from triemine.evaluation.bucc import bucc_files
 from triemine.evaluation.report import CURVE_PNG, HISTOGRAM_PNG
 from triemine.filtering.formats import DEFAULT
 from triemine.filtering.registry import ALIASES, SCORES
-from triemine.io import META_SUFFIX, output_lock
+from triemine.io import META_SUFFIX, output_locks
 from triemine.config.settings import finite
 import triemine.baselines as baselines  # registers the baselines' score names  # noqa: F401
 
@@ -75,11 +74,9 @@ def bitext_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def bitext_lock(bitext: Optional[str]):
-    """The lock of ``--bitext`` (:func:`triemine.io.outfile.output_lock`) while a job runs and
+    """The lock of ``--bitext`` (:func:`triemine.io.outfile.output_locks`) while a job runs and
     writes it: a second job writing the same bitext is refused; no lock without one."""
-    if not bitext:
-        return contextlib.nullcontext()
-    return output_lock(bitext)
+    return output_locks([bitext or None])
 
 
 def min_prob_cut(parser: argparse.ArgumentParser, combination: str, prob: float):
@@ -88,9 +85,9 @@ def min_prob_cut(parser: argparse.ArgumentParser, combination: str, prob: float)
     if not 0 < prob < 1:
         parser.error("--min-prob must be in (0, 1)")
     try:
-        return "combined", shipped_calibration(combination, "mined").threshold(prob)
-    except (InputError, ValueError) as exc:
-        parser.error(f"--min-prob: {getattr(exc, 'problem', exc)}")
+        return "combined", selection.min_prob_cut(combination, prob)
+    except InputError as exc:
+        parser.error(exc.problem)
 
 
 Body = Callable[[argparse.ArgumentParser, argparse.Namespace], None]

@@ -3,12 +3,13 @@ the subpackage that owns it)."""
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Optional, Sequence
 
 from triemine.cli import arguments
 from triemine.cli.arguments import run_command
 from triemine.evaluation.pipeline import evaluate_files, write_outcome
-from triemine.io import check_distinct, check_uncompressed
+from triemine.io import check_distinct, check_uncompressed, output_locks
 
 
 def eval_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -61,10 +62,14 @@ def _eval(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                        f"MINED {i + 1}", m)] + [("--thresholds", args.thresholds)]
                    + arguments.bucc_inputs(args.gold, args.src_corpus, args.tgt_corpus))
     check_uncompressed([("--save-thresholds", args.save_thresholds)])
-    out, dirs, bucc = evaluate_files(
-        args.mined, args.gold, args.src_corpus, args.tgt_corpus, filt=args.filter,
-        rank_by=args.rank_by, rule=args.rule, thresholds=args.thresholds, folds=args.folds,
-        seed=args.seed)
-    write_outcome(out, dirs, bucc, args.mined, thresholds=args.thresholds,
-                  save=args.save_thresholds, json_path=args.json, plot=args.plot,
-                  html=args.report)
+    outputs = [p for p in (args.save_thresholds, args.json, args.report) if p]
+    for p in outputs:  # its folders are made for it (as the report's writer does)
+        os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
+    with output_locks(outputs):  # one job per output
+        out, dirs, bucc = evaluate_files(
+            args.mined, args.gold, args.src_corpus, args.tgt_corpus, filt=args.filter,
+            rank_by=args.rank_by, rule=args.rule, thresholds=args.thresholds, folds=args.folds,
+            seed=args.seed)
+        write_outcome(out, dirs, bucc, args.mined, thresholds=args.thresholds,
+                      save=args.save_thresholds, json_path=args.json, plot=args.plot,
+                      html=args.report)

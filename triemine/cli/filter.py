@@ -11,7 +11,7 @@ from triemine.errors import InputError
 from triemine.filtering import formats
 from triemine.filtering.apply import filter_tsvs, thresholds_of
 from triemine.filtering.selection import min_prob_threshold
-from triemine.io import check_distinct, check_uncompressed, read_mined
+from triemine.io import check_distinct, check_uncompressed, output_locks, read_mined
 import triemine.baselines as baselines  # registers the baselines' score names
 
 
@@ -69,8 +69,6 @@ def _filter_parser() -> argparse.ArgumentParser:
 
 def _filter(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """trie-mine-filter's work on its parsed arguments."""
-    from triemine.baselines.systems import with_scores  # heavy: torch and the baselines' models
-
     if not args.output and not args.bitext:
         parser.error("give -o/--output and/or --bitext")
     for name in args.classifier:
@@ -82,6 +80,10 @@ def _filter(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("--second combines two directions; use --bitext for the union")
     if args.batch_size < 1:
         parser.error("--batch-size must be >= 1")
+    if args.min_prob is not None and (args.threshold or args.thresholds or args.ce_max is not None
+                                      or args.bicleaner_min is not None):
+        parser.error("give --min-prob or thresholds (--threshold, --thresholds, --ce-max, "
+                     "--bicleaner-min), not both")
     args.bitext_format = arguments.bitext_format(parser, args)
     first = read_mined(args.mined)  # its sidecar names the model, whose languages it has
     langs = formats.languages(first.meta) if args.bitext else None
@@ -102,6 +104,14 @@ def _filter(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                                  args.threshold)
     if (args.bicleaner or args.classifier) and saved is None and not given:
         args.filter = args.filter or "none"  # only adding score columns: every row kept
+    with output_locks([args.output, args.bitext]):  # one job per output
+        _filter_locked(parser, args, first, saved, given, langs)
+
+
+def _filter_locked(parser, args, first, saved, given, langs) -> None:
+    """trie-mine-filter's work once its outputs are locked."""
+    from triemine.baselines.systems import with_scores  # heavy: torch and the baselines' models
+
     paths = [args.mined] + ([args.second] if args.second else [])
     mineds = [with_scores(first if k == 0 else read_mined(path), reverse=k == 1,
                           bicleaner=args.bicleaner, bicleaner_model=args.bicleaner_model,

@@ -73,6 +73,8 @@ def _mine(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                      "give --bitext")
     args.bitext_format = arguments.bitext_format(parser, args)
     if args.min_prob is not None:
+        if args.threshold or args.thresholds:
+            parser.error("give --min-prob or --threshold/--thresholds, not both")
         args.threshold.append(arguments.min_prob_cut(parser, opts.scores.combination,
                                                      args.min_prob))
     quiet_libraries()

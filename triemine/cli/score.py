@@ -12,6 +12,7 @@ from triemine.cleaning.pairs import PAIR_FORMATS
 from triemine.cli import arguments
 from triemine.cli.arguments import quiet_libraries, run_command
 from triemine.filtering import formats
+from triemine.scoring.precision import PRECISIONS
 
 
 def score_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -43,6 +44,9 @@ def _score_parser() -> argparse.ArgumentParser:
                         "per-line rule of trie-mine-prepare) for these language codes")
     parser.add_argument("--bicleaner", action="store_true", help="add the Bicleaner score")
     parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its folder")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32", help="arithmetic of "
+                        "the model's encoder and decoder for the exact scores: fp32 (default) or "
+                        "bf16 (as trie-mine --precision; fp16 is GPU only)")
     parser.add_argument("--workers", type=int, default=0, help="exact scores in N processes")
     parser.add_argument("--ray", metavar="ADDRESS", help="exact scores on Ray actors")
     parser.add_argument("--resume", action="store_true", help="go on with an interrupted run")
@@ -65,7 +69,7 @@ def _score(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 progress=not args.quiet, bitext=args.bitext, bitext_format=args.bitext_format,
                 config=args.config, min_prob=args.min_prob, threshold=args.threshold,
                 langs=tuple(args.langs) if args.langs else None, bicleaner=args.bicleaner,
-                bicleaner_model=args.bicleaner_model)
+                bicleaner_model=args.bicleaner_model, precision=args.precision)
     if res.bitext.skipped:
         print(f"trie-mine-score: warning: {res.bitext.report()}", file=sys.stderr)
     print(json.dumps(res.summary, ensure_ascii=False), file=sys.stderr)

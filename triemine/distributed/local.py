@@ -12,9 +12,11 @@ that dies (killed, out of memory) is noticed at once, its task is reported as a 
 from __future__ import annotations
 
 import collections
+import logging
 import multiprocessing
 import os
 import signal
+import warnings
 from multiprocessing.connection import wait
 from typing import Deque, List, Optional, Tuple
 
@@ -52,6 +54,10 @@ def _child_main(conn, threads: Optional[int], parent: int) -> None:
     if threads:
         os.environ["OMP_NUM_THREADS"] = str(threads)
         os.environ["MKL_NUM_THREADS"] = str(threads)
+    # A spawned child has no logging set up: before fairseq's import sets INFO (and hydra its
+    # DEBUG lines), the driver's rule: our warnings and errors only, by logger name.
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|hydra|fairseq)\.")
     worker = ShardWorker(threads)
     while True:
         try:

@@ -60,6 +60,12 @@ def _resolve_model(model: Optional[os.PathLike | str]) -> Path:
     return path
 
 
+def check_model(model: Optional[os.PathLike | str]) -> Path:
+    """The Bicleaner model ``.yaml`` that ``model`` names (a file or its folder; None: the
+    default), checked before any work: :class:`BicleanerUnavailable` when there is none."""
+    return _resolve_model(model)
+
+
 def _clean(text: str) -> str:
     return " ".join(text.replace("\t", " ").split())
 

@@ -315,3 +315,16 @@ def min_prob_threshold(meta: Mapping[str, object], prob: float, where=None) -> T
         raise InputError("--min-prob needs the calibrated probability of a shipped configuration "
                          "with its own combination (this TSV has none): give --threshold", where)
     return cal.score, cal.threshold(prob)
+
+
+def min_prob_cut(combination: str, prob, name: str = "--min-prob") -> float:
+    """The ``combined`` threshold that keeps the mined pairs with ``prob >= prob`` under the
+    ``mined`` calibration of the shipped ``combination``; an :class:`InputError` naming ``name``
+    when ``prob`` is not a number in (0, 1) or the combination ships no calibration."""
+    if (isinstance(prob, bool) or not isinstance(prob, (int, float, np.integer, np.floating))
+            or not 0 < prob < 1):
+        raise InputError(f"{name}: expected a number in (0, 1), got {prob!r}")
+    try:
+        return shipped_calibration(combination, "mined").threshold(prob)
+    except (InputError, ValueError) as exc:
+        raise InputError(f"{name}: {getattr(exc, 'problem', exc)}") from None

@@ -24,7 +24,7 @@ from triemine.io.corpus import (Corpus, SHOWN, decode_lines, open_corpus, open_p
 from triemine.io.keys import (KEY_VERSION, file_sha256, input_digest, input_digests, older_key,
                               remember_sha256)
 from triemine.io.outfile import (atomic_open, atomic_write, check_distinct, npy_header, output_lock,
-                                 write_text)
+                                 output_locks, write_text)
 from triemine.io.paths import (BUCC_ZH_EN, DEVSET_ZH_EN, OPUS_MT_ZH_EN_CT2, PARALLEL_DE_EN,
                                PARALLEL_ZH_EN, cache_root, repo_root, shared_path)
 from triemine.io.textfile import open_binary, read_bytes, read_json, read_text
@@ -38,7 +38,8 @@ __all__ = ["atomic_open", "atomic_write", "BLOCK", "BUCC_ZH_EN", "cache_root", "
            "discard", "dumps_sealed", "file_sha256", "format_rows", "input_digest",
            "input_digests", "json_crc32", "KEY_VERSION", "load_npy", "META_SUFFIX", "Mined",
            "mined_blocks", "npy_header", "npy_writer", "older_key", "open_binary", "open_corpus",
-           "open_pair", "OPUS_MT_ZH_EN_CT2", "output_file", "output_lock", "PARALLEL_DE_EN",
+           "open_pair", "OPUS_MT_ZH_EN_CT2", "output_file", "output_lock", "output_locks",
+           "PARALLEL_DE_EN",
            "PARALLEL_ZH_EN",
            "plain_copy", "prepare_resume", "read_bytes", "read_corpus", "read_json", "read_meta",
            "read_mined", "read_sealed", "read_text", "record_bitext", "remember_sha256",

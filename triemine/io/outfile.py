@@ -226,7 +226,8 @@ def output_lock(output):
     mine = f"{os.getpid()} {host}\n".encode("utf-8")
     tmp = lock.with_name(f"{lock.name}.tmp{os.getpid()}")
     try:
-        atomic_write(tmp, mine, "lock file", hint="")
+        with open(tmp, "wb") as f:  # linked below; a lock need not survive a power cut
+            f.write(mine)
         for _ in range(3):
             try:
                 os.link(tmp, lock)  # atomic: fails when a lock exists
@@ -254,3 +255,18 @@ def output_lock(output):
         with contextlib.suppress(OSError):
             if lock.read_bytes() == mine:
                 lock.unlink()
+
+
+@contextmanager
+def output_locks(paths):
+    """:func:`output_lock` on every path of ``paths`` (``None`` left out, each file once, in the
+    order given) while the body runs: the one lock of every output of every command; what
+    was taken is let go when a later lock is refused."""
+    seen = set()
+    with contextlib.ExitStack() as stack:
+        for p in paths:
+            if p is None or os.path.abspath(os.fspath(p)) in seen:
+                continue
+            seen.add(os.path.abspath(os.fspath(p)))
+            stack.enter_context(output_lock(p))
+        yield

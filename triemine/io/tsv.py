@@ -266,8 +266,9 @@ def prepare_resume(tsv_path, settings: dict, header: str) -> Optional[Tuple[int,
 # -- rows ----------------------------------------------------------------------------------------
 
 def clean_cell(text: str) -> str:
-    """A text cell: tabs and line breaks become spaces (they would break the row)."""
-    return text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+    """A text cell: tabs and line breaks become spaces (they would break the row), NUL bytes
+    too (no tool reads them back as text)."""
+    return text.replace("\t", " ").replace("\n", " ").replace("\r", " ").replace("\0", " ")
 
 
 def format_number(v: float) -> str:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from triemine.errors import describe, InputError
 from triemine.io import input_digest
@@ -151,6 +152,22 @@ def check_device(device, local: bool = True) -> str:
 _BEFORE_LOAD: List[Callable[[], None]] = []
 
 
+def model_languages(model) -> Optional[Tuple[str, str]]:
+    """``(source_lang, target_lang)`` of ``model`` (a loaded :class:`ModelDir`, or a model
+    directory, read from its ``triemine-model.json`` without loading the checkpoint); None when
+    they are not known (no such file, or it does not name both)."""
+    meta = getattr(model, "meta", None)
+    if meta is None and isinstance(model, (str, os.PathLike)):
+        try:
+            meta = json.loads((Path(model) / "triemine-model.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            meta = None
+    if not isinstance(meta, dict):
+        return None
+    src, tgt = meta.get("source_lang"), meta.get("target_lang")
+    return (str(src), str(tgt)) if src and tgt else None
+
+
 def register_before_load(hook: Callable[[], None]) -> None:
     """Have ``hook()`` called before :func:`load_model_dir` loads a checkpoint, once per load,
     in the order registered (a hook registered twice runs once). How a package makes known the
@@ -169,20 +186,15 @@ def _register_architectures() -> None:
 register_before_load(_register_architectures)
 
 
-def load_model_dir(path, target_spm=None, device: str = "cpu", *,
-                   require_source_spm: bool = True) -> ModelDir:
-    """Load ``path`` (see module docstring). Missing files raise :class:`InputError`.
+def check_model_dir(path, target_spm=None, *, require_source_spm: bool = True) -> dict:
+    """The ``triemine-model.json`` of the model directory ``path``, after the checks
+    :func:`load_model_dir` makes before it loads the checkpoint (the folder, the metadata and
+    its languages, the files it needs): an :class:`InputError` naming what is wrong, without
+    loading anything."""
+    return _checked_dir(path, target_spm, require_source_spm)[1]
 
-    ``require_source_spm=False`` loads a directory without ``source.spm`` (a CTranslate2 model
-    that shipped none), for uses on token ids only (:class:`triemine.models.fidelity.FairseqSide`);
-    :attr:`ModelDir.source_spm` then raises :class:`InputError`."""
-    # The tasks and architectures a checkpoint may name (:func:`register_before_load`); at load
-    # time, not import time: they import fairseq (seconds), which callers that only read a
-    # directory's digest or metadata need not pay for.
-    for hook in _BEFORE_LOAD:
-        hook()
 
-    check_device(device)
+def _checked_dir(path, target_spm, require_source_spm: bool):
     root = Path(path)
     if not root.is_dir():
         raise InputError("model directory does not exist" if not root.exists() else
@@ -211,6 +223,25 @@ def load_model_dir(path, target_spm=None, device: str = "cpu", *,
         raise InputError("target sentencepiece model not found", tspm)
     if not tspm.is_file():
         tspm = None
+    return root, meta, tspm
+
+
+def load_model_dir(path, target_spm=None, device: str = "cpu", *,
+                   require_source_spm: bool = True) -> ModelDir:
+    """Load ``path`` (see module docstring). Missing files raise :class:`InputError`.
+
+    ``require_source_spm=False`` loads a directory without ``source.spm`` (a CTranslate2 model
+    that shipped none), for uses on token ids only (:class:`triemine.models.fidelity.FairseqSide`);
+    :attr:`ModelDir.source_spm` then raises :class:`InputError`."""
+    # The tasks and architectures a checkpoint may name (:func:`register_before_load`); at load
+    # time, not import time: they import fairseq (seconds), which callers that only read a
+    # directory's digest or metadata need not pay for.
+    for hook in _BEFORE_LOAD:
+        hook()
+
+    check_device(device)
+    root, meta, tspm = _checked_dir(path, target_spm, require_source_spm)
+    src, tgt = meta["source_lang"], meta["target_lang"]
     overrides = {"data": str(root), "source_lang": src, "target_lang": tgt}
     try:
         with warnings.catch_warnings():  # fairseq 0.12 on Hydra 1.3: noise about its own configs

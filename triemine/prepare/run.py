@@ -31,6 +31,19 @@ EXAMPLE_CHARS = 200
 EARLY_CHECK = 10000
 
 
+def check_language(code, flag: str) -> str:
+    """``code`` as a language CLD2 knows (ISO 639-1, case-insensitive: ``EN`` is ``en``), lower
+    case; else an :class:`InputError` naming ``flag`` and the codes CLD2 knows."""
+    import pycld2
+
+    known = sorted({c.split("-")[0].lower() for _, c in pycld2.LANGUAGES} - {"un", "xx"})
+    lang = code.strip().lower() if isinstance(code, str) else code
+    if lang not in known:
+        raise InputError(f"unknown language {code!r} for {flag} (ISO 639-1 codes CLD2 "
+                         f"knows: {', '.join(c for c in known if len(c) == 2)})")
+    return lang
+
+
 @dataclass
 class PrepareOptions:
     """The filters' parameters (docs/prepare.md).  ``lang``: the expected language (ISO 639-1,
@@ -55,14 +68,7 @@ class PrepareOptions:
     expected_scripts: Tuple[str, ...] = field(default=(), init=False)
 
     def __post_init__(self):
-        import pycld2
-
-        known = sorted({code.split("-")[0].lower() for _, code in pycld2.LANGUAGES} - {"un", "xx"})
-        if isinstance(self.lang, str):
-            self.lang = self.lang.strip().lower()  # codes are case-insensitive: EN is en
-        if self.lang not in known:
-            raise InputError(f"unknown language {self.lang!r} for --lang (ISO 639-1 codes CLD2 "
-                             f"knows: {', '.join(c for c in known if len(c) == 2)})")
+        self.lang = check_language(self.lang, "--lang")
         bad = [s for s in self.skip if s not in FILTERS]
         if bad:
             raise InputError(f"unknown filter {bad[0]!r} (filters: {', '.join(FILTERS)})")
