@@ -46,8 +46,8 @@ the wall time is then not the job's), and every wrong and accidental pair at the
 When the configuration's TSV has a ``prob`` column (a learned judge), each mix is also counted
 at ``prob >= 0.5`` (after the configuration's one-to-one rule).
 
-``--quick`` (< 1 min after the model loads): 150 diluting sources, 60 gold pairs and 1,000
-English lines; densities 27 % and 3 %; unrelated pairs of 150 sources against 1,000 lines.
+``--quick`` (< 1 min after the model loads): 100 diluting sources, 40 gold pairs and 600
+English lines; densities 27 % and 3 %; unrelated pairs of 100 sources against 600 lines.
 ``--work DIR`` keeps every mix's inputs and job folders: a rerun resumes finished stages.  Last
 line: one JSON object.
 """
@@ -77,8 +77,8 @@ PARTS = ("comparable", "unrelated", "pairs", "margin")
 SEED = 58
 COMPARABLE = (None, 0.10, 0.03, 0.01)  # None: every gold pair (the transfer set's 27 %)
 UNRELATED = (0.10, 0.03, 0.01)
-QUICK = {"comparable": (None, 0.03), "unrelated": (0.03,), "diluting": 150, "gold": 60,
-         "english": 1000, "pair_sources": 150, "pair_targets": 1000}
+QUICK = {"comparable": (None, 0.03), "unrelated": (0.03,), "diluting": 100, "gold": 40,
+         "english": 600, "pair_sources": 100, "pair_targets": 600}
 NEAR_DUPLICATE = 0.9  # trigram Dice of folded texts: the same sentence (accidental)
 SAME_STORY = 0.5      # trigram Dice: a wrong pair close to the source's own English
 MARGIN_CUTS = (1.05, 1.1, 1.15, 1.2, 1.25)
