@@ -6,10 +6,11 @@ The mining job of one named configuration (``--config``, default ``combined``) t
 gold pairs diluted with Chinese sentences whose translation is absent.  Parts (``--parts``):
 
 * ``comparable``: the transfer set (``devsets/zh-en/zh-en.dev.*``).  Its 2,700 sources without
-  a pair (WMT news; their own English is in ``parallel/zh-en/train.en``,
-  :func:`triemine.evaluation.splits.zh_en_references`) dilute a seeded subset of its 1,000 gold
-  pairs, against all of its 14,000 English lines (whose de-en distractors are WMT news of the
-  same years: other translations of some of the same stories).  Densities (gold sources over
+  a pair (WMT news, Tatoeba and TICO-19 sentences of ``parallel/zh-en``, whose English is in
+  its ``train.en``: :func:`triemine.evaluation.splits.zh_en_references`) dilute a seeded subset
+  of its 1,000 gold pairs, against all of its 14,000 English lines (whose de-en distractors are
+  WMT news of the same years, other translations of some of the same stories, and Tatoeba
+  English: other renderings of some of the same short sentences).  Densities (gold sources over
   all sources) 27 % (every gold pair: the transfer set itself), 10 %, 3 %, 1 %: gold pairs =
   ``round(D * d / (1 - d))`` for ``D`` diluting sources.  The English of a dropped gold pair
   stays, as English that translates nothing.
