@@ -408,3 +408,47 @@ def bucc_sets(work, quick: bool) -> dict:
                                        split=f"quick{key}", n_other_targets=300)
         golds[key] = Path(gold)
     return golds
+
+
+def bucc_unpaired_sources() -> list:
+    """``[(id, text)]`` of the BUCC zh-en sample's Chinese sentences without a gold pair, in
+    file order (Wikipedia text with nothing to find in unrelated English)."""
+    from triemine.evaluation.bucc import read_bucc
+    from triemine.io.paths import BUCC_ZH_EN, shared_path
+
+    b = read_bucc(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"))
+    gold_src = {s for s, _ in b.gold}
+    return [(i, t) for i, t in zip(b.src.ids, b.src.texts) if i not in gold_src]
+
+
+def de_en_rows(lines) -> list:
+    """``[("de-en-<n>", text)]`` of the 0-based line numbers ``lines`` of
+    ``parallel/de-en/train.en`` (``n`` = the 1-based line number)."""
+    from triemine.evaluation.splits import de_en_english
+
+    en = de_en_english()
+    return [(f"de-en-{j + 1}", en[j]) for j in lines]
+
+
+def write_corpus(path, rows) -> None:
+    """``rows`` (``(id, text)``) as ``id<TAB>text`` lines at ``path``; a file that already holds
+    exactly them is left alone (a job resumed in the same folder sees the same input)."""
+    data = "".join(f"{i}\t{t}\n" for i, t in rows)
+    path = Path(path)
+    if not (path.is_file() and path.read_text(encoding="utf-8") == data):
+        path.write_text(data, encoding="utf-8")
+
+
+def mine_corpora(model, config: str, source, target, output) -> tuple:
+    """``(result, wall_s, resumed)``: the mining job of named configuration ``config``
+    (:func:`triemine.api.run`, one-to-one selection at the configuration's shipped cut) of corpus
+    files ``source`` against ``target`` into the mining TSV ``output``; its stages resume from
+    ``<output>.work`` when an earlier run left it (``resumed``: then ``wall_s`` is not the
+    job's)."""
+    from triemine.api import MineOptions, run as run_job
+
+    resumed = Path(str(output) + ".work").is_dir()
+    t0 = time.perf_counter()
+    result = run_job(MineOptions.of(config), model, str(source), str(target), str(output),
+                     select=True, resume=True)
+    return result, round(time.perf_counter() - t0, 1), resumed

@@ -264,27 +264,16 @@ def wait_probe(model, args, ns, work: Path, threads: int) -> dict:
 
 
 def unrelated_part(model, args, work: Path) -> dict:
-    from triemine.api import MineOptions, run as run_job
+    from triemine.evaluation.splits import clean_bench_draw
     from triemine.scoring.calibration import shipped_calibration
-    from triemine.evaluation.bucc import read_bucc
-    from triemine.io.paths import BUCC_ZH_EN, shared_path
 
     n_src, n_tgt = (150, 1000) if args.quick else (args.sources, args.targets)
-    b = read_bucc(shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"))
-    gold_src = {s for s, _ in b.gold}
-    src = [(i, t) for i, t in zip(b.src.ids, b.src.texts) if i not in gold_src][:n_src]
-    en = _lines("data", "parallel", "de-en", "train.en")
-    rng = np.random.default_rng(SEED)
-    pick = sorted(rng.choice(len(en), size=n_tgt, replace=False).tolist())
+    src = benchlib.bucc_unpaired_sources()[:n_src]
     sp, tp = work / "unrelated.zh", work / "unrelated.en"
-    sp.write_text("".join(f"{i}\t{t}\n" for i, t in src), encoding="utf-8")
-    tp.write_text("".join(f"de-en-{j + 1}\t{en[j]}\n" for j in pick), encoding="utf-8")
-    out = str(work / "unrelated.tsv")
-    resumed = Path(out + ".work").is_dir()  # a rerun in the same --work goes on from its stages
-    t0 = time.perf_counter()
-    result = run_job(MineOptions.of("combined"), model, str(sp), str(tp), out, select=True,
-                     resume=True)
-    wall = time.perf_counter() - t0
+    benchlib.write_corpus(sp, src)
+    benchlib.write_corpus(tp, benchlib.de_en_rows(clean_bench_draw(n_tgt).tolist()))
+    result, wall, resumed = benchlib.mine_corpora(model, "combined", sp, tp,
+                                                  work / "unrelated.tsv")
     m = result.kept_rows()
     try:
         cal = shipped_calibration("combined", "mined")

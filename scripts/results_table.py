@@ -348,6 +348,71 @@ def clean_tables(results: dict) -> List[str]:
     return out
 
 
+# --- density_bench: one row a mix, the margin cut, the wrong pairs, the unrelated pairs ------
+
+def _count_rows(mixes: dict, key: str) -> List[List[str]]:
+    rows = []
+    for name, m in mixes.items():
+        c = m.get(key)
+        if c:
+            rows.append([name, cell(m["sources"]), cell(m["gold"]), cell(m["density"]),
+                         cell(c["kept"]), cell(c["P"]), cell(c["R"]), cell(c["F1"]),
+                         cell(c["P_strict"]), cell(c["wrong"]), cell(c["wrong_near_ref"]),
+                         cell(c["accidental"]), cell(c["wrong_per_10k_sources"]),
+                         cell(c["wrong_diluting_pct"]),
+                         "resumed" if m.get("resumed") else duration(m["wall_s"])])
+    return rows
+
+
+def _shown_pairs(pairs: List[dict]) -> List[str]:
+    cols = ["kind", "src", "tgt", "reference", "ref_dice", "combined", "prob"]
+    cols = [c for c in cols if any(p.get(c) is not None for p in pairs)]
+    return table(cols, [[cell(p.get(c)) for c in cols] for p in pairs])
+
+
+def density_tables(results: dict) -> List[str]:
+    out = [f"Configuration `{results.get('config')}`; one-to-one at its shipped cut; P leaves "
+           "accidental translations out (gold / (gold + wrong)), P strict is BUCC's "
+           "(gold / kept); `near ref`: wrong pairs whose English has trigram Dice >= "
+           f"{cell((results.get('rules') or {}).get('same_story_dice'))} with the source's own "
+           "English; `wrong dil. %`: wrong pairs among the diluting sources.", ""]
+    head = ["mix", "sources", "gold", "density", "kept", "P", "R", "F1", "P strict", "wrong",
+            "near ref", "accidental", "wrong / 10k sources", "wrong dil. %", "wall"]
+    mixes = results.get("mixes") or {}
+    for key, title in (("shipped", "At the shipped cut"), ("prob_0_5", "At prob >= 0.5")):
+        rows = _count_rows(mixes, key)
+        if rows:
+            out += [f"{title}:", ""] + table(head, rows) + [""]
+    mg = results.get("margin")
+    if mg:
+        cuts = [f"{c:g}" for c in mg["cuts"]]
+        out += ["A cut on `use_margin` before the exact stage: share of candidates spared / "
+                "kept gold pairs lost (recall lost):", ""]
+        out += table(["mix"] + [f"< {c}" for c in cuts],
+                     [[name] + [f"{cell(t[c]['spared'])} / {cell(t[c]['kept_gold_lost'])} "
+                                f"({cell(t[c]['recall_lost'])})" for c in cuts]
+                      for name, t in mg["mixes"].items()]) + [""]
+    for name, m in mixes.items():
+        for key in ("shipped", "prob_0_5"):
+            pairs = (m.get(key) or {}).get("pairs")
+            if pairs:
+                out += [f"`{name}`, {key}: every kept pair that is not gold:", ""]
+                out += _shown_pairs(pairs) + [""]
+    for name, p in (results.get("pairs") or {}).items():
+        for key in ("shipped", "prob_0_5"):
+            c = p.get(key)
+            if not c:
+                continue
+            out += [f"Unrelated pair `{name}` ({p['sources']} sources against {p['targets']} "
+                    f"English lines, {key}): {c['kept']} kept, {c['wrong']} wrong "
+                    f"({cell(c['wrong_pct_of_sources'])} % of the sources), {c['accidental']} "
+                    f"accidental translations; {p['candidates']} candidates, "
+                    + ("resumed." if p.get("resumed") else f"{duration(p['wall_s'])}."), ""]
+            if c["pairs"]:
+                out += _shown_pairs(c["pairs"]) + [""]
+    return out[:-1] if out and out[-1] == "" else out
+
+
 # --- gpu_bench: a table per stage, one row a precision or a batch size -----------------------
 
 def _precision_rows(st: dict) -> List[List[str]]:
@@ -431,7 +496,8 @@ def mined_calibration_table(mined: dict) -> List[str]:
 
 
 RENDERERS = {"bucc_bench": bucc_tables, "seeds_bench": seeds_tables,
-             "clean_bench": clean_tables, "gpu_bench": gpu_tables}
+             "clean_bench": clean_tables, "gpu_bench": gpu_tables,
+             "density_bench": density_tables}
 # benchmarks whose runs may record some parts only: the latest record of each part is shown
 # (a dotted path into the record's results)
 PARTS = {"clean_bench": ("noisy", "unrelated", "mined"),
@@ -439,6 +505,11 @@ PARTS = {"clean_bench": ("noisy", "unrelated", "mined"),
                          "partial.dual_enc"),
          "gpu_bench": ("stages.scores", "stages.priors", "stages.trie", "stages.knn",
                        "stages.profile")}
+
+
+# benchmarks whose records each measure one of several things, named by a key of the results:
+# the latest record of each is shown
+GROUP_BY = {"density_bench": "config"}
 
 
 def without(results: dict, parts) -> dict:
@@ -518,6 +589,11 @@ def render_results(records: Dict[str, List[dict]]) -> str:
             parts = PARTS.get(bench, (None,))  # a bench whose runs may record parts apart
             owner = {p: latest([x for x in recs if p is None or has_part(x["results"], p)],
                                quick) for p in parts}
+            if bench in GROUP_BY:
+                key = GROUP_BY[bench]
+                owner = {("group", v): latest(
+                    [x for x in recs if x["results"].get(key) == v], quick)
+                    for v in dict.fromkeys(x["results"].get(key) for x in recs)}
             shown = {id(r) for r in owner.values() if r}
             out += [f"### {title}", ""]
             if not shown:
@@ -525,7 +601,7 @@ def render_results(records: Dict[str, List[dict]]) -> str:
             for rec in [r for r in recs if id(r) in shown]:
                 # a part a later record holds too is shown from that one only
                 res = without(rec["results"], [p for p, r in owner.items()
-                                               if p is not None and r is not rec])
+                                               if isinstance(p, str) and r is not rec])
                 out += RENDERERS.get(bench, generic_tables)(res) + [""]
                 out += provenance(rec) + [""]
     return "\n".join(out).rstrip("\n") + "\n"

@@ -178,6 +178,40 @@ def test_the_mined_calibration_part_of_clean_bench_is_a_row_per_set(tmp_path):
     assert "| transfer (held out) | 10 | 4 | 0.02 | 0.9 | 0.8 | 0.7 | 0.2 |" in page
 
 
+def _density(config, p, wrong_pair=None):
+    c = {"kept": 10, "P": p, "R": 0.9, "F1": 0.9, "P_strict": p, "wrong": 1, "accidental": 0,
+         "wrong_near_ref": 1, "wrong_per_10k_sources": 3.7, "wrong_diluting_pct": 0.037}
+    if wrong_pair:
+        c["pairs"] = [wrong_pair]
+    mix = {"sources": 2727, "gold": 27, "density": 0.0099, "wall_s": 200.0, "resumed": False,
+           "shipped": c}
+    return {"config": config, "mixes": {"comparable_1pct": mix},
+            "margin": {"cuts": [1.1], "mixes": {"comparable_1pct": {"1.1": {
+                "spared": 0.4, "gold_candidates_dropped": 2, "kept_gold_lost": 1,
+                "recall_lost": 0.037}}}}}
+
+
+@pytest.mark.cluster
+def test_density_bench_shows_the_latest_record_of_every_configuration(tmp_path):
+    pair = {"kind": "wrong", "src": "这是正常的。", "tgt": "This ain't normal.",
+            "reference": "This is normal.", "ref_dice": 0.55, "combined": 6.1}
+    recs = [_record("density_bench", False, _density("combined", 0.5), "2030-01-01T00:00:00Z"),
+            _record("density_bench", False, _density("judge", 0.8), "2030-01-02T00:00:00Z"),
+            _record("density_bench", False, _density("combined", 0.6, pair),
+                    "2030-01-03T00:00:00Z")]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "density_bench.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    page = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.8 | 0.9 |" in page  # judge's
+    assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.6 | 0.9 |" in page  # latest combined
+    assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.5 |" not in page
+    assert "| wrong | 这是正常的。 | This ain't normal. | This is normal. | 0.55 | 6.1 |" in page
+    assert "| comparable_1pct | 0.4 / 1 (0.037) |" in page
+
+
 @pytest.mark.cluster
 def test_seeds_bench_long_runs_of_single_systems_show_beside_the_full_record(tmp_path):
     f1 = lambda v: {"0.0": {"F1": v}, "0.9": {"F1": v / 2}}  # noqa: E731
