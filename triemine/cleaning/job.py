@@ -28,7 +28,8 @@ import numpy as np
 from triemine.scoring.calibration import Calibration, shipped_calibration
 from triemine.io import atomic_write, clean_cell, dumps_sealed, input_digest, read_sealed
 from triemine.cleaning.judge import (encoder_features, exact_features, language_flags,
-                                     length_features, number_features, rule_flags)
+                                     rule_flags)
+from triemine.judging.features import text_features
 from triemine.cleaning.pairs import Bitext
 from triemine.decoding import lengths
 from triemine.models.fingerprint import model_fingerprint
@@ -196,7 +197,7 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
         put(c, v)
     seconds = {"exact": round(t1 - t0, 3), "encoder": round(time.perf_counter() - t1, 3)}
     ok_src, ok_tgt = [srcs[i] for i in s_idx[ok]], [tgts[i] for i in t_idx[ok]]
-    for c, v in {**length_features(ok_src, ok_tgt), **number_features(ok_src, ok_tgt)}.items():
+    for c, v in text_features(ok_src, ok_tgt).items():
         put(c, v)
     if opts.langs:
         put("src_lang_ok", language_flags(srcs, s_idx[ok], opts.langs[0]))

@@ -298,8 +298,10 @@ def mined_calibration(meta: Mapping[str, object]):
 
 
 def mined_prob(mined) -> Optional[np.ndarray]:
-    """``prob`` of every row of a :class:`~triemine.io.tsv.Mined` (:func:`mined_calibration` of its
-    ``combined`` column), or None when it has no calibration."""
+    """``prob`` of every row of a :class:`~triemine.io.tsv.Mined`: its ``prob`` column, else
+    :func:`mined_calibration` of its ``combined`` column, or None when it has neither."""
+    if "prob" in mined.numeric:
+        return mined.col("prob")
     cal = mined_calibration(mined.meta)
     if cal is None or cal.score not in mined.numeric:
         return None

@@ -46,7 +46,7 @@ def load_scored(work: Path) -> Optional[ColumnStore]:
 
 def finish_tsv(out_path: Path, scored: ColumnStore, src, tgt,
                combination: Callable[[Dict[str, np.ndarray]], np.ndarray], meta: dict,
-               block: Optional[int] = None) -> np.ndarray:
+               block: Optional[int] = None, judge: Optional[Callable] = None) -> np.ndarray:
     """The mining TSV of the scored candidates (one row per pair; :mod:`triemine.io.tsv`), written
     atomically, ``block`` candidates at a time (default ``FINISH_BLOCK``): each block's derived
     features (:func:`~triemine.mining.features.derived`) and ``combination`` (the combined
@@ -64,6 +64,8 @@ def finish_tsv(out_path: Path, scored: ColumnStore, src, tgt,
         part = derived(CandidateSet(local, local, part.origin, part.columns), tgt_texts,
                        src_texts)
         part = part.with_columns(combined=combination(part.columns))
+        if judge is not None:
+            part = part.with_columns(**judge(part.columns, src_texts, tgt_texts))
         return dict(part.columns, origin=part.origin.astype(np.float64),
                     src_id=[src.ids[i] for i in s], tgt_id=[tgt.ids[i] for i in t],
                     src=src_texts, tgt=tgt_texts)

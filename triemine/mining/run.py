@@ -49,6 +49,10 @@ from triemine.mining.stages import cache_dir, stage_dir
 from triemine.mining.options import MineOptions
 from triemine.scoring import forced_scoring
 from triemine.config.settings import key_of
+from triemine.config.configurations import configuration
+from triemine.judging.mined import curve_columns, judge_columns
+from triemine.judging.model import load_judge
+from triemine.scoring.calibration import shipped_calibration
 
 logger = logging.getLogger(__name__)
 
@@ -204,11 +208,24 @@ def finish_stage(m: Mining) -> None:
             "mode": "+".join(opts.candidates),
             "beam": opts.search.beam if "trie" in opts.candidates else "-",
             "pipeline": key_of(opts), "combination": asdict(m.comb), "skipped_long": skipped,
-            "skipped_bad": skipped_counts(src, tgt)})
+            "skipped_bad": skipped_counts(src, tgt)}, judge=judge_adder(opts, m.comb))
     m.summary = {"sources": len(src), "targets": len(tgt), "candidates": len(m.scored),
                  "by_generator": origin_counts(origins), "skipped_long": skipped,
                  "skipped_bad": skipped_counts(src, tgt),
                  "stage_s": job.seconds, "output": str(m.out_path)}
+
+
+def judge_adder(opts: MineOptions, comb: Combination):
+    """The columns the job adds after ``combined`` (:mod:`triemine.judging.mined`): the judge's
+    ``judge`` and ``prob`` when the configuration ships a judge (``--judge`` another), else
+    ``prob`` by the configuration's ``mined`` curve when it ships one for the job's
+    combination, else None."""
+    rec = configuration(opts.config)
+    if rec.judge is not None:
+        return judge_columns(load_judge(opts.scores.judge), opts.scores.density)
+    if (rec.calibration or {}).get("mined") and asdict(comb) == rec.combination:
+        return curve_columns(shipped_calibration(opts.config, "mined"))
+    return None
 
 
 def load_combination(opts: MineOptions) -> Combination:
