@@ -29,7 +29,9 @@ from triemine.scoring.calibration import Calibration, shipped_calibration
 from triemine.io import atomic_write, clean_cell, dumps_sealed, input_digest, read_sealed
 from triemine.cleaning.judge import (encoder_features, exact_features, language_flags,
                                      rule_flags)
+from triemine.config.configurations import configuration
 from triemine.judging.features import text_features
+from triemine.judging.model import load_judge
 from triemine.cleaning.pairs import Bitext
 from triemine.decoding import lengths
 from triemine.models.fingerprint import model_fingerprint
@@ -51,7 +53,10 @@ class ScoreOptions:
     :class:`~triemine.scoring.calibration.Calibration`'s fields, override the first and the last),
     the encoder and its ``k``, language codes for the language flags
     (None: none), Bicleaner (its model: None for the default), and the cut: ``min_prob`` or
-    ``threshold`` (``combined >=``; neither: ``prob >= 0.5``)."""
+    ``threshold`` (``combined >=``; neither: ``prob >= 0.5``).  A configuration that ships a
+    judge (``judge``: another judge file) gives ``judge`` and ``prob`` by the judge
+    (:mod:`triemine.judging`), its probability shifted to ``density`` (None: the share of
+    translations estimated from the pairs, :func:`triemine.judging.prior.estimate_prior`)."""
 
     config: str = "combined"
     combination: Optional[str] = None
@@ -63,6 +68,8 @@ class ScoreOptions:
     bicleaner_model: Optional[str] = None
     min_prob: Optional[float] = None
     threshold: Optional[float] = None
+    judge: Optional[str] = None
+    density: Optional[float] = None
 
     def cut(self, calibration) -> Tuple[str, float]:
         """``(column, value)``: a pair is kept when its column is >= value: ``combined >=
@@ -161,9 +168,14 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
     process).  Returns the :class:`Scored` result."""
     out_path = Path(out_path)
     comb = Combination.load(opts.combination) if opts.combination else shipped(opts.config)
+    judge = load_judge(opts.judge) if configuration(opts.config).judge is not None and \
+        opts.calibration is None else None
+    if opts.density is not None and not 0.0 < opts.density < 1.0:
+        raise InputError(f"--density must be in (0, 1), got {opts.density}")
     cal = (Calibration.of(opts.calibration, "calibration") if opts.calibration is not None
-           else shipped_calibration(opts.config, "pairs"))
-    cut = opts.cut(cal)
+           else None if judge is not None else shipped_calibration(opts.config, "pairs"))
+    cut = opts.cut(cal) if judge is None or opts.threshold is not None else \
+        ("prob", DEFAULT_MIN_PROB if opts.min_prob is None else opts.min_prob)
     keys: Dict[Tuple[str, str], int] = {}
     pair_of = np.fromiter((keys.setdefault((s, t), len(keys)) for s, t in
                            zip(bitext.src, bitext.tgt)), dtype=np.int64, count=len(bitext))
@@ -209,11 +221,17 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
                                          progress=progress))
     cols["combined"] = np.full(len(keys), np.nan)
     cols["combined"][ok] = comb({c: v[ok] for c, v in cols.items()})
-    if cal.combination is not None:  # the curve's own score of the features (a regression)
-        judge = Combination.of(cal.combination, f"configuration {opts.config} calibration")
+    if judge is not None:
+        cols["judge"] = np.full(len(keys), np.nan)
+        cols["judge"][ok] = judge.logit({c: v[ok] for c, v in cols.items()})
+        cols["prob"] = judge.prob(cols["judge"], "estimate" if opts.density is None
+                                  else opts.density)
+    elif cal.combination is not None:  # the curve's own score of the features (a regression)
+        reg = Combination.of(cal.combination, f"configuration {opts.config} calibration")
         cols[cal.score] = np.full(len(keys), np.nan)
-        cols[cal.score][ok] = judge({c: v[ok] for c, v in cols.items()})
-    cols["prob"] = cal(cols[cal.score])
+        cols[cal.score][ok] = reg({c: v[ok] for c, v in cols.items()})
+    if judge is None:
+        cols["prob"] = cal(cols[cal.score])
     per_row = {c: v[pair_of] for c, v in cols.items()}
     with np.errstate(invalid="ignore"):
         kept = per_row[cut[0]] >= cut[1]
