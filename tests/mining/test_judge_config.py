@@ -7,7 +7,7 @@ import pytest
 from triemine.io import read_mined
 from triemine.judging.features import MINED_FEATURES
 from triemine.judging.model import Judge, load_judge
-from triemine.judging.prior import sigmoid
+from triemine.judging.prior import estimate_prior, sigmoid
 from triemine.scoring.calibration import shipped_calibration
 
 
@@ -28,12 +28,18 @@ def test_judge_configuration_writes_judge_and_prob(tiny_model_dir, corpora, tmp_
     judge = load_judge()
     cols = {c: m.col(c) for c in m.numeric}
     np.testing.assert_allclose(m.col("judge"), judge.logit(cols), atol=1e-5)
-    np.testing.assert_allclose(m.col("prob"), sigmoid(m.col("judge")), atol=1e-6)
+    # no --density: prob is shifted to the share EM estimates from the candidates themselves
+    share = estimate_prior(m.col("judge"), judge.train_prior)
+    np.testing.assert_allclose(m.col("prob"), judge.prob(m.col("judge"), share), atol=2e-6)
+    assert m.meta["density"] == pytest.approx(share, abs=1e-4)
+    at = _mine(tiny_model_dir, corpora, tmp_path / "at.tsv", "--config", "judge", "--density",
+               repr(judge.train_prior))
+    np.testing.assert_allclose(at.col("prob"), sigmoid(at.col("judge")), atol=1e-6)
     low = _mine(tiny_model_dir, corpora, tmp_path / "low.tsv", "--config", "judge",
                 "--density", "0.001")
     np.testing.assert_allclose(low.col("judge"), m.col("judge"), atol=1e-9)
     np.testing.assert_allclose(low.col("prob"), judge.prob(low.col("judge"), 0.001), atol=1e-6)
-    assert (low.col("prob") <= m.col("prob")).all() and (low.col("prob") < m.col("prob")).any()
+    assert (low.col("prob") <= at.col("prob")).all() and (low.col("prob") < at.col("prob")).any()
     # another judge: every candidate a translation by its bias alone
     rows = len(m)
     other = Judge.fit({f: np.arange(rows, dtype=float) for f in MINED_FEATURES},

@@ -43,16 +43,12 @@ from triemine.mining.combine import Combination, shipped
 from triemine.mining.features import PRIOR, ScoreJob, derivable, prior_range, prior_table
 from triemine.mining.score_shards import forced_score_shards
 from triemine.mining.columns import ColumnStore, write_store
-from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, load_scored
+from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, judge_adder, load_scored
 from triemine.mining.generators import REGISTRY, Job, origin_counts
 from triemine.mining.stages import cache_dir, stage_dir
 from triemine.mining.options import MineOptions
 from triemine.scoring import forced_scoring
 from triemine.config.settings import key_of
-from triemine.config.configurations import configuration
-from triemine.judging.mined import curve_columns, judge_columns
-from triemine.judging.model import load_judge
-from triemine.scoring.calibration import shipped_calibration
 
 logger = logging.getLogger(__name__)
 
@@ -202,30 +198,19 @@ def finish_stage(m: Mining) -> None:
     src, tgt, source_path, target_path = job.src, job.tgt, job.source_path, job.target_path
     skipped = lengths.skipped_summary(job.long_src, job.long_tgt)
     with job.timed("finish"):
+        judge, density = judge_adder(opts, m.scored, src, tgt, m.comb)
         origins = finish_tsv(m.out_path, m.scored, src, tgt, m.comb, meta={
             "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
             "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
             "mode": "+".join(opts.candidates),
             "beam": opts.search.beam if "trie" in opts.candidates else "-",
             "pipeline": key_of(opts), "combination": asdict(m.comb), "skipped_long": skipped,
-            "skipped_bad": skipped_counts(src, tgt)}, judge=judge_adder(opts, m.comb))
+            "skipped_bad": skipped_counts(src, tgt), **({"density": density} if density
+                                                        else {})}, judge=judge)
     m.summary = {"sources": len(src), "targets": len(tgt), "candidates": len(m.scored),
                  "by_generator": origin_counts(origins), "skipped_long": skipped,
                  "skipped_bad": skipped_counts(src, tgt),
                  "stage_s": job.seconds, "output": str(m.out_path)}
-
-
-def judge_adder(opts: MineOptions, comb: Combination):
-    """The columns the job adds after ``combined`` (:mod:`triemine.judging.mined`): the judge's
-    ``judge`` and ``prob`` when the configuration ships a judge (``--judge`` another), else
-    ``prob`` by the configuration's ``mined`` curve when it ships one for the job's
-    combination, else None."""
-    rec = configuration(opts.config)
-    if rec.judge is not None:
-        return judge_columns(load_judge(opts.scores.judge), opts.scores.density)
-    if (rec.calibration or {}).get("mined") and asdict(comb) == rec.combination:
-        return curve_columns(shipped_calibration(opts.config, "mined"))
-    return None
 
 
 def load_combination(opts: MineOptions) -> Combination:

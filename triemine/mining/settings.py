@@ -72,5 +72,5 @@ class ScoreSettings:
         "shipped one, triemine/judging/judge.json)", flag="--judge", path=True)
     density: Optional[float] = setting(
         None, "the expected share of the candidates that are translations: the judge's prob is "
-        "shifted to it (default: the share it was trained at)", flag="--density", low=1e-6,
-        high=0.999999)
+        "shifted to it (default: the share estimated from the run's candidates)",
+        flag="--density", low=1e-6, high=0.999999)
