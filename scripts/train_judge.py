@@ -10,7 +10,9 @@ Seeded and in two steps that resume (``--work``):
    English, ``--comparable`` de-en news English lines (other translations of some of the same
    WMT stories) and the English of ``--others`` further training pairs; mined by the default
    job's candidates (configuration ``combined``: the USE encoder's kNN, the exact scores);
-2. ``fit``: each candidate labelled (positive when its English is its source's reference
+2. ``noise``: the synthetic noise kinds of given pairs made from ``--noise`` training pairs
+   (:func:`score_noise`), scored by ``trie-mine-score``'s path;
+3. ``fit``: each candidate labelled (positive when its English is its source's reference
    English, :func:`label_of`, near-duplicates included), the judge's text features added
    (:func:`triemine.judging.features.text_features`), the judge fitted
    (:meth:`triemine.judging.model.Judge.fit`) and written (``--out``, default the shipped
@@ -108,11 +110,41 @@ def mine_set(work: Path, model_arg) -> Path:
     return out
 
 
-def fit_set(work: Path, out: Path, c: float) -> dict:
-    """Label ``work/mined.tsv``, fit the judge on it and write it to ``out``."""
-    from triemine.io import read_mined
-    from triemine.judging.train import train
+def score_noise(work: Path, model_arg, n: int, seed: int) -> Path:
+    """The synthetic noise kinds of given pairs (:func:`triemine.cleaning.noise.noisy_set`,
+    built from ``n`` training pairs as ``scripts/fit_calibration.py pairs`` builds them)
+    scored by ``trie-mine-score``'s path with the ``combined`` configuration (every feature,
+    no judge); ``work/noise.tsv`` and ``work/noise.labels.npy``."""
+    from scripts.fit_calibration import _model, training_noisy_set
+    from triemine.cleaning import score
 
+    ns = training_noisy_set(n, seed)
+    score(list(zip(ns.src, ns.tgt)), model=model_arg or _model(), output=work / "noise.tsv",
+          config="combined", progress=True, resume=True)
+    np.save(work / "noise.labels.npy", np.asarray(ns.label, dtype=np.int64))
+    return work / "noise.tsv"
+
+
+def _noise_rows(work: Path):
+    """``(columns, labels)`` of the scored noisy pairs (those scored), or None without them."""
+    path = work / "noise.tsv"
+    if not path.is_file():
+        return None
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    y = np.load(work / "noise.labels.npy")
+    ok = np.array([r["status"] == "scored" for r in rows])
+    cols = {c: np.array([float(r[c]) for r in rows])[ok] for c in rows[0]
+            if c not in ("line", "id", "src", "tgt", "status")}
+    return cols, y[ok]
+
+
+def fit_set(work: Path, out: Path, c: float) -> dict:
+    """Label ``work/mined.tsv``, add the scored noisy pairs when ``work`` has them, fit the
+    judge on both and write it to ``out``."""
+    from triemine.io import read_mined
     mined = read_mined(work / "mined.tsv")
     refs = json.loads((work / "refs.json").read_text(encoding="utf-8"))
     y = label_of(mined.src_ids, mined.tgt, refs)
@@ -122,7 +154,20 @@ def fit_set(work: Path, out: Path, c: float) -> dict:
              f"English present) against {desc['targets']} English lines (training_english() "
              f"and other training pairs' English), seed {desc['seed']}; "
              "scripts/train_judge.py")
-    judge = train(mined, y, fitted_on=where, c=c)
+    from triemine.judging.features import MINED_FEATURES
+    from triemine.judging.model import Judge
+    from triemine.judging.train import mined_columns
+
+    cols = mined_columns(mined)
+    noise = _noise_rows(work)
+    if noise is not None:
+        ncols, ny = noise
+        cols = {f: np.concatenate([cols[f], ncols[f]]) for f in MINED_FEATURES}
+        y = np.concatenate([y, ny])
+        where += (f"; and {len(ny)} given pairs ({int(ny.sum())} clean) of the noise kinds of "
+                  "triemine.cleaning.noise made from devsets/zh-en/train as "
+                  "scripts/fit_calibration.py pairs builds them")
+    judge = Judge.fit(cols, y, MINED_FEATURES, fitted_on=where, c=c)
     judge.save(out)
     return {"candidates": len(y), "positives": int(y.sum()), "out": str(out),
             "fingerprint": judge.fingerprint(), "train_prior": judge.train_prior}
@@ -131,7 +176,9 @@ def fit_set(work: Path, out: Path, c: float) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", required=True, type=Path)
-    ap.add_argument("--step", choices=("all", "mine", "fit"), default="all")
+    ap.add_argument("--step", choices=("all", "mine", "noise", "fit"), default="all")
+    ap.add_argument("--noise", type=int, default=400, help="clean pairs of the noisy set")
+    ap.add_argument("--noise-seed", type=int, default=49)
     ap.add_argument("--present", type=int, default=1000)
     ap.add_argument("--absent", type=int, default=5000)
     ap.add_argument("--comparable", type=int, default=15000)
@@ -149,6 +196,8 @@ def main() -> int:
             (args.work / "set.json").write_text(json.dumps(desc), encoding="utf-8")
         mine_set(args.work, args.model)
     res = {"mine_s": round(time.perf_counter() - t0, 1)}
+    if args.step in ("all", "noise"):
+        score_noise(args.work, args.model, args.noise, args.noise_seed)
     if args.step in ("all", "fit"):
         from triemine.judging.model import SHIPPED
 
