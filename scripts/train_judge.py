@@ -9,7 +9,8 @@ Seeded and in two steps that resume (``--work``):
    sources whose English is among the targets, ``--absent`` whose English is not, against that
    English, ``--comparable`` de-en news English lines (other translations of some of the same
    WMT stories) and the English of ``--others`` further training pairs; mined by the default
-   job's candidates (configuration ``combined``: the USE encoder's kNN, the exact scores);
+   job's candidates (configuration ``combined``: the USE encoder's kNN, the exact scores, with
+   the coverage ``judge`` computes);
 2. ``noise``: the synthetic noise kinds of given pairs made from ``--noise`` training pairs
    (:func:`score_noise`), scored by ``trie-mine-score``'s path;
 3. ``fit``: each candidate labelled (positive when its English is its source's reference
@@ -96,7 +97,8 @@ def label_of(src_ids, tgt_texts, refs: dict) -> np.ndarray:
 
 def mine_set(work: Path, model_arg) -> Path:
     """Mine ``work/train.zh`` against ``work/train.en`` with the default job's candidates
-    (configuration ``combined``, every candidate kept in ``work/mined.tsv``)."""
+    (configuration ``combined`` with the exact pass's coverage on, as ``judge`` runs it;
+    every candidate kept in ``work/mined.tsv``)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
     import benchlib
 
@@ -106,7 +108,7 @@ def mine_set(work: Path, model_arg) -> Path:
     model = benchlib.shared_model(model_arg, "train_judge")
     out = work / "mined.tsv"
     mine_pipeline(model, work / "train.zh", work / "train.en", out,
-                  MineOptions.of("combined"), resume=True, progress=True)
+                  MineOptions.of("combined", coverage=True), resume=True, progress=True)
     return out
 
 

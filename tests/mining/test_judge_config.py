@@ -24,7 +24,9 @@ def test_judge_configuration_writes_judge_and_prob(tiny_model_dir, corpora, tmp_
                                                    monkeypatch):
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
     m = _mine(tiny_model_dir, corpora, tmp_path / "j.tsv", "--config", "judge")
-    assert len(m) > 0 and {"judge", "prob", "len_ratio", "number_match"} <= set(m.columns)
+    assert len(m) > 0 and {"judge", "prob", "len_ratio", "number_match",
+                           "uncovered"} <= set(m.columns)
+    assert ((m.col("uncovered") >= 0) & (m.col("uncovered") <= 1)).all()
     judge = load_judge()
     cols = {c: m.col(c) for c in m.numeric}
     np.testing.assert_allclose(m.col("judge"), judge.logit(cols), atol=1e-5)
@@ -63,6 +65,7 @@ def test_given_pairs_get_the_mined_features(tiny_model_dir, corpora, tmp_path, m
         np.testing.assert_allclose(res.columns[c], m.col(c), atol=1e-6)  # the TSV's 6 places
     for c in ("ce_token", "pmi", "prior"):
         np.testing.assert_allclose(res.columns[c], m.col(c), atol=1e-3)
+    assert np.isfinite(res.columns["uncovered"]).all()
     judge = load_judge()
     np.testing.assert_allclose(res.columns["prob"], judge.prob(res.columns["judge"], 0.3),
                                atol=1e-9)
@@ -73,7 +76,7 @@ def test_combined_configuration_gains_its_curve_as_prob(tiny_model_dir, corpora,
                                                         monkeypatch):
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
     m = _mine(tiny_model_dir, corpora, tmp_path / "c.tsv", "--config", "combined")
-    assert "judge" not in m.columns
+    assert "judge" not in m.columns and "uncovered" not in m.columns
     curve = shipped_calibration("combined", "mined")
     np.testing.assert_allclose(m.col("prob"), curve(m.col("combined")), atol=1e-6)
     assert m.columns.index("prob") > m.columns.index("combined")

@@ -1,7 +1,7 @@
 """The judge's features of a pair that its texts give, and the lists of features it reads.
 
-The exact features (``ce_token``, ``ce_word``, ``pmi``, ``prior``, ``numerals``, and for given
-pairs ``uncovered``) come from the mining job's exact stage and its derived scores
+The exact features (``ce_token``, ``ce_word``, ``pmi``, ``prior``, ``numerals``,
+``uncovered``) come from the mining job's exact stage and its derived scores
 (:mod:`triemine.mining.features`), the encoder's from its kNN (``use_cos``, ``use_margin``);
 this module adds what the texts alone say, by the same functions for mined candidates
 (:func:`triemine.mining.finish.finish_tsv`) and given pairs
@@ -22,11 +22,10 @@ import numpy as np
 
 from triemine.judging.numbers import number_matches
 
-# what the judge reads of a mined candidate: the mining job's columns and the text features
+# what the judge reads of a pair, mined or given: the exact pass's columns (``uncovered`` with
+# coverage on), the encoder's and the text features
 MINED_FEATURES = ("use_margin", "use_cos", "ce_token", "ce_word", "pmi", "prior", "numerals",
-                  "len_ratio", "number_match")
-# the given-pairs judge's: the same and the source's pieces left uncovered
-PAIR_FEATURES = MINED_FEATURES + ("uncovered",)
+                  "uncovered", "len_ratio", "number_match")
 TEXT_COLUMNS = ("src_chars", "tgt_chars", "len_ratio", "number_match")
 
 

@@ -40,7 +40,8 @@ from triemine.distributed.stage import stage_key
 from triemine.errors import DamagedFile, InputError
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.combine import Combination, shipped
-from triemine.mining.features import PRIOR, ScoreJob, derivable, prior_range, prior_table
+from triemine.mining.features import (PRIOR, UNCOVERED, ScoreJob, derivable, prior_range,
+                                      prior_table)
 from triemine.mining.score_shards import forced_score_shards
 from triemine.mining.columns import ColumnStore, write_store
 from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, judge_adder, load_scored
@@ -221,7 +222,7 @@ def load_combination(opts: MineOptions) -> Combination:
 
 def _score_columns(opts: MineOptions, reverse: bool) -> Set[str]:
     return {c for r in [ScoreJob.of()] + [ScoreJob.of(reverse=True)] * reverse
-            for c in (r.score, r.n_tokens)}
+            for c in (r.score, r.n_tokens)} | ({UNCOVERED} if opts.scores.coverage else set())
 
 
 @dataclass(frozen=True)
@@ -350,12 +351,15 @@ def unite(where: Path, stores, spaces, skip_src: np.ndarray,
 
 def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> ColumnStore:
     """``score`` and ``n_tokens`` (``_rev``: log P(x|y) by the reverse model) where missing
-    (NaN; the trie search's pairs have them), by forced decoding in shards of whole chunks
+    (NaN; the trie search's pairs have them; with ``--coverage``-on configurations also
+    ``uncovered``, the share of the source's pieces the target leaves uncovered, from the same
+    pass, NaN for the pairs the trie search scored), by forced decoding in shards of whole chunks
     (:func:`triemine.mining.score_shards.forced_score_shards`) on the job's pool or in this
     process (:meth:`Job.model_pool`), merged into the store's columns a block at a time."""
 
     rules = ScoreJob.of(reverse)
-    stage, names = rules.name, [rules.score, rules.n_tokens]
+    coverage = job.opts.scores.coverage and not reverse
+    stage, names = rules.name, [rules.score, rules.n_tokens] + [UNCOVERED] * coverage
     todo_dir = job.work / f"{stage}.todo.cols"
     if stage in store.done:
         shutil.rmtree(todo_dir, ignore_errors=True)  # a job killed before it removed it
@@ -373,7 +377,7 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
     parts, _ = forced_score_shards(model, in_idx, out_idx, job.source_path, job.target_path,
                                    job.work, job.model_pool(model), name=stage, reverse=reverse,
                                    progress=job.progress, desc=rules.desc, device=job.device,
-                                   precision=job.opts.precision)
+                                   precision=job.opts.precision, coverage=coverage)
     rows = _Rows(parts)
 
     def merged():  # the computed rows, in order, go to the NaN rows of each block

@@ -67,6 +67,7 @@ class ScoreSettings:
     combination: Optional[str] = setting(
         None, "the combined score: a shipped name or a JSON file (default: the configuration's, "
         "e.g. combined or mt-only)", flag="--combination")
+    coverage: bool = setting(False)  # the exact pass also gives `uncovered` (cross-attention)
     judge: Optional[str] = setting(
         None, "the judge of --config judge: a file from trie-mine-train-judge (default: the "
         "shipped one, triemine/judging/judge.json)", flag="--judge", path=True)
