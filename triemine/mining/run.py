@@ -358,8 +358,7 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
     process (:meth:`Job.model_pool`), merged into the store's columns a block at a time."""
 
     rules = ScoreJob.of(reverse)
-    coverage = job.opts.scores.coverage and not reverse
-    stage, names = rules.name, [rules.score, rules.n_tokens] + [UNCOVERED] * coverage
+    stage, names = rules.name, [rules.score, rules.n_tokens]
     todo_dir = job.work / f"{stage}.todo.cols"
     if stage in store.done:
         shutil.rmtree(todo_dir, ignore_errors=True)  # a job killed before it removed it
@@ -372,6 +371,8 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
         if not len(pairs) and names[1] in store.columns:  # nothing to score, nothing to write
             shutil.rmtree(todo_dir, ignore_errors=True)
             return store.mark(stage)
+    coverage = job.opts.scores.coverage and not reverse
+    names += [UNCOVERED] * coverage
     # the pairs memory-mapped, each shard's read when its task is made
     in_idx, out_idx = rules.sides(pairs.mapped("src"), pairs.mapped("tgt"))
     parts, _ = forced_score_shards(model, in_idx, out_idx, job.source_path, job.target_path,
