@@ -107,3 +107,41 @@ def test_text_features_are_the_given_pairs_columns():
                                                          / (np.array([7, 2]) + 1)))
     with pytest.raises(ValueError):
         text_features(src, tgt[:1])
+
+
+def test_train_judge_command_fits_on_a_users_mined_tsv(tmp_path, capsys):
+    """trie-mine-train-judge: a mining TSV and its gold pairs -> a judge file that separates
+    them; a TSV without a feature the judge reads is one clear error (exit 2)."""
+    from triemine.cli.train_judge import train_judge_main
+    from triemine.io import Mined, write_mined
+
+    rng = np.random.default_rng(8)
+    n = 400
+    y = np.arange(n) % 4 == 0
+    cols = {f: rng.normal(size=n) + 2.0 * y for f in MINED_FEATURES
+            if f not in ("len_ratio", "number_match")}
+    cols.update(score=-rng.random(n), ce_word=rng.random(n), ce_token=cols["ce_token"] - 4 * y)
+    src = [f"第{i}句。" for i in range(n)]
+    tgt = [f"Sentence {i}." for i in range(n)]
+    m = Mined.from_columns([f"zh-{i}" for i in range(n)], [f"en-{i}" for i in range(n)], src,
+                           tgt, cols)
+    write_mined(m, tmp_path / "m.tsv")
+    (tmp_path / "gold").write_text("".join(f"zh-{i}\ten-{i}\n" for i in np.flatnonzero(y)))
+    out = tmp_path / "j.json"
+    assert train_judge_main([str(tmp_path / "m.tsv"), "--gold", str(tmp_path / "gold"),
+                             "-o", str(out)]) == 0
+    judge = Judge.load(out)
+    back = read_tsv_columns(tmp_path / "m.tsv")
+    assert ((judge.prob(judge.logit(back)) >= 0.5) == y).mean() > 0.95
+    assert judge.features == list(MINED_FEATURES)
+    with pytest.raises(SystemExit) as exc:
+        train_judge_main([str(tmp_path / "m.tsv"), "--gold", str(tmp_path / "gold"), "-o",
+                          str(out), "--features", "use_margin,bogus"])
+    assert exc.value.code == 2 and "bogus" in capsys.readouterr().err
+
+
+def read_tsv_columns(path):
+    from triemine.io import read_mined
+    from triemine.judging.train import mined_columns
+
+    return mined_columns(read_mined(path))
