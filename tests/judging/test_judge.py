@@ -145,3 +145,14 @@ def read_tsv_columns(path):
     from triemine.judging.train import mined_columns
 
     return mined_columns(read_mined(path))
+
+
+def test_a_weight_of_two_is_a_row_twice():
+    cols, y = _synthetic(300, 0.4, 9)
+    w = np.where(np.arange(300) % 3 == 0, 2.0, 1.0)
+    twice = np.flatnonzero(w == 2.0)
+    dup = {f: np.concatenate([v, v[twice]]) for f, v in cols.items()}
+    a = Judge.fit(cols, y, ("a", "b"), sample_weight=w)
+    b = Judge.fit(dup, np.concatenate([y, y[twice]]), ("a", "b"))
+    np.testing.assert_allclose(a.weights, b.weights, rtol=1e-6)
+    assert a.train_prior == pytest.approx(b.train_prior)

@@ -85,17 +85,22 @@ class Judge:
 
     @classmethod
     def fit(cls, columns: Mapping[str, np.ndarray], labels, features: Sequence[str],
-            fitted_on: str = "", c: float = 1.0, iters: int = 100) -> "Judge":
+            fitted_on: str = "", c: float = 1.0, iters: int = 100,
+            sample_weight=None) -> "Judge":
         """The L2-penalised (``1 / c`` times half the squared weights; the bias free) maximum
-        likelihood judge of 0/1 ``labels`` on ``features`` of ``columns``; rows with a
-        non-finite feature are left out.  A ``ValueError`` when a class is missing."""
+        likelihood judge of 0/1 ``labels`` on ``features`` of ``columns``, each row's loss
+        times its ``sample_weight`` (default 1); rows with a non-finite feature are left out.
+        ``train_prior`` is the weighted share of positives.  A ``ValueError`` when a class is
+        missing."""
         x = matrix(columns, features)
         y = np.asarray(labels, dtype=np.float64)
+        sw = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
         keep = np.isfinite(x).all(axis=1)
-        x, y = x[keep], y[keep]
+        x, y, sw = x[keep], y[keep], sw[keep]
         if not 0 < y.sum() < len(y):
             raise ValueError("a judge needs both positive and negative examples")
-        mean, std = x.mean(axis=0), x.std(axis=0)
+        mean, std = np.average(x, axis=0, weights=sw), np.sqrt(
+            np.average((x - np.average(x, axis=0, weights=sw)) ** 2, axis=0, weights=sw))
         std[std == 0] = 1.0
         X = np.concatenate([(x - mean) / std, np.ones((len(x), 1))], axis=1)
         reg = np.full(X.shape[1], 1.0 / c)
@@ -103,14 +108,14 @@ class Judge:
         w = np.zeros(X.shape[1])
         for _ in range(iters):
             p = sigmoid(X @ w)
-            g = X.T @ (p - y) + reg * w
-            h = X.T @ (X * (p * (1 - p))[:, None]) + np.diag(reg) + 1e-9 * np.eye(len(w))
+            g = X.T @ (sw * (p - y)) + reg * w
+            h = X.T @ (X * (sw * p * (1 - p))[:, None]) + np.diag(reg) + 1e-9 * np.eye(len(w))
             step = np.linalg.solve(h, g)
             w -= step
             if np.abs(step).max() < 1e-10:
                 break
         return cls(list(features), mean.tolist(), std.tolist(), w[:-1].tolist(), float(w[-1]),
-                   float(y.mean()), fitted_on)
+                   float(np.average(y, weights=sw)), fitted_on)
 
     def as_dict(self) -> dict:
         return asdict(self)
