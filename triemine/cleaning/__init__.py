@@ -52,7 +52,8 @@ def score(pairs: PairsArg, *, model, output, format: str = "auto", workers: int 
     """Score every pair of ``pairs`` with ``model`` (a model directory or a loaded one) and
     write the scores TSV ``output`` (one row per input pair, input order); with ``bitext``,
     also the kept pairs in ``bitext_format``.  ``options``: :class:`ScoreOptions` fields
-    (``min_prob``, ``threshold``, ``config``, ``langs``, ``bicleaner``, ``encoder``, ``k``).
+    (``min_prob``, ``threshold``, ``config``, ``langs``, ``bicleaner``, ``encoder``, ``k``;
+    with ``config="judge"``: ``judge``, a judge file, and ``density``).
     ``workers``/``ray``: the exact scores' shards on a pool
     (:func:`triemine.distributed.make_pool`). Raises :class:`InputError` for bad input (file, line
     and problem)."""
