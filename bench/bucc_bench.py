@@ -60,7 +60,7 @@ from triemine.evaluation.pipeline import Direction, evaluate, evaluate_combinati
 from triemine.io.paths import cache_root  # noqa: E402
 from triemine.io.tsv import Mined, read_mined  # noqa: E402
 
-from triemine.config.configurations import NAMES, PAPER  # noqa: E402
+from triemine.config.configurations import NAMES, PAPER, configuration  # noqa: E402
 from triemine.filtering.selection import SELECTION  # noqa: E402
 from triemine.mining.options import MineOptions  # noqa: E402
 
@@ -180,6 +180,13 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
     transfer = evaluate([Direction(transfer_rows)], tb, filt, rank, thresholds=th,
                         thresholds_source=f"fixed:tuned-on:{Path(sample_gold).name}", rule=rule)
     transfer_tuned = evaluate([Direction(transfer_rows)], tb, filt, rank, rule=rule)
+    shipped = configuration(name).thresholds if name in MINING else None
+    if shipped:  # the record's own cut, tuned on no gold for judge (prob >= 0.5)
+        for key, rows, gold in (("sample_shipped", sample_rows, sb),
+                                ("transfer_shipped", transfer_rows, tb)):
+            extra[key] = evaluate([Direction(rows)], gold, filt, rank,
+                                  thresholds=shipped["thresholds"], rule=rule,
+                                  thresholds_source=f"shipped:{name}").strict.as_dict()
     for o in (tuned, transfer):
         print(o.signature("strict"), flush=True)
     print(tuned.signature("heldout-strict", tuned.heldout_strict), flush=True)

@@ -136,7 +136,8 @@ def noisy_part(model, args, work: Path, threads: int) -> dict:
     out = work / "noisy.tsv"
     shutil.rmtree(str(out) + ".work", ignore_errors=True)  # timed from scratch
     t0 = time.perf_counter()
-    res = score(list(zip(ns.src, ns.tgt)), model=model, output=out, progress=False)
+    res = score(list(zip(ns.src, ns.tgt)), model=model, output=out, progress=False,
+                config=args.config)
     wall = time.perf_counter() - t0
     cols = {m: res.columns[m] for m in METHODS[:-1]}
     cols["ce_word"] = -cols["ce_word"]  # higher = more parallel
@@ -272,12 +273,12 @@ def unrelated_part(model, args, work: Path) -> dict:
     sp, tp = work / "unrelated.zh", work / "unrelated.en"
     benchlib.write_corpus(sp, src)
     benchlib.write_corpus(tp, benchlib.de_en_rows(clean_bench_draw(n_tgt).tolist()))
-    result, wall, resumed = benchlib.mine_corpora(model, "combined", sp, tp,
+    result, wall, resumed = benchlib.mine_corpora(model, args.config, sp, tp,
                                                   work / "unrelated.tsv")
     m = result.kept_rows()
     try:
-        cal = shipped_calibration("combined", "mined")
-        prob = cal(m.col("combined"))
+        cal = True if "prob" in m.numeric else shipped_calibration(args.config, "mined")
+        prob = m.col("prob") if cal is True else cal(m.col("combined"))
     except Exception as exc:  # noqa: BLE001  (no mined calibration shipped: said in the record)
         cal, prob = None, np.full(len(m), np.nan)
         print(f"clean_bench: no mined calibration: {exc}", file=sys.stderr)
@@ -349,6 +350,8 @@ def main(argv=None) -> int:
                     "BUCC sample (default <cache>/demo/sample.tsv)")
     ap.add_argument("--mined-transfer", default=None, help="mined: the default job's TSV of "
                     "the transfer set (default <cache>/demo/transfer.tsv)")
+    ap.add_argument("--config", default="combined", help="noisy, unrelated: the configuration "
+                    "scored and mined (default combined; judge: the learned judge)")
     ap.add_argument("--spin-probe", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.spin_probe:

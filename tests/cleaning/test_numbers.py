@@ -1,8 +1,8 @@
-"""The given-pairs judge's number check (triemine.cleaning.numbers) on hand-written pairs."""
+"""The given-pairs judge's number check (triemine.judging.numbers) on hand-written pairs."""
 import numpy as np
 import pytest
 
-from triemine.cleaning.numbers import (chinese_numeral, number_match, number_matches,
+from triemine.judging.numbers import (chinese_numeral, number_match, number_matches,
                                        source_values, target_numbers)
 
 

@@ -153,7 +153,8 @@ def test_each_configuration_is_one_complete_record(name):
 
 
 def test_an_unknown_configuration_names_the_known_ones():
-    with pytest.raises(InputError, match="unknown configuration 'fast'.*combined, mt-only, paper"):
+    with pytest.raises(InputError,
+                       match="unknown configuration .fast.*combined, judge, mt-only, paper"):
         MineOptions.of("fast")
 
 

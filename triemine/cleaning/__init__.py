@@ -137,7 +137,8 @@ def score(pairs: PairsArg, *, model, output, format: str = "auto", workers: int 
     write the scores TSV ``output`` (one row per input pair, input order; compressed when its
     name ends in ``.gz``, ``.xz`` or ``.zst``); with ``bitext``, also the kept pairs in
     ``bitext_format``.  ``options``: :class:`ScoreOptions` fields (``min_prob``, ``threshold``,
-    ``config``, ``langs``, ``bicleaner``, ``encoder``, ``k``, ``precision``).
+    ``config``, ``langs``, ``bicleaner``, ``encoder``, ``k``, ``precision``; with
+    ``config="judge"``: ``judge``, a judge file, and ``density``).
     ``workers``/``ray``: the exact scores' shards on a pool
     (:func:`triemine.distributed.make_pool`).
 

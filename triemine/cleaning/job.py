@@ -29,8 +29,10 @@ from triemine.scoring.calibration import Calibration, shipped_calibration
 from triemine.io import (atomic_write, clean_cell, dumps_sealed, input_digest, output_file,
                          read_sealed)
 from triemine.cleaning.judge import (EXACT_COLUMNS, encoder_features, exact_features,
-                                     language_flags,
-                                     length_features, number_features, rule_flags)
+                                     language_flags, rule_flags)
+from triemine.config.configurations import configuration
+from triemine.judging.features import text_features
+from triemine.judging.model import load_judge
 from triemine.cleaning.pairs import Bitext
 from triemine.decoding import lengths
 from triemine.models.fingerprint import model_fingerprint
@@ -53,7 +55,10 @@ class ScoreOptions:
     the encoder and its ``k``, language codes for the language flags
     (None: none), Bicleaner (its model: None for the default), the cut: ``min_prob`` or
     ``threshold`` (``combined >=``; neither: ``prob >= 0.5``), and the arithmetic of the exact
-    scores (``precision``, as ``trie-mine --precision``)."""
+    scores (``precision``, as ``trie-mine --precision``).  A configuration that ships a
+    judge (``judge``: another judge file) gives ``judge`` and ``prob`` by the judge
+    (:mod:`triemine.judging`), its probability shifted to ``density`` (None: the share of
+    translations estimated from the pairs, :func:`triemine.judging.prior.estimate_prior`)."""
 
     config: str = "combined"
     combination: Optional[str] = None
@@ -66,6 +71,8 @@ class ScoreOptions:
     min_prob: Optional[float] = None
     threshold: Optional[float] = None
     precision: str = "fp32"
+    judge: Optional[str] = None
+    density: Optional[float] = None
 
     def cut(self, calibration) -> Tuple[str, float]:
         """``(column, value)``: a pair is kept when its column is >= value: ``combined >=
@@ -173,9 +180,14 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
     process).  Returns the :class:`Scored` result."""
     out_path = Path(out_path)
     comb = Combination.load(opts.combination) if opts.combination else shipped(opts.config)
+    judge = load_judge(opts.judge) if configuration(opts.config).judge is not None and \
+        opts.calibration is None else None
+    if opts.density is not None and not 0.0 < opts.density < 1.0:
+        raise InputError(f"--density must be in (0, 1), got {opts.density}")
     cal = (Calibration.of(opts.calibration, "calibration") if opts.calibration is not None
-           else shipped_calibration(opts.config, "pairs"))
-    cut = opts.cut(cal)
+           else None if judge is not None else shipped_calibration(opts.config, "pairs"))
+    cut = opts.cut(cal) if judge is None or opts.threshold is not None else \
+        ("prob", DEFAULT_MIN_PROB if opts.min_prob is None else opts.min_prob)
     keys: Dict[Tuple[str, str], int] = {}
     pair_of = np.fromiter((keys.setdefault((s, t), len(keys)) for s, t in
                            zip(bitext.src, bitext.tgt)), dtype=np.int64, count=len(bitext))
@@ -210,7 +222,7 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
         put(c, v)
     seconds = {"exact": round(t1 - t0, 3), "encoder": round(time.perf_counter() - t1, 3)}
     ok_src, ok_tgt = [srcs[i] for i in s_idx[ok]], [tgts[i] for i in t_idx[ok]]
-    for c, v in {**length_features(ok_src, ok_tgt), **number_features(ok_src, ok_tgt)}.items():
+    for c, v in text_features(ok_src, ok_tgt).items():
         put(c, v)
     if opts.langs:
         put("src_lang_ok", language_flags(srcs, s_idx[ok], opts.langs[0]))
@@ -222,11 +234,17 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
                                          progress=progress))
     cols["combined"] = np.full(len(keys), np.nan)
     cols["combined"][ok] = comb({c: v[ok] for c, v in cols.items()})
-    if cal.combination is not None:  # the curve's own score of the features (a regression)
-        judge = Combination.of(cal.combination, f"configuration {opts.config} calibration")
+    if judge is not None:
+        cols["judge"] = np.full(len(keys), np.nan)
+        cols["judge"][ok] = judge.logit({c: v[ok] for c, v in cols.items()})
+        cols["prob"] = judge.prob(cols["judge"], "estimate" if opts.density is None
+                                  else opts.density)
+    elif cal.combination is not None:  # the curve's own score of the features (a regression)
+        reg = Combination.of(cal.combination, f"configuration {opts.config} calibration")
         cols[cal.score] = np.full(len(keys), np.nan)
-        cols[cal.score][ok] = judge({c: v[ok] for c, v in cols.items()})
-    cols["prob"] = cal(cols[cal.score])
+        cols[cal.score][ok] = reg({c: v[ok] for c, v in cols.items()})
+    if judge is None:
+        cols["prob"] = cal(cols[cal.score])
     per_row = {c: v[pair_of] for c, v in cols.items()}
     with np.errstate(invalid="ignore"):
         kept = per_row[cut[0]] >= cut[1]

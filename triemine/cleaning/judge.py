@@ -16,10 +16,8 @@ directory, one text a line), so every stage is the mining job's own sharded stag
 * :func:`language_flags`: 1.0 where CLD2 identifies a side as its language (or cannot tell),
   else 0.0 (the ``lang`` rule of ``trie-mine-prepare``,
   :func:`triemine.prepare.filters.lang_keeps`);
-* :func:`length_features`: characters of each side and their log ratio;
-* :func:`number_features`: ``number_match``, the share of the target's numbers in digits that a
-  number of the source stands for, Chinese numerals and scales read as values
-  (:mod:`triemine.cleaning.numbers`; the mining job's ``numerals`` is left as it is).
+* the text features (``len_ratio``, ``number_match``) are the judge's own, computed for mined
+  candidates too (:mod:`triemine.judging.features`).
 
 Shapes: ``src_idx``/``tgt_idx`` are int64 arrays of the pairs (lines of the side files, 0-based);
 each returned column is a float64 array of one value a pair, NaN where the pair was not scored.
@@ -36,7 +34,6 @@ from triemine.embedding.embed_shards import embed_corpora
 from triemine.embedding.knn_shards import knn_searches
 from triemine.mining.candidates import CandidateSet, embedding_space
 from triemine.mining.features import derived
-from triemine.cleaning.numbers import number_matches
 from triemine.mining.score_shards import forced_scores_sharded
 from triemine.prepare.filters import lang_keeps
 from triemine.prepare.run import rule_keeps
@@ -111,16 +108,3 @@ def rule_flags(texts: Sequence[str], idx: np.ndarray, lang: str) -> np.ndarray:
     keeps with its defaults for ``lang`` (:func:`triemine.prepare.run.rule_keeps`), else 0.0;
     each distinct text checked once."""
     return rule_keeps(list(texts), lang).astype(np.float64)[np.asarray(idx, dtype=np.int64)]
-
-
-def length_features(src: Sequence[str], tgt: Sequence[str]) -> Dict[str, np.ndarray]:
-    """``src_chars``, ``tgt_chars`` and ``len_ratio`` = log((tgt chars + 1) / (src chars + 1))
-    of each pair."""
-    a = np.fromiter((len(s) for s in src), dtype=np.float64, count=len(src))
-    b = np.fromiter((len(t) for t in tgt), dtype=np.float64, count=len(tgt))
-    return {"src_chars": a, "tgt_chars": b, "len_ratio": np.log((b + 1) / (a + 1))}
-
-
-def number_features(src: Sequence[str], tgt: Sequence[str]) -> Dict[str, np.ndarray]:
-    """``number_match`` of each pair (:func:`triemine.cleaning.numbers.number_match`)."""
-    return {"number_match": number_matches(list(src), list(tgt))}

@@ -18,6 +18,7 @@ _COMMANDS = {
     "mine_main": "triemine.cli.mine",
     "prepare_main": "triemine.cli.prepare",
     "score_main": "triemine.cli.score",
+    "train_judge_main": "triemine.cli.train_judge",
     "trie_build_main": "triemine.cli.build",
     "user_dir_main": "triemine.cli.user_dir",
 }

@@ -42,6 +42,10 @@ def _score_parser() -> argparse.ArgumentParser:
     parser.add_argument("--langs", nargs=2, metavar=("SRC", "TGT"), help="add language-ID flags "
                         "src_lang_ok/tgt_lang_ok (CLD2) and src_rules_ok/tgt_rules_ok (every "
                         "per-line rule of trie-mine-prepare) for these language codes")
+    parser.add_argument("--judge", metavar="FILE", help="the judge of --config judge (a file "
+                        "from trie-mine-train-judge; default: the shipped one)")
+    parser.add_argument("--density", type=arguments.finite, help="--config judge: the share "
+                        "of the pairs that are translations (default: estimated from them)")
     parser.add_argument("--bicleaner", action="store_true", help="add the Bicleaner score")
     parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its folder")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32", help="arithmetic of "
@@ -69,7 +73,8 @@ def _score(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 progress=not args.quiet, bitext=args.bitext, bitext_format=args.bitext_format,
                 config=args.config, min_prob=args.min_prob, threshold=args.threshold,
                 langs=tuple(args.langs) if args.langs else None, bicleaner=args.bicleaner,
-                bicleaner_model=args.bicleaner_model, precision=args.precision)
+                bicleaner_model=args.bicleaner_model, precision=args.precision,
+                judge=args.judge, density=args.density)
     if res.bitext.skipped:
         print(f"trie-mine-score: warning: {res.bitext.report()}", file=sys.stderr)
     print(json.dumps(res.summary, ensure_ascii=False), file=sys.stderr)

@@ -21,7 +21,10 @@ makes a configuration:
   ``scores_where_chosen`` (:func:`triemine.filtering.selection.shipped_thresholds` reads it
   with the record's selection and combination);
 * ``calibration`` (optional): the calibrated probability of the combined score, per use
-  (``mined``, ``pairs``; :mod:`triemine.scoring.calibration` reads it).
+  (``mined``, ``pairs``; :mod:`triemine.scoring.calibration` reads it);
+* ``judge`` (optional): the learned judge whose ``prob`` the configuration cuts
+  (:mod:`triemine.judging`): ``fingerprint``, that of the shipped judge file it was measured
+  with (:meth:`triemine.judging.model.Judge.fingerprint`).
 
 The job, ``trie-mine``, ``trie-mine-eval``/``-filter`` and the API all read the records
 through :func:`configuration`; nothing else names a configuration's parts.
@@ -40,7 +43,7 @@ RECORDS = Path(__file__).resolve().parent / "records"
 RECORD_VERSION = 1
 DEFAULT = "combined"   # the configuration trie-mine and triemine.mine run unless told
 PAPER = "paper"        # the paper's trie search alone (selected best per source by ce_word)
-NAMES = ("combined", "mt-only", PAPER)  # in the order the CLI lists them
+NAMES = ("combined", "judge", "mt-only", PAPER)  # in the order the CLI lists them
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class Configuration:
     combination: Optional[Dict[str, Any]]
     thresholds: Optional[Dict[str, Any]]
     calibration: Optional[Dict[str, Any]] = None
+    judge: Optional[Dict[str, Any]] = None
 
     @property
     def paper(self) -> bool:
@@ -94,7 +98,7 @@ def configuration(name: str) -> Configuration:
                              settings=dict(data["settings"]),
                              selection=Selection(**data["selection"]),
                              combination=data["combination"], thresholds=data["thresholds"],
-                             calibration=data.get("calibration"))
+                             calibration=data.get("calibration"), judge=data.get("judge"))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"not a configuration record ({exc})", str(path)) from None
 

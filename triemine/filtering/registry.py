@@ -74,6 +74,12 @@ register_score(
 )
 register_score("combined", True,
                "the pipeline's fixed combination of features (triemine.mining.combine)")
+register_score("uncovered", False, "the share of the source's pieces that receive under half a "
+               "unit of the decoder's cross-attention from the target")
+register_score("judge", True, "the judge's log-odds that the pair is a translation "
+               "(triemine.judging.model)")
+register_score("prob", True, "the calibrated probability that the pair is a translation: the "
+               "judge's, shifted to --density (--config judge), or a curve of combined")
 for _space, _what in (("use", "multilingual USE v3"), ("e5", "multilingual-e5-small"),
                       ("ret", "TF-IDF of the MT model's own translation")):
     register_score(f"{_space}_cos", True, f"cosine of the pair in the {_what} space")

@@ -211,8 +211,10 @@ def choose(mined, *, saved: Optional[SavedThresholds] = None, index: int = 0,
             names = ", ".join(sc.name for sc in registry.filter_scores(filt))
             raise InputError(f"filter {filt} needs a threshold for {names} ({exc.problem})") \
                 from None
-        source = (f"no thresholds given: the shipped default for {configuration_of(mined.meta)}, "
-                  "tuned on the BUCC sample")
+        name = configuration_of(mined.meta)
+        source = (f"no thresholds given: the shipped default for {name}, "
+                  + ("tuned on the BUCC sample" if configuration(name).judge is None
+                     else "the judge's probability cut, tuned on no gold"))
         if filt is not None and registry.filter_scores(filt) != registry.filter_scores(
             saved.filter
         ):
@@ -298,8 +300,10 @@ def mined_calibration(meta: Mapping[str, object]):
 
 
 def mined_prob(mined) -> Optional[np.ndarray]:
-    """``prob`` of every row of a :class:`~triemine.io.tsv.Mined` (:func:`mined_calibration` of its
-    ``combined`` column), or None when it has no calibration."""
+    """``prob`` of every row of a :class:`~triemine.io.tsv.Mined`: its ``prob`` column, else
+    :func:`mined_calibration` of its ``combined`` column, or None when it has neither."""
+    if "prob" in mined.numeric:
+        return mined.col("prob")
     cal = mined_calibration(mined.meta)
     if cal is None or cal.score not in mined.numeric:
         return None

@@ -123,6 +123,7 @@ def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Se
 
 
 PRIOR = "prior"  # the column of the targets' priors, log P(y|empty source)
+UNCOVERED = "uncovered"  # the share of the source's pieces the target leaves uncovered
 
 
 @dataclass(frozen=True)

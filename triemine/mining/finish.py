@@ -15,11 +15,17 @@ from them (:func:`load_scored`) without opening the earlier stages' files.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
+from triemine.config.configurations import configuration
+from triemine.judging.mined import curve_columns, judge_columns
+from triemine.judging.model import load_judge
+from triemine.judging.prior import estimate_prior
+from triemine.scoring.calibration import shipped_calibration
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.columns import ColumnStore, write_set
 from triemine.mining.features import derived
@@ -44,29 +50,53 @@ def load_scored(work: Path) -> Optional[ColumnStore]:
     return store if store is not None and SCORED in store.done else None
 
 
+def block_columns(scored: ColumnStore, src, tgt, combination, a: int, b: int,
+                  judge: Optional[Callable] = None) -> dict:
+    """Candidates ``[a, b)`` of ``scored`` as the TSV writes them: their columns, derived
+    features (:func:`~triemine.mining.features.derived`), ``combined`` (``combination``) and,
+    with ``judge``, ``judge(columns, src_texts, tgt_texts)``'s columns; ``origin`` (the
+    generators' bitmask), the ids and the texts."""
+    part = scored.block(a, b)
+    s, t = part.src.tolist(), part.tgt.tolist()
+    src_texts, tgt_texts = [src.texts[i] for i in s], [tgt.texts[i] for i in t]
+    local = np.arange(len(part), dtype=np.int64)  # the block's pairs index its text lists
+    part = derived(CandidateSet(local, local, part.origin, part.columns), tgt_texts, src_texts)
+    part = part.with_columns(combined=combination(part.columns))
+    if judge is not None:
+        part = part.with_columns(**judge(part.columns, src_texts, tgt_texts))
+    return dict(part.columns, origin=part.origin.astype(np.float64),
+                src_id=[src.ids[i] for i in s], tgt_id=[tgt.ids[i] for i in t],
+                src=src_texts, tgt=tgt_texts)
+
+
+def column_of(scored: ColumnStore, src, tgt, combination, judge: Callable, name: str,
+              block: Optional[int] = None) -> np.ndarray:
+    """Column ``name`` of every candidate as :func:`block_columns` computes it with ``judge``,
+    a block at a time (a first pass over the candidates, for a statistic the TSV's values
+    need, e.g. the judge's estimated share of translations)."""
+    block = block or FINISH_BLOCK
+    parts = [np.asarray(block_columns(scored, src, tgt, combination, a,
+                                      min(a + block, len(scored)), judge)[name])
+             for a in range(0, len(scored), block)]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
 def finish_tsv(out_path: Path, scored: ColumnStore, src, tgt,
                combination: Callable[[Dict[str, np.ndarray]], np.ndarray], meta: dict,
-               block: Optional[int] = None) -> np.ndarray:
+               block: Optional[int] = None, judge: Optional[Callable] = None) -> np.ndarray:
     """The mining TSV of the scored candidates (one row per pair; :mod:`triemine.io.tsv`), written
-    atomically, ``block`` candidates at a time (default ``FINISH_BLOCK``): each block's derived
-    features (:func:`~triemine.mining.features.derived`) and ``combination`` (the combined
-    score) computed from its texts, read once.  Returns how many candidates have each origin
-    bitmask (256 counts, for the summary's; it kept every candidate's bitmask, a byte each)."""
+    atomically, ``block`` candidates at a time (default ``FINISH_BLOCK``): each block's
+    :func:`block_columns` computed from its texts, read once (``judge``: the columns
+    :mod:`triemine.judging.mined` adds, ``prob`` and the judge's).  Returns how many candidates
+    have each origin bitmask (256 counts, for the summary's; it kept every candidate's bitmask,
+    a byte each)."""
     block = block or FINISH_BLOCK
     histogram = np.zeros(256, dtype=np.int64)
 
     def finished(a: int, b: int) -> dict:
-        part = scored.block(a, b)
-        histogram[:] += np.bincount(part.origin, minlength=256)
-        s, t = part.src.tolist(), part.tgt.tolist()
-        src_texts, tgt_texts = [src.texts[i] for i in s], [tgt.texts[i] for i in t]
-        local = np.arange(len(part), dtype=np.int64)  # the block's pairs index its text lists
-        part = derived(CandidateSet(local, local, part.origin, part.columns), tgt_texts,
-                       src_texts)
-        part = part.with_columns(combined=combination(part.columns))
-        return dict(part.columns, origin=part.origin.astype(np.float64),
-                    src_id=[src.ids[i] for i in s], tgt_id=[tgt.ids[i] for i in t],
-                    src=src_texts, tgt=tgt_texts)
+        cols = block_columns(scored, src, tgt, combination, a, b, judge)
+        histogram[:] += np.bincount(cols["origin"].astype(np.int64), minlength=256)
+        return cols
     first = finished(0, min(block, len(scored)))  # also names the columns of an empty set
     columns = column_order(c for c in first if c not in ("n_tokens", "n_tokens_rev")
                            and c not in ("src_id", "tgt_id", "src", "tgt"))
@@ -77,3 +107,23 @@ def finish_tsv(out_path: Path, scored: ColumnStore, src, tgt,
             yield finished(a, min(a + block, len(scored)))
     write_row_blocks(out_path, columns, blocks(), meta=meta)
     return histogram
+
+
+def judge_adder(opts, scored: ColumnStore, src, tgt, comb) -> Tuple[Optional[Callable],
+                                                                   Optional[float]]:
+    """The columns the job adds after ``combined`` (:mod:`triemine.judging.mined`) and the
+    share of translations ``prob`` is shifted to: the judge's ``judge`` and ``prob`` when the
+    job's configuration ships a judge (``--judge`` another), at ``--density`` or else the share
+    estimated from the candidates (:func:`triemine.judging.prior.estimate_prior` over a first
+    pass, :func:`column_of`); else ``prob`` by the configuration's ``mined`` curve when it
+    ships one for the job's combination ``comb``; else ``(None, None)``."""
+    rec = configuration(opts.config)
+    if rec.judge is not None:
+        judge, density = load_judge(opts.scores.judge), opts.scores.density
+        if density is None:
+            density = estimate_prior(column_of(scored, src, tgt, comb, judge_columns(judge),
+                                               "judge"), judge.train_prior)
+        return judge_columns(judge, density), float(density)
+    if (rec.calibration or {}).get("mined") and asdict(comb) == rec.combination:
+        return curve_columns(shipped_calibration(opts.config, "mined")), None
+    return None, None

@@ -40,10 +40,11 @@ from triemine.distributed.stage import stage_key
 from triemine.errors import DamagedFile, InputError
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.combine import Combination, shipped
-from triemine.mining.features import PRIOR, ScoreJob, derivable, prior_range, prior_table
+from triemine.mining.features import (PRIOR, UNCOVERED, ScoreJob, derivable, prior_range,
+                                      prior_table)
 from triemine.mining.score_shards import forced_score_shards
 from triemine.mining.columns import ColumnStore, write_store
-from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, load_scored
+from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, judge_adder, load_scored
 from triemine.mining.generators import REGISTRY, Job, origin_counts
 from triemine.mining.stages import cache_dir, stage_dir
 from triemine.mining.options import MineOptions
@@ -198,13 +199,15 @@ def finish_stage(m: Mining) -> None:
     src, tgt, source_path, target_path = job.src, job.tgt, job.source_path, job.target_path
     skipped = lengths.skipped_summary(job.long_src, job.long_tgt)
     with job.timed("finish"):
+        judge, density = judge_adder(opts, m.scored, src, tgt, m.comb)
         origins = finish_tsv(m.out_path, m.scored, src, tgt, m.comb, meta={
             "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
             "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
             "mode": "+".join(opts.candidates),
             "beam": opts.search.beam if "trie" in opts.candidates else "-",
             "pipeline": key_of(opts), "combination": asdict(m.comb), "skipped_long": skipped,
-            "skipped_bad": skipped_counts(src, tgt)})
+            "skipped_bad": skipped_counts(src, tgt), **({"density": density} if density
+                                                        else {})}, judge=judge)
     m.summary = {"sources": len(src), "targets": len(tgt), "candidates": len(m.scored),
                  "by_generator": origin_counts(origins), "skipped_long": skipped,
                  "skipped_bad": skipped_counts(src, tgt),
@@ -219,7 +222,7 @@ def load_combination(opts: MineOptions) -> Combination:
 
 def _score_columns(opts: MineOptions, reverse: bool) -> Set[str]:
     return {c for r in [ScoreJob.of()] + [ScoreJob.of(reverse=True)] * reverse
-            for c in (r.score, r.n_tokens)}
+            for c in (r.score, r.n_tokens)} | ({UNCOVERED} if opts.scores.coverage else set())
 
 
 @dataclass(frozen=True)
@@ -348,7 +351,9 @@ def unite(where: Path, stores, spaces, skip_src: np.ndarray,
 
 def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> ColumnStore:
     """``score`` and ``n_tokens`` (``_rev``: log P(x|y) by the reverse model) where missing
-    (NaN; the trie search's pairs have them), by forced decoding in shards of whole chunks
+    (NaN; the trie search's pairs have them; with ``--coverage``-on configurations also
+    ``uncovered``, the share of the source's pieces the target leaves uncovered, from the same
+    pass, NaN for the pairs the trie search scored), by forced decoding in shards of whole chunks
     (:func:`triemine.mining.score_shards.forced_score_shards`) on the job's pool or in this
     process (:meth:`Job.model_pool`), merged into the store's columns a block at a time."""
 
@@ -366,12 +371,14 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
         if not len(pairs) and names[1] in store.columns:  # nothing to score, nothing to write
             shutil.rmtree(todo_dir, ignore_errors=True)
             return store.mark(stage)
+    coverage = job.opts.scores.coverage and not reverse
+    names += [UNCOVERED] * coverage
     # the pairs memory-mapped, each shard's read when its task is made
     in_idx, out_idx = rules.sides(pairs.mapped("src"), pairs.mapped("tgt"))
     parts, _ = forced_score_shards(model, in_idx, out_idx, job.source_path, job.target_path,
                                    job.work, job.model_pool(model), name=stage, reverse=reverse,
                                    progress=job.progress, desc=rules.desc, device=job.device,
-                                   precision=job.opts.precision)
+                                   precision=job.opts.precision, coverage=coverage)
     rows = _Rows(parts)
 
     def merged():  # the computed rows, in order, go to the NaN rows of each block

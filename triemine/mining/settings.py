@@ -67,3 +67,11 @@ class ScoreSettings:
     combination: Optional[str] = setting(
         None, "the combined score: a shipped name or a JSON file (default: the configuration's, "
         "e.g. combined or mt-only)", flag="--combination")
+    coverage: bool = setting(False)  # the exact pass also gives `uncovered` (cross-attention)
+    judge: Optional[str] = setting(
+        None, "the judge of --config judge: a file from trie-mine-train-judge (default: the "
+        "shipped one, triemine/judging/judge.json)", flag="--judge", path=True)
+    density: Optional[float] = setting(
+        None, "the expected share of the candidates that are translations: the judge's prob is "
+        "shifted to it (default: the share estimated from the run's candidates)",
+        flag="--density", low=1e-6, high=0.999999)

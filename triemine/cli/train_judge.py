@@ -1,0 +1,52 @@
+"""The ``trie-mine-train-judge`` command: its parser, and the call of its work (which lives in
+the subpackage that owns it)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+from triemine.cli.arguments import run_command
+from triemine.evaluation.bucc import read_gold
+from triemine.io import read_mined
+from triemine.judging.features import MINED_FEATURES
+from triemine.judging.train import train
+
+
+def train_judge_main(argv: Optional[Sequence[str]] = None) -> int:
+    """Train a judge (--config judge's prob) on your own data: a mining TSV of every candidate
+    and the gold pairs among them; use it with trie-mine --judge FILE."""
+    return run_command(_train_judge, _train_judge_parser(), argv)
+
+
+def _train_judge_parser() -> argparse.ArgumentParser:
+    """trie-mine-train-judge's arguments."""
+    parser = argparse.ArgumentParser(prog="trie-mine-train-judge",
+                                     description=train_judge_main.__doc__)
+    parser.add_argument("mined", help="mining TSV of trie-mine (every candidate: the .tsv, "
+                        "not the bitext)")
+    parser.add_argument("--gold", required=True, help="the true pairs among its rows: "
+                        "src-id<TAB>tgt-id lines (BUCC gold format)")
+    parser.add_argument("-o", "--output", required=True, help="the judge file (JSON)")
+    parser.add_argument("--features", default=",".join(MINED_FEATURES),
+                        help="comma-separated columns the judge reads (default %(default)s)")
+    parser.add_argument("--c", type=float, default=1.0, help="inverse L2 strength (default 1)")
+    return parser
+
+
+def _train_judge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """trie-mine-train-judge's work on its parsed arguments."""
+    mined, gold = read_mined(args.mined), set(read_gold(args.gold))
+    labels = np.array([(s, t) in gold for s, t in zip(mined.src_ids, mined.tgt_ids)], dtype=int)
+    where = (f"{len(labels)} candidates of {os.path.basename(args.mined)} labelled by "
+             f"{os.path.basename(args.gold)}; trie-mine-train-judge")
+    try:
+        judge = train(mined, labels, [f for f in args.features.split(",") if f], where, args.c)
+    except ValueError as exc:
+        parser.error(str(exc))
+    judge.save(args.output)
+    print(json.dumps({"output": args.output, "candidates": len(labels),
+                      "positives": int(labels.sum()), "fingerprint": judge.fingerprint()}))

@@ -1,0 +1,18 @@
+"""One judge for a pair of sentences, mined or given: its features, model, training and
+calibration.
+
+* :mod:`~triemine.judging.features`: the judge's features a pair's texts give
+  (``len_ratio``, ``number_match``) and the feature lists the judge reads; the mining job
+  (:mod:`triemine.mining.finish`) and the given-pairs path (:mod:`triemine.cleaning.judge`)
+  compute them with the same functions;
+* :mod:`~triemine.judging.numbers`: numbers of a Chinese source and an English target as
+  values (``number_match``);
+* :mod:`~triemine.judging.model`: :class:`~triemine.judging.model.Judge`, a logistic
+  regression over standardised features whose logit is the column ``judge`` and whose
+  probability, shifted to a stated or estimated density, is ``prob``; a small JSON file
+  (the shipped one is ``judge.json`` beside it, fingerprinted in the configuration record);
+* :mod:`~triemine.judging.prior`: the prior shift of a probability (Saerens et al. 2002): to a
+  stated share of translations, or to one estimated from a run's candidates by EM.
+
+This package imports neither the mining job nor the cleaning package; both import it.
+"""
