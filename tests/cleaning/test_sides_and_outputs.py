@@ -128,6 +128,8 @@ REFUSED = [
     (dict(precision="fp16"), r"--precision fp16 runs on a GPU only"),
     (dict(bicleaner=True, bicleaner_model="/no/such/bicleaner.yaml"),
      "Bicleaner model not found"),
+    (dict(config="judge", judge="/no/such/judge.json"), "no such judge file"),
+    (dict(config="judge", density=1.5), r"--density must be in \(0, 1\)"),
 ]
 
 

@@ -19,19 +19,24 @@ def _record(bench, quick, results, date, commit="a" * 40, dirty=False, threads=2
             "peak_rss_mb": {"self": 900.0, "children": 10.0, "tree": 950.0}, "results": results}
 
 
-def _config(f1, seconds, resumed=False):
+def _config(f1, seconds, resumed=False, shipped=None):
+    """A bucc_bench configuration's figures; ``shipped``: its sample F1 at a cut of its own
+    (a record's ``*_shipped`` keys; transfer 0.05 below), else none."""
     m = lambda f: {"P": f, "R": f, "F1": f}  # noqa: E731
+    cuts = {} if shipped is None else {"sample_shipped": m(shipped),
+                                       "transfer_shipped": m(shipped - 0.05)}
     return {"sample_tuned": m(f1), "sample_heldout": m(f1 - 0.01), "transfer": m(f1 - 0.04),
             "transfer_tuned": m(f1 - 0.03), "seconds_sample": seconds, "seconds_transfer": 2.0,
-            "seconds_per_source": seconds / 100, "resumed": resumed}
+            "seconds_per_source": seconds / 100, "resumed": resumed, **cuts}
 
 
 def _write_records(folder: Path):
     folder.mkdir()
     bucc = [_record("bucc_bench", False, {"configs": {"combined": _config(0.99, 490.0)}},
                     "2030-01-01T10:00:00Z", commit="b" * 40),
-            _record("bucc_bench", False, {"configs": {"combined": _config(0.98, 5.0, resumed=True),
-                                                      "use_margin": _config(0.95, 120.0)}},
+            _record("bucc_bench", False,
+                    {"configs": {"combined": _config(0.98, 5.0, resumed=True),
+                                 "use_margin": _config(0.95, 120.0, shipped=0.9)}},
                     "2030-01-02T10:00:00Z", commit="c" * 40, dirty=True),
             _record("bucc_bench", True, {"configs": {"combined": _config(1.0, 12.0)}},
                     "2030-01-03T10:00:00Z")]
@@ -74,10 +79,11 @@ def test_write_renders_every_benchmark_and_the_readme_table_and_check_then_passe
     assert readme.startswith("# trie-mine\n\nintro\n\n<!-- results:begin -->\n")
     assert readme.endswith("<!-- results:end -->\n\nrest\n") and "old table" not in readme
     rows = [ln for ln in readme.splitlines() if ln.startswith("| ") and "F1" not in ln]
-    # combined: F1 of the latest record, wall time of the one that mined it (the latest resumed)
+    # combined: F1 of the latest record, wall time of the one that mined it (the latest resumed);
+    # at the shipped cut, a record's *_shipped figures, else the sample-tuned threshold's
     assert rows == [
-        "| combined (default) | 0.9800 | 0.9700 | 0.9400 | 8 min 10 s | 2 |",
-        "| use_margin (USE + LASER margin) | 0.9500 | 0.9400 | 0.9100 | 2 min 00 s | 2 |",
+        "| combined (default) | 0.9800 | 0.9700 | 0.9800 | 0.9400 | 8 min 10 s | 2 |",
+        "| use_margin (USE + LASER margin) | 0.9500 | 0.9400 | 0.9000 | 0.8500 | 2 min 00 s | 2 |",
     ]
     # the setup said once; no date, commit, load or command of a record (those are on the page)
     assert "Setup: Test CPU, 2 cores, no GPU; Python ?, torch ?." in readme

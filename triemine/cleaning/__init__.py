@@ -24,6 +24,8 @@ import numpy as np
 
 from triemine.cleaning.job import ScoreOptions, Scored, score_bitext
 from triemine.cleaning.pairs import Bitext, read_pairs
+from triemine.config.configurations import configuration
+from triemine.judging.model import load_judge
 from triemine.mining.combine import shipped
 from triemine.models.model_dir import check_model_dir, load_model_dir, model_languages
 from triemine.distributed import make_pool
@@ -118,7 +120,12 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
             raise InputError(f"--config {opts.config}: its combined score needs "
                              f"{', '.join(missing)}, which scoring given pairs does not compute "
                              "(a mining feature); use --config combined")
-    if opts.calibration is None and opts.threshold is None:
+    if opts.density is not None and not (isinstance(opts.density, (int, float))
+                                         and 0.0 < opts.density < 1.0):
+        raise InputError(f"--density must be in (0, 1), got {opts.density!r}")
+    if opts.calibration is None and configuration(opts.config).judge is not None:
+        load_judge(opts.judge)  # a missing or broken judge file: its error, naming it
+    elif opts.calibration is None and opts.threshold is None:
         shipped_calibration(opts.config, "pairs")  # none shipped: its error, naming it
     check_precision(opts.precision, "cpu")
     if opts.bicleaner:
