@@ -182,8 +182,6 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
     comb = Combination.load(opts.combination) if opts.combination else shipped(opts.config)
     judge = load_judge(opts.judge) if configuration(opts.config).judge is not None and \
         opts.calibration is None else None
-    if opts.density is not None and not 0.0 < opts.density < 1.0:
-        raise InputError(f"--density must be in (0, 1), got {opts.density}")
     cal = (Calibration.of(opts.calibration, "calibration") if opts.calibration is not None
            else None if judge is not None else shipped_calibration(opts.config, "pairs"))
     cut = opts.cut(cal) if judge is None or opts.threshold is not None else \
