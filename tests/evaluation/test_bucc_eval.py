@@ -12,7 +12,8 @@ from triemine.cli import eval_main
 from triemine.errors import InputError
 from triemine.evaluation.bucc import bucc_files, read_bucc, read_gold
 from triemine.io.tsv import read_mined, write_mined
-from triemine.evaluation.metrics import fold_of, score_pairs, score_pairs_lenient
+from triemine.evaluation.metrics import fold_of, same_text_ids, score_pairs, score_pairs_lenient
+from triemine.mining.dedup import normalise
 from triemine.evaluation.pipeline import Direction, evaluate, evaluate_choosing, save_thresholds
 from triemine.filtering.rules import PRF, best_per_source, optimize_threshold
 from triemine.filtering.selection import load_thresholds
@@ -124,6 +125,57 @@ def test_lenient_counts_textual_duplicates(tiny_bucc):
     # one-to-one: two textual copies of one gold pair validate only one prediction
     pred2 = [("zh-1", "en-1"), ("zh-3", "en-4")]
     assert score_pairs_lenient(pred2, b.gold, b.src.text_of, b.tgt.text_of).correct == 1
+
+
+def test_same_text_ids_matches_a_dict_reference():
+    rng = np.random.default_rng(59)
+    pool = ["你好", "你好 ", "ｈｅｌｌｏ", "hello", "Hello", "a  b", "a b", "", "x", "y"]
+    for case in (False, True):
+        for _ in range(20):
+            texts = [pool[i] for i in rng.integers(0, len(pool), size=12)]
+            ids = [f"id-{i}" for i in range(len(texts))]
+            first, ref = {}, {}
+            for i, t in zip(ids, texts):
+                if not t:
+                    continue
+                key = normalise(t, case=case)
+                if key in first:
+                    ref[i] = first[key]
+                else:
+                    first[key] = i
+            assert same_text_ids(ids, texts, case=case) == ref
+
+
+def _dup_bucc(tmp_path, gold):
+    d = tmp_path / "dup"
+    d.mkdir()
+    (d / "zh-en.dup.zh").write_text("zh-1\t出去的时候把门关上。\nzh-2\t你好\n"
+                                    "zh-3\t出去的时候把门关上。\n", encoding="utf-8")
+    (d / "zh-en.dup.en").write_text("en-1\tClose the door on your way out.\nen-2\thello\n"
+                                    "en-3\tHello\n", encoding="utf-8")
+    (d / "zh-en.dup.gold").write_text(gold, encoding="utf-8")
+    return read_bucc(d / "zh-en.dup.gold")
+
+
+def test_strict_counts_a_gold_pair_of_a_later_copy(tmp_path):
+    # the job mines each distinct text once, under its first line's id (docs/dedup.md): the
+    # gold names the second copy of the source, the TSV its first; a twin keeps the pair
+    b = _dup_bucc(tmp_path, "zh-3\ten-1\nzh-2\ten-3\n")
+    path = write_tsv(tmp_path / "m.tsv", [row("zh-1", "en-1", 0.5, b), row("zh-2", "en-2", 0.6, b)])
+    out = evaluate([Direction(read_mined(path))], b, filt="none", rank_by="ce_word",
+                   rule="one-to-one")
+    assert (out.strict.correct, out.strict.predicted, out.strict.gold) == (1, 2, 2)
+    # "hello" and "Hello" are one line only under a rule that ignores case, as the job's was
+    meta = {"dedup": {"rule": {"case": True, "punct": False}}}
+    path = write_tsv(tmp_path / "c.tsv", [row("zh-1", "en-1", 0.5, b), row("zh-2", "en-2", 0.6, b)],
+                     meta=meta)
+    out = evaluate([Direction(read_mined(path))], b, filt="none", rank_by="ce_word",
+                   rule="one-to-one")
+    assert (out.strict.correct, out.strict.predicted, out.strict.gold) == (2, 2, 2)
+    # both copies of one text pair kept (every id pair) are one prediction, not one wrong
+    path = write_tsv(tmp_path / "e.tsv", [row("zh-1", "en-1", 0.5, b), row("zh-3", "en-1", 0.5, b)])
+    out = evaluate([Direction(read_mined(path))], b, filt="none", rank_by="ce_word")
+    assert (out.strict.correct, out.strict.predicted) == (1, 1)
 
 
 # --------------------------------------------------------------------------------------------

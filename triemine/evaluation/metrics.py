@@ -1,6 +1,10 @@
 """Precision, recall and F1 of mined pairs against a gold set (BUCC style).
 
-* ``strict`` scores count a predicted pair as correct only when its ids are a gold pair.
+* ``strict`` scores count a predicted pair as correct only when its ids are a gold pair, where
+  lines with the same text under the mining job's deduplication rule
+  (:func:`triemine.mining.dedup.normalise`) are one line (:func:`same_text_ids`): the job mines
+  each distinct text once and writes it under its first line's id, so a gold pair naming a later
+  copy is found when its text pair is kept.
 * ``lenient`` scores (clearly labelled wherever printed) also accept a pair whose source *text*
   and target *text* equal those of a gold pair: BUCC repeats some sentences under several ids
   while the gold names one pairing. Matching is one-to-one per text pair, so a lenient count never
@@ -18,8 +22,24 @@ from typing import Callable, Dict, Iterable, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from triemine.filtering.rules import PRF
+from triemine.mining.dedup import digests, group_lines
 
 Pair = Tuple[str, str]
+
+
+def same_text_ids(ids: Sequence[str], texts: Sequence[str], case: bool = False,
+                  punct: bool = False) -> Dict[str, str]:
+    """``{id: first id}`` for every line of ``ids`` whose text (under the deduplication rule
+    with ``case`` and ``punct``) an earlier line has: the id of that text's first line in
+    corpus order.  Lines not in the map are their own first line; empty texts are never
+    mapped."""
+    groups = group_lines(*digests(texts, case, punct))
+    out: Dict[str, str] = {}
+    for r in np.flatnonzero(groups.counts > 1):
+        lines = groups.lines[groups.offsets[r]:groups.offsets[r + 1]]
+        first = ids[int(lines[0])]
+        out.update((ids[int(i)], first) for i in lines[1:])
+    return out
 
 
 def score_pairs(predicted: Iterable[Pair], gold: Iterable[Pair]) -> PRF:

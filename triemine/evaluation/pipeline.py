@@ -33,8 +33,8 @@ from triemine.io import META_SUFFIX, Mined, read_mined, write_output
 from triemine.errors import InputError
 from triemine.evaluation.bucc import BuccSet, _lang_of, check_mined_ids, read_bucc
 from triemine.evaluation import report
-from triemine.evaluation.metrics import (Pair, describe, fold_of, gold_mask, score_pairs,
-                                          score_pairs_lenient)
+from triemine.evaluation.metrics import (Pair, describe, fold_of, gold_mask, same_text_ids,
+                                          score_pairs, score_pairs_lenient)
 from triemine.filtering import registry
 from triemine.filtering.rules import PRF
 from triemine.filtering.selection import (default_selection, load_thresholds, mined_prob,
@@ -106,7 +106,8 @@ class Outcome:
             out = [f"thresholds: tuned for best strict F1 on {gold_path} "
                    f"(optimistic: same gold as scored): {self.threshold_text()}"]
         out += [f"candidates ({self.rule}, ranked by {self.rank_by}): {self.candidates}",
-                describe(self.strict, "strict  (ids must equal a gold pair)"),
+                describe(self.strict, "strict  (ids must equal a gold pair; identical lines are "
+                                      "one)"),
                 describe(self.lenient, "lenient (also accepts a pair textually identical to a "
                                        "gold pair)")]
         if self.folds:
@@ -167,7 +168,6 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
         raise InputError("give one or two mining TSVs (one per translation direction)")
     if folds == 1 or folds < 0:
         raise InputError("folds must be 0 (no cross-validation) or at least 2")
-    gold: Set[Pair] = set(bucc.gold)
     labels: List[str] = []
     cands: List[Mined] = []
     for d in directions:
@@ -183,9 +183,11 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
     if len(set(labels)) != len(labels):
         labels = [f"{l}#{i + 1}" for i, l in enumerate(labels)]
     meta = _merged_meta([d.mined.meta for d in directions])
+    same = _SameText(bucc, [d.mined.meta for d in directions])
+    gold, oriented = same.gold, same.oriented
 
     def gold_flags(c: Mined, reverse: bool, gold_set: Set[Pair]) -> np.ndarray:
-        l1, l2 = _oriented(c, reverse)
+        l1, l2 = oriented(c, reverse)
         return gold_mask(l1, l2, gold_set)
 
     def selected_pairs(ths: Dict[str, Dict[str, float]], row_filter=None) -> Set[Pair]:
@@ -194,7 +196,7 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
             keep = registry.select(c, filt, ths.get(lab, {}))
             if row_filter is not None:
                 keep &= row_filter(c, d.reverse)
-            l1, l2 = _oriented(c, d.reverse)
+            l1, l2 = oriented(c, d.reverse)
             out.update((l1[i], l2[i]) for i in np.flatnonzero(keep))
         return out
 
@@ -216,7 +218,7 @@ def evaluate(directions: Sequence[Direction], bucc: BuccSet, filt: str = "none",
     if folds >= 2:
         assign = fold_of([], bucc.src.ids, folds, seed)
         fold_l1 = lambda c, reverse: np.fromiter((assign.get(i,
-                                                             -1) for i in _oriented(c, reverse)[0]),  # noqa: E731
+                                                             -1) for i in oriented(c, reverse)[0]),  # noqa: E731
                                                  dtype=np.int64, count=len(c))
         cand_folds = [fold_l1(c, d.reverse) for c, d in zip(cands, directions)]
         held_s, held_l = PRF(0, 0, 0), PRF(0, 0, 0)
@@ -284,6 +286,28 @@ def evaluate_combination(mined: Mined, comb, bucc: BuccSet, folds: int = 2, seed
                 for label, c in comb.variants().items()}
     return evaluate_choosing(variants, bucc, "combined", "combined", folds=folds, seed=seed,
                              rule=rule)
+
+
+class _SameText:
+    """A BUCC set's ids with textually identical lines as one line (strict scores, metrics
+    module docstring), under the deduplication rule the TSVs were mined with (their
+    ``.meta.json``'s ``dedup``; else the job's default rule).  ``gold``: the gold pairs so
+    mapped; :meth:`oriented`: a TSV's (l1 ids, l2 ids) so mapped."""
+
+    def __init__(self, bucc: BuccSet, metas: Sequence[Dict[str, object]]):
+        rule = {"case": False, "punct": False}
+        for m in metas:
+            d = m.get("dedup")
+            if isinstance(d, dict) and isinstance(d.get("rule"), dict):
+                rule = {k: bool(d["rule"].get(k)) for k in rule}
+                break
+        self.l1 = same_text_ids(bucc.src.ids, bucc.src.texts, **rule)
+        self.l2 = same_text_ids(bucc.tgt.ids, bucc.tgt.texts, **rule)
+        self.gold: Set[Pair] = {(self.l1.get(a, a), self.l2.get(b, b)) for a, b in bucc.gold}
+
+    def oriented(self, c: Mined, reverse: bool) -> Tuple[List[str], List[str]]:
+        l1, l2 = _oriented(c, reverse)
+        return [self.l1.get(i, i) for i in l1], [self.l2.get(i, i) for i in l2]
 
 
 def _merged_meta(metas: Sequence[Dict[str, object]]) -> Dict[str, object]:
@@ -368,7 +392,8 @@ def report_data(out: Outcome, direction: Direction, bucc: BuccSet,
     of an evaluation: its candidates with their gold flags, the threshold and the summary."""
     score = (registry.filter_scores(out.filter) or [registry.get_score(out.rank_by)])[0]
     c = candidates(direction.mined, out.rank_by, out.rule)
-    gold = gold_mask(*_oriented(c, direction.reverse), set(bucc.gold))
+    same = _SameText(bucc, [direction.mined.meta])
+    gold = gold_mask(*same.oriented(c, direction.reverse), same.gold)
     summary = [describe(out.strict, "strict"), describe(out.lenient, "lenient")]
     if out.folds:
         summary.append(describe(out.heldout_strict, f"{len(out.folds)}-fold held-out strict"))
@@ -376,7 +401,7 @@ def report_data(out: Outcome, direction: Direction, bucc: BuccSet,
         score=score.name, higher_is_better=score.higher_is_better,
         threshold=None if out.filter == "none" else
         out.thresholds[out.directions[0]].get(score.name),
-        signature=out.signature("strict"), n_gold=len(set(bucc.gold)), title=title,
+        signature=out.signature("strict"), n_gold=len(same.gold), title=title,
         summary=summary,
         candidates=[report.Candidate(c.src_ids[i], c.tgt_ids[i], c.src[i], c.tgt[i],
                                      {k: float(v[i]) for k, v in c.numeric.items()},
