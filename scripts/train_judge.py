@@ -16,10 +16,10 @@ Seeded and in two steps that resume (``--work``):
 3. ``fit``: each candidate labelled (positive when its English is its source's reference
    English, :func:`label_of`, near-duplicates included), the judge's text features added
    (:func:`triemine.judging.features.text_features`), the judge fitted and written (``--out``,
-   default the shipped file): ``--kind trees`` (the default) a gradient-boosted forest
-   (:func:`fit_trees`: scikit-learn's ``HistGradientBoostingClassifier``, seeded, exported as
-   flat arrays), ``--kind logistic`` the logistic regression
-   (:meth:`triemine.judging.model.Judge.fit`).
+   default the shipped file): ``--kind blend`` (the default, the shipped kind) the mean of the
+   two below, ``--kind trees`` a gradient-boosted forest (:func:`fit_trees`: scikit-learn's
+   ``HistGradientBoostingClassifier``, seeded, exported as flat arrays), ``--kind logistic``
+   the logistic regression (:meth:`triemine.judging.model.Judge.fit`).
 
 ::
 
@@ -168,10 +168,11 @@ def fit_trees(columns, labels, features, fitted_on: str = "", seed: int = SEED):
                  forest=forest_of_sklearn(model), fitted_on=fitted_on)
 
 
-def fit_set(work: Path, out: Path, c: float, kind: str = "trees") -> dict:
+def fit_set(work: Path, out: Path, c: float, kind: str = "blend") -> dict:
     """Label ``work/mined.tsv``, add the scored noisy pairs when ``work`` has them, fit the
-    judge of ``kind`` (``trees``: :func:`fit_trees`; ``logistic``: L2 strength ``1 / c``) on
-    both and write it to ``out``."""
+    judge of ``kind`` (``trees``: :func:`fit_trees`; ``logistic``: L2 strength ``1 / c``;
+    ``blend``: both, :meth:`triemine.judging.model.Judge.blend`) on both and write it to
+    ``out``."""
     from triemine.io import read_mined
     mined = read_mined(work / "mined.tsv")
     refs = json.loads((work / "refs.json").read_text(encoding="utf-8"))
@@ -195,11 +196,15 @@ def fit_set(work: Path, out: Path, c: float, kind: str = "trees") -> dict:
         where += (f"; and {len(ny)} given pairs ({int(ny.sum())} clean) of the noise kinds of "
                   "triemine.cleaning.noise made from devsets/zh-en/train as "
                   "scripts/fit_calibration.py pairs builds them")
+    trees_how = ("HistGradientBoostingClassifier " + json.dumps(TREES, sort_keys=True)
+                 + f", seed {SEED}")
     if kind == "trees":
-        judge = fit_trees(cols, y, MINED_FEATURES, where + "; HistGradientBoostingClassifier "
-                          + json.dumps(TREES, sort_keys=True) + f", seed {SEED}")
+        judge = fit_trees(cols, y, MINED_FEATURES, f"{where}; {trees_how}")
     else:
         judge = Judge.fit(cols, y, MINED_FEATURES, fitted_on=where, c=c)
+    if kind == "blend":
+        judge = Judge.blend(judge, fit_trees(cols, y, MINED_FEATURES), f"{where}; the mean "
+                            f"log-odds of a logistic regression (C={c}) and {trees_how}")
     judge.save(out)
     return {"candidates": len(y), "positives": int(y.sum()), "out": str(out), "kind": kind,
             "bytes": out.stat().st_size,
@@ -217,7 +222,7 @@ def main() -> int:
     ap.add_argument("--comparable", type=int, default=15000)
     ap.add_argument("--others", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=SEED)
-    ap.add_argument("--kind", choices=("trees", "logistic"), default="trees")
+    ap.add_argument("--kind", choices=("blend", "trees", "logistic"), default="blend")
     ap.add_argument("--c", type=float, default=1.0, help="inverse L2 strength (logistic)")
     ap.add_argument("--model", default=None)
     ap.add_argument("--out", type=Path, default=None)

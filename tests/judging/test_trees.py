@@ -78,7 +78,7 @@ def test_trees_judge_saves_loads_and_keeps_its_contract(tmp_path):
     cols = {"a": np.array([-1.0, 1.0, np.nan, np.inf]), "b": np.array([0.0, 3.0, 1.0, 1.0])}
     z = back.logit(cols)
     np.testing.assert_array_equal(z[:2], [-0.625, 2.375])
-    assert np.isnan(z[2:]).all()          # NaN where a feature is not finite, as the logistic
+    assert np.isnan(z[2:]).all()   # NaN where a feature is not finite, as the logistic
     other = Judge(["a", "b"], 0.3, kind="trees", forest={**HAND, "baseline": 0.0})
     assert other.fingerprint() != judge.fingerprint()
     with pytest.raises(ValueError, match="no mean"):
@@ -109,3 +109,25 @@ def test_training_script_fits_a_trees_judge_that_learns_an_interaction():
     linear = Judge.fit(cols, y, tuple("abcd"))
     q = linear.prob(linear.logit(tc))
     assert ((q[ok] >= 0.5) == ty[ok]).mean() < 0.7
+
+
+def test_blend_is_the_mean_of_its_two_judges(tmp_path):
+    from train_judge import fit_trees
+
+    x, y = _synthetic(1500, 5)
+    cols = {f: x[:, i] for i, f in enumerate("abcd")}
+    linear = Judge.fit(cols, y, tuple("abcd"))
+    trees = fit_trees(cols, y, tuple("abcd"), seed=2)
+    blend = Judge.blend(linear, trees, "both")
+    path = tmp_path / "b.json"
+    blend.save(path)
+    back = Judge.load(path)
+    assert back == blend and back.kind == "blend"
+    z = back.logit(cols)
+    np.testing.assert_allclose(z, 0.5 * (linear.logit(cols) + trees.logit(cols)), rtol=0,
+                               atol=1e-12)
+    assert np.isnan(z[~np.isfinite(x).all(axis=1)]).all()
+    with pytest.raises(ValueError, match="same rows"):
+        Judge.blend(trees, linear)
+    with pytest.raises(ValueError, match="one mean"):
+        Judge(list("abcd"), 0.3, kind="blend", forest=trees.forest)

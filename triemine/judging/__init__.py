@@ -8,8 +8,9 @@ calibration.
 * :mod:`~triemine.judging.numbers`: numbers of a Chinese source and an English target as
   values (``number_match``);
 * :mod:`~triemine.judging.model`: :class:`~triemine.judging.model.Judge`, a logistic
-  regression or a forest of boosted trees whose logit is the column ``judge`` and whose
-  probability, shifted to a stated or estimated density, is ``prob``; a small JSON file
+  regression, a forest of boosted trees or their blend, whose logit is the column ``judge``
+  and whose probability, shifted to a stated or estimated density, is ``prob``; a small JSON
+  file
   (the shipped one is ``judge.json`` beside it, fingerprinted in the configuration record);
 * :mod:`~triemine.judging.trees`: a forest as flat arrays, evaluated vectorised (the
   ``trees`` kind; read out of a scikit-learn model without importing it);

@@ -6,7 +6,8 @@ was fitted at (``train_prior``): for ``kind`` ``logistic``, ``sum_i w_i * (x_i -
 std_i + bias``, fitted by Newton's method on the L2-penalised logistic loss (:meth:`Judge.fit`,
 deterministic, numpy only); for ``kind`` ``trees``, a forest's baseline plus one leaf value a
 tree (:mod:`triemine.judging.trees`; fitted by ``scripts/train_judge.py`` with scikit-learn,
-which evaluation never imports).  ``prob`` = the logistic function of it, shifted to a stated
+which evaluation never imports); for ``kind`` ``blend`` (the shipped one), the mean of the
+two.  ``prob`` = the logistic function of it, shifted to a stated
 or estimated share (:mod:`triemine.judging.prior`).
 
 The shipped judge is :data:`SHIPPED` (``judge.json`` beside this module; ``package_data``),
@@ -36,7 +37,7 @@ from triemine.judging.trees import check_forest, forest_logit
 SHIPPED = Path(__file__).resolve().parent / "judge.json"
 VERSION = 1
 MAX_BYTES = 5 << 20   # a judge file is at most 5 MB
-KINDS = ("logistic", "trees")
+KINDS = ("logistic", "trees", "blend")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class Judge:
     share of positives it was fitted on, in (0, 1)), its ``kind`` and that kind's parameters:
     for ``logistic`` the features' ``mean`` and ``std`` over the training rows, the
     ``weights`` of the standardised features and ``bias``; for ``trees`` a ``forest``
-    (:mod:`triemine.judging.trees`; ``mean``, ``std`` and ``weights`` empty, ``bias`` 0).
+    (:mod:`triemine.judging.trees`; ``mean``, ``std`` and ``weights`` empty, ``bias`` 0);
+    for ``blend`` both, its log-odds the mean of theirs (both fitted on the same rows).
     A ``ValueError`` for parameters that do not fit its kind."""
 
     features: List[str]
@@ -70,13 +72,14 @@ class Judge:
                 raise ValueError(f"judge values must be finite numbers, got {v!r}")
         if not 0.0 < self.train_prior < 1.0:
             raise ValueError(f"train_prior must be in (0, 1), got {self.train_prior}")
+        if self.kind == "logistic" and self.forest:
+            raise ValueError("a logistic judge has no forest")
+        if self.kind != "logistic":
+            object.__setattr__(self, "forest", check_forest(self.forest, n))
         if self.kind == "trees":
             if params != [0.0] and params != [0]:
                 raise ValueError("a trees judge has no mean, std, weights or bias")
-            object.__setattr__(self, "forest", check_forest(self.forest, n))
             return
-        if self.forest:
-            raise ValueError("a logistic judge has no forest")
         if not (len(self.mean) == len(self.std) == len(self.weights) == n):
             raise ValueError("one mean, std and weight per feature")
         if any(s <= 0 for s in self.std):
@@ -89,13 +92,27 @@ class Judge:
             x = matrix(columns, self.features)
         except KeyError as exc:
             raise InputError(str(exc.args[0])) from None
-        if self.kind == "trees":
-            z = forest_logit(self.forest, x)
-            z[~np.isfinite(x).all(axis=1)] = np.nan
-            return z
-        z = (x - np.asarray(self.mean)) / np.asarray(self.std)
-        with np.errstate(invalid="ignore"):
-            return z @ np.asarray(self.weights, dtype=np.float64) + self.bias
+        if self.kind != "trees":
+            with np.errstate(invalid="ignore"):
+                z = (x - np.asarray(self.mean)) / np.asarray(self.std) @ np.asarray(
+                    self.weights, dtype=np.float64) + self.bias
+            if self.kind == "logistic":
+                return z
+        t = forest_logit(self.forest, x)
+        t[~np.isfinite(x).all(axis=1)] = np.nan
+        return t if self.kind == "trees" else 0.5 * (z + t)
+
+    @classmethod
+    def blend(cls, linear: "Judge", trees: "Judge", fitted_on: str = "") -> "Judge":
+        """The ``blend`` of a ``logistic`` and a ``trees`` judge fitted on the same rows (same
+        features and ``train_prior``); a ``ValueError`` otherwise."""
+        if (linear.kind, trees.kind) != ("logistic", "trees") or \
+                linear.features != trees.features or \
+                abs(linear.train_prior - trees.train_prior) > 1e-12:
+            raise ValueError("a blend needs a logistic and a trees judge of the same rows")
+        return cls(list(linear.features), linear.train_prior, "blend", list(linear.mean),
+                   list(linear.std), list(linear.weights), linear.bias, dict(trees.forest),
+                   fitted_on)
 
     def prob(self, logit, density: Optional[float] = None) -> np.ndarray:
         """The column ``prob`` of the judge's ``logit``: at ``train_prior`` when ``density``
