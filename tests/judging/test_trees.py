@@ -131,3 +131,18 @@ def test_blend_is_the_mean_of_its_two_judges(tmp_path):
         Judge.blend(trees, linear)
     with pytest.raises(ValueError, match="one mean"):
         Judge(list("abcd"), 0.3, kind="blend", forest=trees.forest)
+
+
+def test_a_judge_reads_its_features_at_the_tsv_precision():
+    """A full-precision feature and the value a mining TSV writes for it fall on the same side
+    of a split, so a TSV's judge column is what its own columns give."""
+    from triemine.io.tsv import format_number
+
+    forest = {**HAND, "threshold": [3e-7, 0.0, 2.0, 0.0, 0.0, 0.0]}
+    judge = Judge(["a", "b"], 0.3, kind="trees", forest=forest)
+    full = np.array([4e-7, -4e-7, 0.9999996, 2.0000004])
+    written = np.array([float(format_number(v)) for v in full])
+    b = np.array([9.0, 9.0, 1.0, 1.0])
+    np.testing.assert_array_equal(judge.logit({"a": full, "b": b}),
+                                  judge.logit({"a": written, "b": b}))
+    assert judge.logit({"a": full[:1], "b": b[:1]})[0] == 0.125 + 0.25 - 1.0   # 4e-7 reads 0

@@ -29,7 +29,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.io import read_json
+from triemine.io import DECIMALS, read_json
 from triemine.judging.features import matrix
 from triemine.judging.prior import estimate_prior, shift_logit, sigmoid
 from triemine.judging.trees import check_forest, forest_logit
@@ -87,9 +87,11 @@ class Judge:
 
     def logit(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
         """The column ``judge``: each row's log-odds at ``train_prior`` (NaN where a feature is
-        not finite); an :class:`InputError` naming missing columns."""
+        not finite); an :class:`InputError` naming missing columns.  The features are read at
+        a mining TSV's precision (rounded to ``DECIMALS`` places), so the ``judge`` a job
+        writes is the one its TSV's own columns give, whatever side of a split they fall."""
         try:
-            x = matrix(columns, self.features)
+            x = np.round(matrix(columns, self.features), DECIMALS)
         except KeyError as exc:
             raise InputError(str(exc.args[0])) from None
         if self.kind != "trees":
