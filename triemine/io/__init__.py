@@ -28,14 +28,15 @@ from triemine.io.outfile import (atomic_open, atomic_write, check_distinct, npy_
 from triemine.io.paths import (BUCC_ZH_EN, DEVSET_ZH_EN, OPUS_MT_ZH_EN_CT2, PARALLEL_DE_EN,
                                PARALLEL_ZH_EN, cache_root, repo_root, shared_path)
 from triemine.io.textfile import open_binary, read_bytes, read_json, read_text
-from triemine.io.tsv import (META_SUFFIX, Mined, clean_cell, column_order, count_rows, format_rows,
-                             mined_blocks, prepare_resume, read_meta, read_mined, record_bitext,
-                             write_meta, write_mined, write_progress, write_row_blocks)
+from triemine.io.tsv import (DECIMALS, META_SUFFIX, Mined, clean_cell, column_order, count_rows,
+                             format_rows, mined_blocks, prepare_resume, read_meta, read_mined,
+                             record_bitext, write_meta, write_mined, write_progress,
+                             write_row_blocks)
 
 __all__ = ["atomic_open", "atomic_write", "BLOCK", "BUCC_ZH_EN", "cache_root", "cached_npy",
            "check_distinct", "check_uncompressed", "clean_cell", "codec_of_name", "column_order",
-           "Corpus", "count_rows", "crc32_range", "decode_lines", "decompressed", "DEVSET_ZH_EN",
-           "discard", "dumps_sealed", "file_sha256", "format_rows", "input_digest",
+           "Corpus", "count_rows", "crc32_range", "decode_lines", "decompressed", "DECIMALS",
+           "DEVSET_ZH_EN", "discard", "dumps_sealed", "file_sha256", "format_rows", "input_digest",
            "input_digests", "json_crc32", "KEY_VERSION", "load_npy", "META_SUFFIX", "Mined",
            "mined_blocks", "npy_header", "npy_writer", "older_key", "open_binary", "open_corpus",
            "open_pair", "OPUS_MT_ZH_EN_CT2", "output_file", "output_lock", "output_locks",

@@ -271,8 +271,11 @@ def clean_cell(text: str) -> str:
     return text.replace("\t", " ").replace("\n", " ").replace("\r", " ").replace("\0", " ")
 
 
+DECIMALS = 6   # the decimal places of a number in a mining TSV (:func:`format_number`)
+
+
 def format_number(v: float) -> str:
-    return f"{v:.6f}"
+    return f"{v:.{DECIMALS}f}"
 
 
 def full_precision(v: float) -> str:

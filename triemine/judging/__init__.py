@@ -8,9 +8,12 @@ calibration.
 * :mod:`~triemine.judging.numbers`: numbers of a Chinese source and an English target as
   values (``number_match``);
 * :mod:`~triemine.judging.model`: :class:`~triemine.judging.model.Judge`, a logistic
-  regression over standardised features whose logit is the column ``judge`` and whose
-  probability, shifted to a stated or estimated density, is ``prob``; a small JSON file
-  (the shipped one is ``judge.json`` beside it, fingerprinted in the configuration record);
+  regression, a forest of boosted trees or their blend, whose logit is the column ``judge``
+  and whose probability, shifted to a stated or estimated density, is ``prob``; a small JSON
+  file (the shipped one is ``judge.json`` beside it, fingerprinted in the configuration
+  record);
+* :mod:`~triemine.judging.trees`: a forest as flat arrays, evaluated vectorised (the
+  ``trees`` kind; read out of a scikit-learn model without importing it);
 * :mod:`~triemine.judging.prior`: the prior shift of a probability (Saerens et al. 2002): to a
   stated share of translations, or to one estimated from a run's candidates by EM.
 

@@ -1,15 +1,20 @@
-"""The judge: a logistic regression over standardised features, one small JSON file.
+"""The judge: a logistic regression or a forest of boosted trees over the pair's features, one
+small JSON file.
 
-``judge`` = the log-odds that a pair is a translation, ``sum_i w_i * (x_i - mean_i) / std_i +
-bias``, at the share of translations the judge was fitted at (``train_prior``); ``prob`` =
-the logistic function of it, shifted to a stated or estimated share
-(:mod:`triemine.judging.prior`).  Fitted by Newton's method on the L2-penalised logistic loss
-(:meth:`Judge.fit`), so a fit is deterministic and needs numpy only.
+``judge`` = the log-odds that a pair is a translation at the share of translations the judge
+was fitted at (``train_prior``): for ``kind`` ``logistic``, ``sum_i w_i * (x_i - mean_i) /
+std_i + bias``, fitted by Newton's method on the L2-penalised logistic loss (:meth:`Judge.fit`,
+deterministic, numpy only); for ``kind`` ``trees``, a forest's baseline plus one leaf value a
+tree (:mod:`triemine.judging.trees`; fitted by ``scripts/train_judge.py`` with scikit-learn,
+which evaluation never imports); for ``kind`` ``blend`` (the shipped one), the mean of the
+two.  ``prob`` = the logistic function of it, shifted to a stated
+or estimated share (:mod:`triemine.judging.prior`).
 
 The shipped judge is :data:`SHIPPED` (``judge.json`` beside this module; ``package_data``),
 trained by ``scripts/train_judge.py`` on the training split only; a configuration record names
 its :meth:`Judge.fingerprint`, so a changed file is noticed.  ``--judge FILE`` uses another
-(:func:`load_judge`); ``trie-mine-train-judge`` fits one on a user's own labelled candidates.
+(:func:`load_judge`); ``trie-mine-train-judge`` fits a logistic one on a user's own labelled
+candidates.
 """
 from __future__ import annotations
 
@@ -24,53 +29,92 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.io import read_json
+from triemine.io import DECIMALS, read_json
 from triemine.judging.features import matrix
 from triemine.judging.prior import estimate_prior, shift_logit, sigmoid
+from triemine.judging.trees import check_forest, forest_logit
 
 SHIPPED = Path(__file__).resolve().parent / "judge.json"
 VERSION = 1
 MAX_BYTES = 5 << 20   # a judge file is at most 5 MB
+KINDS = ("logistic", "trees", "blend")
 
 
 @dataclass(frozen=True)
 class Judge:
-    """A fitted judge (module docstring): ``features`` (column names), their ``mean`` and
-    ``std`` over the training rows, ``weights`` of the standardised features, ``bias``,
-    ``train_prior`` (the share of positives it was fitted on, in (0, 1)), ``fitted_on``."""
+    """A fitted judge (module docstring): ``features`` (column names), ``train_prior`` (the
+    share of positives it was fitted on, in (0, 1)), its ``kind`` and that kind's parameters:
+    for ``logistic`` the features' ``mean`` and ``std`` over the training rows, the
+    ``weights`` of the standardised features and ``bias``; for ``trees`` a ``forest``
+    (:mod:`triemine.judging.trees`; ``mean``, ``std`` and ``weights`` empty, ``bias`` 0);
+    for ``blend`` both, its log-odds the mean of theirs (both fitted on the same rows).
+    A ``ValueError`` for parameters that do not fit its kind."""
 
     features: List[str]
-    mean: List[float]
-    std: List[float]
-    weights: List[float]
-    bias: float
     train_prior: float
+    kind: str = "logistic"
+    mean: List[float] = field(default_factory=list)
+    std: List[float] = field(default_factory=list)
+    weights: List[float] = field(default_factory=list)
+    bias: float = 0.0
+    forest: Dict[str, object] = field(default_factory=dict)
     fitted_on: str = ""
     version: int = VERSION
     extra: Dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self):
         n = len(self.features)
-        if not n or not (len(self.mean) == len(self.std) == len(self.weights) == n):
-            raise ValueError("one mean, std and weight per feature")
-        for v in list(self.mean) + list(self.std) + list(self.weights) + [self.bias]:
+        if not n or self.kind not in KINDS:
+            raise ValueError(f"a judge needs features and a kind among {', '.join(KINDS)}")
+        params = list(self.mean) + list(self.std) + list(self.weights) + [self.bias]
+        for v in params + [self.train_prior]:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ValueError(f"judge values must be finite numbers, got {v!r}")
-        if any(s <= 0 for s in self.std):
-            raise ValueError("every std must be positive")
         if not 0.0 < self.train_prior < 1.0:
             raise ValueError(f"train_prior must be in (0, 1), got {self.train_prior}")
+        if self.kind == "logistic" and self.forest:
+            raise ValueError("a logistic judge has no forest")
+        if self.kind != "logistic":
+            object.__setattr__(self, "forest", check_forest(self.forest, n))
+        if self.kind == "trees":
+            if params != [0.0] and params != [0]:
+                raise ValueError("a trees judge has no mean, std, weights or bias")
+            return
+        if not (len(self.mean) == len(self.std) == len(self.weights) == n):
+            raise ValueError("one mean, std and weight per feature")
+        if any(s <= 0 for s in self.std):
+            raise ValueError("every std must be positive")
 
     def logit(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
         """The column ``judge``: each row's log-odds at ``train_prior`` (NaN where a feature is
-        not finite); an :class:`InputError` naming missing columns."""
+        not finite); an :class:`InputError` naming missing columns.  The features are read at
+        a mining TSV's precision (rounded to ``DECIMALS`` places), so the ``judge`` a job
+        writes is the one its TSV's own columns give, whatever side of a split they fall."""
         try:
-            x = matrix(columns, self.features)
+            x = np.round(matrix(columns, self.features), DECIMALS)
         except KeyError as exc:
             raise InputError(str(exc.args[0])) from None
-        z = (x - np.asarray(self.mean)) / np.asarray(self.std)
-        with np.errstate(invalid="ignore"):
-            return z @ np.asarray(self.weights, dtype=np.float64) + self.bias
+        if self.kind != "trees":
+            with np.errstate(invalid="ignore"):
+                z = (x - np.asarray(self.mean)) / np.asarray(self.std) @ np.asarray(
+                    self.weights, dtype=np.float64) + self.bias
+            if self.kind == "logistic":
+                return z
+        t = forest_logit(self.forest, x)
+        t[~np.isfinite(x).all(axis=1)] = np.nan
+        return t if self.kind == "trees" else 0.5 * (z + t)
+
+    @classmethod
+    def blend(cls, linear: "Judge", trees: "Judge", fitted_on: str = "") -> "Judge":
+        """The ``blend`` of a ``logistic`` and a ``trees`` judge fitted on the same rows (same
+        features and ``train_prior``); a ``ValueError`` otherwise."""
+        if (linear.kind, trees.kind) != ("logistic", "trees") or \
+                linear.features != trees.features or \
+                abs(linear.train_prior - trees.train_prior) > 1e-12:
+            raise ValueError("a blend needs a logistic and a trees judge of the same rows")
+        return cls(list(linear.features), linear.train_prior, "blend", list(linear.mean),
+                   list(linear.std), list(linear.weights), linear.bias, dict(trees.forest),
+                   fitted_on)
 
     def prob(self, logit, density: Optional[float] = None) -> np.ndarray:
         """The column ``prob`` of the judge's ``logit``: at ``train_prior`` when ``density``
@@ -114,8 +158,9 @@ class Judge:
             w -= step
             if np.abs(step).max() < 1e-10:
                 break
-        return cls(list(features), mean.tolist(), std.tolist(), w[:-1].tolist(), float(w[-1]),
-                   float(np.average(y, weights=sw)), fitted_on)
+        return cls(list(features), float(np.average(y, weights=sw)), mean=mean.tolist(),
+                   std=std.tolist(), weights=w[:-1].tolist(), bias=float(w[-1]),
+                   fitted_on=fitted_on)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -127,8 +172,14 @@ class Judge:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
     def save(self, path) -> None:
-        """Write the judge as JSON to ``path``."""
-        Path(path).write_text(json.dumps(self.as_dict(), indent=1) + "\n", encoding="utf-8")
+        """Write the judge as JSON to ``path`` (a forest's arrays one line each)."""
+        d = self.as_dict()
+        forest = d.pop("forest")
+        text = json.dumps(d, indent=1)
+        if forest:
+            lines = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in forest.items())
+            text = text[:-2] + ',\n "forest": {\n' + lines + "\n }\n}"
+        Path(path).write_text(text + "\n", encoding="utf-8")
 
     @classmethod
     def of(cls, data, where: str) -> "Judge":
