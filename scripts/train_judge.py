@@ -17,7 +17,8 @@ Seeded and in two steps that resume (``--work``):
    English, :func:`label_of`, near-duplicates included), the judge's text features added
    (:func:`triemine.judging.features.text_features`), the judge fitted and written (``--out``,
    default the shipped file): ``--kind blend`` (the default, the shipped kind) the mean of the
-   two below, ``--kind trees`` a gradient-boosted forest (:func:`fit_trees`: scikit-learn's
+   two below, ``--kind trees`` a gradient-boosted forest
+   (:func:`triemine.judging.train.fit_trees`: scikit-learn's
    ``HistGradientBoostingClassifier``, seeded, exported as flat arrays), ``--kind logistic``
    the logistic regression (:meth:`triemine.judging.model.Judge.fit`).
 
@@ -40,8 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from triemine.io import DEVSET_ZH_EN, shared_path  # noqa: E402
-
-SEED = 58
+from triemine.judging.train import KINDS, SEED  # noqa: E402
 
 
 def _lines(path) -> list:
@@ -146,33 +146,10 @@ def _noise_rows(work: Path):
 
 
 # the forest's size and learning (decisions: "A judge that is not linear")
-TREES = {"max_depth": 3, "max_iter": 200, "learning_rate": 0.1, "l2_regularization": 1.0}
-
-
-def fit_trees(columns, labels, features, fitted_on: str = "", seed: int = SEED):
-    """The ``trees`` judge of 0/1 ``labels`` on ``features`` of ``columns``: scikit-learn's
-    ``HistGradientBoostingClassifier`` with :data:`TREES` (no early stopping, ``seed``), its
-    forest read out by :func:`triemine.judging.trees.forest_of_sklearn`; rows with a
-    non-finite feature are left out, ``train_prior`` is the share of positives."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    from triemine.judging.features import matrix
-    from triemine.judging.model import Judge
-    from triemine.judging.trees import forest_of_sklearn
-
-    x, y = matrix(columns, features), np.asarray(labels, dtype=np.int64)
-    keep = np.isfinite(x).all(axis=1)
-    model = HistGradientBoostingClassifier(early_stopping=False, random_state=seed, **TREES)
-    model.fit(x[keep], y[keep])
-    return Judge(list(features), float(y[keep].mean()), kind="trees",
-                 forest=forest_of_sklearn(model), fitted_on=fitted_on)
-
-
 def fit_set(work: Path, out: Path, c: float, kind: str = "blend") -> dict:
     """Label ``work/mined.tsv``, add the scored noisy pairs when ``work`` has them, fit the
-    judge of ``kind`` (``trees``: :func:`fit_trees`; ``logistic``: L2 strength ``1 / c``;
-    ``blend``: both, :meth:`triemine.judging.model.Judge.blend`) on both and write it to
-    ``out``."""
+    judge of ``kind`` (:func:`triemine.judging.train.fit`; ``logistic``: L2 strength
+    ``1 / c``) on both and write it to ``out``."""
     from triemine.io import read_mined
     mined = read_mined(work / "mined.tsv")
     refs = json.loads((work / "refs.json").read_text(encoding="utf-8"))
@@ -184,8 +161,7 @@ def fit_set(work: Path, out: Path, c: float, kind: str = "blend") -> dict:
              f"and other training pairs' English), seed {desc['seed']}; "
              "scripts/train_judge.py")
     from triemine.judging.features import MINED_FEATURES
-    from triemine.judging.model import Judge
-    from triemine.judging.train import mined_columns
+    from triemine.judging.train import fit, mined_columns
 
     cols = mined_columns(mined)
     noise = _noise_rows(work)
@@ -196,15 +172,7 @@ def fit_set(work: Path, out: Path, c: float, kind: str = "blend") -> dict:
         where += (f"; and {len(ny)} given pairs ({int(ny.sum())} clean) of the noise kinds of "
                   "triemine.cleaning.noise made from devsets/zh-en/train as "
                   "scripts/fit_calibration.py pairs builds them")
-    trees_how = ("HistGradientBoostingClassifier " + json.dumps(TREES, sort_keys=True)
-                 + f", seed {SEED}")
-    if kind == "trees":
-        judge = fit_trees(cols, y, MINED_FEATURES, f"{where}; {trees_how}")
-    else:
-        judge = Judge.fit(cols, y, MINED_FEATURES, fitted_on=where, c=c)
-    if kind == "blend":
-        judge = Judge.blend(judge, fit_trees(cols, y, MINED_FEATURES), f"{where}; the mean "
-                            f"log-odds of a logistic regression (C={c}) and {trees_how}")
+    judge = fit(cols, y, MINED_FEATURES, kind, where, c)
     judge.save(out)
     return {"candidates": len(y), "positives": int(y.sum()), "out": str(out), "kind": kind,
             "bytes": out.stat().st_size,
@@ -222,7 +190,7 @@ def main() -> int:
     ap.add_argument("--comparable", type=int, default=15000)
     ap.add_argument("--others", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=SEED)
-    ap.add_argument("--kind", choices=("blend", "trees", "logistic"), default="blend")
+    ap.add_argument("--kind", choices=KINDS, default=KINDS[0])
     ap.add_argument("--c", type=float, default=1.0, help="inverse L2 strength (logistic)")
     ap.add_argument("--model", default=None)
     ap.add_argument("--out", type=Path, default=None)

@@ -132,8 +132,16 @@ def test_train_judge_command_fits_on_a_users_mined_tsv(tmp_path, capsys):
                              "-o", str(out)]) == 0
     judge = Judge.load(out)
     back = read_tsv_columns(tmp_path / "m.tsv")
+    assert judge.kind == "blend"  # the shipped judge's kind
+    capsys.readouterr()
     assert ((judge.prob(judge.logit(back)) >= 0.5) == y).mean() > 0.95
     assert judge.features == list(MINED_FEATURES)
+    for kind in ("trees", "logistic"):
+        assert train_judge_main([str(tmp_path / "m.tsv"), "--gold", str(tmp_path / "gold"),
+                                 "-o", str(out), "--kind", kind]) == 0
+        judge = Judge.load(out)
+        assert judge.kind == kind and json.loads(capsys.readouterr().out)["kind"] == kind
+        assert ((judge.prob(judge.logit(back)) >= 0.5) == y).mean() > 0.95
     with pytest.raises(SystemExit) as exc:
         train_judge_main([str(tmp_path / "m.tsv"), "--gold", str(tmp_path / "gold"), "-o",
                           str(out), "--features", "use_margin,bogus"])

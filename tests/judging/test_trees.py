@@ -91,8 +91,8 @@ def test_trees_judge_saves_loads_and_keeps_its_contract(tmp_path):
         Judge.load(path)
 
 
-def test_training_script_fits_a_trees_judge_that_learns_an_interaction():
-    from train_judge import fit_trees
+def test_a_trees_judge_is_seeded_and_learns_an_interaction():
+    from triemine.judging.train import fit_trees
 
     x, y = _synthetic(2000, 3)
     cols = {f: x[:, i] for i, f in enumerate("abcd")}
@@ -112,7 +112,7 @@ def test_training_script_fits_a_trees_judge_that_learns_an_interaction():
 
 
 def test_blend_is_the_mean_of_its_two_judges(tmp_path):
-    from train_judge import fit_trees
+    from triemine.judging.train import fit_trees
 
     x, y = _synthetic(1500, 5)
     cols = {f: x[:, i] for i, f in enumerate("abcd")}

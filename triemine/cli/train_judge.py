@@ -13,7 +13,7 @@ from triemine.cli.arguments import run_command
 from triemine.evaluation.bucc import read_gold
 from triemine.io import read_mined
 from triemine.judging.features import MINED_FEATURES
-from triemine.judging.train import train
+from triemine.judging.train import KINDS, SEED, train
 
 
 def train_judge_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -33,7 +33,14 @@ def _train_judge_parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", required=True, help="the judge file (JSON)")
     parser.add_argument("--features", default=",".join(MINED_FEATURES),
                         help="comma-separated columns the judge reads (default %(default)s)")
-    parser.add_argument("--c", type=float, default=1.0, help="inverse L2 strength (default 1)")
+    parser.add_argument("--kind", choices=KINDS, default=KINDS[0],
+                        help="blend (the shipped judge's kind: the mean log-odds of the two "
+                        "others), trees (gradient-boosted, seeded) or logistic (default "
+                        "%(default)s)")
+    parser.add_argument("--c", type=float, default=1.0,
+                        help="the logistic regression's inverse L2 strength (default 1)")
+    parser.add_argument("--seed", type=int, default=SEED,
+                        help="the trees' random state (default %(default)s)")
     return parser
 
 
@@ -44,9 +51,10 @@ def _train_judge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     where = (f"{len(labels)} candidates of {os.path.basename(args.mined)} labelled by "
              f"{os.path.basename(args.gold)}; trie-mine-train-judge")
     try:
-        judge = train(mined, labels, [f for f in args.features.split(",") if f], where, args.c)
+        judge = train(mined, labels, [f for f in args.features.split(",") if f], where, args.c,
+                      args.kind, args.seed)
     except ValueError as exc:
         parser.error(str(exc))
     judge.save(args.output)
-    print(json.dumps({"output": args.output, "candidates": len(labels),
+    print(json.dumps({"output": args.output, "kind": judge.kind, "candidates": len(labels),
                       "positives": int(labels.sum()), "fingerprint": judge.fingerprint()}))
