@@ -63,6 +63,7 @@ def main() -> None:
     ap.add_argument("--translate-beam", type=int, default=1)
     ap.add_argument("--skip", default="", help="comma list of trie,mt")
     ap.add_argument("--work", default=None)
+    ap.add_argument("--min-cos", type=float, default=None)
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
 
@@ -124,7 +125,13 @@ def main() -> None:
                      for j in row})
         out["mt_use_gained"] = len(g2)
         out["mt_union_gained"] = len(set(g) | set(g2))
-        out["mt_use_pairs"] = [p for p in g2]
+        cos = np.take_along_axis(np.asarray(he) @ np.asarray(te).T, idx, axis=1)
+        ok = {(src.ids[unpaired[r]], tgt.ids[j]): float(c) for r, row in enumerate(idx)
+              for j, c in zip(row, cos[r])}
+        out["mt_use_gained_cos"] = sorted(round(ok[p], 3) for p in g2)
+        if args.min_cos is not None:
+            out["mt_use_pairs_over_cut"] = sum(c >= args.min_cos for c in ok.values())
+            out["mt_use_gained_over_cut"] = sum(ok[p] >= args.min_cos for p in g2)
     if "trie" not in skip:
         t0 = time.perf_counter()
         trie = get_trie(model, args.target)
