@@ -27,8 +27,8 @@ from triemine.errors import InputError
 from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
 from triemine.mining.generators import REGISTRY
 from triemine.scoring.precision import PRECISIONS, check_precision
-from triemine.mining.settings import (DedupSettings, NeighbourSettings, RetrievalSettings,
-                                      ScoreSettings)
+from triemine.mining.settings import (DedupSettings, LookSettings, NeighbourSettings,
+                                      RetrievalSettings, ScoreSettings)
 from triemine.config.settings import (check_value, flag_of, setting, setting_field,
                                       with_also, with_values)
 
@@ -60,6 +60,7 @@ class MineOptions:
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
     scores: ScoreSettings = field(default_factory=ScoreSettings)
     duplicates: DedupSettings = field(default_factory=DedupSettings)
+    look: LookSettings = field(default_factory=LookSettings)
     device: str = setting("cpu", "cpu or cuda (default cpu)", flag="--device")
     precision: str = setting(
         "fp32", "arithmetic of the model's encoder and decoder: fp32 (default), bf16, or fp16 "
