@@ -35,7 +35,7 @@ from triemine.config.settings import (check_value, flag_of, setting, setting_fie
 GENERATORS = tuple(REGISTRY)
 # the settings that apply only to the paper's trie search, and only to the mining job
 PAPER_ONLY = ("nbest", "debug", "trie", "max_tokens")
-JOB_ONLY = ("reverse_model", "min_margin", "knn_index", "combination")
+JOB_ONLY = ("reverse_model", "min_margin", "knn_index", "combination", "second_look")
 
 
 def _generator_list(text: str) -> Tuple[str, ...]:
