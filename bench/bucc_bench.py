@@ -27,8 +27,9 @@ Configurations (``--configs``):
 * ``use_margin``: USE v3 + LASER's ratio margin (k=4), fwd and bwd best, one-to-one;
 * ``translate_chrf``: OPUS-MT translation (greedy, shared with ``mt-only``), the 4 best TF-IDF
   neighbours re-ranked by chrF, one-to-one;
-* ``combined+look``, ``judge+look`` (``-look``): the configuration with its second look
-  (:mod:`triemine.mining.second_look`) added (taken out), whatever its record lists.
+* ``combined+look``, ``judge+look`` (``-look``; only when named): the configuration with its
+  second look (:mod:`triemine.mining.second_look`) added (taken out), whatever its record
+  lists.
 
 Each mining configuration's record also holds ``candidate_recall`` (the gold pairs among the
 candidates, per generator by the ``origin`` bits and in union, on both sets), ``stage_s`` (the
@@ -74,7 +75,7 @@ MINING = tuple(n for n in NAMES if n != PAPER)  # the mining job's configuration
 # a mining configuration with the second look added (+look) or taken out (-look), whatever its
 # record lists (triemine.mining.second_look)
 LOOKS = tuple(f"{n}{s}" for n in ("combined", "judge") for s in ("+look", "-look"))
-CONFIGS = MINING + LOOKS + (PAPER, "use_margin", "translate_chrf")
+CONFIGS = MINING + (PAPER, "use_margin", "translate_chrf")  # the default list
 # how each configuration's TSV is evaluated: (rule, rank_by, filter); the mining job's own
 # configurations are selected as triemine.filtering.selection.SELECTION says
 EVAL = dict(SELECTION, use_margin=("one-to-one", "use_margin", "use_margin"),
@@ -242,12 +243,13 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
 
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="small slices of both sets (< 1 min)")
-    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"subset of {','.join(CONFIGS)}")
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help=f"subset of {','.join(CONFIGS + LOOKS)}")
     ap.add_argument("--model", default=None,
                     help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep (and resume) the mined TSVs in this folder")
     args = ap.parse_args(argv)
-    configs = ap.names(args.configs, CONFIGS, "configuration")
+    configs = ap.names(args.configs, CONFIGS + LOOKS, "configuration")
     run = benchlib.start("bucc_bench", args)
     model = shared_model(args.model, "bucc_bench")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bucc-bench-"))
