@@ -112,9 +112,9 @@ def _mine(name, model, b, src, tgt, out, work, summary) -> Mined:
         from triemine.mining.second_look import second_look
 
         base = base_of(name)
-        opts = MineOptions.of(base, second_look=not name.endswith("-look"))
-        look = opts.look.second_look and (name.endswith("+look") or
-                                          "second_look" in configuration(base).stages)
+        opts = MineOptions.of(base, second_look={"+look": True, "-look": False}.get(
+            name[len(base):]))
+        look = opts.look.second_look and "second_look" in configuration(base).stages
         summary.update(_resumed(lambda resume: mine_pipeline(
             model, src, tgt, out, opts, resume=resume, progress=True,
             after=second_look if look else None), out))

@@ -7,7 +7,6 @@ import dataclasses
 import numpy as np
 import pytest
 
-from triemine.config import configurations
 from triemine.filtering.selection import choose
 from triemine.io.tsv import read_mined
 from triemine.mining.generators import REGISTRY
@@ -35,7 +34,7 @@ def test_the_second_look_gives_a_source_without_knn_candidates_its_pair(tiny_mod
     comb = combination_file(tmp_path)
     # a high margin floor: the kNN proposes few pairs, most sources get none
     cfg = job_options(candidates=("knn",), encoder="cipher", min_margin=1.6, combination=comb,
-                      look_min_cos=0.0)
+                      look_min_cos=0.0, second_look=True)
     first = tmp_path / "first.tsv"
     mine_pipeline(tiny_model, src, tgt, first, cfg)
     out = tmp_path / "look.tsv"
@@ -69,30 +68,15 @@ def test_the_second_look_gives_a_source_without_knn_candidates_its_pair(tiny_mod
     assert off.read_bytes() == first.read_bytes()
 
 
-def _with_second_look(monkeypatch):
-    """The combined configuration with the second look listed before dedup_map."""
-    from triemine.mining import job
-
-    def with_look(name):
-        rec = configurations.configuration(name)
-        if "second_look" in rec.stages:
-            return rec
-        at = rec.stages.index("dedup_map")
-        return dataclasses.replace(rec, stages=rec.stages[:at] + ("second_look",)
-                                   + rec.stages[at:])
-    monkeypatch.setattr(job, "configuration", with_look)
-
-
 @pytest.mark.cluster
 def test_the_second_look_gives_the_same_bytes_with_two_workers_and_after_a_resume(
         tiny_model_dir, corpora, tmp_path, monkeypatch):
     from triemine.cli import mine_main
     from triemine.mining import second_look
 
-    _with_second_look(monkeypatch)
     src, tgt, _, _ = corpora
     args = mine_args(tiny_model_dir, src, tgt, combination_file(tmp_path), "--min-margin",
-                     "1.6", "--threshold", "combined=0")
+                     "1.6", "--threshold", "combined=0", "--second-look")
     outs = {}
     for name, extra in (("one", []), ("two", ["--workers", "2"])):
         monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / f"cache-{name}"))

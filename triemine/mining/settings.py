@@ -51,9 +51,11 @@ class LookSettings:
     one, nearest to the model's own translation in the encoder's space (cosine at least
     ``look_min_cos``), judged as every candidate is."""
 
-    second_look: bool = setting(True, "no second look for the sources without a kept pair "
-                                "(configurations that list it: docs/mining.md)",
-                                flag="--no-second-look", const=False)
+    second_look: bool = setting(False, exclusive={
+        "--second-look": (True, "a second look for the sources without a kept pair, by the MT "
+                                "model's translation (configurations that list it: "
+                                "docs/mining.md)"),
+        "--no-second-look": (False, "no second look (default)")})
     look_k: int = setting(2, low=1)               # targets proposed per unpaired source
     look_min_cos: float = setting(0.54, parse=finite)  # floor of their cosine (chosen on
     #                                     devsets/zh-en/train: keeps 95% of true pairs)
