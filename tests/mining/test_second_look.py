@@ -101,3 +101,13 @@ def test_the_second_look_gives_the_same_bytes_with_two_workers_and_after_a_resum
     monkeypatch.setattr(second_look, "unite", unite)
     assert mine_main(again + ["--resume"]) == 0
     assert killed.read_bytes() == outs["one"].read_bytes()
+
+
+def test_the_second_look_is_off_by_default_and_refused_for_the_trie_search_alone():
+    from triemine.errors import InputError
+    from triemine.mining.options import MineOptions
+
+    assert not MineOptions.of("combined").look.second_look
+    assert MineOptions.of("judge", second_look=True).look.second_look
+    with pytest.raises(InputError, match="--second-look needs the mining job"):
+        MineOptions.of("paper", candidates=("trie",), second_look=True)

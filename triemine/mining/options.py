@@ -164,7 +164,7 @@ def _check_applies(paper: bool, given: Mapping[str, Any]) -> None:
     for name in names:
         if given.get(name) is None:
             continue
-        flag = flag_of(setting_field(MineOptions, name))
+        flag = flag_of(setting_field(MineOptions, name)) or f"--{name.replace('_', '-')}"
         if paper:
             raise InputError(f"{flag} needs the mining job (not --config paper / "
                              "--candidates trie alone)")
