@@ -46,8 +46,8 @@ LOOK = "look"         # its folder in the job's work folder, and the united stor
 
 
 def second_look(m: Mining, saved=None, given: Optional[Mapping[str, float]] = None) -> None:
-    """The second look of the finished job ``m`` (module docstring; nothing with
-    ``--no-second-look``), its TSV written again; ``saved``, ``given``: the job's thresholds
+    """The second look of the finished job ``m`` (module docstring; nothing unless its
+    ``second_look`` setting is on, ``--second-look``), its TSV written again; ``saved``, ``given``: the job's thresholds
     (:func:`~triemine.filtering.selection.choose`'s).  ``m.summary`` gains ``second_look``
     (sources without a kept pair, targets free, pairs proposed, new pairs) and
     ``kept_by_generator`` (the kept pairs each generator proposed: a pair may count for
@@ -68,8 +68,7 @@ def second_look(m: Mining, saved=None, given: Optional[Mapping[str, float]] = No
     m.look = json.loads((job.work / LOOK / "counts.json").read_text())
     m.scored = united
     finish_stage(m)
-    mined = read_mined(str(m.out_path))
-    kept = choose(mined, saved=saved, given=dict(given or {})).keep(mined)
+    kept = _kept(m, saved, given)
     m.summary["kept_by_generator"] = origin_counts(np.bincount(
         m.scored.mapped("origin")[kept].astype(np.int64), minlength=256))
 
