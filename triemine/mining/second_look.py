@@ -48,8 +48,9 @@ LOOK = "look"         # its folder in the job's work folder, and the united stor
 def second_look(m: Mining, saved=None, given: Optional[Mapping[str, float]] = None) -> None:
     """The second look of the finished job ``m`` (module docstring; nothing unless its
     ``second_look`` setting is on, ``--second-look``), its TSV written again; ``saved``,
-    ``given``: the job's thresholds (:func:`~triemine.filtering.selection.choose`'s).  ``m.summary`` gains ``second_look``
-    (sources without a kept pair, targets free, pairs proposed, new pairs) and
+    ``given``: the job's thresholds (:func:`~triemine.filtering.selection.choose`'s).
+    ``m.summary`` gains ``second_look`` (sources without a kept pair, targets free, pairs
+    proposed, new pairs) and
     ``kept_by_generator`` (the kept pairs each generator proposed: a pair may count for
     several).  When the job's selection cannot be made (no threshold for its filter), a
     warning and no second look."""
