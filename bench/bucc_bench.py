@@ -26,7 +26,14 @@ Configurations (``--configs``):
   source by ``ce_word``, CE threshold;
 * ``use_margin``: USE v3 + LASER's ratio margin (k=4), fwd and bwd best, one-to-one;
 * ``translate_chrf``: OPUS-MT translation (greedy, shared with ``mt-only``), the 4 best TF-IDF
-  neighbours re-ranked by chrF, one-to-one.
+  neighbours re-ranked by chrF, one-to-one;
+* ``combined+look``, ``judge+look`` (``-look``; only when named): the configuration with its
+  second look (:mod:`triemine.mining.second_look`) added (taken out), whatever its record
+  lists.
+
+Each mining configuration's record also holds ``candidate_recall`` (the gold pairs among the
+candidates, per generator by the ``origin`` bits and in union, on both sets), ``stage_s`` (the
+job's wall seconds per stage), and with the second look its counts and ``kept_by_generator``.
 
 ``--work DIR`` keeps the mined TSVs (and each job's ``.work`` stages) and resumes them, so a
 rerun only evaluates; ``seconds_*`` then measure the resumed run, not the mining, and the
@@ -65,36 +72,52 @@ from triemine.filtering.selection import SELECTION  # noqa: E402
 from triemine.mining.options import MineOptions  # noqa: E402
 
 MINING = tuple(n for n in NAMES if n != PAPER)  # the mining job's configurations
-CONFIGS = MINING + (PAPER, "use_margin", "translate_chrf")
+# a mining configuration with the second look added (+look) or taken out (-look), whatever its
+# record lists (triemine.mining.second_look)
+LOOKS = tuple(f"{n}{s}" for n in ("combined", "judge") for s in ("+look", "-look"))
+CONFIGS = MINING + (PAPER, "use_margin", "translate_chrf")  # the default list
 # how each configuration's TSV is evaluated: (rule, rank_by, filter); the mining job's own
 # configurations are selected as triemine.filtering.selection.SELECTION says
 EVAL = dict(SELECTION, use_margin=("one-to-one", "use_margin", "use_margin"),
             translate_chrf=("one-to-one", "chrf", "chrf"))
 
 
+def base_of(name: str) -> str:
+    """The configuration a ``+look``/``-look`` variant is of (else ``name``)."""
+    return name[:-5] if name in LOOKS else name
+
+
 def run_config(name: str, model, gold: Path, work: Path) -> tuple:
-    """Mine one set with configuration ``name``; returns (Mined rows, seconds, resumed), where
-    ``resumed`` says that ``work`` already held this set's TSV or job stages (the seconds then
-    measure a resumed run, not the mining)."""
+    """Mine one set with configuration ``name``; returns (Mined rows, seconds, resumed, the
+    job's summary or None), where ``resumed`` says that ``work`` already held this set's TSV or
+    job stages (the seconds then measure a resumed run, not the mining)."""
     b = read_bucc(gold)
     src, tgt = Path(b.src.path), Path(b.tgt.path)
     out = work / f"{name}.{gold.stem}.tsv"
     resumed = out.exists() or Path(f"{out}.work").exists()
+    summary = {}
     with benchlib.timer() as t:
-        rows = _mine(name, model, b, src, tgt, out, work)
-    return rows, t.s, resumed
+        rows = _mine(name, model, b, src, tgt, out, work, summary)
+    return rows, t.s, resumed, summary or None
 
 
-def _mine(name, model, b, src, tgt, out, work) -> Mined:
+def _mine(name, model, b, src, tgt, out, work, summary) -> Mined:
     if name == "paper":
         from triemine.decoding import SearchSettings, mine_to_tsv
         _resumed(lambda resume: mine_to_tsv(model, src, tgt, out, progress=True,
                                             search=SearchSettings(mode="pre", beam=5),
                                             resume=resume and out.exists()), out)
-    elif name in MINING:
+    elif base_of(name) in MINING:
         from triemine.mining.run import mine_pipeline
-        _resumed(lambda resume: mine_pipeline(model, src, tgt, out, MineOptions.of(name),
-                                              resume=resume, progress=True), out)
+        from triemine.mining.second_look import second_look
+
+        base = base_of(name)
+        opts = MineOptions.of(base, second_look={"+look": True, "-look": False}.get(
+            name[len(base):]))
+        look = opts.look.second_look and "second_look" in configuration(base).stages
+        summary.update(_resumed(lambda resume: mine_pipeline(
+            model, src, tgt, out, opts, resume=resume, progress=True,
+            after=second_look if look else None), out))
     elif name == "use_margin":
         return baseline_use(b, work)
     elif name == "translate_chrf":
@@ -102,18 +125,18 @@ def _mine(name, model, b, src, tgt, out, work) -> Mined:
     return read_mined(out)
 
 
-def _resumed(run, out: Path) -> None:
+def _resumed(run, out: Path):
     """``run(resume=True)``: a TSV in ``--work`` goes on from where it stopped; one that other
     code or settings began (its key refuses it) is mined again from the start, with a note."""
     from triemine.errors import InputError
 
     try:
-        run(True)
+        return run(True)
     except InputError as exc:
         if "cannot resume" not in str(exc):
             raise
         print(f"bucc_bench: {out}: {exc}; mining it again from the start", file=sys.stderr)
-        run(False)
+        return run(False)
 
 
 def _rows(b, s, t, numeric):
@@ -158,7 +181,26 @@ def baseline_chrf(b, model, work: Path) -> Mined:
     return _rows(b, c.src, c.tgt, {"chrf": score})
 
 
+def candidate_recall(rows: Mined, gold: Path) -> dict:
+    """The share of ``gold``'s pairs among the candidates ``rows``, by the generator that
+    proposed them (the ``origin`` bits; a pair may count for several) and in union."""
+    from triemine.mining.generators import REGISTRY
+
+    pairs = read_bucc(gold).gold
+    at = {p: i for i, p in enumerate(zip(rows.src_ids, rows.tgt_ids))}
+    hit = np.array([at.get(p, -1) for p in pairs])
+    out = {"union": round(float((hit >= 0).mean()), 4)}
+    if "origin" in rows.columns:
+        origin = rows.col("origin").astype(np.int64)
+        for name, g in REGISTRY.items():
+            found = (hit >= 0) & ((origin[np.maximum(hit, 0)] & g.bit) > 0)
+            if found.any():
+                out[name] = round(float(found.mean()), 4)
+    return out
+
+
 def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold) -> dict:
+    name = base_of(name)
     rule, rank, filt = EVAL[name]
     sb, tb = read_bucc(sample_gold), read_bucc(transfer_gold)
     extra = {}
@@ -187,6 +229,8 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
             extra[key] = evaluate([Direction(rows)], gold, filt, rank,
                                   thresholds=shipped["thresholds"], rule=rule,
                                   thresholds_source=f"shipped:{name}").strict.as_dict()
+    extra["candidate_recall"] = {key: candidate_recall(rows, gold) for key, rows, gold in (
+        ("sample", sample_rows, sample_gold), ("transfer", transfer_rows, transfer_gold))}
     for o in (tuned, transfer):
         print(o.signature("strict"), flush=True)
     print(tuned.signature("heldout-strict", tuned.heldout_strict), flush=True)
@@ -199,12 +243,13 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
 
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="small slices of both sets (< 1 min)")
-    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"subset of {','.join(CONFIGS)}")
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help=f"subset of {','.join(CONFIGS + LOOKS)}")
     ap.add_argument("--model", default=None,
                     help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep (and resume) the mined TSVs in this folder")
     args = ap.parse_args(argv)
-    configs = ap.names(args.configs, CONFIGS, "configuration")
+    configs = ap.names(args.configs, CONFIGS + LOOKS, "configuration")
     run = benchlib.start("bucc_bench", args)
     model = shared_model(args.model, "bucc_bench")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bucc-bench-"))
@@ -214,10 +259,11 @@ def main(argv=None) -> int:
               "threads": benchlib.threads()["torch"], "date": time.strftime("%Y-%m-%d"),
               "sets": {k: str(v) for k, v in golds.items()}, "configs": {}}
     for name in configs:
-        rows, secs, resumed = {}, {}, {}
+        rows, secs, resumed, summaries = {}, {}, {}, {}
         for key, gold in golds.items():
             print(f"== {name} on {key}", file=sys.stderr, flush=True)
-            rows[key], secs[key], resumed[key] = run_config(name, model, gold, work)
+            rows[key], secs[key], resumed[key], summaries[key] = run_config(name, model, gold,
+                                                                           work)
         res = evaluate_config(name, rows["sample"], rows["transfer"], golds["sample"],
                               golds["transfer"])
         n_src = len(read_bucc(golds["sample"]).src.ids)
@@ -225,6 +271,10 @@ def main(argv=None) -> int:
         res["seconds_transfer"] = round(secs["transfer"], 1)
         res["seconds_per_source"] = round(secs["sample"] / n_src, 4)
         res["resumed"] = any(resumed.values())
+        for field in ("stage_s", "second_look", "kept_by_generator"):
+            got = {k: v[field] for k, v in summaries.items() if v and field in v}
+            if got:
+                res[field] = got
         report["configs"][name] = res
         print(json.dumps({name: res}), file=sys.stderr, flush=True)
     c = report["configs"]

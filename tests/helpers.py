@@ -79,8 +79,9 @@ class CipherEncoder(SentenceEncoder):
             words = t.split()
             if words and words[0] in SRC_WORDS:
                 words = translate_synthetic(t).split()
-            for w in words:
-                out[i, TGT_WORDS.index(w)] += 1
+            for w in words:  # a word of neither vocabulary (a tiny model's output) counts
+                if w in TGT_WORDS:  # for nothing
+                    out[i, TGT_WORDS.index(w)] += 1
         return out + 0.05
 
 

@@ -197,7 +197,8 @@ def test_pipeline_unites_generators_and_scores_every_pair_exactly(tiny_model, co
     origin = m.col("origin").astype(int)
     assert all((origin & bit).any() for bit in (1, 2, 4))
     assert summary["by_generator"] == {name: int(((origin & bit) > 0).sum()) for name, bit in
-                                       (("trie", 1), ("knn", 2), ("retrieval", 4))}
+                                       (("trie", 1), ("knn", 2), ("retrieval", 4),
+                                        ("mt_knn", 8))}
     assert "17" not in m.src_ids  # the empty source line gets nothing
     sc = ForcedScorer(tiny_model)
     s_idx = np.array([int(i) - 1 for i in m.src_ids])

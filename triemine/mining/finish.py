@@ -109,17 +109,19 @@ def finish_tsv(out_path: Path, scored: ColumnStore, src, tgt,
     return histogram
 
 
-def judge_adder(opts, scored: ColumnStore, src, tgt, comb) -> Tuple[Optional[Callable],
-                                                                   Optional[float]]:
+def judge_adder(opts, scored: ColumnStore, src, tgt, comb, density: Optional[float] = None
+                ) -> Tuple[Optional[Callable], Optional[float]]:
     """The columns the job adds after ``combined`` (:mod:`triemine.judging.mined`) and the
     share of translations ``prob`` is shifted to: the judge's ``judge`` and ``prob`` when the
     job's configuration ships a judge (``--judge`` another), at ``--density`` or else the share
     estimated from the candidates (:func:`triemine.judging.prior.estimate_prior` over a first
-    pass, :func:`column_of`); else ``prob`` by the configuration's ``mined`` curve when it
+    pass, :func:`column_of`); ``density``, when given, over both (the second look's pass keeps
+    the first pass's share); else ``prob`` by the configuration's ``mined`` curve when it
     ships one for the job's combination ``comb``; else ``(None, None)``."""
     rec = configuration(opts.config)
     if rec.judge is not None:
-        judge, density = load_judge(opts.scores.judge), opts.scores.density
+        judge = load_judge(opts.scores.judge)
+        density = density if density is not None else opts.scores.density
         if density is None:
             density = estimate_prior(column_of(scored, src, tgt, comb, judge_columns(judge),
                                                "judge"), judge.train_prior)

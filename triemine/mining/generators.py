@@ -31,7 +31,7 @@ from triemine.mining.columns import ColumnStore
 from triemine.mining.stages import cache_dir, stage
 from triemine.mining.translate_shards import cached_translations
 from triemine.scoring.prior import get_node_priors
-from triemine.io import mined_blocks
+from triemine.io import atomic_write, mined_blocks
 
 
 @dataclass
@@ -240,6 +240,74 @@ class TranslationRetrieval(Generator):
         return stage(job.work, self.name, lambda: space.candidate_blocks(
             nb.per_source, nb.per_target, ret.retrieval_min_margin,
             spill=job.work / "retrieval.spill"), columns=space.columns), space
+
+
+@register
+class TranslationKnn(Generator):
+    """The MT model's own translations (beam ``translate_beam``) embedded by the job's encoder
+    and searched against the targets' embeddings, English to English: each source's
+    ``look_k`` nearest targets with cosine at least ``look_min_cos``.  The second look's
+    generator (:mod:`triemine.mining.second_look`, :meth:`propose`); no feature columns of its
+    own (the job's margin spaces give every pair theirs)."""
+
+    name, bit = "mt_knn", 8
+
+    def run(self, job: Job):
+        """Every source's candidates among every target (the lines the job skips aside)."""
+        def lines(n, skip):
+            return np.flatnonzero(~skip) if skip is not None else np.arange(n)
+        return stage(job.work, self.name, lambda: self.propose(
+            job, lines(len(job.src), job.long_src), lines(len(job.tgt), job.long_tgt),
+            job.work)), None
+
+    def propose(self, job: Job, sources: np.ndarray, targets: np.ndarray, work: Path,
+                tgt_emb: Optional[Path] = None) -> CandidateSet:
+        """Candidates of the source lines ``sources`` (0-based, increasing) among the target
+        lines ``targets`` (a boolean mask or increasing indices), canonical (sorted by source,
+        then target), origin :attr:`bit`, no columns.  The steps run in shards on the job's
+        pool (none: in this process, the same shards) and keep their files in ``work`` (the
+        sources as a corpus, their translations and embeddings, the search's cells), the
+        translations also in the shared cache; the targets' embeddings are ``tgt_emb``
+        (default the knn generator's file, ``emb.<encoder>.tgt.npy`` in the job's folder),
+        made if missing."""
+        sources = np.asarray(sources, dtype=np.int64)
+        free = np.zeros(len(job.tgt), dtype=bool)
+        free[np.asarray(targets)] = True
+        if not len(sources) or not free.any():
+            return CandidateSet.empty()
+        nb, look = job.opts.neighbours, job.opts.look
+        work.mkdir(parents=True, exist_ok=True)
+        texts = [job.src.texts[i].replace("\t", " ") for i in sources.tolist()]
+        corpus = work / f"{self.name}.sources"
+        atomic_write(corpus, "".join(f"s{i}\t{t}\n" for i, t in enumerate(texts))
+                     .encode("utf-8"), "second look's sources")
+        with job.timed("translate"):
+            hyps, _ = cached_translations(job.model, corpus, cache_dir("translations"),
+                                          job.model_pool(job.model),
+                                          beam=job.opts.retrieval.translate_beam,
+                                          device=job.device, progress=job.progress)
+        hyp_file = work / f"{self.name}.hyps"
+        atomic_write(hyp_file, "".join(f"h{i}\t{h.replace(chr(9), ' ')}\n"
+                                       for i, h in enumerate(hyps)).encode("utf-8"),
+                     "second look's translations")
+        pool = job.pool if job.pool is not None else InlinePool()
+        emb = {"hyp": work / f"emb.{nb.encoder}.hyps.npy",
+               "tgt": tgt_emb or job.work / f"emb.{nb.encoder}.tgt.npy"}
+        with job.timed("embed"):
+            embed_corpora(nb.encoder, [(hyp_file, len(hyps), emb["hyp"]),
+                                       (job.target_path, len(job.tgt), emb["tgt"], job.long_tgt)],
+                          pool, progress=job.progress)
+        with job.timed("knn"):
+            ((sim, idx),) = knn_searches([(emb["hyp"], emb["tgt"], f"knn.{self.name}")],
+                                         look.look_k, work, pool, progress=job.progress,
+                                         index=nb.knn_index, device=job.device)
+        src = np.repeat(sources, idx.shape[1])
+        tgt, sim = np.asarray(idx).ravel(), np.asarray(sim).ravel()
+        keep = (tgt >= 0) & (sim >= look.look_min_cos)
+        keep[keep] &= free[tgt[keep]]
+        return CandidateSet(src[keep], tgt[keep], np.full(int(keep.sum()), self.bit,
+                                                          dtype=np.uint8)).union(
+            CandidateSet.empty())
 
 
 def _blanked(texts, skip):

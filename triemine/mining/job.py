@@ -10,6 +10,8 @@ A configuration's record lists its stages (``stages`` in ``triemine/config/recor
   ``OUT.work/``): ``candidates`` (by generator, united), ``scores`` (exact, forced decoding),
   ``priors``, ``combination`` (the store complete, the combined score), ``finish`` (the TSV);
 * ``trie_search``: the paper's trie search alone (:func:`triemine.decoding.driver.mine_to_tsv`);
+* ``second_look``: the sources without a kept pair proposed candidates again, by the model's
+  own translation (:func:`triemine.mining.second_look.second_look`; the TSV written again);
 * ``dedup_map``: the job's rows mapped back to every original line
   (:func:`triemine.mining.dedup.expand_output`);
 * ``selection``: the kept pairs chosen (:func:`triemine.mining.result.job_result`).
@@ -37,6 +39,7 @@ from triemine.mining.dedup import Unique, expand_output, unique_inputs
 from triemine.mining.options import MineOptions
 from triemine.mining.result import MiningResult, job_result
 from triemine.mining.run import MINING, Mining, check_stages, open_mining
+from triemine.mining.second_look import second_look
 
 
 @dataclass
@@ -107,6 +110,12 @@ def _trie_search(job: JobRun) -> None:
                               debug=opts.debug, progress=job.progress).as_dict()
 
 
+def _second_look(job: JobRun) -> None:
+    mining = job.mined()
+    second_look(mining, saved=job.saved, given=job.given)
+    job.summary = mining.summary
+
+
 def _dedup_map(job: JobRun) -> None:
     if job.unique is not None:
         job.summary = expand_output(job.unique, job.summary)
@@ -119,7 +128,8 @@ def _selection(job: JobRun) -> None:
 
 STAGES: Dict[str, Callable[[JobRun], None]] = {
     "dedup": _dedup, **{name: _mining_stage(name) for name in MINING},
-    "trie_search": _trie_search, "dedup_map": _dedup_map, "selection": _selection}
+    "trie_search": _trie_search, "second_look": _second_look, "dedup_map": _dedup_map,
+    "selection": _selection}
 
 
 def run_job(opts: MineOptions, model, source: str, target: str, output: str, *,

@@ -27,15 +27,15 @@ from triemine.errors import InputError
 from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
 from triemine.mining.generators import REGISTRY
 from triemine.scoring.precision import PRECISIONS, check_precision
-from triemine.mining.settings import (DedupSettings, NeighbourSettings, RetrievalSettings,
-                                      ScoreSettings)
+from triemine.mining.settings import (DedupSettings, LookSettings, NeighbourSettings,
+                                      RetrievalSettings, ScoreSettings)
 from triemine.config.settings import (check_value, flag_of, setting, setting_field,
                                       with_also, with_values)
 
 GENERATORS = tuple(REGISTRY)
 # the settings that apply only to the paper's trie search, and only to the mining job
 PAPER_ONLY = ("nbest", "debug", "trie", "max_tokens")
-JOB_ONLY = ("reverse_model", "min_margin", "knn_index", "combination")
+JOB_ONLY = ("reverse_model", "min_margin", "knn_index", "combination", "second_look")
 
 
 def _generator_list(text: str) -> Tuple[str, ...]:
@@ -60,6 +60,7 @@ class MineOptions:
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
     scores: ScoreSettings = field(default_factory=ScoreSettings)
     duplicates: DedupSettings = field(default_factory=DedupSettings)
+    look: LookSettings = field(default_factory=LookSettings)
     device: str = setting("cpu", "cpu or cuda (default cpu)", flag="--device")
     precision: str = setting(
         "fp32", "arithmetic of the model's encoder and decoder: fp32 (default), bf16, or fp16 "
@@ -163,7 +164,7 @@ def _check_applies(paper: bool, given: Mapping[str, Any]) -> None:
     for name in names:
         if given.get(name) is None:
             continue
-        flag = flag_of(setting_field(MineOptions, name))
+        flag = flag_of(setting_field(MineOptions, name)) or f"--{name.replace('_', '-')}"
         if paper:
             raise InputError(f"{flag} needs the mining job (not --config paper / "
                              "--candidates trie alone)")

@@ -113,6 +113,8 @@ class Mining:
     scored: Optional[ColumnStore] = None
     comb: Optional[Combination] = None
     summary: Optional[dict] = None
+    density: Optional[float] = None  # the judge's share of translations, once finished
+    look: Optional[dict] = None      # the second look's counts, once it ran
 
 
 def open_mining(model, source_path, target_path, out_path, opts: MineOptions, *,
@@ -199,7 +201,8 @@ def finish_stage(m: Mining) -> None:
     src, tgt, source_path, target_path = job.src, job.tgt, job.source_path, job.target_path
     skipped = lengths.skipped_summary(job.long_src, job.long_tgt)
     with job.timed("finish"):
-        judge, density = judge_adder(opts, m.scored, src, tgt, m.comb)
+        judge, m.density = judge_adder(opts, m.scored, src, tgt, m.comb, m.density)
+        density = m.density
         origins = finish_tsv(m.out_path, m.scored, src, tgt, m.comb, meta={
             "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
             "source": os.path.abspath(source_path), "target": os.path.abspath(target_path),
@@ -207,11 +210,13 @@ def finish_stage(m: Mining) -> None:
             "beam": opts.search.beam if "trie" in opts.candidates else "-",
             "pipeline": key_of(opts), "combination": asdict(m.comb), "skipped_long": skipped,
             "skipped_bad": skipped_counts(src, tgt), **({"density": density} if density
-                                                        else {})}, judge=judge)
+                                                        else {}),
+            **({"second_look": m.look} if m.look is not None else {})}, judge=judge)
     m.summary = {"sources": len(src), "targets": len(tgt), "candidates": len(m.scored),
                  "by_generator": origin_counts(origins), "skipped_long": skipped,
                  "skipped_bad": skipped_counts(src, tgt),
-                 "stage_s": job.seconds, "output": str(m.out_path)}
+                 "stage_s": job.seconds, "output": str(m.out_path),
+                 **({"second_look": m.look} if m.look is not None else {})}
 
 
 def load_combination(opts: MineOptions) -> Combination:
@@ -280,7 +285,8 @@ def available(names: Sequence[str], opts: MineOptions, reverse: bool) -> Set[str
 
 def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
                   resume: bool = False, progress: bool = False, reverse_model=None,
-                  pool=None, work_dir=None) -> dict:
+                  pool=None, work_dir=None,
+                  after: Optional[Callable[[Mining], None]] = None) -> dict:
     """Run the mining stages (:data:`MINE`; module docstring) of the job ``opts`` describes
     (``opts.device``, its trie search's ``shard_sources`` and ``target_shards``); returns a
     summary dict.
@@ -293,7 +299,8 @@ def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
     their kNN, the trie search per source shard (``shard_sources``; ``target_shards`` tries),
     the exact scores of the candidate pairs and the targets' priors; the output is
     byte-identical to the run without a pool.  ``work_dir``: where the stages are kept
-    (default ``out_path + ".work"``).
+    (default ``out_path + ".work"``); ``after(mining)``: a stage run after them with the pool
+    open (e.g. :func:`triemine.mining.second_look.second_look`).
     """
     check_stages(MINE, opts, reverse_model is not None)
     m = open_mining(model, source_path, target_path, out_path, opts, resume=resume,
@@ -301,6 +308,8 @@ def mine_pipeline(model, source_path, target_path, out_path, opts: MineOptions,
     with pool if pool is not None else contextlib.nullcontext():  # one start of the workers
         for name in MINE:
             MINING[name].run(m)
+        if after is not None:
+            after(m)
     return m.summary
 
 

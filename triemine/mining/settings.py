@@ -45,6 +45,23 @@ class RetrievalSettings:
 
 
 @dataclass(frozen=True)
+class LookSettings:
+    """The second look (:mod:`triemine.mining.second_look`) of a configuration that lists it:
+    the sources left without a kept pair get the ``look_k`` targets, among those left without
+    one, nearest to the model's own translation in the encoder's space (cosine at least
+    ``look_min_cos``), judged as every candidate is."""
+
+    second_look: bool = setting(False, exclusive={
+        "--second-look": (True, "a second look for the sources without a kept pair, by the MT "
+                                "model's translation (configurations that list it: "
+                                "docs/mining.md)"),
+        "--no-second-look": (False, "no second look (default)")})
+    look_k: int = setting(2, low=1)               # targets proposed per unpaired source
+    look_min_cos: float = setting(0.54, parse=finite)  # floor of their cosine (chosen on
+    #                                     devsets/zh-en/train: keeps 95% of true pairs)
+
+
+@dataclass(frozen=True)
 class DedupSettings:
     """Duplicate lines (:mod:`triemine.mining.dedup`): each distinct text mined once, the pairs
     written under their first ids with ``src_dups``/``tgt_dups``."""
