@@ -20,8 +20,10 @@ kNN, exact scores) give the same bytes with any number of workers.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Mapping, Optional
@@ -43,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 GENERATOR = "mt_knn"  # the second look's generator
 LOOK = "look"         # its folder in the job's work folder, and the united store's name
+FIRST_PASS = "first_pass.key"  # in that folder: the first pass its files were made for
 
 
 def second_look(m: Mining, saved=None, given: Optional[Mapping[str, float]] = None) -> None:
@@ -58,14 +61,16 @@ def second_look(m: Mining, saved=None, given: Optional[Mapping[str, float]] = No
     if not job.opts.look.second_look:
         return
     where = stage_dir(job.work, LOOK)
+    try:
+        kept = _kept(m, saved, given)
+    except InputError as exc:
+        logger.warning("no second look: %s", exc)
+        return
+    key = _first_pass_key(m.scored, kept)
+    _forget_other_first_pass(job.work, where, key)
     united = ColumnStore.open(where)
     if united is None or SCORED not in united.done:
-        try:
-            kept = _kept(m, saved, given)
-        except InputError as exc:
-            logger.warning("no second look: %s", exc)
-            return
-        united = _look(m, kept, where)
+        united = _look(m, kept, where, key)
     m.look = json.loads((job.work / LOOK / "counts.json").read_text())
     m.scored = united
     finish_stage(m)
@@ -81,10 +86,37 @@ def _kept(m: Mining, saved, given) -> np.ndarray:
     return choose(mined, saved=saved, given=dict(given or {})).keep(mined)
 
 
-def _look(m: Mining, kept: np.ndarray, where: Path) -> ColumnStore:
-    """The united, scored candidates of the second look (module docstring) at ``where``."""
+def _first_pass_key(first: ColumnStore, kept: np.ndarray) -> str:
+    """A digest of the pairs the first pass keeps (rows ``kept`` of ``first``): what the second
+    look's stages depend on beyond the job's own resume key (the judge, the thresholds
+    given)."""
+    pairs = np.stack([np.asarray(first.mapped("src"))[kept],
+                      np.asarray(first.mapped("tgt"))[kept]]).astype("<i8")
+    return hashlib.blake2b(pairs.tobytes(), digest_size=16).hexdigest()
+
+
+def _forget_other_first_pass(work: Path, where: Path, key: str) -> None:
+    """Removes the second look's files (``work/look/``, ``where``) when they were made for a
+    first pass that kept other pairs (another judge file, other thresholds): they are made
+    again; files of the same first pass are kept, so a killed look resumes."""
+    folder = work / LOOK
+    mark = folder / FIRST_PASS
+    if not folder.exists() and not where.exists():
+        return
+    if mark.is_file() and mark.read_text(encoding="utf-8").strip() == key:
+        return
+    logger.info("the first pass keeps other pairs than when the second look ran: it runs again")
+    for path in (folder, where):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _look(m: Mining, kept: np.ndarray, where: Path, key: str) -> ColumnStore:
+    """The united, scored candidates of the second look (module docstring) at ``where``, for
+    the first pass of :func:`_first_pass_key` ``key``."""
     job, first = m.job, m.scored
     folder = job.work / LOOK
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(folder / FIRST_PASS, key.encode(), "second look's first pass")
     sub = replace(job, work=folder, seconds={})
     sources = ~(_empty_mask(job.src) | _mask(job.long_src, len(job.src)))
     targets = ~(_empty_mask(job.tgt) | _mask(job.long_tgt, len(job.tgt)))
