@@ -41,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from triemine.io import DEVSET_ZH_EN, shared_path  # noqa: E402
-from triemine.judging.train import KINDS, SEED  # noqa: E402
+from triemine.judging.train import KINDS, SEED, SHIPPED_KIND  # noqa: E402
 
 
 def _lines(path) -> list:
@@ -190,7 +190,7 @@ def main() -> int:
     ap.add_argument("--comparable", type=int, default=15000)
     ap.add_argument("--others", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=SEED)
-    ap.add_argument("--kind", choices=KINDS, default=KINDS[0])
+    ap.add_argument("--kind", choices=KINDS, default=SHIPPED_KIND)
     ap.add_argument("--c", type=float, default=1.0, help="inverse L2 strength (logistic)")
     ap.add_argument("--model", default=None)
     ap.add_argument("--out", type=Path, default=None)

@@ -13,7 +13,7 @@ from triemine.cli.arguments import run_command
 from triemine.evaluation.bucc import read_gold
 from triemine.io import read_mined
 from triemine.judging.features import MINED_FEATURES
-from triemine.judging.train import KINDS, SEED, train
+from triemine.judging.train import KINDS, SEED, SHIPPED_KIND, train
 
 
 def train_judge_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -33,7 +33,7 @@ def _train_judge_parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", required=True, help="the judge file (JSON)")
     parser.add_argument("--features", default=",".join(MINED_FEATURES),
                         help="comma-separated columns the judge reads (default %(default)s)")
-    parser.add_argument("--kind", choices=KINDS, default=KINDS[0],
+    parser.add_argument("--kind", choices=KINDS, default=SHIPPED_KIND,
                         help="blend (the shipped judge's kind: the mean log-odds of the two "
                         "others), trees (gradient-boosted, seeded) or logistic (default "
                         "%(default)s)")

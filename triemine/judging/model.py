@@ -5,15 +5,15 @@ small JSON file.
 was fitted at (``train_prior``): for ``kind`` ``logistic``, ``sum_i w_i * (x_i - mean_i) /
 std_i + bias``, fitted by Newton's method on the L2-penalised logistic loss (:meth:`Judge.fit`,
 deterministic, numpy only); for ``kind`` ``trees``, a forest's baseline plus one leaf value a
-tree (:mod:`triemine.judging.trees`; fitted by ``scripts/train_judge.py`` with scikit-learn,
-which evaluation never imports); for ``kind`` ``blend`` (the shipped one), the mean of the
-two.  ``prob`` = the logistic function of it, shifted to a stated
-or estimated share (:mod:`triemine.judging.prior`).
+tree (:mod:`triemine.judging.trees`; fitted with scikit-learn by
+:mod:`triemine.judging.train`, which evaluation never imports); for ``kind`` ``blend`` (the
+shipped one), the mean of the two.  ``prob`` = the logistic function of it, shifted to a
+stated or estimated share (:mod:`triemine.judging.prior`).
 
 The shipped judge is :data:`SHIPPED` (``judge.json`` beside this module; ``package_data``),
 trained by ``scripts/train_judge.py`` on the training split only; a configuration record names
 its :meth:`Judge.fingerprint`, so a changed file is noticed.  ``--judge FILE`` uses another
-(:func:`load_judge`); ``trie-mine-train-judge`` fits a logistic one on a user's own labelled
+(:func:`load_judge`); ``trie-mine-train-judge`` fits one of any kind on a user's own labelled
 candidates.
 """
 from __future__ import annotations

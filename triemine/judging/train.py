@@ -1,25 +1,25 @@
 """Training a judge on labelled candidates: a user's own (``trie-mine-train-judge``) or the
 shipped one's (``scripts/train_judge.py``).
 
-:func:`fit` fits a :class:`~triemine.judging.model.Judge` of one of :data:`KINDS` on feature
-columns and 0/1 labels; :func:`train` reads what the judge needs from a mining TSV's rows (a
-:class:`triemine.io.tsv.Mined`: its numeric columns, and the text features computed from its
-texts where the TSV lacks them) and fits one.  The ``trees`` and ``blend`` kinds fit with
-scikit-learn (imported here, at training time only: a fitted judge is evaluated by numpy).
+:func:`fit` fits a :class:`~triemine.judging.model.Judge` of one of
+:data:`~triemine.judging.model.KINDS` on feature columns and 0/1 labels; :func:`train` reads
+what the judge needs from a mining TSV's rows (a :class:`triemine.io.tsv.Mined`: its numeric
+columns, and the text features computed from its texts where the TSV lacks them) and fits
+one.  The ``trees`` and ``blend`` kinds fit with scikit-learn (imported here, at training time
+only: a fitted judge is evaluated by numpy).
 """
 from __future__ import annotations
 
+import json
 from typing import Sequence
 
 import numpy as np
 
-import json
-
 from triemine.judging.features import MINED_FEATURES, matrix, text_features
-from triemine.judging.model import Judge
+from triemine.judging.model import KINDS, Judge
 from triemine.judging.trees import forest_of_sklearn
 
-KINDS = ("blend", "trees", "logistic")  # the first is the shipped judge's kind
+SHIPPED_KIND = "blend"  # the shipped judge's kind, the default of every fit
 SEED = 58  # the forest's random state
 # the forest's settings (scikit-learn's HistGradientBoostingClassifier, no early stopping)
 TREES = {"max_depth": 3, "max_iter": 200, "learning_rate": 0.1, "l2_regularization": 1.0}
@@ -51,7 +51,7 @@ def fit_trees(columns, labels, features: Sequence[str], fitted_on: str = "",
                  forest=forest_of_sklearn(model), fitted_on=fitted_on)
 
 
-def fit(columns, labels, features: Sequence[str] = MINED_FEATURES, kind: str = KINDS[0],
+def fit(columns, labels, features: Sequence[str] = MINED_FEATURES, kind: str = SHIPPED_KIND,
         fitted_on: str = "", c: float = 1.0, seed: int = SEED) -> Judge:
     """The judge of ``kind`` of 0/1 ``labels`` on ``features`` of ``columns``: ``logistic``
     (:meth:`Judge.fit`, L2 strength ``1 / c``), ``trees`` (:func:`fit_trees`, ``seed``) or
@@ -75,7 +75,7 @@ def fit(columns, labels, features: Sequence[str] = MINED_FEATURES, kind: str = K
 
 
 def train(mined, labels, features: Sequence[str] = MINED_FEATURES, fitted_on: str = "",
-          c: float = 1.0, kind: str = KINDS[0], seed: int = SEED) -> Judge:
+          c: float = 1.0, kind: str = SHIPPED_KIND, seed: int = SEED) -> Judge:
     """The judge of ``kind`` (:func:`fit`) of 0/1 ``labels`` (one a row of ``mined``) on
     ``features``; a ``ValueError`` when the rows lack a feature or a class."""
     labels = np.asarray(labels)
