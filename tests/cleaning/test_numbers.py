@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from triemine.judging.numbers import (chinese_numeral, number_match, number_matches,
+from triemine.judging.numbers import (chinese_numeral, decades, number_match, number_matches,
                                        source_values, target_numbers)
 
 
@@ -48,6 +48,10 @@ def test_target_numbers_take_scale_words():
     ("二零一五年", "in 2015", 1.0),
     ("今天天气很好。", "The weather is fine today.", 1.0),          # no number: no evidence
     ("今天天气很好。", "It rained 3 days.", 0.0),                  # a number the source lacks
+    ("到20世纪90年代末，", "By the late 1990s,", 1.0),              # a decade of a century
+    ("到20世纪90年代末，", "By the late 1980s,", 0.0),
+    ("二十世纪九十年代", "in the 1990s", 1.0),
+    ("上世纪５０年代到６０年代早期", "the 1950s and early 1960s", 1.0),  # 60年代 alone too
 ])
 def test_number_match_on_hand_written_pairs(src, tgt, want):
     assert number_match(src, tgt) == pytest.approx(want)
@@ -57,3 +61,14 @@ def test_number_matches_is_one_value_a_pair():
     got = number_matches(["有三个人。", "有三个人。"], ["3 people", "4 people"])
     assert got.dtype == np.float64
     assert got.tolist() == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("text,want", [
+    ("20世纪90年代末", "1990年代末"), ("二十世纪九十年代", "1990年代"),
+    ("上世纪５０年代", "1950年代"), ("上个世纪八十年代", "1980年代"),
+    ("19世纪00年代", "1800年代"),
+    ("20世纪95年代", "20世纪95年代"),   # not a decade: left as it is
+    ("0世纪90年代", "0世纪90年代"),
+    ("20世纪初", "20世纪初"), ("九十年代", "九十年代"), ("no decade", "no decade")])
+def test_decades_of_a_numbered_century_are_written_as_years(text, want):
+    assert decades(text) == want

@@ -174,6 +174,8 @@ def test_combination_choices_give_one_variant_per_weight_tried(tmp_path):
     ("二十世纪", "the 20th century", 1.0),  # one side without digits says nothing
     ("没有数字", "no numbers", 1.0),
     ("32岁时", "at the age of 47", 0.0),
+    ("到20世纪90年代末", "by the late 1990s", 1.0),  # a decade of a century, as its year
+    ("到20世纪90年代末", "by the late 1980s", 2 / 3),
 ])
 def test_numeral_agreement(src, tgt, want):
     from triemine.mining.features import numeral_agreement

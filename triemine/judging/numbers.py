@@ -13,7 +13,10 @@ are values:
 * :func:`target_numbers`: each number the target writes in digits (``50,000``, ``2.5``), with its
   value times a scale word right after it (thousand, million, billion, trillion);
 * :func:`number_match`: the share of the target's numbers whose value (or scaled value) is one of
-  the source's values; 1.0 when the target writes no number in digits (no evidence).
+  the source's values; 1.0 when the target writes no number in digits (no evidence);
+* :func:`decades`: a decade of a numbered century written as its first year (20世纪90年代 is
+  1990年代, "the 1990s"), for both checks: the mining job's ``numerals`` reads the rewritten
+  text too.
 
 The check is one-sided on purpose: a source's extra values (一 in 一起, 万 in 万一) can only hide
 a change, never flag a faithful translation.
@@ -40,6 +43,36 @@ _WORD_SCALE = {"thousand": 10 ** 3, "million": 10 ** 6, "billion": 10 ** 9, "tri
 _CHAR_SCALE = {"十": 10, "百": 100, "千": 1000, "万": 10 ** 4, "萬": 10 ** 4, "亿": 10 ** 8,
                "億": 10 ** 8, "万亿": 10 ** 12, "萬億": 10 ** 12, "千万": 10 ** 7,
                "百万": 10 ** 6, "十万": 10 ** 5}
+
+
+_CN_NUMBER = "(\\d+|[" + "".join(_DIGITS) + "".join(_UNITS) + "]+)"
+# 20世纪90年代, 二十世纪九十年代, 上世纪50年代, 上个世纪五十年代: a decade of a numbered century
+_DECADE = re.compile("(?:" + _CN_NUMBER + "世纪|上个?世纪)" + _CN_NUMBER + "年代")
+_BARE_DECADE = re.compile(r"(?<![\d世])(\d0)年代")  # 90年代: also read as 1990
+
+
+def _number(text: str) -> int:
+    return int(text) if text.isdigit() else chinese_numeral(text)
+
+
+def decades(text: str) -> str:
+    """``text`` (NFKC-normalised first) with each decade of a numbered century written as its
+    first year followed by 年代: ``20世纪90年代`` and ``二十世纪九十年代`` become ``1990年代``
+    (century ``c``, decade ``d``: year ``100 * (c - 1) + d``); ``上世纪50年代`` (the last
+    century's) ``1950年代``.  A decade that is not a multiple of ten below 100, or a century
+    of 0, leaves the words as they are.  Other text is returned unchanged (a cheap check when
+    it holds no 年代)."""
+    text = unicodedata.normalize("NFKC", text)
+    if "年代" not in text:
+        return text
+
+    def year(m: re.Match) -> str:
+        century = _number(m.group(1)) if m.group(1) else 20
+        decade = _number(m.group(2))
+        if century < 1 or decade % 10 or not 0 <= decade < 100:
+            return m.group()
+        return f"{100 * (century - 1) + decade}年代"
+    return _DECADE.sub(year, text)
 
 
 def chinese_numeral(run: str) -> int:
@@ -77,8 +110,10 @@ def _value(text: str) -> float:
 
 def source_values(src: str) -> Set[float]:
     """Every value a number of ``src`` may stand for (module docstring)."""
-    text = unicodedata.normalize("NFKC", src).replace("百分之", "")
+    text = decades(src).replace("百分之", "")
     out: Set[float] = set()
+    for m in _BARE_DECADE.finditer(text):  # 90年代: the 1990s too
+        out.add(1900.0 + int(m.group(1)))
     for m in _NUMBER.finditer(text):
         v = _value(m.group())
         out.add(v)

@@ -19,7 +19,6 @@ import difflib
 import hashlib
 import logging
 import shutil
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Optional, Sequence, Set, Tuple
@@ -28,6 +27,7 @@ import numpy as np
 
 from triemine.io import cached_npy, load_npy, npy_writer, write_npy
 from triemine.decoding.matches import ce_token, ce_word, pmi, word_count
+from triemine.judging.numbers import decades
 from triemine.mining.candidates import CandidateSet
 from triemine.scoring import forced_scoring
 
@@ -339,12 +339,13 @@ _NONZERO_DIGITS = frozenset("123456789")
 
 
 def _nonzero_digits(text: str) -> list:
-    return [c for c in unicodedata.normalize("NFKC", text) if c in _NONZERO_DIGITS]
+    return [c for c in decades(text) if c in _NONZERO_DIGITS]
 
 
 def numeral_agreement(src: str, tgt: str) -> float:
     """How well the numbers written in digits agree: 1.0 (no evidence) unless both sides contain
-    non-zero digits (after NFKC, so full-width digits count, and so do ² or ½), else the
+    non-zero digits (after NFKC, so full-width digits count, and so do ² or ½; a decade of a
+    numbered century as its first year, :func:`triemine.judging.numbers.decades`), else the
     similarity ratio (:class:`difflib.SequenceMatcher`) of their sequences of non-zero digits
     (OpusFilter's NonZeroNumeralsFilter).
 
