@@ -36,8 +36,15 @@ Counting (:func:`classify`): a kept pair is ``gold``; else ``accidental`` when i
 (nearly) the source's own reference (the zh-en reference of a transfer-set source; the gold
 English of a gold source): equal after folding case, punctuation and white space
 (:func:`fold`), or a character-trigram Dice similarity >= :data:`NEAR_DUPLICATE` of the folded
-texts; else ``wrong``.  An accidental translation is neither gold nor an error: precision is
-``gold / (gold + wrong)`` (``P_strict``: ``gold / kept``, BUCC's).  A wrong pair whose English
+texts; else ``read`` when :data:`READINGS` (``bench/density_readings.tsv``: pairs of these
+mixes that a person read, each marked ``translation`` when the English renders the whole meaning
+of the Chinese and nothing else, else ``not``) marks the pair a translation (another correct
+rendering in the distractors: "他终于达到了自己的目标。" -> "Finally, he attained his goal."
+where the reference says "reached"); else ``wrong``.  An accidental or read translation is
+neither gold nor an error: precision is ``gold / (gold + wrong)`` (``P_auto``: the automatic
+rule alone, read translations counted wrong; ``P_strict``: ``gold / kept``, BUCC's);
+``unread`` counts the wrong pairs nobody has read (add them to the readings to count them).
+A wrong pair whose English
 has Dice >= :data:`SAME_STORY` with the source's reference is counted apart as ``wrong_near_ref``
 (a partial rendering or paraphrase of the same sentence, the comparable dilution's threat; the
 BUCC sources have no reference, so none of theirs is accidental nor near).  Per mix: precision,
@@ -54,6 +61,7 @@ line: one JSON object.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -81,6 +89,7 @@ UNRELATED = (0.10, 0.03, 0.01)
 QUICK = {"comparable": (None, 0.03), "unrelated": (0.03,), "diluting": 100, "gold": 40,
          "english": 600, "pair_sources": 100, "pair_targets": 600}
 NEAR_DUPLICATE = 0.9  # trigram Dice of folded texts: the same sentence (accidental)
+READINGS = REPO / "bench" / "density_readings.tsv"  # pairs read by a person (docstring)
 SAME_STORY = 0.5      # trigram Dice: a wrong pair close to the source's own English
 MARGIN_CUTS = (1.05, 1.1, 1.15, 1.2, 1.25)
 Row = Tuple[str, str]  # (id, text)
@@ -168,31 +177,61 @@ def dice(a: str, b: str, n: int = 3) -> float:
     return 2 * sum((ga & gb).values()) / total if total else 0.0
 
 
+def load_readings(path: Path = READINGS) -> Dict[Tuple[str, str], bool]:
+    """``(zh, en) -> is a translation`` of the readings file (module docstring: a header
+    ``verdict, src, tgt``, then one read pair a line, verdict ``translation`` or ``not``).
+    A ValueError naming the line for another verdict, a line without three fields or a pair
+    read twice."""
+    out: Dict[Tuple[str, str], bool] = {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for no, line in enumerate(lines[1:], start=2):
+        parts = line.split("\t")
+        if len(parts) != 3 or parts[0] not in ("translation", "not"):
+            raise ValueError(f"{path}:{no}: not 'translation|not<TAB>zh<TAB>en'")
+        if (parts[1], parts[2]) in out:
+            raise ValueError(f"{path}:{no}: the pair is read twice")
+        out[parts[1], parts[2]] = parts[0] == "translation"
+    return out
+
+
 def classify(mix: Mix, src_ids: Sequence[str], tgt_ids: Sequence[str],
-             tgt_texts: Sequence[str]) -> List[str]:
-    """``gold``, ``accidental`` or ``wrong`` for each kept pair (module docstring)."""
+             tgt_texts: Sequence[str], readings: Optional[Dict[Tuple[str, str], bool]] = None
+             ) -> List[str]:
+    """``gold``, ``accidental``, ``read`` (a person read it as a translation: ``readings``,
+    :func:`load_readings`) or ``wrong`` for each kept pair (module docstring)."""
+    readings = readings or {}
+    src_text = dict(mix.sources)
     out = []
     for s, t, text in zip(src_ids, tgt_ids, tgt_texts):
         if mix.gold.get(s) == t:
             out.append("gold")
         elif s in mix.references and dice(text, mix.references[s]) >= NEAR_DUPLICATE:
             out.append("accidental")
+        elif readings.get((src_text.get(s), text)):
+            out.append("read")
         else:
             out.append("wrong")
     return out
 
 
-def count(mix: Mix, src_ids: Sequence[str], labels: Sequence[str]) -> dict:
-    """Precision (accidental pairs left out), strict precision, recall, F1, the counts, wrong
-    pairs per 10,000 sources and the wrong pairs among the diluting sources (% of them)."""
+def count(mix: Mix, src_ids: Sequence[str], labels: Sequence[str],
+          read: Optional[Sequence[bool]] = None) -> dict:
+    """Precision (accidental and read translations left out), precision by the automatic rule
+    alone, strict precision, recall, F1, the counts (``unread``: wrong pairs whose ``read``
+    is false; every wrong pair without ``read``), wrong pairs per 10,000 sources and the wrong
+    pairs among the diluting sources (% of them)."""
     lab = np.asarray(labels, dtype=object)
-    g, w, a = (int((lab == k).sum()) for k in ("gold", "wrong", "accidental"))
+    g, w, a, rd = (int((lab == k).sum()) for k in ("gold", "wrong", "accidental", "read"))
     wrong_dil = sum(1 for s, k in zip(src_ids, labels) if k == "wrong" and s in mix.diluting)
     p = g / (g + w) if g + w else 1.0
     r = g / len(mix.gold) if mix.gold else 0.0
+    read = [False] * len(lab) if read is None else list(read)
+    unread = sum(1 for k, was in zip(labels, read) if k == "wrong" and not was)
     return {"P": round(p, 4), "R": round(r, 4), "F1": round(2 * p * r / (p + r), 4) if p + r
-            else 0.0, "P_strict": round(g / len(lab), 4) if len(lab) else 1.0,
-            "kept": len(lab), "gold_kept": g, "wrong": w, "accidental": a,
+            else 0.0, "P_auto": round(g / (g + w + rd), 4) if g + w + rd else 1.0,
+            "P_strict": round(g / len(lab), 4) if len(lab) else 1.0,
+            "kept": len(lab), "gold_kept": g, "wrong": w, "accidental": a, "read": rd,
+            "unread": unread,
             "wrong_per_10k_sources": round(1e4 * w / max(1, len(mix.sources)), 2),
             "wrong_diluting": wrong_dil,
             "wrong_diluting_pct": round(100 * wrong_dil / max(1, len(mix.diluting)), 3)}
@@ -286,12 +325,18 @@ def _pair_rows(m, rows, labels, mix: Mix) -> List[dict]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _readings() -> Dict[Tuple[str, str], bool]:
+    return load_readings()
+
+
 def measure(m, rows: np.ndarray, mix: Mix, show: bool) -> dict:
     """The counts of the kept ``rows`` of mining TSV ``m`` (:func:`count`), the wrong pairs near
     their reference, and, with ``show``, every wrong and accidental pair."""
-    src = [m.src_ids[i] for i in rows]
-    labels = classify(mix, src, [m.tgt_ids[i] for i in rows], [m.tgt[i] for i in rows])
-    res = count(mix, src, labels)
+    src, texts = [m.src_ids[i] for i in rows], [m.tgt[i] for i in rows]
+    readings = _readings()
+    labels = classify(mix, src, [m.tgt_ids[i] for i in rows], texts, readings)
+    res = count(mix, src, labels, [(m.src[i], m.tgt[i]) in readings for i in rows])
     shown = _pair_rows(m, rows, labels, mix)
     res["wrong_near_ref"] = sum(1 for p in shown if p["kind"] == "wrong"
                                 and (p["ref_dice"] or 0) >= SAME_STORY)
@@ -351,6 +396,7 @@ def pairs_part(model, config: str, args, work: Path) -> dict:
             if key in res:
                 c = res[key]
                 res[key] = {"kept": c["kept"], "wrong": c["wrong"], "accidental": c["accidental"],
+                            "read": c["read"], "unread": c["unread"],
                             "wrong_pct_of_sources": c["wrong_diluting_pct"],
                             "wrong_near_ref": c["wrong_near_ref"], "pairs": c["pairs"]}
         out[name] = res
@@ -358,9 +404,11 @@ def pairs_part(model, config: str, args, work: Path) -> dict:
 
 
 def summary(runs: Dict[str, dict]) -> dict:
-    """One line a mix: density, P, R, F1, wrong per 10k, wrong diluting %, wall time."""
+    """One line a mix: density, P (and by the automatic rule alone), R, F1, wrong, accidental
+    and read translations, wrong per 10k, wrong diluting %, wall time."""
     return {name: {"density": r["density"], **{k: r["shipped"][k] for k in (
-        "P", "R", "F1", "wrong", "accidental", "wrong_per_10k_sources", "wrong_diluting_pct")},
+        "P", "P_auto", "R", "F1", "wrong", "accidental", "read", "unread",
+        "wrong_per_10k_sources", "wrong_diluting_pct")},
         "wall_s": r["wall_s"]} for name, r in runs.items()}
 
 

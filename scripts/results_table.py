@@ -368,9 +368,10 @@ def _count_rows(mixes: dict, key: str) -> List[List[str]]:
         c = m.get(key)
         if c:
             rows.append([name, cell(m["sources"]), cell(m["gold"]), cell(m["density"]),
-                         cell(c["kept"]), cell(c["P"]), cell(c["R"]), cell(c["F1"]),
-                         cell(c["P_strict"]), cell(c["wrong"]), cell(c["wrong_near_ref"]),
-                         cell(c["accidental"]), cell(c["wrong_per_10k_sources"]),
+                         cell(c["kept"]), cell(c["P"]), cell(c.get("P_auto")), cell(c["R"]),
+                         cell(c["F1"]), cell(c["P_strict"]), cell(c["wrong"]),
+                         cell(c["wrong_near_ref"]), cell(c["accidental"]), cell(c.get("read")),
+                         cell(c["wrong_per_10k_sources"]),
                          cell(c["wrong_diluting_pct"]),
                          "resumed" if m.get("resumed") else duration(m["wall_s"])])
     return rows
@@ -384,12 +385,14 @@ def _shown_pairs(pairs: List[dict]) -> List[str]:
 
 def density_tables(results: dict) -> List[str]:
     out = [f"Configuration `{results.get('config')}`; one-to-one at its shipped cut; P leaves "
-           "accidental translations out (gold / (gold + wrong)), P strict is BUCC's "
-           "(gold / kept); `near ref`: wrong pairs whose English has trigram Dice >= "
+           "accidental translations and those read as translations out (gold / (gold + "
+           "wrong)), P auto counts the read ones wrong, P strict is BUCC's (gold / kept); "
+           "`read`: pairs bench/density_readings.tsv marks as translations; `near ref`: wrong pairs whose English has trigram Dice >= "
            f"{cell((results.get('rules') or {}).get('same_story_dice'))} with the source's own "
            "English; `wrong dil. %`: wrong pairs among the diluting sources.", ""]
-    head = ["mix", "sources", "gold", "density", "kept", "P", "R", "F1", "P strict", "wrong",
-            "near ref", "accidental", "wrong / 10k sources", "wrong dil. %", "wall"]
+    head = ["mix", "sources", "gold", "density", "kept", "P", "P auto", "R", "F1", "P strict",
+            "wrong", "near ref", "accidental", "read", "wrong / 10k sources", "wrong dil. %",
+            "wall"]
     mixes = results.get("mixes") or {}
     for key, title in (("shipped", "At the shipped cut"), ("prob_0_5", "At prob >= 0.5")):
         rows = _count_rows(mixes, key)
@@ -418,7 +421,8 @@ def density_tables(results: dict) -> List[str]:
             out += [f"Unrelated pair `{name}` ({p['sources']} sources against {p['targets']} "
                     f"English lines, {key}): {c['kept']} kept, {c['wrong']} wrong "
                     f"({cell(c['wrong_pct_of_sources'])} % of the sources), {c['accidental']} "
-                    f"accidental translations; {p['candidates']} candidates, "
+                    f"accidental translations, {cell(c.get('read'))} read as translations; "
+                    f"{p['candidates']} candidates, "
                     + ("resumed." if p.get("resumed") else f"{duration(p['wall_s'])}."), ""]
             if c["pairs"]:
                 out += _shown_pairs(c["pairs"]) + [""]

@@ -92,6 +92,42 @@ def test_kept_pairs_are_counted_as_gold_accidental_or_wrong():
     assert empty["P"] == 1.0 and empty["R"] == 0.0 and empty["F1"] == 0.0
 
 
+def test_a_pair_read_as_a_translation_is_no_error(tmp_path):
+    gold, dil, targets, refs = _toy()
+    mix = db.build_mix("m", gold, dil, targets, 0.10, references=refs)
+    zh = dict(mix.sources)
+    g = sorted(mix.gold)[0]
+    src, tgt = [g, "d2", "d3", "d4"], [mix.gold[g], "x2", "x3", "x4"]
+    texts = [dict(targets)[mix.gold[g]], "Another rendering", "Wrong line", "Unread line"]
+    path = tmp_path / "readings.tsv"
+    path.write_text("verdict\tsrc\ttgt\n"
+                    f"translation\t{zh['d2']}\tAnother rendering\n"
+                    f"not\t{zh['d3']}\tWrong line\n", encoding="utf-8")
+    readings = db.load_readings(path)
+    labels = db.classify(mix, src, tgt, texts, readings)
+    assert labels == ["gold", "read", "wrong", "wrong"]
+    c = db.count(mix, src, labels, [(zh[s], t) in readings for s, t in zip(src, texts)])
+    assert (c["read"], c["wrong"], c["unread"]) == (1, 2, 1)
+    assert c["P"] == round(1 / 3, 4) and c["P_auto"] == 0.25 and c["P_strict"] == 0.25
+    assert db.classify(mix, src, tgt, texts) == ["gold", "wrong", "wrong", "wrong"]
+
+
+@pytest.mark.parametrize("body,problem", [
+    ("maybe\tzh\ten\n", "not 'translation|not"), ("not\tzh\n", "not 'translation|not"),
+    ("not\tzh\ten\ntranslation\tzh\ten\n", "read twice")])
+def test_a_bad_readings_line_is_named(tmp_path, body, problem):
+    path = tmp_path / "r.tsv"
+    path.write_text("verdict\tsrc\ttgt\n" + body, encoding="utf-8")
+    with pytest.raises(ValueError, match=problem) as err:
+        db.load_readings(path)
+    assert ":2:" in str(err.value) or ":3:" in str(err.value)
+
+
+def test_the_shipped_readings_load():
+    readings = db.load_readings()
+    assert readings and any(readings.values()) and not all(readings.values())
+
+
 def test_margin_cut_counts_what_it_spares_and_the_gold_it_loses():
     margin = np.array([1.0, 1.06, 1.12, 1.3, 1.04])
     is_gold = np.array([False, True, True, True, False])
