@@ -377,14 +377,22 @@ def _count_rows(mixes: dict, key: str) -> List[List[str]]:
 
 
 def _shown_pairs(pairs: List[dict]) -> List[str]:
-    cols = ["kind", "src", "tgt", "reference", "ref_dice", "combined", "prob"]
+    cols = ["kind", "src", "tgt", "reference", "ref_dice", "combined", "prob", "generators"]
     cols = [c for c in cols if any(p.get(c) is not None for p in pairs)]
     return table(cols, [[cell(p.get(c)) for c in cols] for p in pairs])
 
 
+def _look_added(added: Optional[dict]) -> str:
+    if not added:
+        return ""
+    return (f" The second look added {added['kept']} of the kept pairs ({added['wrong']} wrong, "
+            f"{added['accidental']} accidental).")
+
+
 def density_tables(results: dict) -> List[str]:
-    out = [f"Configuration `{results.get('config')}`; one-to-one at its shipped cut; P leaves "
-           "accidental translations out (gold / (gold + wrong)), P strict is BUCC's "
+    look = " with the second look (`--second-look`)" if results.get("second_look") else ""
+    out = [f"Configuration `{results.get('config')}`{look}; one-to-one at its shipped cut; "
+           "P leaves accidental translations out (gold / (gold + wrong)), P strict is BUCC's "
            "(gold / kept); `near ref`: wrong pairs whose English has trigram Dice >= "
            f"{cell((results.get('rules') or {}).get('same_story_dice'))} with the source's own "
            "English; `wrong dil. %`: wrong pairs among the diluting sources.", ""]
@@ -419,7 +427,8 @@ def density_tables(results: dict) -> List[str]:
                     f"English lines, {key}): {c['kept']} kept, {c['wrong']} wrong "
                     f"({cell(c['wrong_pct_of_sources'])} % of the sources), {c['accidental']} "
                     f"accidental translations; {p['candidates']} candidates, "
-                    + ("resumed." if p.get("resumed") else f"{duration(p['wall_s'])}."), ""]
+                    + ("resumed." if p.get("resumed") else f"{duration(p['wall_s'])}.")
+                    + _look_added(c.get("look_added")), ""]
             if c["pairs"]:
                 out += _shown_pairs(c["pairs"]) + [""]
     return out[:-1] if out and out[-1] == "" else out
@@ -519,9 +528,15 @@ PARTS = {"clean_bench": ("noisy", "unrelated", "mined"),
                        "stages.profile")}
 
 
-# benchmarks whose records each measure one of several things, named by a key of the results:
-# the latest record of each is shown
-GROUP_BY = {"density_bench": "config"}
+# benchmarks whose records each measure one of several things, named by keys of the results (a
+# key absent or false in a record: the same thing): the latest record of each is shown
+GROUP_BY = {"density_bench": ("config", "second_look")}
+
+
+def group_of(results: dict, keys) -> tuple:
+    """What a record of a :data:`GROUP_BY` benchmark measures: its values of ``keys``, a value
+    absent or false read as ``None``."""
+    return tuple(results.get(k) or None for k in keys)
 
 
 def without(results: dict, parts) -> dict:
@@ -602,10 +617,10 @@ def render_results(records: Dict[str, List[dict]]) -> str:
             owner = {p: latest([x for x in recs if p is None or has_part(x["results"], p)],
                                quick) for p in parts}
             if bench in GROUP_BY:
-                key = GROUP_BY[bench]
+                keys = GROUP_BY[bench]
                 owner = {("group", v): latest(
-                    [x for x in recs if x["results"].get(key) == v], quick)
-                    for v in dict.fromkeys(x["results"].get(key) for x in recs)}
+                    [x for x in recs if group_of(x["results"], keys) == v], quick)
+                    for v in dict.fromkeys(group_of(x["results"], keys) for x in recs)}
             shown = {id(r) for r in owner.values() if r}
             out += [f"### {title}", ""]
             if not shown:
