@@ -439,16 +439,17 @@ def write_corpus(path, rows) -> None:
         path.write_text(data, encoding="utf-8")
 
 
-def mine_corpora(model, config: str, source, target, output) -> tuple:
+def mine_corpora(model, config: str, source, target, output, **given) -> tuple:
     """``(result, wall_s, resumed)``: the mining job of named configuration ``config``
     (:func:`triemine.api.run`, one-to-one selection at the configuration's shipped cut) of corpus
-    files ``source`` against ``target`` into the mining TSV ``output``; its stages resume from
-    ``<output>.work`` when an earlier run left it (``resumed``: then ``wall_s`` is not the
-    job's)."""
+    files ``source`` against ``target`` into the mining TSV ``output``, with the settings
+    ``given`` by field name (:meth:`~triemine.api.MineOptions.of`'s, e.g. ``second_look=True``);
+    its stages resume from ``<output>.work`` when an earlier run left it (``resumed``: then
+    ``wall_s`` is not the job's)."""
     from triemine.api import MineOptions, run as run_job
 
     resumed = Path(str(output) + ".work").is_dir()
     t0 = time.perf_counter()
-    result = run_job(MineOptions.of(config), model, str(source), str(target), str(output),
-                     select=True, resume=True)
+    result = run_job(MineOptions.of(config, **given), model, str(source), str(target),
+                     str(output), select=True, resume=True)
     return result, round(time.perf_counter() - t0, 1), resumed

@@ -54,6 +54,13 @@ the wall time is then not the job's), and every wrong and accidental pair at the
 When the configuration's TSV has a ``prob`` column (a learned judge), each mix is also counted
 at ``prob >= 0.5`` (after the configuration's one-to-one rule).
 
+``--second-look``: every job with the second look (:mod:`triemine.mining.second_look`; the
+configuration must list its stage), in ``<work>/<config>+look`` (so that runs with and without
+it never share a folder); the report says ``second_look`` (true or false), each mix and pair
+adds the job's ``second_look`` counts and ``kept_by_generator``, each shown pair names the
+``generators`` that proposed it, and each unrelated pair counts the kept pairs the look added
+(``look_added``: those ``mt_knn`` proposed; a kept pair of the first pass is never one).
+
 ``--quick`` (< 1 min after the model loads): 100 diluting sources, 40 gold pairs and 600
 English lines; densities 27 % and 3 %; unrelated pairs of 100 sources against 600 lines.
 ``--work DIR`` keeps every mix's inputs and job folders: a rerun resumes finished stages.  Last
@@ -92,6 +99,7 @@ NEAR_DUPLICATE = 0.9  # trigram Dice of folded texts: the same sentence (acciden
 READINGS = REPO / "bench" / "density_readings.tsv"  # pairs read by a person (docstring)
 SAME_STORY = 0.5      # trigram Dice: a wrong pair close to the source's own English
 MARGIN_CUTS = (1.05, 1.1, 1.15, 1.2, 1.25)
+LOOK_GENERATOR = "mt_knn"  # the second look's generator (triemine.mining.second_look)
 Row = Tuple[str, str]  # (id, text)
 
 
@@ -253,6 +261,21 @@ def margin_cut(margin: np.ndarray, is_gold: np.ndarray, kept_gold: np.ndarray,
     return out
 
 
+def work_folder(root: Path, config: str, look: bool) -> Path:
+    """The folder of configuration ``config``'s jobs under ``root``: ``<root>/<config>``, or
+    ``<root>/<config>+look`` with the second look (runs with and without it never share one)."""
+    return root / (f"{config}+look" if look else config)
+
+
+def look_added(pairs: Sequence[dict]) -> dict:
+    """Of the shown kept ``pairs`` (``kind`` and ``generators`` each), those the second look
+    added (:data:`LOOK_GENERATOR` among their ``generators``): how many, and how many of them are
+    ``wrong`` and ``accidental``."""
+    added = [p for p in pairs if LOOK_GENERATOR in p.get("generators", ())]
+    return {"kept": len(added), **{k: sum(1 for p in added if p["kind"] == k)
+                                   for k in ("wrong", "accidental")}}
+
+
 # --- the shared data ---------------------------------------------------------------------------
 
 def _rows(*parts) -> List[Row]:
@@ -312,8 +335,15 @@ def mixes(parts, args) -> List[Tuple[str, Mix]]:
 
 # --- running and measuring -----------------------------------------------------------------------
 
+def _generators(origin: int) -> List[str]:
+    from triemine.mining.generators import REGISTRY
+
+    return [name for name, g in REGISTRY.items() if origin & g.bit]
+
+
 def _pair_rows(m, rows, labels, mix: Mix) -> List[dict]:
     out = []
+    origin = m.col("origin") if "origin" in m.numeric else None
     for i, lab in zip(rows, labels):
         s = m.src_ids[i]
         ref = mix.references.get(s)
@@ -321,7 +351,8 @@ def _pair_rows(m, rows, labels, mix: Mix) -> List[dict]:
                     "tgt": m.tgt[i], "reference": ref,
                     "ref_dice": None if ref is None else round(dice(m.tgt[i], ref), 3),
                     **{c: round(float(m.col(c)[i]), 4) for c in ("combined", "prob", "use_margin")
-                       if c in m.numeric}})
+                       if c in m.numeric},
+                    **({} if origin is None else {"generators": _generators(int(origin[i]))})})
     return out
 
 
@@ -345,9 +376,11 @@ def measure(m, rows: np.ndarray, mix: Mix, show: bool) -> dict:
     return res
 
 
-def run_mix(model, config: str, kind: str, mix: Mix, work: Path, show: bool) -> dict:
-    """Mine ``mix`` in ``work/<mix name>`` and measure it at the shipped cut (and at
-    ``prob >= 0.5`` when the TSV has ``prob``); the margin table of its candidates."""
+def run_mix(model, config: str, kind: str, mix: Mix, work: Path, show: bool,
+            look: bool = False) -> dict:
+    """Mine ``mix`` in ``work/<mix name>`` (with the second look when ``look``) and measure it
+    at the shipped cut (and at ``prob >= 0.5`` when the TSV has ``prob``); the margin table of
+    its candidates."""
     from triemine.filtering import registry
 
     d = work / mix.name
@@ -357,13 +390,16 @@ def run_mix(model, config: str, kind: str, mix: Mix, work: Path, show: bool) -> 
     print(f"density_bench: {mix.name}: {len(mix.sources)} sources ({len(mix.gold)} gold) x "
           f"{len(mix.targets)} targets", file=sys.stderr, flush=True)
     result, wall, resumed = benchlib.mine_corpora(model, config, d / "src.zh", d / "tgt.en",
-                                                  d / "mined.tsv")
+                                                  d / "mined.tsv",
+                                                  second_look=True if look else None)
     m, sel = result.candidates, result.selection
     out = {"kind": kind, "sources": len(mix.sources), "diluting": len(mix.diluting),
            "gold": len(mix.gold), "density": round(mix.density, 4), "targets": len(mix.targets),
            "candidates": len(m), "wall_s": wall, "resumed": resumed,
            "stage_s": result.summary.get("stage_s"), "selection": sel.text(),
            "shipped": measure(m, result.kept, mix, show)}
+    out.update({k: result.summary[k] for k in ("second_look", "kept_by_generator")
+                if k in result.summary})
     if "prob" in m.numeric:
         rows = registry.apply_rule(m, sel.rule, sel.rank_by) if sel.rule != "none" \
             else np.arange(len(m))
@@ -390,7 +426,7 @@ def pairs_part(model, config: str, args, work: Path) -> dict:
     for name, (src, tgt) in inputs.items():
         mix = Mix(name, src, tgt, {}, frozenset(i for i, _ in src),
                   {i: refs[t] for i, t in src if t in refs})
-        res = run_mix(model, config, "pair", mix, work, show=True)
+        res = run_mix(model, config, "pair", mix, work, show=True, look=args.second_look)
         res.pop("margin", None)
         for key in ("shipped", "prob_0_5"):
             if key in res:
@@ -398,7 +434,9 @@ def pairs_part(model, config: str, args, work: Path) -> dict:
                 res[key] = {"kept": c["kept"], "wrong": c["wrong"], "accidental": c["accidental"],
                             "read": c["read"], "unread": c["unread"],
                             "wrong_pct_of_sources": c["wrong_diluting_pct"],
-                            "wrong_near_ref": c["wrong_near_ref"], "pairs": c["pairs"]}
+                            "wrong_near_ref": c["wrong_near_ref"], "pairs": c["pairs"],
+                            **({"look_added": look_added(c["pairs"])} if args.second_look
+                               else {})}
         out[name] = res
     return out
 
@@ -422,20 +460,26 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default=",".join(PARTS), help=f"subset of {','.join(PARTS)}")
     ap.add_argument("--unrelated-sources", type=int, default=2700,
                     help="unrelated: BUCC sources without a pair that dilute (at most 8367)")
+    ap.add_argument("--second-look", action="store_true",
+                    help="every job with the second look (the configuration must list it), in "
+                    "<work>/<config>+look")
     args = ap.parse_args(argv)
     parts = ap.names(args.parts, PARTS, "part")
-    from triemine.config.configurations import NAMES
+    from triemine.config.configurations import NAMES, configuration
 
     if args.config not in NAMES:
         ap.error(f"unknown configuration {args.config} (one of {', '.join(NAMES)})")
+    if args.second_look and "second_look" not in configuration(args.config).stages:
+        ap.error(f"configuration {args.config} does not list the second look")
     run = benchlib.start("density_bench", args)
     model = shared_model(args.model, "density_bench")
     import torch
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="density-bench-"))
-    work = work / args.config
+    work = work_folder(work, args.config, args.second_look)
     work.mkdir(parents=True, exist_ok=True)
     report = {"bench": "density_bench", "quick": bool(args.quick), "config": args.config,
+              "second_look": bool(args.second_look),
               "machine": machine(), "threads": torch.get_num_threads(),
               "date": time.strftime("%Y-%m-%d"), "seed": SEED,
               "rules": {"near_duplicate_dice": NEAR_DUPLICATE, "same_story_dice": SAME_STORY}}
@@ -446,7 +490,7 @@ def main(argv=None) -> int:
         lowest[kind] = mix.name  # densest first: the last of a kind is its lowest density
     for kind, mix in all_mixes:
         runs[mix.name] = run_mix(model, args.config, kind, mix, work,
-                                 show=lowest[kind] == mix.name)
+                                 show=lowest[kind] == mix.name, look=args.second_look)
     if runs:
         report["summary"] = summary(runs)
         margins = {name: r.pop("margin") for name, r in runs.items() if "margin" in r}

@@ -378,16 +378,25 @@ def _count_rows(mixes: dict, key: str) -> List[List[str]]:
 
 
 def _shown_pairs(pairs: List[dict]) -> List[str]:
-    cols = ["kind", "src", "tgt", "reference", "ref_dice", "combined", "prob"]
+    cols = ["kind", "src", "tgt", "reference", "ref_dice", "combined", "prob", "generators"]
     cols = [c for c in cols if any(p.get(c) is not None for p in pairs)]
     return table(cols, [[cell(p.get(c)) for c in cols] for p in pairs])
 
 
+def _look_added(added: Optional[dict]) -> str:
+    if not added:
+        return ""
+    return (f" The second look added {added['kept']} of the kept pairs ({added['wrong']} wrong, "
+            f"{added['accidental']} accidental).")
+
+
 def density_tables(results: dict) -> List[str]:
-    out = [f"Configuration `{results.get('config')}`; one-to-one at its shipped cut; P leaves "
-           "accidental translations and those read as translations out (gold / (gold + "
-           "wrong)), P auto counts the read ones wrong, P strict is BUCC's (gold / kept); "
-           "`read`: pairs bench/density_readings.tsv marks as translations; `near ref`: wrong pairs whose English has trigram Dice >= "
+    look = " with the second look (`--second-look`)" if results.get("second_look") else ""
+    out = [f"Configuration `{results.get('config')}`{look}; one-to-one at its shipped cut; "
+           "P leaves accidental translations and those read as translations out (gold / "
+           "(gold + wrong)), P auto counts the read ones wrong, P strict is BUCC's (gold / "
+           "kept); `read`: pairs bench/density_readings.tsv marks as translations; `near ref`: "
+           "wrong pairs whose English has trigram Dice >= "
            f"{cell((results.get('rules') or {}).get('same_story_dice'))} with the source's own "
            "English; `wrong dil. %`: wrong pairs among the diluting sources.", ""]
     head = ["mix", "sources", "gold", "density", "kept", "P", "P auto", "R", "F1", "P strict",
@@ -423,7 +432,8 @@ def density_tables(results: dict) -> List[str]:
                     f"({cell(c['wrong_pct_of_sources'])} % of the sources), {c['accidental']} "
                     f"accidental translations, {cell(c.get('read'))} read as translations; "
                     f"{p['candidates']} candidates, "
-                    + ("resumed." if p.get("resumed") else f"{duration(p['wall_s'])}."), ""]
+                    + ("resumed." if p.get("resumed") else f"{duration(p['wall_s'])}.")
+                    + _look_added(c.get("look_added")), ""]
             if c["pairs"]:
                 out += _shown_pairs(c["pairs"]) + [""]
     return out[:-1] if out and out[-1] == "" else out
@@ -523,9 +533,15 @@ PARTS = {"clean_bench": ("noisy", "unrelated", "mined"),
                        "stages.profile")}
 
 
-# benchmarks whose records each measure one of several things, named by a key of the results:
-# the latest record of each is shown
-GROUP_BY = {"density_bench": "config"}
+# benchmarks whose records each measure one of several things, named by keys of the results (a
+# key absent or false in a record: the same thing): the latest record of each is shown
+GROUP_BY = {"density_bench": ("config", "second_look")}
+
+
+def group_of(results: dict, keys) -> tuple:
+    """What a record of a :data:`GROUP_BY` benchmark measures: its values of ``keys``, a value
+    absent or false read as ``None``."""
+    return tuple(results.get(k) or None for k in keys)
 
 
 def without(results: dict, parts) -> dict:
@@ -606,10 +622,10 @@ def render_results(records: Dict[str, List[dict]]) -> str:
             owner = {p: latest([x for x in recs if p is None or has_part(x["results"], p)],
                                quick) for p in parts}
             if bench in GROUP_BY:
-                key = GROUP_BY[bench]
+                keys = GROUP_BY[bench]
                 owner = {("group", v): latest(
-                    [x for x in recs if x["results"].get(key) == v], quick)
-                    for v in dict.fromkeys(x["results"].get(key) for x in recs)}
+                    [x for x in recs if group_of(x["results"], keys) == v], quick)
+                    for v in dict.fromkeys(group_of(x["results"], keys) for x in recs)}
             shown = {id(r) for r in owner.values() if r}
             out += [f"### {title}", ""]
             if not shown:

@@ -137,3 +137,25 @@ def test_margin_cut_counts_what_it_spares_and_the_gold_it_loses():
                            "recall_lost": 0.0}
     assert out["1.15"] == {"spared": 0.8, "gold_candidates_dropped": 2, "kept_gold_lost": 1,
                            "recall_lost": 0.25}
+
+
+def test_runs_with_the_second_look_have_a_folder_of_their_own(tmp_path):
+    assert db.work_folder(tmp_path, "judge", False) == tmp_path / "judge"
+    assert db.work_folder(tmp_path, "judge", True) == tmp_path / "judge+look"
+
+
+def test_second_look_is_refused_for_a_configuration_without_it(capsys):
+    with pytest.raises(SystemExit) as exc:
+        db.main(["--config", "mt-only", "--second-look", "--parts", "pairs"])
+    assert exc.value.code == 2
+    assert "does not list the second look" in capsys.readouterr().err
+
+
+def test_look_added_counts_the_kept_pairs_the_second_look_proposed():
+    pairs = [{"kind": "wrong", "generators": ["knn"]},
+             {"kind": "wrong", "generators": ["knn", db.LOOK_GENERATOR]},
+             {"kind": "accidental", "generators": [db.LOOK_GENERATOR]},
+             {"kind": "wrong", "generators": [db.LOOK_GENERATOR]},
+             {"kind": "accidental"}]  # a TSV without ``origin``: no generators known
+    assert db.look_added(pairs) == {"kept": 3, "wrong": 2, "accidental": 1}
+    assert db.look_added([]) == {"kept": 0, "wrong": 0, "accidental": 0}

@@ -220,6 +220,34 @@ def test_density_bench_shows_the_latest_record_of_every_configuration(tmp_path):
 
 
 @pytest.mark.cluster
+def test_density_bench_shows_a_second_look_record_beside_the_one_without(tmp_path):
+    added = {"kind": "accidental", "src": "他走了。", "tgt": "He left.", "reference": "He left.",
+             "ref_dice": 1.0, "combined": 5.9, "generators": ["mt_knn"]}
+    pair = {"sources": 3000, "targets": 14000, "candidates": 5000, "wall_s": 300.0,
+            "resumed": False, "shipped": {"kept": 1, "wrong": 0, "accidental": 1,
+                                          "wrong_pct_of_sources": 0.0, "wrong_near_ref": 0,
+                                          "pairs": [added], "look_added": {
+                                              "kept": 1, "wrong": 0, "accidental": 1}}}
+    look = dict(_density("judge", 0.7), second_look=True, pairs={"clean_bench": pair})
+    recs = [_record("density_bench", False, _density("judge", 0.8), "2030-01-01T00:00:00Z"),
+            _record("density_bench", False, look, "2030-01-02T00:00:00Z"),
+            _record("density_bench", False, dict(_density("judge", 0.9), second_look=False),
+                    "2030-01-03T00:00:00Z")]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "density_bench.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    page = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.9 |" in page  # latest without
+    assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.8 |" not in page  # older without
+    assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.7 |" in page  # with the look
+    assert "Configuration `judge` with the second look" in page
+    assert "The second look added 1 of the kept pairs (0 wrong, 1 accidental)." in page
+    assert "| accidental | 他走了。 | He left. | He left. | 1 | 5.9 | mt_knn |" in page
+
+
+@pytest.mark.cluster
 def test_seeds_bench_long_runs_of_single_systems_show_beside_the_full_record(tmp_path):
     f1 = lambda v: {"0.0": {"F1": v}, "0.9": {"F1": v / 2}}  # noqa: E731
     conv = {"steps": 5000, "epochs": 17.5, "steps_per_s": 2.5, "seconds": 2000.0,
