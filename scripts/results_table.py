@@ -403,10 +403,14 @@ def density_tables(results: dict) -> List[str]:
             "wrong", "near ref", "accidental", "read", "wrong / 10k sources", "wrong dil. %",
             "wall"]
     mixes = results.get("mixes") or {}
+    shown = []
     for key, title in (("shipped", "At the shipped cut"), ("prob_0_5", "At prob >= 0.5")):
         rows = _count_rows(mixes, key)
-        if rows:
+        if rows and rows in shown:  # the shipped cut is prob >= 0.5 (a judge's)
+            out += [f"{title}: the same.", ""]
+        elif rows:
             out += [f"{title}:", ""] + table(head, rows) + [""]
+            shown.append(rows)
     mg = results.get("margin")
     if mg:
         cuts = [f"{c:g}" for c in mg["cuts"]]
@@ -419,13 +423,15 @@ def density_tables(results: dict) -> List[str]:
     for name, m in mixes.items():
         for key in ("shipped", "prob_0_5"):
             pairs = (m.get(key) or {}).get("pairs")
+            if key == "prob_0_5" and pairs == (m.get("shipped") or {}).get("pairs"):
+                continue  # the same cut
             if pairs:
                 out += [f"`{name}`, {key}: every kept pair that is not gold:", ""]
                 out += _shown_pairs(pairs) + [""]
     for name, p in (results.get("pairs") or {}).items():
         for key in ("shipped", "prob_0_5"):
             c = p.get(key)
-            if not c:
+            if not c or (key == "prob_0_5" and c == p.get("shipped")):
                 continue
             out += [f"Unrelated pair `{name}` ({p['sources']} sources against {p['targets']} "
                     f"English lines, {key}): {c['kept']} kept, {c['wrong']} wrong "

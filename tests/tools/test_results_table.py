@@ -220,6 +220,24 @@ def test_density_bench_shows_the_latest_record_of_every_configuration(tmp_path):
 
 
 @pytest.mark.cluster
+def test_density_bench_shows_a_cut_that_keeps_the_same_pairs_once(tmp_path):
+    pair = {"kind": "wrong", "src": "这是正常的。", "tgt": "This ain't normal.",
+            "reference": "This is normal.", "ref_dice": 0.55, "prob": 0.6}
+    res = _density("judge", 0.8, pair)
+    res["mixes"]["comparable_1pct"]["prob_0_5"] = dict(res["mixes"]["comparable_1pct"]["shipped"])
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "density_bench.jsonl").write_text(json.dumps(
+        _record("density_bench", False, res, "2030-01-01T00:00:00Z"), ensure_ascii=False)
+        + "\n", encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    page = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "At prob >= 0.5: the same." in page
+    assert page.count("| comparable_1pct | 2727 |") == 1
+    assert page.count("| wrong | 这是正常的。 |") == 1
+
+
+@pytest.mark.cluster
 def test_density_bench_shows_a_second_look_record_beside_the_one_without(tmp_path):
     added = {"kind": "accidental", "src": "他走了。", "tgt": "He left.", "reference": "He left.",
              "ref_dice": 1.0, "combined": 5.9, "generators": ["mt_knn"]}
