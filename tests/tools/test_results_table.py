@@ -197,6 +197,16 @@ def _density(config, p, wrong_pair=None):
                 "recall_lost": 0.037}}}}}
 
 
+def _density_page(tmp_path, recs) -> str:
+    """The results page ``--write`` makes from density_bench records ``recs``."""
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "density_bench.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    return (tmp_path / "results.md").read_text(encoding="utf-8")
+
+
 @pytest.mark.cluster
 def test_density_bench_shows_the_latest_record_of_every_configuration(tmp_path):
     pair = {"kind": "wrong", "src": "这是正常的。", "tgt": "This ain't normal.",
@@ -205,12 +215,7 @@ def test_density_bench_shows_the_latest_record_of_every_configuration(tmp_path):
             _record("density_bench", False, _density("judge", 0.8), "2030-01-02T00:00:00Z"),
             _record("density_bench", False, _density("combined", 0.6, pair),
                     "2030-01-03T00:00:00Z")]
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "density_bench.jsonl").write_text(
-        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
-    (tmp_path / "README.md").write_text(README, encoding="utf-8")
-    assert _run(tmp_path, "--write").returncode == 0
-    page = (tmp_path / "results.md").read_text(encoding="utf-8")
+    page = _density_page(tmp_path, recs)
     # judge's; an older record has no P auto nor read column
     assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.8 | – | 0.9 |" in page
     assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.6 | – | 0.9 |" in page  # latest
@@ -225,13 +230,8 @@ def test_density_bench_shows_a_cut_that_keeps_the_same_pairs_once(tmp_path):
             "reference": "This is normal.", "ref_dice": 0.55, "prob": 0.6}
     res = _density("judge", 0.8, pair)
     res["mixes"]["comparable_1pct"]["prob_0_5"] = dict(res["mixes"]["comparable_1pct"]["shipped"])
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "density_bench.jsonl").write_text(json.dumps(
-        _record("density_bench", False, res, "2030-01-01T00:00:00Z"), ensure_ascii=False)
-        + "\n", encoding="utf-8")
-    (tmp_path / "README.md").write_text(README, encoding="utf-8")
-    assert _run(tmp_path, "--write").returncode == 0
-    page = (tmp_path / "results.md").read_text(encoding="utf-8")
+    page = _density_page(tmp_path, [_record("density_bench", False, res,
+                                            "2030-01-01T00:00:00Z")])
     assert "At prob >= 0.5: the same." in page
     assert page.count("| comparable_1pct | 2727 |") == 1
     assert page.count("| wrong | 这是正常的。 |") == 1
@@ -251,12 +251,7 @@ def test_density_bench_shows_a_second_look_record_beside_the_one_without(tmp_pat
             _record("density_bench", False, look, "2030-01-02T00:00:00Z"),
             _record("density_bench", False, dict(_density("judge", 0.9), second_look=False),
                     "2030-01-03T00:00:00Z")]
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "density_bench.jsonl").write_text(
-        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
-    (tmp_path / "README.md").write_text(README, encoding="utf-8")
-    assert _run(tmp_path, "--write").returncode == 0
-    page = (tmp_path / "results.md").read_text(encoding="utf-8")
+    page = _density_page(tmp_path, recs)
     assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.9 |" in page  # latest without
     assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.8 |" not in page  # older without
     assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.7 |" in page  # with the look
