@@ -44,10 +44,10 @@ where the reference says "reached"); else ``wrong``.  An accidental or read tran
 neither gold nor an error: precision is ``gold / (gold + wrong)`` (``P_auto``: the automatic
 rule alone, read translations counted wrong; ``P_strict``: ``gold / kept``, BUCC's);
 ``unread`` counts the wrong pairs nobody has read (add them to the readings to count them).
-A wrong pair whose English
-has Dice >= :data:`SAME_STORY` with the source's reference is counted apart as ``wrong_near_ref``
-(a partial rendering or paraphrase of the same sentence, the comparable dilution's threat; the
-BUCC sources have no reference, so none of theirs is accidental nor near).  Per mix: precision,
+A wrong pair whose English has Dice >= :data:`SAME_STORY` with the source's reference is
+counted apart as ``wrong_near_ref`` (a partial rendering or paraphrase of the same sentence,
+the comparable dilution's threat; the BUCC sources have no reference, so none of theirs is
+accidental nor near).  Per mix: precision,
 recall, F1, kept, wrong pairs per 10,000 sources, wrong pairs among the diluting sources (% of
 them), wall time of the job (``resumed``: stages of an earlier run in ``--work`` were reused;
 the wall time is then not the job's), and every wrong and accidental pair at the lowest density.
