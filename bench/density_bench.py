@@ -367,7 +367,8 @@ def measure(m, rows: np.ndarray, mix: Mix, show: bool) -> dict:
     src, texts = [m.src_ids[i] for i in rows], [m.tgt[i] for i in rows]
     readings = _readings()
     labels = classify(mix, src, [m.tgt_ids[i] for i in rows], texts, readings)
-    res = count(mix, src, labels, [(m.src[i], m.tgt[i]) in readings for i in rows])
+    zh = dict(mix.sources)  # the readings' key, as classify reads it
+    res = count(mix, src, labels, [(zh.get(s), t) in readings for s, t in zip(src, texts)])
     shown = _pair_rows(m, rows, labels, mix)
     res["wrong_near_ref"] = sum(1 for p in shown if p["kind"] == "wrong"
                                 and (p["ref_dice"] or 0) >= SAME_STORY)

@@ -1,6 +1,7 @@
 """Issue 58: a calibration fitted on the run's own negatives, against today's prior shift.
 
-A candidate the one-to-one greedy pass (by the judge's log-odds) does not keep is a negative of
+A candidate the one-to-one pass (:func:`triemine.filtering.rules.one_to_one` by the judge's
+log-odds) does not keep is a negative of
 the run (a decoy).  A balanced logistic regression of the log-odds separating the training
 split's decoys (out-of-fold log-odds, 5 folds by source, the shipped judge's kind and features)
 from the run's estimates ``log f_train(z) / f_run(z)``, which is added to the log-odds before
@@ -29,6 +30,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "bench"), str(REPO / "scripts")]
 
+from triemine.filtering.rules import one_to_one  # noqa: E402
 from triemine.io import read_mined  # noqa: E402
 from triemine.judging.features import MINED_FEATURES  # noqa: E402
 from triemine.judging.model import load_judge  # noqa: E402
@@ -38,21 +40,10 @@ from triemine.judging.train import fit, mined_columns  # noqa: E402
 FOLDS, SEED = 5, 0
 
 
-def greedy(src, tgt, z) -> np.ndarray:
-    """Rows the one-to-one greedy pass by ``z`` keeps (no cut), in the pass's order."""
-    used_s, used_t, keep = set(), set(), []
-    for i in np.argsort(-z, kind="stable"):
-        if np.isfinite(z[i]) and src[i] not in used_s and tgt[i] not in used_t:
-            used_s.add(src[i])
-            used_t.add(tgt[i])
-            keep.append(i)
-    return np.asarray(keep, dtype=np.int64)
-
-
 def decoys(mined, z) -> np.ndarray:
-    """The log-odds of the candidates the greedy pass leaves out."""
+    """The log-odds of the candidates the one-to-one pass leaves out."""
     out = np.ones(len(z), dtype=bool)
-    out[greedy(np.asarray(mined.src_ids), np.asarray(mined.tgt_ids), z)] = False
+    out[one_to_one(mined.src_ids, mined.tgt_ids, z, True)] = False
     return z[out & np.isfinite(z)]
 
 
@@ -97,12 +88,12 @@ def probs(judge, z, correction=None) -> np.ndarray:
 def run_one(judge, path: Path, ref_decoys, count) -> dict:
     mined = read_mined(path)
     z = judge.logit(mined_columns(mined))
-    rows = greedy(np.asarray(mined.src_ids), np.asarray(mined.tgt_ids), z)
+    rows = one_to_one(mined.src_ids, mined.tgt_ids, z, True)
     corr = log_ratio(ref_decoys, decoys(mined, z))
     out = {"candidates": len(z), "correction_at": {
         str(t): round(float(corr(np.array([float(t)]))[0]), 3) for t in (-4, 0, 2, 4)}}
     for name, p in (("today", probs(judge, z)), ("decoys", probs(judge, z, corr))):
-        out[name] = count(mined, np.sort(rows[p[rows] >= 0.5]))
+        out[name] = count(mined, rows[p[rows] >= 0.5])
     return out
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from triemine.filtering.rules import one_to_one
 from triemine.io import read_mined
 
 LOOK_ONLY = 8  # origin of a pair only the second look proposed (generator mt_knn)
@@ -46,14 +47,8 @@ def main() -> None:
     src, tgt = np.asarray(mined.src_ids), np.asarray(mined.tgt_ids)
     origin, prob = mined.col("origin").astype(int), mined.col("prob")
     is_gold = np.array([(s, t) in gold for s, t in zip(src, tgt)])
-    used_s, used_t, kept = set(), set(), []
-    for i in np.argsort(-prob, kind="stable"):
-        if src[i] not in used_s and tgt[i] not in used_t:
-            used_s.add(src[i])
-            used_t.add(tgt[i])
-            if prob[i] >= 0.5:
-                kept.append(i)
-    kept = np.asarray(kept)
+    kept = one_to_one(src, tgt, prob, True)
+    kept = kept[prob[kept] >= 0.5]
     look_kept = kept[origin[kept] == LOOK_ONLY]
 
     hyp_emb = np.load(work / "look" / "emb.use.hyps.npy")
