@@ -403,14 +403,13 @@ def density_tables(results: dict) -> List[str]:
             "wrong", "near ref", "accidental", "read", "wrong / 10k sources", "wrong dil. %",
             "wall"]
     mixes = results.get("mixes") or {}
-    shown = []
-    for key, title in (("shipped", "At the shipped cut"), ("prob_0_5", "At prob >= 0.5")):
-        rows = _count_rows(mixes, key)
-        if rows and rows in shown:  # the shipped cut is prob >= 0.5 (a judge's)
-            out += [f"{title}: the same.", ""]
-        elif rows:
-            out += [f"{title}:", ""] + table(head, rows) + [""]
-            shown.append(rows)
+    shipped, at_half = _count_rows(mixes, "shipped"), _count_rows(mixes, "prob_0_5")
+    if shipped:
+        out += ["At the shipped cut:", ""] + table(head, shipped) + [""]
+    if at_half == shipped and shipped:  # the shipped cut is prob >= 0.5 (a judge's)
+        out += ["At prob >= 0.5: the same.", ""]
+    elif at_half:
+        out += ["At prob >= 0.5:", ""] + table(head, at_half) + [""]
     mg = results.get("margin")
     if mg:
         cuts = [f"{c:g}" for c in mg["cuts"]]
