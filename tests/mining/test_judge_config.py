@@ -6,6 +6,7 @@ import pytest
 
 from triemine.io import read_mined
 from triemine.judging.features import MINED_FEATURES
+from triemine.scoring.rows import JUDGE_ROWS
 from triemine.judging.model import Judge, load_judge
 from triemine.judging.prior import estimate_prior, sigmoid
 from triemine.scoring.calibration import shipped_calibration
@@ -25,8 +26,12 @@ def test_judge_configuration_writes_judge_and_prob(tiny_model_dir, corpora, tmp_
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
     m = _mine(tiny_model_dir, corpora, tmp_path / "j.tsv", "--config", "judge")
     assert len(m) > 0 and {"judge", "prob", "len_ratio", "number_match",
-                           "uncovered"} <= set(m.columns)
+                           *JUDGE_ROWS} <= set(m.columns)
     assert ((m.col("uncovered") >= 0) & (m.col("uncovered") <= 1)).all()
+    # log-probabilities of single tokens: EOS's and the least of the others', every token's
+    # at most the sum of all (score, EOS included)
+    for c in ("eos_lp", "tok_min_lp"):
+        assert (m.col(c) <= 0).all() and (m.col(c) >= m.col("score") - 1e-5).all()
     judge = load_judge()
     cols = {c: m.col(c) for c in m.numeric}
     np.testing.assert_allclose(m.col("judge"), judge.logit(cols), atol=1e-5)
@@ -63,7 +68,7 @@ def test_given_pairs_get_the_mined_features(tiny_model_dir, corpora, tmp_path, m
                 config="judge", density=0.3)
     for c in ("len_ratio", "number_match", "numerals"):
         np.testing.assert_allclose(res.columns[c], m.col(c), atol=1e-6)  # the TSV's 6 places
-    for c in ("ce_token", "pmi", "prior"):
+    for c in ("ce_token", "pmi", "prior", "eos_lp", "tok_min_lp"):
         np.testing.assert_allclose(res.columns[c], m.col(c), atol=1e-3)
     assert np.isfinite(res.columns["uncovered"]).all()
     judge = load_judge()
@@ -76,7 +81,7 @@ def test_combined_configuration_gains_its_curve_as_prob(tiny_model_dir, corpora,
                                                         monkeypatch):
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
     m = _mine(tiny_model_dir, corpora, tmp_path / "c.tsv", "--config", "combined")
-    assert "judge" not in m.columns and "uncovered" not in m.columns
+    assert "judge" not in m.columns and not set(JUDGE_ROWS) & set(m.columns)
     curve = shipped_calibration("combined", "mined")
     np.testing.assert_allclose(m.col("prob"), curve(m.col("combined")), atol=1e-6)
     assert m.columns.index("prob") > m.columns.index("combined")

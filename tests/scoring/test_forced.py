@@ -5,6 +5,7 @@ import torch
 
 from triemine.mining.options import MineOptions
 from triemine.config.settings import with_values
+from triemine.scoring.rows import JUDGE_ROWS
 from triemine.scoring.forced import ForcedScorer
 from triemine.scoring.prior import compute_node_priors, get_node_priors, prior_path
 from triemine.trie import Trie
@@ -431,11 +432,17 @@ def test_coverage_leaves_the_scores_alone_and_reads_the_attention_of_every_layer
     si, ti = np.array([0, 1, 2, 3, 4, 0]), np.array([0, 1, 2, 3, 4, 4])
     sc = ForcedScorer(tiny_model, max_tokens=24)  # several batches
     plain = sc.score_pairs(srcs, tgts, si, ti)
-    totals, uncovered = sc.score_pairs(srcs, tgts, si, ti, coverage=True)
-    assert np.array_equal(plain, totals)
+    totals, judged = sc.score_pairs(srcs, tgts, si, ti, coverage=True)
+    assert np.array_equal(plain, totals) and judged.shape == (len(JUDGE_ROWS), len(si))
+    uncovered = judged[JUDGE_ROWS.index("uncovered")]
     assert np.all((uncovered >= 0) & (uncovered <= 1))
     _, tokens, again = sc.score_pairs(srcs, tgts, si, ti, per_token=True, coverage=True)
-    assert np.array_equal(again, uncovered) and len(tokens) == len(si)
+    assert np.array_equal(again, judged) and len(tokens) == len(si)
+    # the token extremes are those of the per-token log-probabilities: EOS's and the least other
+    for row, lp in zip(again.T, tokens):
+        assert row[JUDGE_ROWS.index("eos_lp")] == pytest.approx(float(lp[-1]))
+        assert row[JUDGE_ROWS.index("tok_min_lp")] == pytest.approx(
+            float(lp[:-1].min()) if len(lp) > 1 else 0.0)
     # the captured weights: one B x T x S tensor a decoder layer, rows summing to 1 over the
     # source, nothing on its padding; the hooks are gone afterwards
     with forced._cross_attention(tiny_model.model.decoder) as layers:  # one batch
@@ -451,7 +458,23 @@ def test_coverage_leaves_the_scores_alone_and_reads_the_attention_of_every_layer
     assert all(not layer.encoder_attn._forward_hooks for layer in tiny_model.model.decoder.layers)
     _, empty = sc.score_pairs([None], tgts[:2], np.zeros(2, dtype=np.int64), np.arange(2),
                               coverage=True)
-    assert np.isnan(empty).all()
+    assert np.isnan(empty[JUDGE_ROWS.index("uncovered")]).all()
+    assert np.isfinite(empty[1:]).all()
+
+
+def test_token_extremes_against_a_loop():
+    from triemine.scoring.forced import token_extremes
+
+    rng = np.random.default_rng(5)
+    lengths = np.array([1, 2, 5, 3, 5])
+    lp = np.zeros((len(lengths), 5), dtype=np.float32)
+    for r, n in enumerate(lengths):
+        lp[r, :n] = -rng.exponential(2.0, n)
+    got = token_extremes(torch.from_numpy(lp), torch.from_numpy(lengths)).numpy()
+    assert got.shape == (2, len(lengths)) and got.dtype == np.float64
+    for r, n in enumerate(lengths):
+        assert got[0, r] == lp[r, n - 1]
+        assert got[1, r] == (lp[r, :n - 1].min() if n > 1 else 0.0)
 
 
 def test_marian_attention_hands_out_its_weights_without_changing_its_output():

@@ -37,9 +37,10 @@ from triemine.mining.features import derived
 from triemine.mining.score_shards import forced_scores_sharded
 from triemine.prepare.filters import lang_keeps
 from triemine.prepare.run import rule_keeps
+from triemine.scoring.rows import JUDGE_ROWS
 
 EXACT_COLUMNS = ("score", "n_tokens", "prior", "ce_word", "ce_token", "pmi", "numerals",
-                 "uncovered")
+                 *JUDGE_ROWS)
 
 
 def exact_features(model, src_file: Path, tgt_file: Path, src_texts: Sequence[str],
@@ -49,14 +50,15 @@ def exact_features(model, src_file: Path, tgt_file: Path, src_texts: Sequence[st
     """:data:`EXACT_COLUMNS` of every pair ``(src_idx[i], tgt_idx[i])``: the mining job's
     exact scores and priors in shards on ``pool`` (``work/scores.shards/``,
     ``work/priors.shards/``; a resumed run reuses the finished shards), then the derived
-    features; ``uncovered`` is the share of each source's pieces its target leaves uncovered
-    (the decoder's cross-attention, :func:`triemine.scoring.forced.uncovered_share`).
+    features; the rows of :data:`triemine.scoring.rows.JUDGE_ROWS` come from the same pass
+    (``uncovered``: the share of each source's pieces its target leaves uncovered, the decoder's
+    cross-attention; ``eos_lp``, ``tok_min_lp``: :func:`triemine.scoring.forced.token_extremes`).
     ``src_texts``/``tgt_texts`` are the side files' lines; ``precision``: the model's arithmetic
     (:data:`triemine.scoring.precision.PRECISIONS`)."""
     src_idx = np.asarray(src_idx, dtype=np.int64)
     tgt_idx = np.asarray(tgt_idx, dtype=np.int64)
     kw = dict(progress=progress, resume=resume, device=device, precision=precision)
-    score, ntok, uncovered, _ = forced_scores_sharded(
+    score, ntok, *judged, _ = forced_scores_sharded(
         model, src_idx, tgt_idx, src_file, tgt_file, work, pool, name="scores",
         desc="exact scores", coverage=True, **kw)
     targets = np.unique(tgt_idx)
@@ -67,7 +69,7 @@ def exact_features(model, src_file: Path, tgt_file: Path, src_texts: Sequence[st
             work, pool, name="priors", desc="priors", **kw)[0]
     cands = CandidateSet(src_idx, tgt_idx, np.zeros(len(src_idx), dtype=np.uint8),
                          {"score": score, "n_tokens": ntok, "prior": prior[tgt_idx]})
-    cols = {**derived(cands, tgt_texts, src_texts).columns, "uncovered": uncovered}
+    cols = {**derived(cands, tgt_texts, src_texts).columns, **dict(zip(JUDGE_ROWS, judged))}
     return {c: np.asarray(cols[c], dtype=np.float64) for c in EXACT_COLUMNS}
 
 

@@ -76,6 +76,10 @@ register_score("combined", True,
                "the pipeline's fixed combination of features (triemine.mining.combine)")
 register_score("uncovered", False, "the share of the source's pieces that receive under half a "
                "unit of the decoder's cross-attention from the target")
+register_score("eos_lp", True, "the log-probability of the target's end of sentence given "
+               "the source and the target (low: the target stops before the translation does)")
+register_score("tok_min_lp", True, "the least log-probability of a target token given the "
+               "source and the tokens before it (EOS left out)")
 register_score("judge", True, "the judge's log-odds that the pair is a translation "
                "(triemine.judging.model)")
 register_score("prob", True, "the calibrated probability that the pair is a translation: the "

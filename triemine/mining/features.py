@@ -30,6 +30,7 @@ from triemine.decoding.matches import ce_token, ce_word, pmi, word_count
 from triemine.judging.numbers import decades
 from triemine.mining.candidates import CandidateSet
 from triemine.scoring import forced_scoring
+from triemine.scoring.rows import JUDGE_ROWS
 
 # pairs per forced-decoding chunk (the cache, progress and shard unit: a scoring shard of
 # triemine.mining.score_shards is whole chunks, so both runs compute the same bits): SCORE_CHUNK,
@@ -83,9 +84,10 @@ def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Se
                   desc: str = "exact scores", precision: str = "fp32", coverage: bool = False):
     """``(score, n_tokens)``: log P(y|x) of every pair ``(src_texts[src_idx[i]],
     tgt_texts[tgt_idx[i]])`` by teacher forcing (EOS included), and the target's token count;
-    with ``coverage`` ``(score, n_tokens, uncovered)``, the third the share of each pair's source
-    pieces its target leaves uncovered (:func:`triemine.scoring.forced.uncovered_share`; NaN for
-    the empty source), which needs ``work_dir=None`` (its chunks are not saved).
+    with ``coverage`` also the rows of :data:`triemine.scoring.rows.JUDGE_ROWS`, one array
+    each (``uncovered``: the share of each pair's source pieces its target leaves uncovered,
+    NaN for the empty source; ``eos_lp`` and ``tok_min_lp``), which needs ``work_dir=None``
+    (their chunks are not saved).
 
     A source index of ``-1`` is the empty source: the pair's score is the target's prior
     log P(y|empty).  Chunks of ``chunk`` pairs (default :func:`score_chunk`) are saved in
@@ -108,22 +110,21 @@ def forced_scores(model, src_idx: np.ndarray, tgt_idx: np.ndarray, src_texts: Se
     scorer = forced_scoring().ForcedScorer(model, precision=precision)
     if coverage and work_dir is not None:
         raise ValueError("coverage is computed with the scores, never read from saved chunks")
-    uncovered = np.full(len(src_idx), np.nan) if coverage else None
+    judged = np.full((len(JUDGE_ROWS), len(src_idx)), np.nan) if coverage else None
     with tqdm(total=len(src_idx), desc=desc, unit="pair", disable=not progress) as bar:
         def compute(a, b):
             out = scorer.score_pairs(srcs, tgts, src_slot[a:b], tgt_slot[a:b],
                                      coverage=coverage)
             if coverage:
-                out, uncovered[a:b] = out
+                out, judged[:, a:b] = out
             bar.update(b - a)
             return out
         score = _chunked(work_dir, name, len(src_idx), chunk or score_chunk(len(src_idx)),
                          compute)
-    return (score, ntok, uncovered) if coverage else (score, ntok)
+    return (score, ntok, *judged) if coverage else (score, ntok)
 
 
 PRIOR = "prior"  # the column of the targets' priors, log P(y|empty source)
-UNCOVERED = "uncovered"  # the share of the source's pieces the target leaves uncovered
 
 
 @dataclass(frozen=True)

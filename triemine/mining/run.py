@@ -40,7 +40,7 @@ from triemine.distributed.stage import stage_key
 from triemine.errors import DamagedFile, InputError
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.combine import Combination, shipped
-from triemine.mining.features import (PRIOR, UNCOVERED, ScoreJob, derivable, prior_range,
+from triemine.mining.features import (PRIOR, ScoreJob, derivable, prior_range,
                                       prior_table)
 from triemine.mining.score_shards import forced_score_shards
 from triemine.mining.columns import ColumnStore, write_store
@@ -49,6 +49,7 @@ from triemine.mining.generators import REGISTRY, Job, origin_counts
 from triemine.mining.stages import cache_dir, stage_dir
 from triemine.mining.options import MineOptions
 from triemine.scoring import forced_scoring
+from triemine.scoring.rows import JUDGE_ROWS
 from triemine.config.settings import key_of
 
 logger = logging.getLogger(__name__)
@@ -227,7 +228,7 @@ def load_combination(opts: MineOptions) -> Combination:
 
 def _score_columns(opts: MineOptions, reverse: bool) -> Set[str]:
     return {c for r in [ScoreJob.of()] + [ScoreJob.of(reverse=True)] * reverse
-            for c in (r.score, r.n_tokens)} | ({UNCOVERED} if opts.scores.coverage else set())
+            for c in (r.score, r.n_tokens)} | (set(JUDGE_ROWS) if opts.scores.coverage else set())
 
 
 @dataclass(frozen=True)
@@ -361,9 +362,10 @@ def unite(where: Path, stores, spaces, skip_src: np.ndarray,
 def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> ColumnStore:
     """``score`` and ``n_tokens`` (``_rev``: log P(x|y) by the reverse model) where missing
     (NaN; the trie search's pairs have them; with ``--coverage``-on configurations also
-    ``uncovered``, the share of the source's pieces the target leaves uncovered, from the same
-    pass, NaN for the pairs the trie search scored), by forced decoding in shards of whole chunks
-    (:func:`triemine.mining.score_shards.forced_score_shards`) on the job's pool or in this
+    :data:`triemine.scoring.rows.JUDGE_ROWS`: ``uncovered``, the share of the source's pieces the
+    target leaves uncovered, and the target's EOS and least token log-probabilities, from the
+    same pass, NaN for the pairs the trie search scored), by forced decoding in shards of whole
+    chunks (:func:`triemine.mining.score_shards.forced_score_shards`) on the job's pool or in this
     process (:meth:`Job.model_pool`), merged into the store's columns a block at a time."""
 
     rules = ScoreJob.of(reverse)
@@ -381,7 +383,7 @@ def _scores(job: Job, store: ColumnStore, model, reverse: bool = False) -> Colum
             shutil.rmtree(todo_dir, ignore_errors=True)
             return store.mark(stage)
     coverage = job.opts.scores.coverage and not reverse
-    names += [UNCOVERED] * coverage
+    names += list(JUDGE_ROWS) * coverage
     # the pairs memory-mapped, each shard's read when its task is made
     in_idx, out_idx = rules.sides(pairs.mapped("src"), pairs.mapped("tgt"))
     parts, _ = forced_score_shards(model, in_idx, out_idx, job.source_path, job.target_path,

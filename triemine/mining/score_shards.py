@@ -3,8 +3,9 @@
 :class:`ScoreShardTask` (a task of :mod:`triemine.distributed.tasks`): forced-decoding scores of
 a range of pairs aligned to the chunks of :func:`triemine.mining.features.forced_scores` (exact
 scores or the targets' priors); payload: ``.npy`` bytes of a ``(2, n)`` float64 array
-(``score``, ``n_tokens``), ``(3, n)`` with ``coverage`` (and the share of source pieces left
-uncovered).  :func:`forced_score_shards` plans the shards on the single-process
+(``score``, ``n_tokens``), ``(2 + len(JUDGE_ROWS), n)`` with ``coverage`` (and the rows of
+:data:`triemine.scoring.rows.JUDGE_ROWS`: the share of source pieces left uncovered and the target's
+token extremes).  :func:`forced_score_shards` plans the shards on the single-process
 run's own chunks, so the merged scores are the single-process bits with the same settings and
 threads per process.
 """
@@ -25,6 +26,7 @@ from triemine.distributed.shards import SHARDS_SUFFIX
 from triemine.distributed.stage import Stage, empty_stats, npy_payload, run_stage
 from triemine.distributed.tasks import Corpus, WorkerContext
 from triemine.mining.features import exact_scores, forced_scores, score_chunk
+from triemine.scoring.rows import JUDGE_ROWS
 
 HASH_ROWS = 1 << 20  # pairs hashed at a time for a shard store's key
 
@@ -40,7 +42,7 @@ class ScoreShardTask:
     chunk: int               # forced_scores' chunk: the shard is whole chunks of it
     reverse: bool = False    # the model reads the target corpus and writes the source corpus
     precision: str = "fp32"
-    coverage: bool = False   # also the share of source pieces left uncovered (a third row)
+    coverage: bool = False   # also the rows of JUDGE_ROWS (after score and n_tokens)
 
     def needs(self) -> list:
         return [self.model, Corpus(self.source), Corpus(self.target)]
@@ -61,11 +63,11 @@ def forced_scores_sharded(model, src_idx: np.ndarray, tgt_idx: np.ndarray, sourc
                           target_path, work_dir: Path, pool, **kw):
     """:func:`triemine.mining.features.forced_scores` with the pairs cut into shards of whole
     chunks (:func:`forced_score_shards`); returns ``(score, n_tokens, shard statistics)``, with
-    ``coverage=True`` ``(score, n_tokens, uncovered, shard statistics)``."""
+    ``coverage=True`` ``(score, n_tokens, *JUDGE_ROWS, shard statistics)``."""
     n = len(src_idx)
     parts, stats = forced_score_shards(model, src_idx, tgt_idx, source_path, target_path,
                                        work_dir, pool, **kw)
-    cols = np.empty((3 if kw.get("coverage") else 2, n))  # each shard's rows go in place
+    cols = np.empty((2 + len(JUDGE_ROWS) * bool(kw.get("coverage")), n))  # shards in place
     a = 0
     for part in parts:
         cols[:, a:a + len(part[0])] = part
@@ -83,7 +85,7 @@ def forced_score_shards(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_
     (the single process's bits) in ``work_dir/<name>.shards/``.  ``src_idx`` indexes the model's
     input lines (the target corpus with ``reverse``; ``-1`` the empty source; memory-mapped
     arrays are read a shard at a time).  ``stale``: what a manifest of other pairs does.  Returns
-    ``(parts, shard statistics)``: each shard's ``(score, n_tokens[, uncovered])`` in order."""
+    ``(parts, shard statistics)``: each shard's ``(score, n_tokens[, *JUDGE_ROWS])`` in order."""
     src_idx, tgt_idx = np.asarray(src_idx, dtype=np.int64), np.asarray(tgt_idx, dtype=np.int64)
     n, chunk = len(src_idx), chunk or score_chunk(len(src_idx))
     if not n:
@@ -92,7 +94,7 @@ def forced_score_shards(model, src_idx: np.ndarray, tgt_idx: np.ndarray, source_
                                                                              target_path))
     settings = {"model": model_fingerprint(model), "pairs": _pairs_digest(src_idx, tgt_idx),
                 "reverse": reverse, "chunk": chunk, "precision": precision,
-                **({"coverage": True} if coverage else {})}  # the job's keys as they were
+                **({"coverage": list(JUDGE_ROWS)} if coverage else {})}  # without: as they were
     stage = Stage(desc + " (shards)", Path(work_dir) / f"{name}{SHARDS_SUFFIX}", settings,
                   (range(0, n, chunk), n, chunk), inputs={"source": source, "target": target},
                   make_task=lambda s: ScoreShardTask(

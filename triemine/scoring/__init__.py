@@ -8,3 +8,4 @@ def forced_scoring():
     from triemine.scoring import forced
 
     return forced
+

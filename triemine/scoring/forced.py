@@ -31,6 +31,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 import torch
 
+from triemine.scoring.rows import JUDGE_ROWS
 from triemine.scoring.precision import check_precision
 
 logger = logging.getLogger(__name__)
@@ -227,6 +228,23 @@ def uncovered_share(layers: Sequence[torch.Tensor], tgt_mask: torch.Tensor,
     low = ((mass < UNCOVERED_MASS) & pieces).sum(1).float()
     n = pieces.sum(1).float()
     return torch.where(n > 0, low / n.clamp(min=1), torch.full_like(n, float("nan")))
+
+
+def token_extremes(lp: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """``2 x B`` float64: each row's EOS log-probability (its last real position) and the least
+    log-probability of its other tokens (0 for a target that is only EOS).
+
+    Args:
+        lp: ``B x T`` per-token log-probabilities (0 beyond each row's end).
+        lengths: ``B`` target lengths, EOS included (each >= 1).
+    """
+    ends = (lengths - 1).long()
+    eos = lp.gather(1, ends[:, None]).squeeze(1)
+    pos = torch.arange(lp.size(1))[None, :]
+    body = torch.where(pos < ends[:, None], lp, torch.full_like(lp, float("inf")))
+    least = body.min(1).values
+    least = torch.where(ends > 0, least, torch.zeros_like(least))
+    return torch.stack([eos, least]).double()
 
 
 # target tokens per decoder batch and positions per output-projection chunk: on the CPU 512 /
@@ -427,8 +445,9 @@ class ForcedScorer:
         ``sources``/``targets``: encoded id tensors ending in EOS (a source of ``None`` is scored
         as the empty source).  Returns float64 totals; with ``per_token`` also a list of float32
         arrays (one log-probability per target token, EOS included); with ``coverage`` also a
-        float64 array of each pair's :func:`uncovered_share` (the last item of the tuple).  The
-        totals are the same with or without ``coverage``.
+        float64 ``len(JUDGE_ROWS) x pairs`` array (the last item of the tuple): each pair's
+        :func:`uncovered_share` and :func:`token_extremes`.  The totals are the same with or
+        without ``coverage``.
         """
         from tqdm import tqdm
 
@@ -437,7 +456,7 @@ class ForcedScorer:
         n = len(src_index)
         totals = np.zeros(n, dtype=np.float64)
         tokens: List[Optional[np.ndarray]] = [None] * n if per_token else []
-        uncovered = np.full(n, np.nan) if coverage else None
+        judged = np.full((len(JUDGE_ROWS), n), np.nan) if coverage else None
         lengths = np.fromiter((len(targets[t]) for t in tgt_index), dtype=np.int64, count=n)
         # every distinct source is encoded once per call, whatever batches its pairs fall in
         uniq, inv = np.unique(src_index, return_inverse=True)
@@ -451,12 +470,14 @@ class ForcedScorer:
                                                [targets[t] for t in tgt_index[batch]], coverage)
                 totals[batch] = lp.double().sum(1).numpy()
                 if coverage:
-                    uncovered[batch] = cov.double().numpy()
+                    judged[0, batch] = cov.double().numpy()
+                    judged[1:, batch] = token_extremes(
+                        lp, torch.from_numpy(lengths[batch])).numpy()
                 if per_token:
                     for r, i in enumerate(batch.tolist()):
                         tokens[i] = lp[r, :lengths[i]].numpy()
                 bar.update(len(batch))
-        out = (totals,) + ((tokens,) if per_token else ()) + ((uncovered,) if coverage else ())
+        out = (totals,) + ((tokens,) if per_token else ()) + ((judged,) if coverage else ())
         return out if len(out) > 1 else totals
 
     def prior(self, targets: Sequence[torch.Tensor], progress: bool = False,
