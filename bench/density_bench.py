@@ -413,20 +413,25 @@ def run_mix(model, config: str, kind: str, mix: Mix, work: Path, show: bool,
     return out
 
 
-def pairs_part(model, config: str, args, work: Path) -> dict:
-    """The two unrelated pairs, every kept pair shown (module docstring)."""
+def pair_mixes(quick: bool) -> List[Mix]:
+    """The two unrelated pairs as mixes without gold (module docstring)."""
     from triemine.evaluation.splits import clean_bench_draw, density_bench_draw, DRAW
 
-    n_src, n_tgt = (QUICK["pair_sources"], QUICK["pair_targets"]) if args.quick else (3000, DRAW)
+    n_src, n_tgt = (QUICK["pair_sources"], QUICK["pair_targets"]) if quick else (3000, DRAW)
     _, unpaired, _, refs = transfer_set(quick=False)
     inputs = {"clean_bench": (benchlib.bucc_unpaired_sources()[:n_src],
                               benchlib.de_en_rows(clean_bench_draw(n_tgt).tolist())),
-              "transfer_unpaired": (unpaired[:n_src] if args.quick else unpaired,
+              "transfer_unpaired": (unpaired[:n_src] if quick else unpaired,
                                     benchlib.de_en_rows(density_bench_draw()[:n_tgt].tolist()))}
+    return [Mix(name, src, tgt, {}, frozenset(i for i, _ in src),
+                {i: refs[t] for i, t in src if t in refs}) for name, (src, tgt) in inputs.items()]
+
+
+def pairs_part(model, config: str, args, work: Path) -> dict:
+    """The two unrelated pairs, every kept pair shown (module docstring)."""
     out = {}
-    for name, (src, tgt) in inputs.items():
-        mix = Mix(name, src, tgt, {}, frozenset(i for i, _ in src),
-                  {i: refs[t] for i, t in src if t in refs})
+    for mix in pair_mixes(args.quick):
+        name = mix.name
         res = run_mix(model, config, "pair", mix, work, show=True, look=args.second_look)
         res.pop("margin", None)
         for key in ("shipped", "prob_0_5"):

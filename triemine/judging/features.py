@@ -1,10 +1,10 @@
 """The judge's features of a pair that its texts give, and the lists of features it reads.
 
 The exact features (``ce_token``, ``ce_word``, ``pmi``, ``prior``, ``numerals``,
-``uncovered``) come from the mining job's exact stage and its derived scores
-(:mod:`triemine.mining.features`), the encoder's from its kNN (``use_cos``, ``use_margin``);
-this module adds what the texts alone say, by the same functions for mined candidates
-(:func:`triemine.mining.finish.finish_tsv`) and given pairs
+``uncovered``, ``eos_lp``, ``tok_min_lp``) come from the mining job's exact stage and its
+derived scores (:mod:`triemine.mining.features`), the encoder's from its kNN (``use_cos``,
+``use_margin``); this module adds what the texts alone say, by the same functions for mined
+candidates (:func:`triemine.mining.finish.finish_tsv`) and given pairs
 (:func:`triemine.cleaning.job.score_pairs`):
 
 * :func:`length_features`: ``src_chars``, ``tgt_chars`` and ``len_ratio``;
@@ -25,7 +25,7 @@ from triemine.judging.numbers import number_matches
 # what the judge reads of a pair, mined or given: the exact pass's columns (``uncovered`` with
 # coverage on), the encoder's and the text features
 MINED_FEATURES = ("use_margin", "use_cos", "ce_token", "ce_word", "pmi", "prior", "numerals",
-                  "uncovered", "len_ratio", "number_match")
+                  "uncovered", "eos_lp", "tok_min_lp", "len_ratio", "number_match")
 TEXT_COLUMNS = ("src_chars", "tgt_chars", "len_ratio", "number_match")
 
 

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Issue 58: does a per-token worst case tell a one-word substitution from a translation?
+
+Step ``tokens`` scores every distinct (source, target) pair of the given TSVs by teacher
+forcing, token by token: log P(y_t | x, y_<t) and the prior log P(y_t | empty, y_<t) (EOS
+included), and saves them (``--out/part<i>.pkl``, the ``--part i/K`` share of the pairs).
+Step ``eval`` derives per-token features from them, adds them to the judge's ten, and compares
+the judges fitted with and without them on the training rows only (5-fold cross-fitting and
+the density draws of ``judge_kinds_study``) and, fitted on every training row, on the ``judge``
+job's TSVs of the BUCC sets and the density bench's mixes (counted as the bench counts them).
+Last line: one JSON object.
+
+    python bench/studies/token_study.py tokens --out DIR --part 0/2 TSV...
+    python bench/studies/token_study.py eval --out DIR --work TRAIN_WORK \\
+        --bucc sample=TSV:GOLD --density DENSITY_WORK/judge
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "scripts")]
+
+
+def read_pairs(path: Path):
+    """The (source, target) texts of every row of a TSV with ``src`` and ``tgt`` columns."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return [(r["src"], r["tgt"]) for r in csv.DictReader(f, delimiter="\t",
+                                                              quoting=csv.QUOTE_NONE)]
+
+
+def _part(pair, k: int) -> int:
+    return int(hashlib.sha1("\t".join(pair).encode()).hexdigest()[:8], 16) % k
+
+
+def tokens(args) -> int:
+    import torch
+
+    from triemine.io.paths import cache_root
+    from triemine.models.model_dir import load_model_dir
+    from triemine.scoring.forced import ForcedScorer
+
+    torch.set_num_threads(1)
+    i, k = (int(v) for v in args.part.split("/"))
+    pairs = sorted({p for t in args.tsv for p in read_pairs(Path(t)) if _part(p, k) == i})
+    model = load_model_dir(cache_root() / "models" / "opus-mt-zh-en")
+    sc = ForcedScorer(model)
+    srcs = sorted({s for s, _ in pairs})
+    tgts = sorted({t for _, t in pairs})
+    s_of = {s: j for j, s in enumerate(srcs)}
+    t_of = {t: j for j, t in enumerate(tgts)}
+    src_t = [model.encode_source(s) for s in srcs]
+    tgt_t = [model.encode_target(t) for t in tgts]
+    print(f"part {i}/{k}: {len(pairs)} pairs, {len(tgts)} targets", flush=True)
+    _, prior = sc.prior(tgt_t, progress=True, per_token=True)
+    _, lp = sc.score_pairs(src_t, tgt_t, np.array([s_of[s] for s, _ in pairs]),
+                           np.array([t_of[t] for _, t in pairs]), progress=True, per_token=True)
+    out = {"pairs": {p: lp[j] for j, p in enumerate(pairs)},
+           "prior": {t: prior[j] for j, t in enumerate(tgts)}}
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / f"part{i}.pkl", "wb") as f:
+        pickle.dump(out, f)
+    return 0
+
+
+TOKEN_FEATURES = ("tok_min_pmi", "tok_min_lp", "tok_low_pmi", "eos_lp")
+VARIANTS = {"today": (), "min_lp": ("tok_min_lp",), "min_pmi": ("tok_min_pmi",),
+            "min_pmi_lp": ("tok_min_pmi", "tok_min_lp"), "all": TOKEN_FEATURES,
+            "eos": ("eos_lp",), "eos_min_lp": ("eos_lp", "tok_min_lp"),
+            "eos_min_pmi": ("eos_lp", "tok_min_pmi"), "eos_low_pmi": ("eos_lp", "tok_low_pmi"),
+            "low_pmi": ("tok_low_pmi",)}
+
+
+def load_tokens(out: Path):
+    """``(pairs, prior)``: the per-token log-probabilities of every part in ``out``."""
+    pairs, prior = {}, {}
+    for path in sorted(out.glob("part*.pkl")):
+        with open(path, "rb") as f:
+            d = pickle.load(f)
+        pairs.update(d["pairs"])
+        prior.update(d["prior"])
+    return pairs, prior
+
+
+def token_columns(src, tgt, pairs, prior) -> dict:
+    """:data:`TOKEN_FEATURES` of each pair: the least PMI and log P(y_t | x) of a target token
+    (EOS left out), the share of tokens with PMI under -2, and EOS's log P."""
+    out = {f: np.full(len(src), np.nan) for f in TOKEN_FEATURES}
+    for i, key in enumerate(zip(src, tgt)):
+        lp, pr = pairs[key], prior[key[1]]
+        body, pmi = lp[:-1], (lp - pr)[:-1]
+        if len(body):
+            out["tok_min_pmi"][i] = float(pmi.min())
+            out["tok_min_lp"][i] = float(body.min())
+            out["tok_low_pmi"][i] = float((pmi < -2).mean())
+        else:
+            out["tok_min_pmi"][i] = out["tok_min_lp"][i] = out["tok_low_pmi"][i] = 0.0
+        out["eos_lp"][i] = float(lp[-1])
+    return out
+
+
+def evaluate(args) -> int:
+    import decoy_calibration as dc
+    import judge_kinds_study as jk
+
+    from triemine.filtering.rules import one_to_one
+    from triemine.io import read_mined
+    from triemine.judging.features import MINED_FEATURES
+    from triemine.judging.prior import estimate_prior, shift_logit, sigmoid
+    from triemine.judging.train import fit, mined_columns
+
+    pairs, prior = load_tokens(args.out)
+    cols, y, is_mined, kind, mined = jk.training_rows(args.work)
+    nsrc = read_pairs(args.work / "noise.tsv")
+    head = (args.work / "noise.tsv").read_text(encoding="utf-8").split("\n", 1)[0].split("\t")
+    rows = (args.work / "noise.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    ok = [r.split("\t")[head.index("status")] == "scored" for r in rows]
+    noise = [p for p, good in zip(nsrc, ok) if good]
+    src = list(mined.src) + [s for s, _ in noise]
+    tgt = list(mined.tgt) + [t for _, t in noise]
+    cols = {**cols, **token_columns(src, tgt, pairs, prior)}
+    train_prior = float(y.mean())
+    fold = np.random.default_rng(0).integers(0, 5, len(y))
+    report = {}
+    judges = {}
+    for name, extra in VARIANTS.items():
+        if args.variants and name not in args.variants.split(","):
+            continue
+        feats = tuple(MINED_FEATURES) + extra
+        z = np.zeros(len(y))
+        for f in range(5):
+            tr = fold != f
+            j = fit({c: v[tr] for c, v in cols.items()}, y[tr], feats)
+            z[~tr] = j.logit({c: v[~tr] for c, v in cols.items()})
+        ym, zm = y[is_mined], z[is_mined]
+        clean = z[kind == "clean"]
+        row = {"mined_auc": jk._auc(zm[ym == 1], zm[ym == 0]),
+               "noise_auc": {n: jk._auc(clean, z[kind == n])
+                             for n in ("partial", "number", "neighbour")},
+               "draws": {d: v["0.5"] for d, v in
+                         jk.draws(zm, ym, mined, train_prior, args.draws).items()}}
+        judges[name] = fit(cols, y, feats)
+        report[name] = row
+        print(name, json.dumps(row), flush=True)
+
+    def judged(path: Path, count):
+        m = read_mined(path)
+        c = mined_columns(m)
+        c.update(token_columns(list(m.src), list(m.tgt), pairs, prior))
+        res = {}
+        for name, judge in judges.items():
+            z = judge.logit(c)
+            p = sigmoid(shift_logit(z, judge.train_prior, estimate_prior(z, judge.train_prior)))
+            sel = one_to_one(m.src_ids, m.tgt_ids, p, True)
+            res[name] = count(m, sel[p[sel] >= 0.5])
+        return res
+
+    for spec in args.bucc:
+        name, rest = spec.split("=", 1)
+        tsv, gold = rest.rsplit(":", 1)
+        report[name] = judged(Path(tsv), dc.bucc_count(gold))
+        print(name, json.dumps(report[name]), flush=True)
+    if args.density:
+        import density_bench as db
+
+        class Args:
+            quick, unrelated_sources = False, 2700
+        readings = db.load_readings()
+        for _kind, mix in db.mixes(("comparable", "unrelated"), Args):
+            path = args.density / mix.name / "mined.tsv"
+            if path.is_file():
+                report[mix.name] = judged(path, dc.mix_count(mix, readings))
+                print(mix.name, json.dumps(report[mix.name]), flush=True)
+        for mix in db.pair_mixes(False):
+            path = args.density / mix.name / "mined.tsv"
+            if path.is_file():
+                report[mix.name] = judged(path, dc.mix_count(mix, readings))
+                print(mix.name, json.dumps(report[mix.name]), flush=True)
+    print(json.dumps(report))
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="step", required=True)
+    t = sub.add_parser("tokens")
+    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--part", default="0/1")
+    t.add_argument("tsv", nargs="+")
+    e = sub.add_parser("eval")
+    e.add_argument("--out", type=Path, required=True)
+    e.add_argument("--work", type=Path, required=True)
+    e.add_argument("--draws", type=int, default=20)
+    e.add_argument("--bucc", action="append", default=[], help="NAME=TSV:GOLD")
+    e.add_argument("--density", type=Path)
+    e.add_argument("--variants", default="", help="comma-separated names of VARIANTS")
+    args = ap.parse_args()
+    return tokens(args) if args.step == "tokens" else evaluate(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
