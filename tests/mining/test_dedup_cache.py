@@ -9,6 +9,7 @@ import os
 import pytest
 
 from triemine.cli import mine_main
+from triemine.mining.options import MineOptions
 
 from helpers import PAIRS, mine_args, run_main
 
@@ -74,3 +75,18 @@ def test_a_refused_resume_names_what_changed(tiny_model_dir, pair, tmp_path, cap
                                           "--resume"))
     assert rc == 2 and "the target corpus's content" in err and "settings" not in \
         err.split("changed since the interrupted run:")[1]
+
+
+def test_the_resume_key_names_the_exact_rows_only_with_coverage(tiny_model_dir, pair):
+    from triemine.mining.run import _settings_digest, _what_differs
+    from triemine.models.model_dir import load_model_dir
+    from triemine.scoring.rows import JUDGE_ROWS
+
+    src, tgt, _ = pair
+    model = load_model_dir(tiny_model_dir)
+    plain = _settings_digest(model, src, tgt, MineOptions.of("combined"))
+    judged = _settings_digest(model, src, tgt, MineOptions.of("judge"))
+    assert "exact_rows" not in plain and judged["exact_rows"] == list(JUDGE_ROWS)
+    # a job stored before the exact pass gave these rows is not resumed: it lacks their columns
+    older = {k: v for k, v in judged.items() if k != "exact_rows"}
+    assert _what_differs(older, judged, src, tgt) == "the exact rows"

@@ -66,15 +66,16 @@ def _work(out_path: Path) -> Path:
 def _settings_digest(model, source, target, opts: MineOptions) -> dict:
     """The job's resume key (:func:`~triemine.distributed.stage.stage_key`): the model, the
     corpora's contents, every setting of the tree but the transient ones
-    (:func:`~triemine.config.settings.key_of`) and the arithmetic of its scores, of its length rule
-    and
-    of its kNN search on its device (other code, another faiss or another device gives other
-    last bits)."""
+    (:func:`~triemine.config.settings.key_of`), the arithmetic of its scores, of its length rule
+    and of its kNN search on its device (other code, another faiss or another device gives other
+    last bits) and, with coverage on, the rows the exact pass adds
+    (:data:`triemine.scoring.rows.JUDGE_ROWS`: a job stored with other rows lacks columns)."""
     arithmetic = {"scores": forced_scoring().ARITHMETIC, "lengths": lengths.LENGTH_RULE,
                   "knn": search_arithmetic(opts.device)}
+    rows = {"exact_rows": list(JUDGE_ROWS)} if opts.scores.coverage else {}
     return json.loads(json.dumps(stage_key(
-        {"model": model_fingerprint(model), "config": key_of(opts), "arithmetic": arithmetic},
-        {"source": source, "target": target})))
+        {"model": model_fingerprint(model), "config": key_of(opts), "arithmetic": arithmetic,
+         **rows}, {"source": source, "target": target})))
 
 
 def _what_differs(old, new: dict, source, target) -> str:
