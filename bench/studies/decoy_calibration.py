@@ -122,6 +122,33 @@ def mix_count(mix, readings):
     return count
 
 
+def each_set(bucc, density, run, pairs: bool = False):
+    """``(name, run(tsv, count))`` for each ``NAME=TSV:GOLD`` of ``bucc`` (counted against its
+    gold) and each mix of the density bench's ``judge`` folder ``density`` that has a TSV
+    (counted as the bench counts, its readings included; with ``pairs`` also its two unrelated
+    pairs), printed as they come."""
+    sets = []
+    for spec in bucc:
+        name, rest = spec.split("=", 1)
+        tsv, gold = rest.rsplit(":", 1)
+        sets.append((name, Path(tsv), bucc_count(gold)))
+    if density:
+        import density_bench as db
+
+        class Args:
+            quick, unrelated_sources = False, 2700
+        readings = db.load_readings()
+        mixes = [m for _kind, m in db.mixes(("comparable", "unrelated"), Args)]
+        for mix in mixes + (db.pair_mixes(False) if pairs else []):
+            path = density / mix.name / "mined.tsv"
+            if path.is_file():
+                sets.append((mix.name, path, mix_count(mix, readings)))
+    for name, path, count in sets:
+        out = run(path, count)
+        print(name, json.dumps(out), flush=True)
+        yield name, out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--train-work", type=Path, required=True)
@@ -130,23 +157,8 @@ def main() -> int:
     args = ap.parse_args()
     judge = load_judge()
     ref = training_decoys(args.train_work)
-    report = {"training_decoys": len(ref), "sets": {}}
-    for spec in args.bucc:
-        name, rest = spec.split("=", 1)
-        tsv, gold = rest.rsplit(":", 1)
-        report["sets"][name] = run_one(judge, Path(tsv), ref, bucc_count(gold))
-        print(name, json.dumps(report["sets"][name]), flush=True)
-    if args.density:
-        import density_bench as db
-
-        class Args:
-            quick, unrelated_sources = False, 2700
-        readings = db.load_readings()
-        for _kind, mix in db.mixes(("comparable", "unrelated"), Args):
-            path = args.density / mix.name / "mined.tsv"
-            if path.is_file():
-                report["sets"][mix.name] = run_one(judge, path, ref, mix_count(mix, readings))
-                print(mix.name, json.dumps(report["sets"][mix.name]), flush=True)
+    report = {"training_decoys": len(ref), "sets": dict(each_set(
+        args.bucc, args.density, lambda path, count: run_one(judge, path, ref, count)))}
     print(json.dumps(report))
     return 0
 

@@ -163,27 +163,7 @@ def evaluate(args) -> int:
             res[name] = count(m, sel[p[sel] >= 0.5])
         return res
 
-    for spec in args.bucc:
-        name, rest = spec.split("=", 1)
-        tsv, gold = rest.rsplit(":", 1)
-        report[name] = judged(Path(tsv), dc.bucc_count(gold))
-        print(name, json.dumps(report[name]), flush=True)
-    if args.density:
-        import density_bench as db
-
-        class Args:
-            quick, unrelated_sources = False, 2700
-        readings = db.load_readings()
-        for _kind, mix in db.mixes(("comparable", "unrelated"), Args):
-            path = args.density / mix.name / "mined.tsv"
-            if path.is_file():
-                report[mix.name] = judged(path, dc.mix_count(mix, readings))
-                print(mix.name, json.dumps(report[mix.name]), flush=True)
-        for mix in db.pair_mixes(False):
-            path = args.density / mix.name / "mined.tsv"
-            if path.is_file():
-                report[mix.name] = judged(path, dc.mix_count(mix, readings))
-                print(mix.name, json.dumps(report[mix.name]), flush=True)
+    report.update(dc.each_set(args.bucc, args.density, judged, pairs=True))
     print(json.dumps(report))
     return 0
 
