@@ -4,13 +4,16 @@
 Step ``tokens`` scores every distinct (source, target) pair of the given TSVs by teacher
 forcing, token by token: log P(y_t | x, y_<t) and the prior log P(y_t | empty, y_<t) (EOS
 included), and saves them (``--out/part<i>.pkl``, the ``--part i/K`` share of the pairs).
-Step ``eval`` derives per-token features from them, adds them to the judge's ten, and compares
-the judges fitted with and without them on the training rows only (5-fold cross-fitting and
-the density draws of ``judge_kinds_study``) and, fitted on every training row, on the ``judge``
-job's TSVs of the BUCC sets and the density bench's mixes (counted as the bench counts them).
+Step ``regrets`` saves each pair's per-token regrets (the token's logit minus the best logit
+at its position; ``--out/regret<i>.pkl``).  Step ``eval`` derives per-token features from
+them, adds them to the judge's ten features of before (:data:`BASE`), and compares the judges
+fitted with and without them on the training rows only (5-fold cross-fitting and the density
+draws of ``judge_kinds_study``) and, fitted on every training row, on the ``judge`` job's TSVs
+of the BUCC sets and the density bench's mixes (counted as the bench counts them).
 Last line: one JSON object.
 
     python bench/studies/token_study.py tokens --out DIR --part 0/2 TSV...
+    python bench/studies/token_study.py regrets --out DIR --part 0/2 TSV...
     python bench/studies/token_study.py eval --out DIR --work TRAIN_WORK \\
         --bucc sample=TSV:GOLD --density DENSITY_WORK/judge
 """
@@ -39,6 +42,44 @@ def read_pairs(path: Path):
 
 def _part(pair, k: int) -> int:
     return int(hashlib.sha1("\t".join(pair).encode()).hexdigest()[:8], 16) % k
+
+
+def _regret_scorer():
+    """A :class:`~triemine.scoring.forced.ForcedScorer` whose per-token values are regrets:
+    each target token's logit minus the best logit at its position (log P(y_t) - max_v
+    log P(v); 0 where the model's first choice is the target's token)."""
+    from triemine.scoring.forced import ForcedScorer
+
+    class RegretScorer(ForcedScorer):
+        def _gold_logprobs(self, feats, gold):
+            logits = self.output_layer(feats).float()
+            return logits.gather(1, gold[:, None]).squeeze(1) - logits.amax(1)
+    return RegretScorer
+
+
+def regrets(args) -> int:
+    """Step ``regrets``: every distinct pair's per-token regrets (``--out/regret<i>.pkl``)."""
+    import torch
+
+    from triemine.io.paths import cache_root
+    from triemine.models.model_dir import load_model_dir
+
+    torch.set_num_threads(1)
+    i, k = (int(v) for v in args.part.split("/"))
+    pairs = sorted({p for t in args.tsv for p in read_pairs(Path(t)) if _part(p, k) == i})
+    model = load_model_dir(cache_root() / "models" / "opus-mt-zh-en")
+    sc = _regret_scorer()(model)
+    srcs, tgts = sorted({s for s, _ in pairs}), sorted({t for _, t in pairs})
+    s_of = {s: j for j, s in enumerate(srcs)}
+    t_of = {t: j for j, t in enumerate(tgts)}
+    _, reg = sc.score_pairs([model.encode_source(s) for s in srcs],
+                            [model.encode_target(t) for t in tgts],
+                            np.array([s_of[s] for s, _ in pairs]),
+                            np.array([t_of[t] for _, t in pairs]), progress=True, per_token=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / f"regret{i}.pkl", "wb") as f:
+        pickle.dump({p: reg[j] for j, p in enumerate(pairs)}, f)
+    return 0
 
 
 def tokens(args) -> int:
@@ -71,28 +112,40 @@ def tokens(args) -> int:
     return 0
 
 
-TOKEN_FEATURES = ("tok_min_pmi", "tok_min_lp", "tok_low_pmi", "eos_lp")
+# the judge's features before this study (the shipped list less the two it added)
+BASE = ("use_margin", "use_cos", "ce_token", "ce_word", "pmi", "prior", "numerals", "uncovered",
+        "len_ratio", "number_match")
+TOKEN_FEATURES = ("tok_min_pmi", "tok_min_lp", "tok_low_pmi", "eos_lp", "tok_min_regret",
+                  "tok_low_regret")
 VARIANTS = {"today": (), "min_lp": ("tok_min_lp",), "min_pmi": ("tok_min_pmi",),
             "min_pmi_lp": ("tok_min_pmi", "tok_min_lp"), "all": TOKEN_FEATURES,
             "eos": ("eos_lp",), "eos_min_lp": ("eos_lp", "tok_min_lp"),
             "eos_min_pmi": ("eos_lp", "tok_min_pmi"), "eos_low_pmi": ("eos_lp", "tok_low_pmi"),
-            "low_pmi": ("tok_low_pmi",)}
+            "low_pmi": ("tok_low_pmi",),
+            "eos_min_lp_regret": ("eos_lp", "tok_min_lp", "tok_min_regret"),
+            "eos_min_lp_low_regret": ("eos_lp", "tok_min_lp", "tok_low_regret"),
+            "eos_regret": ("eos_lp", "tok_min_regret")}
 
 
 def load_tokens(out: Path):
     """``(pairs, prior)``: the per-token log-probabilities of every part in ``out``."""
-    pairs, prior = {}, {}
+    pairs, prior = {}, {"regret": {}}
     for path in sorted(out.glob("part*.pkl")):
         with open(path, "rb") as f:
             d = pickle.load(f)
         pairs.update(d["pairs"])
         prior.update(d["prior"])
+    for path in sorted(out.glob("regret*.pkl")):  # step regrets, kept beside the priors
+        with open(path, "rb") as f:
+            prior["regret"].update(pickle.load(f))
     return pairs, prior
 
 
 def token_columns(src, tgt, pairs, prior) -> dict:
     """:data:`TOKEN_FEATURES` of each pair: the least PMI and log P(y_t | x) of a target token
-    (EOS left out), the share of tokens with PMI under -2, and EOS's log P."""
+    (EOS left out), the share of tokens with PMI under -2, EOS's log P, and (where step
+    ``regrets`` ran) the least regret of a token and the share of tokens with regret under
+    -5 (EOS left out)."""
     out = {f: np.full(len(src), np.nan) for f in TOKEN_FEATURES}
     for i, key in enumerate(zip(src, tgt)):
         lp, pr = pairs[key], prior[key[1]]
@@ -104,6 +157,10 @@ def token_columns(src, tgt, pairs, prior) -> dict:
         else:
             out["tok_min_pmi"][i] = out["tok_min_lp"][i] = out["tok_low_pmi"][i] = 0.0
         out["eos_lp"][i] = float(lp[-1])
+        reg = prior["regret"].get(key)
+        if reg is not None:
+            out["tok_min_regret"][i] = float(reg[:-1].min()) if len(reg) > 1 else 0.0
+            out["tok_low_regret"][i] = float((reg[:-1] < -5).mean()) if len(reg) > 1 else 0.0
     return out
 
 
@@ -113,7 +170,6 @@ def evaluate(args) -> int:
 
     from triemine.filtering.rules import one_to_one
     from triemine.io import read_mined
-    from triemine.judging.features import MINED_FEATURES
     from triemine.judging.prior import estimate_prior, shift_logit, sigmoid
     from triemine.judging.train import fit, mined_columns
 
@@ -134,7 +190,7 @@ def evaluate(args) -> int:
     for name, extra in VARIANTS.items():
         if args.variants and name not in args.variants.split(","):
             continue
-        feats = tuple(MINED_FEATURES) + extra
+        feats = BASE + extra
         z = np.zeros(len(y))
         for f in range(5):
             tr = fold != f
@@ -182,8 +238,12 @@ def main() -> int:
     e.add_argument("--bucc", action="append", default=[], help="NAME=TSV:GOLD")
     e.add_argument("--density", type=Path)
     e.add_argument("--variants", default="", help="comma-separated names of VARIANTS")
+    r = sub.add_parser("regrets")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--part", default="0/1")
+    r.add_argument("tsv", nargs="+")
     args = ap.parse_args()
-    return tokens(args) if args.step == "tokens" else evaluate(args)
+    return {"tokens": tokens, "regrets": regrets, "eval": evaluate}[args.step](args)
 
 
 if __name__ == "__main__":
