@@ -146,6 +146,14 @@ def test_train_judge_command_fits_on_a_users_mined_tsv(tmp_path, capsys):
         train_judge_main([str(tmp_path / "m.tsv"), "--gold", str(tmp_path / "gold"), "-o",
                           str(out), "--features", "use_margin,bogus"])
     assert exc.value.code == 2 and "bogus" in capsys.readouterr().err
+    # a TSV mined without coverage lacks the exact pass's judge rows: the error says how to get them
+    write_mined(Mined.from_columns(m.src_ids, m.tgt_ids, src, tgt, {
+        f: v for f, v in cols.items() if f not in ("eos_lp", "tok_min_lp")}), tmp_path / "c.tsv")
+    with pytest.raises(SystemExit) as exc:
+        train_judge_main([str(tmp_path / "c.tsv"), "--gold", str(tmp_path / "gold"), "-o",
+                          str(out)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "eos_lp, tok_min_lp" in err and "--config judge" in err
 
 
 def read_tsv_columns(path):

@@ -84,6 +84,6 @@ def train(mined, labels, features: Sequence[str] = MINED_FEATURES, fitted_on: st
     cols = mined_columns(mined)
     missing = [f for f in features if f not in cols]
     if missing:
-        raise ValueError(f"the TSV has no column {', '.join(missing)} (mine it with the "
-                         "default job's candidates)")
+        raise ValueError(f"the TSV has no column {', '.join(missing)} (mine it with "
+                         "--config judge, whose exact pass writes them, or pass --features)")
     return fit(cols, labels, features, kind, fitted_on, c, seed)
