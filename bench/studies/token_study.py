@@ -57,32 +57,11 @@ def _regret_scorer():
     return RegretScorer
 
 
-def regrets(args) -> int:
-    """Step ``regrets``: every distinct pair's per-token regrets (``--out/regret<i>.pkl``)."""
-    import torch
-
-    from triemine.io.paths import cache_root
-    from triemine.models.model_dir import load_model_dir
-
-    torch.set_num_threads(1)
-    i, k = (int(v) for v in args.part.split("/"))
-    pairs = sorted({p for t in args.tsv for p in read_pairs(Path(t)) if _part(p, k) == i})
-    model = load_model_dir(cache_root() / "models" / "opus-mt-zh-en")
-    sc = _regret_scorer()(model)
-    srcs, tgts = sorted({s for s, _ in pairs}), sorted({t for _, t in pairs})
-    s_of = {s: j for j, s in enumerate(srcs)}
-    t_of = {t: j for j, t in enumerate(tgts)}
-    _, reg = sc.score_pairs([model.encode_source(s) for s in srcs],
-                            [model.encode_target(t) for t in tgts],
-                            np.array([s_of[s] for s, _ in pairs]),
-                            np.array([t_of[t] for _, t in pairs]), progress=True, per_token=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / f"regret{i}.pkl", "wb") as f:
-        pickle.dump({p: reg[j] for j, p in enumerate(pairs)}, f)
-    return 0
-
-
-def tokens(args) -> int:
+def _part_pairs(args, scorer_class=None):
+    """``(i, pairs, scorer, srcs, tgts, src_idx, tgt_idx)`` of part ``args.part`` (``i/K``):
+    its distinct (source, target) pairs, sorted; a scorer (``scorer_class``, default
+    :class:`~triemine.scoring.forced.ForcedScorer`) of the shared model on one thread; the
+    encoded distinct sources and targets and each pair's index into them."""
     import torch
 
     from triemine.io.paths import cache_root
@@ -93,22 +72,38 @@ def tokens(args) -> int:
     i, k = (int(v) for v in args.part.split("/"))
     pairs = sorted({p for t in args.tsv for p in read_pairs(Path(t)) if _part(p, k) == i})
     model = load_model_dir(cache_root() / "models" / "opus-mt-zh-en")
-    sc = ForcedScorer(model)
-    srcs = sorted({s for s, _ in pairs})
-    tgts = sorted({t for _, t in pairs})
+    srcs, tgts = sorted({s for s, _ in pairs}), sorted({t for _, t in pairs})
     s_of = {s: j for j, s in enumerate(srcs)}
     t_of = {t: j for j, t in enumerate(tgts)}
-    src_t = [model.encode_source(s) for s in srcs]
-    tgt_t = [model.encode_target(t) for t in tgts]
     print(f"part {i}/{k}: {len(pairs)} pairs, {len(tgts)} targets", flush=True)
-    _, prior = sc.prior(tgt_t, progress=True, per_token=True)
-    _, lp = sc.score_pairs(src_t, tgt_t, np.array([s_of[s] for s, _ in pairs]),
-                           np.array([t_of[t] for _, t in pairs]), progress=True, per_token=True)
-    out = {"pairs": {p: lp[j] for j, p in enumerate(pairs)},
-           "prior": {t: prior[j] for j, t in enumerate(tgts)}}
+    return (i, pairs, (scorer_class or ForcedScorer)(model),
+            [model.encode_source(s) for s in srcs], [model.encode_target(t) for t in tgts],
+            np.array([s_of[s] for s, _ in pairs]), np.array([t_of[t] for _, t in pairs]))
+
+
+def _save(args, name: str, obj) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / f"part{i}.pkl", "wb") as f:
-        pickle.dump(out, f)
+    with open(args.out / name, "wb") as f:
+        pickle.dump(obj, f)
+
+
+def regrets(args) -> int:
+    """Step ``regrets``: every distinct pair's per-token regrets (``--out/regret<i>.pkl``)."""
+    i, pairs, sc, src_t, tgt_t, si, ti = _part_pairs(args, _regret_scorer())
+    _, reg = sc.score_pairs(src_t, tgt_t, si, ti, progress=True, per_token=True)
+    _save(args, f"regret{i}.pkl", {p: reg[j] for j, p in enumerate(pairs)})
+    return 0
+
+
+def tokens(args) -> int:
+    """Step ``tokens``: every distinct pair's per-token log-probabilities and every target's
+    per-token prior (``--out/part<i>.pkl``)."""
+    i, pairs, sc, src_t, tgt_t, si, ti = _part_pairs(args)
+    _, prior = sc.prior(tgt_t, progress=True, per_token=True)
+    _, lp = sc.score_pairs(src_t, tgt_t, si, ti, progress=True, per_token=True)
+    tgts = sorted({t for _, t in pairs})
+    _save(args, f"part{i}.pkl", {"pairs": {p: lp[j] for j, p in enumerate(pairs)},
+                                 "prior": {t: prior[j] for j, t in enumerate(tgts)}})
     return 0
 
 

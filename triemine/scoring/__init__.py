@@ -8,4 +8,3 @@ def forced_scoring():
     from triemine.scoring import forced
 
     return forced
-
