@@ -9,7 +9,10 @@ at its position; ``--out/regret<i>.pkl``).  Step ``eval`` derives per-token feat
 them, adds them to the judge's ten features of before (:data:`BASE`), and compares the judges
 fitted with and without them on the training rows only (5-fold cross-fitting and the density
 draws of ``judge_kinds_study``) and, fitted on every training row, on the ``judge`` job's TSVs
-of the BUCC sets and the density bench's mixes (counted as the bench counts them).
+of the BUCC sets and the density bench's mixes (counted as the bench counts them).  Every
+row's ``number_match`` is computed from its texts in the form ``--number-form`` names
+(:func:`number_column`: the shipped share, "every number found" or the count not found), with
+``--number-words`` from the target's English number words too.
 Last line: one JSON object.
 
     python bench/studies/token_study.py tokens --out DIR --part 0/2 TSV...
@@ -159,6 +162,56 @@ def token_columns(src, tgt, pairs, prior) -> dict:
     return out
 
 
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+         "fifteen sixteen seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_WORD_VALUE = {**{w: i for i, w in enumerate(_ONES)}, **{w: 10 * i for i, w in enumerate(_TENS, 2)}}
+_SCALE = {"hundred": 1e2, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+
+
+def word_numbers(tgt: str) -> list:
+    """The numbers ``tgt`` writes in English words (``seven``, ``twenty-five``, ``two hundred``;
+    a bare ``one`` or ``zero`` is not read), each as a one-value tuple."""
+    import re
+
+    words = re.compile(r"\b(?:(" + "|".join(_TENS) + r")(?:[- ](" + "|".join(_ONES[1:10])
+                       + r"))?|(" + "|".join(_ONES) + r"))(?:\s+(" + "|".join(_SCALE)
+                       + r"))?\b", re.IGNORECASE)
+    out = []
+    for m in words.finditer(tgt):
+        tens, unit, word, scale = (g.lower() if g else g for g in m.groups())
+        v = _WORD_VALUE[word] if word else _WORD_VALUE[tens] + (_WORD_VALUE[unit] if unit else 0)
+        if scale:
+            v *= _SCALE[scale]
+        elif v < 2:
+            continue
+        out.append((float(v),))
+    return out
+
+
+# the forms of the number check a judge may read as its number_match column
+NUMBER_FORMS = ("share", "all", "misses")
+
+
+def number_column(src, tgt, form: str = "share", words: bool = False) -> np.ndarray:
+    """Each pair's number check in ``form``: ``share`` (the shipped ``number_match``: the share
+    of the target's numbers a source value stands for, 1 without numbers), ``all`` (1 when every
+    one does, else 0) or ``misses`` (how many do not); with ``words`` the target's numbers in
+    English words count too (:func:`word_numbers`; a source's 俩 or 双 stands for 2)."""
+    from triemine.judging.numbers import _close, source_values, target_numbers
+
+    out = np.empty(len(src))
+    for i, (s, t) in enumerate(zip(src, tgt)):
+        nums = target_numbers(t) + (word_numbers(t) if words else [])
+        have = source_values(s) if nums else set()
+        if words and any(c in s for c in "俩倆双雙"):
+            have.add(2.0)
+        miss = sum(not any(_close(v, have) for v in vals) for vals in nums)
+        out[i] = {"share": 1 - miss / len(nums) if nums else 1.0, "all": float(miss == 0),
+                  "misses": float(miss)}[form]
+    return out
+
+
 def evaluate(args) -> int:
     import decoy_calibration as dc
     import judge_kinds_study as jk
@@ -178,6 +231,8 @@ def evaluate(args) -> int:
     src = list(mined.src) + [s for s, _ in noise]
     tgt = list(mined.tgt) + [t for _, t in noise]
     cols = {**cols, **token_columns(src, tgt, pairs, prior)}
+    # every row's number check read here in one form (--number-form, --number-words)
+    cols["number_match"] = number_column(src, tgt, args.number_form, args.number_words)
     train_prior = float(y.mean())
     fold = np.random.default_rng(0).integers(0, 5, len(y))
     report = {}
@@ -206,6 +261,7 @@ def evaluate(args) -> int:
         m = read_mined(path)
         c = mined_columns(m)
         c.update(token_columns(list(m.src), list(m.tgt), pairs, prior))
+        c["number_match"] = number_column(m.src, m.tgt, args.number_form, args.number_words)
         res = {}
         for name, judge in judges.items():
             z = judge.logit(c)
@@ -233,6 +289,10 @@ def main() -> int:
     e.add_argument("--bucc", action="append", default=[], help="NAME=TSV:GOLD")
     e.add_argument("--density", type=Path)
     e.add_argument("--variants", default="", help="comma-separated names of VARIANTS")
+    e.add_argument("--number-form", choices=NUMBER_FORMS, default="share",
+                   help="the number check the judges read as number_match (number_column)")
+    e.add_argument("--number-words", action="store_true",
+                   help="the number check reads English number words too")
     r = sub.add_parser("regrets")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--part", default="0/1")
