@@ -97,6 +97,17 @@ def run_one(judge, path: Path, ref_decoys, count) -> dict:
     return out
 
 
+def shipped_counts(judges: dict, mined, columns, count) -> dict:
+    """``{name: count(mined, kept)}`` for each judge of ``judges``: its ``prob`` on ``columns``
+    (the EM share, :func:`probs`), one-to-one by it, kept at ``prob >= 0.5`` as the job keeps."""
+    res = {}
+    for name, judge in judges.items():
+        p = probs(judge, judge.logit(columns))
+        sel = one_to_one(mined.src_ids, mined.tgt_ids, p, True)
+        res[name] = count(mined, sel[p[sel] >= 0.5])
+    return res
+
+
 def bucc_count(gold_path: str):
     gold = {tuple(line.split()) for line in open(gold_path, encoding="utf-8")}
 

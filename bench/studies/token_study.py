@@ -216,9 +216,7 @@ def evaluate(args) -> int:
     import decoy_calibration as dc
     import judge_kinds_study as jk
 
-    from triemine.filtering.rules import one_to_one
     from triemine.io import read_mined
-    from triemine.judging.prior import estimate_prior, shift_logit, sigmoid
     from triemine.judging.train import fit, mined_columns
 
     pairs, prior = load_tokens(args.out)
@@ -262,13 +260,7 @@ def evaluate(args) -> int:
         c = mined_columns(m)
         c.update(token_columns(list(m.src), list(m.tgt), pairs, prior))
         c["number_match"] = number_column(m.src, m.tgt, args.number_form, args.number_words)
-        res = {}
-        for name, judge in judges.items():
-            z = judge.logit(c)
-            p = sigmoid(shift_logit(z, judge.train_prior, estimate_prior(z, judge.train_prior)))
-            sel = one_to_one(m.src_ids, m.tgt_ids, p, True)
-            res[name] = count(m, sel[p[sel] >= 0.5])
-        return res
+        return dc.shipped_counts(judges, m, c, count)
 
     report.update(dc.each_set(args.bucc, args.density, judged, pairs=True))
     print(json.dumps(report))

@@ -54,9 +54,7 @@ def main() -> int:
     import decoy_calibration as dc
     import judge_kinds_study as jk
 
-    from triemine.filtering.rules import one_to_one
     from triemine.io import read_mined
-    from triemine.judging.prior import estimate_prior, shift_logit, sigmoid
     from triemine.judging.train import fit, mined_columns
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -93,14 +91,7 @@ def main() -> int:
 
     def judged(path: Path, count):
         m = read_mined(path)
-        c = mined_columns(m)
-        res = {}
-        for arm, judge in judges.items():
-            z = judge.logit(c)
-            p = sigmoid(shift_logit(z, judge.train_prior, estimate_prior(z, judge.train_prior)))
-            sel = one_to_one(m.src_ids, m.tgt_ids, p, True)
-            res[arm] = count(m, sel[p[sel] >= 0.5])
-        return res
+        return dc.shipped_counts(judges, m, mined_columns(m), count)
 
     report.update(dc.each_set(args.bucc, args.density, judged, pairs=True))
     print(json.dumps(report))
