@@ -41,9 +41,8 @@ import train_judge as tj  # noqa: E402
 
 from triemine.filtering.rules import one_to_one  # noqa: E402
 from triemine.judging.features import MINED_FEATURES  # noqa: E402
-from triemine.judging.model import Judge  # noqa: E402
 from triemine.judging.prior import estimate_prior, shift_logit, sigmoid  # noqa: E402
-from triemine.judging.train import fit_trees  # noqa: E402
+from triemine.judging.train import fit as fit_judge  # noqa: E402
 
 KINDS = ("logistic", "trees", "mlp", "blend")
 DENSITIES = (0.27, 0.10, 0.03, 0.01)
@@ -98,11 +97,7 @@ def fit(kind: str, cols, y):
             p = np.clip(p, 1e-12, 1 - 1e-12)
             return np.log(p / (1 - p))
         return logit
-    judge = {"logistic": lambda: Judge.fit(cols, y, feats),
-             "trees": lambda: fit_trees(cols, y, feats),
-             "blend": lambda: Judge.blend(Judge.fit(cols, y, feats),
-                                          fit_trees(cols, y, feats))}[kind]()
-    return judge.logit
+    return fit_judge(cols, y, feats, kind=kind).logit
 
 
 def _auc(pos, neg) -> float:

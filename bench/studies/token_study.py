@@ -27,6 +27,7 @@ import csv
 import hashlib
 import json
 import pickle
+import re
 import sys
 from pathlib import Path
 
@@ -167,18 +168,16 @@ _ONES = ("zero one two three four five six seven eight nine ten eleven twelve th
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
 _WORD_VALUE = {**{w: i for i, w in enumerate(_ONES)}, **{w: 10 * i for i, w in enumerate(_TENS, 2)}}
 _SCALE = {"hundred": 1e2, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+_WORDS = re.compile(r"\b(?:(" + "|".join(_TENS) + r")(?:[- ](" + "|".join(_ONES[1:10])
+                    + r"))?|(" + "|".join(_ONES) + r"))(?:\s+(" + "|".join(_SCALE) + r"))?\b",
+                    re.IGNORECASE)
 
 
 def word_numbers(tgt: str) -> list:
     """The numbers ``tgt`` writes in English words (``seven``, ``twenty-five``, ``two hundred``;
     a bare ``one`` or ``zero`` is not read), each as a one-value tuple."""
-    import re
-
-    words = re.compile(r"\b(?:(" + "|".join(_TENS) + r")(?:[- ](" + "|".join(_ONES[1:10])
-                       + r"))?|(" + "|".join(_ONES) + r"))(?:\s+(" + "|".join(_SCALE)
-                       + r"))?\b", re.IGNORECASE)
     out = []
-    for m in words.finditer(tgt):
+    for m in _WORDS.finditer(tgt):
         tens, unit, word, scale = (g.lower() if g else g for g in m.groups())
         v = _WORD_VALUE[word] if word else _WORD_VALUE[tens] + (_WORD_VALUE[unit] if unit else 0)
         if scale:

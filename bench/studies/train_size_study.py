@@ -86,8 +86,7 @@ def main() -> int:
             "draws": {d: v["0.5"] for d, v in
                       jk.draws(zm, ym, mined, float(np.mean(priors)), args.draws).items()}}
         print(arm, json.dumps(report[arm]), flush=True)
-        keep = allowed
-        judges[arm] = fit({c: v[keep] for c, v in cols.items()}, y[keep])
+        judges[arm] = fit({c: v[allowed] for c, v in cols.items()}, y[allowed])
 
     def judged(path: Path, count):
         m = read_mined(path)
