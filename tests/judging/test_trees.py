@@ -111,6 +111,27 @@ def test_a_trees_judge_is_seeded_and_learns_an_interaction():
     assert ((q[ok] >= 0.5) == ty[ok]).mean() < 0.7
 
 
+def test_a_weighted_blend_weighs_both_of_its_judges():
+    from triemine.judging.train import fit
+
+    x, y = _synthetic(1500, 6)
+    cols = {f: x[:, i] for i, f in enumerate("abcd")}
+    plain = fit(cols, y, tuple("abcd"), "blend")
+    ones = fit(cols, y, tuple("abcd"), "blend", sample_weight=np.ones(len(y)))
+    np.testing.assert_allclose(ones.logit(cols), plain.logit(cols), rtol=0, atol=1e-9)
+    w = np.where(y == 1, 3.0, 1.0)        # positives weigh three times: both parts must see it
+    heavy = fit(cols, y, tuple("abcd"), "blend", sample_weight=w)
+    fin = np.isfinite(x).all(axis=1)
+    assert heavy.train_prior == pytest.approx(np.average(y[fin], weights=w[fin]))
+    linear = Judge.fit(cols, y, tuple("abcd"), sample_weight=w)
+    trees = fit(cols, y, tuple("abcd"), "trees", sample_weight=w)
+    np.testing.assert_allclose(heavy.logit(cols), 0.5 * (linear.logit(cols) + trees.logit(cols)),
+                               rtol=0, atol=1e-12)
+    unweighted_trees = fit(cols, y, tuple("abcd"), "trees")
+    gap = trees.logit(cols)[fin] - unweighted_trees.logit(cols)[fin]
+    assert gap.mean() > 0.5          # log 3 = 1.1 more odds of a positive, roughly
+
+
 def test_blend_is_the_mean_of_its_two_judges(tmp_path):
     from triemine.judging.train import fit_trees
 

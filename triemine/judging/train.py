@@ -36,28 +36,30 @@ def mined_columns(mined) -> dict:
 
 
 def fit_trees(columns, labels, features: Sequence[str], fitted_on: str = "",
-              seed: int = SEED) -> Judge:
+              seed: int = SEED, sample_weight=None) -> Judge:
     """The ``trees`` judge of 0/1 ``labels`` on ``features`` of ``columns``: scikit-learn's
-    ``HistGradientBoostingClassifier`` with :data:`TREES` (no early stopping, ``seed``), its
-    forest read out by :func:`triemine.judging.trees.forest_of_sklearn`; rows with a
-    non-finite feature are left out, ``train_prior`` is the share of positives."""
+    ``HistGradientBoostingClassifier`` with :data:`TREES` (no early stopping, ``seed``), each
+    row's loss times its ``sample_weight`` (default 1), its forest read out by
+    :func:`triemine.judging.trees.forest_of_sklearn`; rows with a non-finite feature are left
+    out, ``train_prior`` is the weighted share of positives."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     x, y = matrix(columns, features), np.asarray(labels, dtype=np.int64)
+    sw = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
     keep = np.isfinite(x).all(axis=1)
     model = HistGradientBoostingClassifier(early_stopping=False, random_state=seed, **TREES)
-    model.fit(x[keep], y[keep])
-    return Judge(list(features), float(y[keep].mean()), kind="trees",
+    model.fit(x[keep], y[keep], sample_weight=None if sample_weight is None else sw[keep])
+    return Judge(list(features), float(np.average(y[keep], weights=sw[keep])), kind="trees",
                  forest=forest_of_sklearn(model), fitted_on=fitted_on)
 
 
 def fit(columns, labels, features: Sequence[str] = MINED_FEATURES, kind: str = SHIPPED_KIND,
-        fitted_on: str = "", c: float = 1.0, seed: int = SEED) -> Judge:
+        fitted_on: str = "", c: float = 1.0, seed: int = SEED, sample_weight=None) -> Judge:
     """The judge of ``kind`` of 0/1 ``labels`` on ``features`` of ``columns``: ``logistic``
     (:meth:`Judge.fit`, L2 strength ``1 / c``), ``trees`` (:func:`fit_trees`, ``seed``) or
-    ``blend`` (both, :meth:`Judge.blend`); ``fitted_on`` says what it was fitted on, the
-    model's settings appended.  A ``ValueError`` for another kind, or when a class is
-    missing."""
+    ``blend`` (both, :meth:`Judge.blend`), each row's loss times its ``sample_weight``
+    (default 1); ``fitted_on`` says what it was fitted on, the model's settings appended.  A
+    ``ValueError`` for another kind, or when a class is missing."""
     if kind not in KINDS:
         raise ValueError(f"unknown judge kind {kind!r} (choose from {', '.join(KINDS)})")
     trees_how = (f"HistGradientBoostingClassifier {json.dumps(TREES, sort_keys=True)}, "
@@ -65,10 +67,13 @@ def fit(columns, labels, features: Sequence[str] = MINED_FEATURES, kind: str = S
     if kind == "trees":
         if len(set(np.asarray(labels).tolist())) < 2:
             raise ValueError("the labels hold one class: a judge needs both")
-        return fit_trees(columns, labels, features, f"{fitted_on}; {trees_how}", seed)
-    judge = Judge.fit(columns, labels, features, fitted_on=fitted_on, c=c)
+        return fit_trees(columns, labels, features, f"{fitted_on}; {trees_how}", seed,
+                         sample_weight)
+    judge = Judge.fit(columns, labels, features, fitted_on=fitted_on, c=c,
+                      sample_weight=sample_weight)
     if kind == "blend":
-        judge = Judge.blend(judge, fit_trees(columns, labels, features, seed=seed),
+        judge = Judge.blend(judge, fit_trees(columns, labels, features, seed=seed,
+                                             sample_weight=sample_weight),
                             f"{fitted_on}; the mean log-odds of a logistic regression "
                             f"(C={c}) and {trees_how}")
     return judge
