@@ -30,7 +30,6 @@ Last line: one JSON object.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
@@ -42,53 +41,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "bench" / "studies"),
                 str(ROOT / "scripts")]
 
 
-def noise_rows(work: Path):
-    """``(columns, labels, sources)`` of the scored noise rows of ``work``."""
-    import train_judge as tj
-
-    cols, y = tj._noise_rows(work)
-    with open(work / "noise.tsv", encoding="utf-8", newline="") as f:
-        src = [r["src"] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-               if r["status"] == "scored"]
-    return cols, y, np.array(src, dtype=object)
-
-
-def given_figures(judge, tsv: Path, ns) -> dict:
-    """The given-pairs figures of ``judge`` on the noisy set ``ns`` scored into ``tsv`` (one
-    row a pair, in order)."""
-    import judge_kinds_study as jk
-
-    from triemine.judging.features import MINED_FEATURES
-    from triemine.scoring.calibration import ece
-
-    kinds, label = np.array(ns.kind), np.asarray(ns.label)
-    with open(tsv, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if len(rows) != len(kinds):
-        raise SystemExit(f"{tsv}: {len(rows)} rows, its noisy set has {len(kinds)}")
-    z = judge.logit({c: np.array([float(r[c] or "nan") for r in rows]) for c in MINED_FEATURES})
-    prob = judge.prob(z, "estimate")
-    fin = np.isfinite(z)
-    zf = np.where(fin, z, z[fin].min() - 1.0)
-    clean = zf[kinds == "clean"]
-    kept = fin & (prob >= 0.5)
-    p, r, f1 = jk._prf(int((kept & (label == 1)).sum()), int(kept.sum()), int(label.sum()))
-    return {"auc": {"all": jk._auc(clean, zf[kinds != "clean"]),
-                    **{k: jk._auc(clean, zf[kinds == k]) for k in ("partial", "number",
-                                                                  "neighbour")}},
-            "P": round(p, 4), "R": round(r, 4), "F1": round(f1, 4),
-            "ece": round(ece(prob[fin], label[fin]), 4)}
-
-
 def main() -> int:
+    import crossfit as cf
     import decoy_calibration as dc
     import judge_kinds_study as jk
-    import train_judge as tj
 
     from triemine.io import read_mined
     from triemine.judging.features import MINED_FEATURES
     from triemine.judging.model import load_judge
-    from triemine.judging.train import fit, mined_columns
+    from triemine.judging.train import mined_columns
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", type=Path, required=True)
@@ -104,58 +65,40 @@ def main() -> int:
     ap.add_argument("--density", type=Path)
     args = ap.parse_args()
 
-    mined = read_mined(args.work / "mined.tsv")
-    ym = tj.label_of(mined.src_ids, mined.tgt,
-                     json.loads((args.work / "refs.json").read_text(encoding="utf-8")))
-    cm = mined_columns(mined)
-    srcs = np.array(mined.src_ids)
-    uniq, inv = np.unique(srcs, return_inverse=True)
-    fold = np.random.default_rng(args.seed).integers(0, 5, len(uniq))[inv]
-    base = noise_rows(args.work)
+    base = cf.read_rows(args.work)
+    fold = cf.source_folds(base.mined, args.seed)
     if args.heldout:
         from fit_calibration import training_noisy_set
 
         hns = training_noisy_set(args.heldout_pairs, args.heldout_seed)
-        hsrc = set(hns.src)
+        hcols = cf.scored_columns(args.heldout / "noise.tsv")[0]
     if args.noisy:
         import clean_bench as cb
 
-        tns = cb.transfer_noisy_set(1000)
+        tns, tcols = cb.transfer_noisy_set(1000), cf.scored_columns(args.noisy)[0]
     arms = {"shipped": (base, 1.0)}
     arms.update({f"weight {w:g}": (base, w) for w in args.weights})
     if args.more:
-        arms["more"] = (noise_rows(args.more), 1.0)
-    report, judges = {"mined_rows": len(ym), "mined_positives": int(ym.sum())}, {}
-    for arm, ((nc, ny, nsrc), w) in arms.items():
-        def rows(mask_m, mask_n):
-            cols = {f: np.r_[cm[f][mask_m], nc[f][mask_n]] for f in MINED_FEATURES}
-            wts = np.r_[np.ones(int(mask_m.sum())), np.full(int(mask_n.sum()), w)]
-            return cols, np.r_[ym[mask_m], ny[mask_n]], wts
-        z, priors = np.zeros(len(ym)), []
-        for f in range(5):
-            held = set(np.asarray(mined.src)[fold == f].tolist())
-            cols, y, wts = rows(fold != f, np.array([s not in held for s in nsrc]))
-            judge = fit(cols, y, sample_weight=None if w == 1 else wts)
-            z[fold == f] = judge.logit({c: v[fold == f] for c, v in cm.items()})
-            priors.append(judge.train_prior)
-        cols, y, wts = rows(np.ones(len(ym), bool), np.ones(len(ny), bool))
-        judges[arm] = fit(cols, y, sample_weight=None if w == 1 else wts)
+        arms["more"] = (cf.read_rows(args.work, args.more), 1.0)
+    report = {"mined_rows": len(base.ym), "mined_positives": int(base.ym.sum())}
+    judges, cm = {}, base.cm
+    for arm, (rows, w) in arms.items():
+        z, prior = cf.crossfit(rows, fold, MINED_FEATURES, w)
+        judges[arm] = rows.everything(MINED_FEATURES, w)
         report[arm] = {
             "max_logit_gap_to_package_judge": round(float(np.nanmax(np.abs(
                 judges[arm].logit(cm) - load_judge().logit(cm)))), 6),
-            "noise_rows": int(len(ny)), "noise_weight": w,
-            "noise_share": round(float(w * len(ny) / (w * len(ny) + len(ym))), 3),
-            "mined_auc": jk._auc(z[ym == 1], z[ym == 0]),
+            "noise_rows": int(len(rows.yn)), "noise_weight": w,
+            "noise_share": round(float(w * len(rows.yn) / (w * len(rows.yn) + len(rows.ym))),
+                                 3),
+            "mined_auc": jk._auc(z[rows.ym == 1], z[rows.ym == 0]),
             "draws": {d: v["0.5"] for d, v in
-                      jk.draws(z, ym, mined, float(np.mean(priors)), args.draws).items()}}
+                      jk.draws(z, rows.ym, rows.mined, prior, args.draws).items()}}
         if args.heldout:  # fitted without any row whose Chinese is in the held-out set
-            cols, y, wts = rows(np.array([s not in hsrc for s in mined.src]),
-                                np.array([s not in hsrc for s in nsrc]))
-            report[arm]["heldout_noise"] = given_figures(
-                fit(cols, y, sample_weight=None if w == 1 else wts), args.heldout / "noise.tsv",
-                hns)
+            report[arm]["heldout_noise"] = cf.given_figures(
+                rows.everything(MINED_FEATURES, w, leave_out=hns.src), hcols, hns)
         if args.noisy:
-            report[arm]["transfer_noisy"] = given_figures(judges[arm], args.noisy, tns)
+            report[arm]["transfer_noisy"] = cf.given_figures(judges[arm], tcols, tns)
         print(arm, json.dumps(report[arm]), flush=True)
 
     def judged(path: Path, count):
