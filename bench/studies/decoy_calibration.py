@@ -108,6 +108,16 @@ def shipped_counts(judges: dict, mined, columns, count) -> dict:
     return res
 
 
+def shipped_on_sets(judges: dict, bucc, density, columns=mined_columns) -> dict:
+    """``{set: {name: counts}}``: :func:`shipped_counts` of ``judges`` on each set of
+    :func:`each_set` (``bucc``, ``density``, the unrelated pairs too), the judges reading
+    ``columns(mined)`` of each TSV (default: its judge columns)."""
+    def judged(path: Path, count):
+        m = read_mined(path)
+        return shipped_counts(judges, m, columns(m), count)
+    return dict(each_set(bucc, density, judged, pairs=True))
+
+
 def bucc_count(gold_path: str):
     gold = {tuple(line.split()) for line in open(gold_path, encoding="utf-8")}
 

@@ -99,7 +99,6 @@ def evaluate(args) -> int:
     import decoy_calibration as dc
     import judge_kinds_study as jk
 
-    from triemine.io import read_mined
     from triemine.judging.features import MINED_FEATURES
     from triemine.judging.train import mined_columns
 
@@ -135,13 +134,10 @@ def evaluate(args) -> int:
             report[arm][name] = cf.given_figures(judge, cols, ns)
         print(arm, json.dumps(report[arm]), flush=True)
 
-    def judged(path: Path, count):
-        m = read_mined(path)
-        cols = mined_columns(m)
-        cols.update(mt_columns(m.src, m.tgt, mt))
-        return dc.shipped_counts(judges, m, cols, count)
+    def columns(m):
+        return {**mined_columns(m), **mt_columns(m.src, m.tgt, mt)}
 
-    report.update(dc.each_set(args.bucc, args.density, judged, pairs=True))
+    report.update(dc.shipped_on_sets(judges, args.bucc, args.density, columns))
     print(json.dumps(report))
     return 0
 

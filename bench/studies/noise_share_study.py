@@ -46,10 +46,8 @@ def main() -> int:
     import decoy_calibration as dc
     import judge_kinds_study as jk
 
-    from triemine.io import read_mined
     from triemine.judging.features import MINED_FEATURES
     from triemine.judging.model import load_judge
-    from triemine.judging.train import mined_columns
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", type=Path, required=True)
@@ -101,11 +99,7 @@ def main() -> int:
             report[arm]["transfer_noisy"] = cf.given_figures(judges[arm], tcols, tns)
         print(arm, json.dumps(report[arm]), flush=True)
 
-    def judged(path: Path, count):
-        m = read_mined(path)
-        return dc.shipped_counts(judges, m, mined_columns(m), count)
-
-    report.update(dc.each_set(args.bucc, args.density, judged, pairs=True))
+    report.update(dc.shipped_on_sets(judges, args.bucc, args.density))
     print(json.dumps(report))
     return 0
 

@@ -215,7 +215,6 @@ def evaluate(args) -> int:
     import decoy_calibration as dc
     import judge_kinds_study as jk
 
-    from triemine.io import read_mined
     from triemine.judging.train import fit, mined_columns
 
     pairs, prior = load_tokens(args.out)
@@ -254,14 +253,13 @@ def evaluate(args) -> int:
         report[name] = row
         print(name, json.dumps(row), flush=True)
 
-    def judged(path: Path, count):
-        m = read_mined(path)
+    def columns(m):
         c = mined_columns(m)
         c.update(token_columns(list(m.src), list(m.tgt), pairs, prior))
         c["number_match"] = number_column(m.src, m.tgt, args.number_form, args.number_words)
-        return dc.shipped_counts(judges, m, c, count)
+        return c
 
-    report.update(dc.each_set(args.bucc, args.density, judged, pairs=True))
+    report.update(dc.shipped_on_sets(judges, args.bucc, args.density, columns))
     print(json.dumps(report))
     return 0
 

@@ -54,8 +54,7 @@ def main() -> int:
     import decoy_calibration as dc
     import judge_kinds_study as jk
 
-    from triemine.io import read_mined
-    from triemine.judging.train import fit, mined_columns
+    from triemine.judging.train import fit
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", type=Path, required=True)
@@ -88,11 +87,7 @@ def main() -> int:
         print(arm, json.dumps(report[arm]), flush=True)
         judges[arm] = fit({c: v[allowed] for c, v in cols.items()}, y[allowed])
 
-    def judged(path: Path, count):
-        m = read_mined(path)
-        return dc.shipped_counts(judges, m, mined_columns(m), count)
-
-    report.update(dc.each_set(args.bucc, args.density, judged, pairs=True))
+    report.update(dc.shipped_on_sets(judges, args.bucc, args.density))
     print(json.dumps(report))
     return 0
 
