@@ -17,7 +17,13 @@ Step ``eval`` compares judges of the shipped kind on the judge's features and on
 ``mt_chrf`` (and ``mt_chrf_rev``), as ``noise_share_study`` compares its arms: the density
 draws of the training build's mined candidates by 5-fold cross-fitting by source; the given
 pairs of ``--heldout``; fitted on every row, the noisy transfer set and the ``--bucc`` /
-``--density`` TSVs (transfer figures).  Step ``probe`` reads the pairs the shipped judge
+``--density`` TSVs (transfer figures).  Step ``best`` stores the score of each text's best
+translation instead (``--cache``: ``{text: CTranslate2's length-normalised
+log-probability}``, beam 4; ``--part i/K`` takes the texts whose hash falls in part ``i`` of
+``K``, for one process each), and ``eval --best FILE...``
+adds the arms ``mt_lp`` (that score: how sure the model is of any translation of the source)
+and ``mt_gap`` (it plus the candidate's per-token log-probability ``-ce_token``: how far the
+candidate falls short of the model's own best).  Step ``probe`` reads the pairs the shipped judge
 keeps at ``prob >= 0.2`` on the density bench's comparable mixes (``--density``, counted as the
 bench counts them) and gives the ROC AUC of gold against wrong pairs of the judge's ``prob``,
 of ``mt_chrf`` / ``mt_chrf_rev`` and of Bicleaner's score (``make bicleaner``): can a second
@@ -45,18 +51,18 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "bench" / "studies"),
                 str(ROOT / "scripts")]
 
 ARMS = {"shipped": (), "mt_chrf": ("mt_chrf",), "mt_chrf both": ("mt_chrf", "mt_chrf_rev")}
+BEST_ARMS = {"mt_lp": ("mt_lp",), "mt_gap": ("mt_lp", "mt_gap")}
 
 
 def _load(cache: Path) -> dict:
     return json.loads(cache.read_text(encoding="utf-8")) if cache.is_file() else {}
 
 
-def translate(args) -> int:
-    import benchlib
+def _texts(args) -> set:
+    """Every distinct Chinese text the step reads (module docstring)."""
     import crossfit as cf
 
     from triemine.io import read_mined
-    from triemine.mining.translate import make_translator
 
     texts = set()
     if args.work:
@@ -67,19 +73,55 @@ def translate(args) -> int:
             texts |= set(cf.scored_columns(scored)[1])
     for tsv in args.tsv:
         texts |= set(read_mined(tsv).src)
+    return texts
+
+
+def _batches(args, texts: set, run) -> int:
+    """``run`` over the texts of ``texts`` the cache lacks, 256 at a time, the cache written
+    after each batch."""
     done = _load(args.cache)
     todo = sorted(t for t in texts if t not in done)
-    print(f"{len(texts)} texts, {len(todo)} to translate", flush=True)
-    tr = make_translator(benchlib.shared_model(None, "mt_overlap_study"), beam=4)
+    print(f"{len(texts)} texts, {len(todo)} to do", flush=True)
     for start in range(0, len(todo), 256):
         batch = todo[start:start + 256]
-        done.update(zip(batch, (t.replace("\n", " ") for t in tr(batch))))
+        done.update(zip(batch, run(batch)))
         tmp = args.cache.with_suffix(".tmp")
         tmp.write_text(json.dumps(done, ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, args.cache)
         print(f"{start + len(batch)} / {len(todo)}", flush=True)
-    print(json.dumps({"texts": len(texts), "translated": len(todo)}))
+    print(json.dumps({"texts": len(texts), "done": len(todo)}))
     return 0
+
+
+def translate(args) -> int:
+    import benchlib
+
+    from triemine.mining.translate import make_translator
+
+    tr = make_translator(benchlib.shared_model(None, "mt_overlap_study"), beam=4)
+    return _batches(args, _texts(args), lambda b: [t.replace("\n", " ") for t in tr(b)])
+
+
+def best(args) -> int:
+    import hashlib
+
+    import benchlib
+    import ctranslate2
+
+    from triemine.mining.translate import ct2_origin
+
+    model = benchlib.shared_model(None, "mt_overlap_study")
+    tr = ctranslate2.Translator(str(ct2_origin(model)), device="cpu", compute_type="int8",
+                                intra_threads=int(os.environ.get("OMP_NUM_THREADS") or 1))
+    i, k = map(int, args.part.split("/"))
+    texts = {t for t in _texts(args) if t.strip()
+             and int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) % k == i}
+
+    def run(batch):
+        res = tr.translate_batch([model.source_spm.encode(t, out_type=str) for t in batch],
+                                 beam_size=4, max_batch_size=32, return_scores=True)
+        return [float(r.scores[0]) for r in res]
+    return _batches(args, texts, run)
 
 
 def mt_columns(src, tgt, mt: dict) -> dict:
@@ -103,27 +145,38 @@ def evaluate(args) -> int:
     from triemine.judging.train import mined_columns
 
     mt = _load(args.cache)
+    lp = {}
+    for path in args.best:
+        lp.update(_load(path))
+    arms = {**ARMS, **(BEST_ARMS if lp else {})}
+
+    def extra(src, tgt, cols):
+        out = mt_columns(src, tgt, mt)
+        if lp:
+            out["mt_lp"] = np.array([lp[s] for s in src])
+            out["mt_gap"] = out["mt_lp"] + cols["ce_token"]
+        return out
     rows = cf.read_rows(args.work)
-    rows.cm.update(mt_columns(rows.mined.src, rows.mined.tgt, mt))
-    rows.cn.update(mt_columns(rows.nsrc, rows.ntgt, mt))
+    rows.cm.update(extra(rows.mined.src, rows.mined.tgt, rows.cm))
+    rows.cn.update(extra(rows.nsrc, rows.ntgt, rows.cn))
     fold = cf.source_folds(rows.mined, args.seed)
     given = {}
     if args.heldout:
         from fit_calibration import training_noisy_set
 
         cols, src, tgt, _ = cf.scored_columns(args.heldout / "noise.tsv")
-        given["heldout_noise"] = (training_noisy_set(400, 50), {**cols, **mt_columns(
-            src, tgt, mt)}, True)
+        given["heldout_noise"] = (training_noisy_set(400, 50), {**cols, **extra(
+            src, tgt, cols)}, True)
     if args.noisy:
         import clean_bench as cb
 
         cols, src, tgt, _ = cf.scored_columns(args.noisy)
-        given["transfer_noisy"] = (cb.transfer_noisy_set(1000), {**cols, **mt_columns(
-            src, tgt, mt)}, False)
+        given["transfer_noisy"] = (cb.transfer_noisy_set(1000), {**cols, **extra(
+            src, tgt, cols)}, False)
     report = {"mined_rows": len(rows.ym), "mined_positives": int(rows.ym.sum())}
     judges = {}
-    for arm, extra in ARMS.items():
-        feats = tuple(MINED_FEATURES) + extra
+    for arm, added in arms.items():
+        feats = tuple(MINED_FEATURES) + added
         z, prior = cf.crossfit(rows, fold, feats)
         judges[arm] = rows.everything(feats)
         report[arm] = {"mined_auc": jk._auc(z[rows.ym == 1], z[rows.ym == 0]),
@@ -135,7 +188,8 @@ def evaluate(args) -> int:
         print(arm, json.dumps(report[arm]), flush=True)
 
     def columns(m):
-        return {**mined_columns(m), **mt_columns(m.src, m.tgt, mt)}
+        cols = mined_columns(m)
+        return {**cols, **extra(m.src, m.tgt, cols)}
 
     report.update(dc.shipped_on_sets(judges, args.bucc, args.density, columns))
     print(json.dumps(report))
@@ -180,7 +234,7 @@ def probe(args) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="step", required=True)
-    for name in ("translate", "eval", "probe"):
+    for name in ("translate", "best", "eval", "probe"):
         p = sub.add_parser(name)
         p.add_argument("--cache", type=Path, required=True)
         p.add_argument("--work", type=Path, required=name == "eval")
@@ -189,15 +243,20 @@ def main() -> int:
             continue
         p.add_argument("--heldout", type=Path)
         p.add_argument("--noisy", type=Path)
-        if name == "translate":
+        if name in ("translate", "best"):
             p.add_argument("tsv", nargs="*", type=Path)
+            if name == "best":
+                p.add_argument("--part", default="0/1")
         else:
             p.add_argument("--draws", type=int, default=100)
             p.add_argument("--seed", type=int, default=58)
             p.add_argument("--bucc", action="append", default=[], help="NAME=TSV:GOLD")
             p.add_argument("--density", type=Path)
+            p.add_argument("--best", type=Path, nargs="*", default=[],
+                           help="caches of step best (the mt_lp / mt_gap arms)")
     args = ap.parse_args()
-    return {"translate": translate, "eval": evaluate, "probe": probe}[args.step](args)
+    return {"translate": translate, "best": best, "eval": evaluate,
+            "probe": probe}[args.step](args)
 
 
 if __name__ == "__main__":
