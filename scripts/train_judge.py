@@ -131,20 +131,28 @@ def score_noise(work: Path, model_arg, n: int, seed: int) -> Path:
     return work / "noise.tsv"
 
 
+def scored_columns(tsv: Path):
+    """``(columns, src, tgt, scored)`` of a TSV of scored given pairs (``trie-mine-score``'s
+    columns; one row a pair, in order): every numeric column (NaN where empty), the texts, and
+    whether each row's ``status`` is ``scored``."""
+    import csv
+
+    with open(tsv, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    text = ("line", "id", "src", "tgt", "status")
+    cols = {c: np.array([float(r[c] or "nan") for r in rows]) for c in rows[0] if c not in text}
+    return (cols, [r["src"] for r in rows], [r["tgt"] for r in rows],
+            np.array([r["status"] == "scored" for r in rows]))
+
+
 def _noise_rows(work: Path):
     """``(columns, labels)`` of the scored noisy pairs (those scored), or None without them."""
     path = work / "noise.tsv"
     if not path.is_file():
         return None
-    import csv
-
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    cols, _src, _tgt, ok = scored_columns(path)
     y = np.load(work / "noise.labels.npy")
-    ok = np.array([r["status"] == "scored" for r in rows])
-    cols = {c: np.array([float(r[c]) for r in rows])[ok] for c in rows[0]
-            if c not in ("line", "id", "src", "tgt", "status")}
-    return cols, y[ok]
+    return {c: v[ok] for c, v in cols.items()}, y[ok]
 
 
 def fit_set(work: Path, out: Path, c: float, kind: str = SHIPPED_KIND) -> dict:

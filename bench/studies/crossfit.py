@@ -1,5 +1,6 @@
 """What the judge studies of issue 58 share: a training build's rows with their texts,
-cross-fitting by source, and a judge's figures on a scored set of given noisy pairs.
+cross-fitting by source, and a judge's figures on a scored set of given noisy pairs (a TSV
+``scripts/train_judge.py``'s ``scored_columns`` reads).
 
 A training build is the folder ``scripts/train_judge.py`` writes (``mined.tsv``,
 ``refs.json``, ``set.json``, ``noise.tsv`` and ``noise.labels.npy``).  Cross-fitting draws each
@@ -8,7 +9,6 @@ folds' mined rows plus the noise rows whose Chinese is no held-out source's.
 """
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,18 +17,6 @@ from typing import Optional, Sequence
 import numpy as np
 
 FOLDS = 5
-
-
-def scored_columns(tsv: Path):
-    """``(columns, src, tgt, scored)`` of a TSV of scored given pairs (``trie-mine-score``'s
-    columns; one row a pair, in order): every numeric column (NaN where empty), the texts, and
-    whether each row's ``status`` is ``scored``."""
-    with open(tsv, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    text = ("line", "id", "src", "tgt", "status")
-    cols = {c: np.array([float(r[c] or "nan") for r in rows]) for c in rows[0] if c not in text}
-    return (cols, [r["src"] for r in rows], [r["tgt"] for r in rows],
-            np.array([r["status"] == "scored" for r in rows]))
 
 
 @dataclass
@@ -74,7 +62,7 @@ def read_rows(work: Path, noise: Optional[Path] = None) -> Rows:
     ym = tj.label_of(mined.src_ids, mined.tgt,
                      json.loads((work / "refs.json").read_text(encoding="utf-8")))
     nwork = noise or work
-    cn, src, tgt, ok = scored_columns(nwork / "noise.tsv")
+    cn, src, tgt, ok = tj.scored_columns(nwork / "noise.tsv")
     yn = np.load(nwork / "noise.labels.npy")[ok]
     return Rows(mined, mined_columns(mined), ym, {c: v[ok] for c, v in cn.items()}, yn,
                 np.array(src, dtype=object)[ok], np.array(tgt, dtype=object)[ok])

@@ -28,7 +28,7 @@ SHARES = (0.16, 0.08, 0.04, 0.02)
 
 
 def main() -> int:
-    import crossfit as cf
+    import train_judge as tj
     from fit_calibration import training_noisy_set
 
     from triemine.judging.model import load_judge
@@ -44,7 +44,7 @@ def main() -> int:
 
     judge = load_judge()
     ns = training_noisy_set(args.heldout_pairs, args.heldout_seed)
-    z = judge.logit(cf.scored_columns(args.heldout / "noise.tsv")[0])
+    z = judge.logit(tj.scored_columns(args.heldout / "noise.tsv")[0])
     y = np.asarray(ns.label)
     fin = np.isfinite(z)
     z, y = z[fin], y[fin]

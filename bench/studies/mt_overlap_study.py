@@ -61,6 +61,7 @@ def _load(cache: Path) -> dict:
 def _texts(args) -> set:
     """Every distinct Chinese text the step reads (module docstring)."""
     import crossfit as cf
+    import train_judge as tj
 
     from triemine.io import read_mined
 
@@ -70,7 +71,7 @@ def _texts(args) -> set:
         texts |= set(rows.mined.src) | set(rows.nsrc.tolist())
     for scored in (args.heldout and args.heldout / "noise.tsv", args.noisy):
         if scored:
-            texts |= set(cf.scored_columns(scored)[1])
+            texts |= set(tj.scored_columns(scored)[1])
     for tsv in args.tsv:
         texts |= set(read_mined(tsv).src)
     return texts
@@ -138,6 +139,7 @@ def mt_columns(src, tgt, mt: dict) -> dict:
 
 def evaluate(args) -> int:
     import crossfit as cf
+    import train_judge as tj
     import decoy_calibration as dc
     import judge_kinds_study as jk
 
@@ -164,13 +166,13 @@ def evaluate(args) -> int:
     if args.heldout:
         from fit_calibration import training_noisy_set
 
-        cols, src, tgt, _ = cf.scored_columns(args.heldout / "noise.tsv")
-        given["heldout_noise"] = (training_noisy_set(400, 50), {**cols, **extra(
-            src, tgt, cols)}, True)
+        cols, src, tgt, _ = tj.scored_columns(args.heldout / "noise.tsv")
+        hns = training_noisy_set(args.heldout_pairs, args.heldout_seed)
+        given["heldout_noise"] = (hns, {**cols, **extra(src, tgt, cols)}, True)
     if args.noisy:
         import clean_bench as cb
 
-        cols, src, tgt, _ = cf.scored_columns(args.noisy)
+        cols, src, tgt, _ = tj.scored_columns(args.noisy)
         given["transfer_noisy"] = (cb.transfer_noisy_set(1000), {**cols, **extra(
             src, tgt, cols)}, False)
     report = {"mined_rows": len(rows.ym), "mined_positives": int(rows.ym.sum())}
@@ -242,6 +244,8 @@ def main() -> int:
             p.add_argument("--density", type=Path, required=True)
             continue
         p.add_argument("--heldout", type=Path)
+        p.add_argument("--heldout-seed", type=int, default=50)
+        p.add_argument("--heldout-pairs", type=int, default=400)
         p.add_argument("--noisy", type=Path)
         if name in ("translate", "best"):
             p.add_argument("tsv", nargs="*", type=Path)

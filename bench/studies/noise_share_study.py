@@ -43,6 +43,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "bench" / "studies"),
 
 def main() -> int:
     import crossfit as cf
+    import train_judge as tj
     import decoy_calibration as dc
     import judge_kinds_study as jk
 
@@ -69,11 +70,11 @@ def main() -> int:
         from fit_calibration import training_noisy_set
 
         hns = training_noisy_set(args.heldout_pairs, args.heldout_seed)
-        hcols = cf.scored_columns(args.heldout / "noise.tsv")[0]
+        hcols = tj.scored_columns(args.heldout / "noise.tsv")[0]
     if args.noisy:
         import clean_bench as cb
 
-        tns, tcols = cb.transfer_noisy_set(1000), cf.scored_columns(args.noisy)[0]
+        tns, tcols = cb.transfer_noisy_set(1000), tj.scored_columns(args.noisy)[0]
     arms = {"shipped": (base, 1.0)}
     arms.update({f"weight {w:g}": (base, w) for w in args.weights})
     if args.more:
