@@ -2,16 +2,16 @@
 """Issue 58, cost where nothing can pass: how many targets' priors could the exact stage skip?
 
 The exact stage scores every candidate pair and, once per distinct target, the target's prior
-(forced decoding from the empty source): at the density bench's 1 % mix 4,554 pairs and 4,051
-priors.  A candidate whose judge log-odds stays under the cut whatever its prior is needs no
-prior.  For each given ``judge`` TSV this bounds each candidate's log-odds by the shipped
-judge's largest over a grid of per-token priors (``prior / n_tokens``, ``n_tokens`` read back
-as ``-score / ce_token``) spanning the training build's range (``--work``) widened by 0.5
-nats, with ``prior`` and ``pmi`` recomputed and every other feature as scored; a candidate is
-hopeless when that bound is under the log-odds of ``prob = 0.5`` at a share of one half (any
-run whose share is at most one half keeps none of them), less ``--margin``.  Per TSV: the
-share of hopeless candidates, the priors still needed (distinct targets of the others) and the
-largest real ``prob`` (at a share of one half) among the hopeless.  Last line: one JSON object.
+(forced decoding from the empty source). A candidate whose judge log-odds stays under the cut
+whatever its prior is needs no prior. For each given ``judge`` TSV this bounds each candidate's
+log-odds by the shipped judge's largest over a grid of per-token priors (``prior / n_tokens``,
+``n_tokens`` read back as ``-score / ce_token``) spanning the training build's range
+(``--work``) widened by 0.5 nats, with ``prior`` and ``pmi`` recomputed and every other feature
+as scored; a candidate is hopeless when that bound is under the log-odds of ``prob = 0.5`` at a
+share of one half (any run whose share is at most one half keeps none of them), less
+``--margin``. Per TSV: the share of hopeless candidates, the priors still needed (distinct
+targets of the others) and the largest real ``prob`` (at a share of one half) among the
+hopeless. Last line: one JSON object.
 
     python bench/studies/prior_bound_study.py --work /tmp/big DENSITY_WORK/judge/*/mined.tsv
 """
