@@ -11,7 +11,9 @@ the last line of a file.
 The README's table sits between ``<!-- results:begin -->`` and ``<!-- results:end -->``: one row
 a ``bench/bucc_bench.py`` configuration that has a full-mode record (the latest record holding
 it), with the sample's F1 tuned and 2-fold held-out, the transfer set's F1 at the sample's
-threshold, the wall time of mining the sample and the threads; the setup (CPU, cores, GPUs,
+threshold, precision / recall on ``bench/density_bench.py``'s comparable 1 % mix (the latest full
+record of that configuration, :func:`density_cell`), the wall time of mining the sample and the
+threads; the setup (CPU, cores, GPUs,
 Python and torch) is said once above it. No path, load figure, date or commit goes into the
 README (``scripts/check_layout.py`` checks). A configuration whose stages ``--work`` resumed
 shows no wall time, unless an earlier full record mined it from scratch.
@@ -655,6 +657,23 @@ def setup_of(rec: dict) -> str:
             f"Python {m.get('python', '?')}, torch {m.get('torch', '?')}")
 
 
+DENSITY_MIX = "comparable_1pct"
+
+
+def density_cell(records: Dict[str, List[dict]], name: str) -> str:
+    """Precision / recall of bucc_bench configuration ``name`` (``judge``, ``combined+look``,
+    ...) on density_bench's comparable 1 % mix at its shipped cut, from the latest full record
+    of that configuration with the second look on or off as the name says; ``–`` when none."""
+    config, look = name.split("+look")[0], name.endswith("+look")
+    for rec in reversed(records.get("density_bench", [])):
+        res = rec["results"]
+        shipped = ((res.get("mixes") or {}).get(DENSITY_MIX) or {}).get("shipped") or {}
+        if (not rec["quick"] and res.get("config") == config
+                and bool(res.get("second_look")) == look and "P" in shipped):
+            return f"{shipped['P']:.3f} / {shipped['R']:.3f}"
+    return "–"
+
+
 def render_readme_block(records: Dict[str, List[dict]]) -> str:
     """The README's table in CTranslate2's style: the setup said once above the table (or once
     per distinct setup, marked on its rows), threads per row; the commands, dates, commits and
@@ -681,7 +700,7 @@ def render_readme_block(records: Dict[str, List[dict]]) -> str:
                      f1(res, "sample_heldout"),
                      f1(res, "sample_shipped" if "sample_shipped" in res else "sample_tuned"),
                      f1(res, "transfer_shipped" if "transfer_shipped" in res else "transfer"),
-                     wall,
+                     density_cell(records, name), wall,
                      cell((timed["threads"] or {}).get("torch")
                           if isinstance(timed["threads"], dict) else timed["threads"]),
                      setup_of(timed)])
@@ -691,10 +710,11 @@ def render_readme_block(records: Dict[str, List[dict]]) -> str:
     out = [f"Setup{marks[s]}: {s}." for s in setups] + [""]
     out += table(["configuration", "BUCC sample F1 (tuned)", "sample F1 (2-fold held-out)",
                   "sample F1 (shipped cut)", "transfer set F1 (shipped cut)",
-                  "wall time, sample", "threads"],
+                  "P / R, 1 % density, comparable news", "wall time, sample", "threads"],
                  [r[:-2] + [r[-2] + marks[r[-1]]] for r in rows])
-    out += ["", "From the full-mode records of `bench/bucc_bench.py`; their commands, dates and "
-                "commits: [docs/results.md](docs/results.md#bucc_bench)."]
+    out += ["", "From the full-mode records of `bench/bucc_bench.py` and, for the 1 % column, "
+                "`bench/density_bench.py`; their commands, dates and commits: "
+                "[docs/results.md](docs/results.md#bucc_bench)."]
     return "\n".join(out) + "\n"
 
 

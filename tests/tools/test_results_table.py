@@ -82,8 +82,9 @@ def test_write_renders_every_benchmark_and_the_readme_table_and_check_then_passe
     # combined: F1 of the latest record, wall time of the one that mined it (the latest resumed);
     # at the shipped cut, a record's *_shipped figures, else the sample-tuned threshold's
     assert rows == [
-        "| combined (default) | 0.9800 | 0.9700 | 0.9800 | 0.9400 | 8 min 10 s | 2 |",
-        "| use_margin (USE + LASER margin) | 0.9500 | 0.9400 | 0.9000 | 0.8500 | 2 min 00 s | 2 |",
+        "| combined (default) | 0.9800 | 0.9700 | 0.9800 | 0.9400 | – | 8 min 10 s | 2 |",
+        "| use_margin (USE + LASER margin) | 0.9500 | 0.9400 | 0.9000 | 0.8500 | – | 2 min 00 s "
+        "| 2 |",
     ]
     # the setup said once; no date, commit, load or command of a record (those are on the page)
     assert "Setup: Test CPU, 2 cores, no GPU; Python ?, torch ?." in readme
@@ -222,6 +223,30 @@ def test_density_bench_shows_the_latest_record_of_every_configuration(tmp_path):
     assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.5 |" not in page
     assert "| wrong | 这是正常的。 | This ain't normal. | This is normal. | 0.55 | 6.1 |" in page
     assert "| comparable_1pct | 0.4 / 1 (0.037) |" in page
+
+
+@pytest.mark.cluster
+def test_the_readme_row_of_a_configuration_shows_its_latest_full_1pct_density_figures(tmp_path):
+    (tmp_path / "results").mkdir()
+    bucc = _record("bucc_bench", False, {"configs": {
+        "combined": _config(0.99, 100.0), "judge": _config(0.98, 100.0, shipped=0.96),
+        "judge+look": _config(0.98, 300.0, shipped=0.97)}}, "2030-01-01T00:00:00Z")
+    density = [_record("density_bench", False, _density("judge", 0.7), "2030-01-01T00:00:00Z"),
+               _record("density_bench", False, _density("judge", 0.8), "2030-01-02T00:00:00Z"),
+               _record("density_bench", True, _density("judge", 0.1), "2030-01-03T00:00:00Z"),
+               _record("density_bench", False, dict(_density("judge", 0.6), second_look=True),
+                       "2030-01-04T00:00:00Z")]
+    for name, recs in (("bucc_bench", [bucc]), ("density_bench", density)):
+        (tmp_path / "results" / f"{name}.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    rows = {ln.split(" | ")[0]: ln.split(" | ")[5]
+            for ln in (tmp_path / "README.md").read_text(encoding="utf-8").splitlines()
+            if ln.startswith("| ") and "F1" not in ln}
+    # the latest full record without the look; the look's own; none for combined (no record)
+    assert rows == {"| combined (default)": "–", "| judge (learned judge, prob >= 0.5)":
+                    "0.800 / 0.900", "| judge+look": "0.600 / 0.900"}
 
 
 @pytest.mark.cluster
