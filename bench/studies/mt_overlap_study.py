@@ -20,7 +20,9 @@ pairs of ``--heldout``; fitted on every row, the noisy transfer set and the ``--
 ``--density`` TSVs (transfer figures).  Step ``best`` stores the score of each text's best
 translation instead (``--cache``: ``{text: CTranslate2's length-normalised
 log-probability}``, beam 4; ``--part i/K`` takes the texts whose hash falls in part ``i`` of
-``K``, for one process each), and ``eval --best FILE...``
+``K``, for one process each); step ``forced`` the same from the exact pass's own fp32 model, the
+cached translation (``--translations``) teacher-forced, its log-probability per token, EOS
+included; and ``eval --best FILE...``
 adds the arms ``mt_lp`` (that score: how sure the model is of any translation of the source)
 and ``mt_gap`` (it plus the candidate's per-token log-probability ``-ce_token``: how far the
 candidate falls short of the model's own best).  Step ``probe`` reads the pairs the shipped judge
@@ -122,6 +124,33 @@ def best(args) -> int:
         res = tr.translate_batch([model.source_spm.encode(t, out_type=str) for t in batch],
                                  beam_size=4, max_batch_size=32, return_scores=True)
         return [float(r.scores[0]) for r in res]
+    return _batches(args, texts, run)
+
+
+def forced(args) -> int:
+    """Step ``forced``: the exact pass's own score of each text's cached translation
+    (``--translations``, step ``translate``'s cache): its total fp32 log-probability by teacher
+    forcing over its tokens, EOS included, divided by their number, into ``--cache`` in step
+    ``best``'s form (its ``--part``, its texts)."""
+    import hashlib
+
+    import benchlib
+    import torch
+
+    from triemine.scoring.forced import ForcedScorer
+
+    torch.set_num_threads(1)
+    model = benchlib.shared_model(None, "mt_overlap_study")
+    scorer, mt = ForcedScorer(model), _load(args.translations)
+    i, k = map(int, args.part.split("/"))
+    texts = {t for t in _texts(args) if t.strip() and mt.get(t, "").strip()
+             and int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) % k == i}
+
+    def run(batch):
+        tgt = [model.encode_target(mt[t]) for t in batch]
+        idx = np.arange(len(batch))
+        total = scorer.score_pairs([model.encode_source(t) for t in batch], tgt, idx, idx)
+        return [float(v) / len(y) for v, y in zip(total, tgt)]
     return _batches(args, texts, run)
 
 
@@ -236,7 +265,7 @@ def probe(args) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="step", required=True)
-    for name in ("translate", "best", "eval", "probe"):
+    for name in ("translate", "best", "forced", "eval", "probe"):
         p = sub.add_parser(name)
         p.add_argument("--cache", type=Path, required=True)
         p.add_argument("--work", type=Path, required=name == "eval")
@@ -247,10 +276,13 @@ def main() -> int:
         p.add_argument("--heldout-seed", type=int, default=50)
         p.add_argument("--heldout-pairs", type=int, default=400)
         p.add_argument("--noisy", type=Path)
-        if name in ("translate", "best"):
+        if name in ("translate", "best", "forced"):
             p.add_argument("tsv", nargs="*", type=Path)
-            if name == "best":
+            if name != "translate":
                 p.add_argument("--part", default="0/1")
+            if name == "forced":
+                p.add_argument("--translations", type=Path, required=True,
+                               help="step translate's cache")
         else:
             p.add_argument("--draws", type=int, default=100)
             p.add_argument("--seed", type=int, default=58)
@@ -259,7 +291,7 @@ def main() -> int:
             p.add_argument("--best", type=Path, nargs="*", default=[],
                            help="caches of step best (the mt_lp / mt_gap arms)")
     args = ap.parse_args()
-    return {"translate": translate, "best": best, "eval": evaluate,
+    return {"translate": translate, "best": best, "forced": forced, "eval": evaluate,
             "probe": probe}[args.step](args)
 
 
