@@ -112,15 +112,14 @@ def _prf(tp: float, kept: int, gold: int):
     return p, r, 2 * p * r / max(p + r, 1e-12)
 
 
-def draws(z, y, mined, prior: float, n_draws: int) -> dict:
-    """Mean P / R / F1 at each density of :data:`DENSITIES` (module docstring)."""
-    src, tgt = np.array(mined.src_ids), np.array(mined.tgt_ids)
+def density_draws(mined, n_draws: int, densities=DENSITIES):
+    """``(density, rows, gold)`` for each of ``n_draws`` seeded draws at each density of
+    ``densities`` (module docstring): the indices of the mined rows whose source is drawn, and
+    how many drawn sources have their English present."""
     num = np.array([int(s.split("-")[1]) for s in mined.src_ids])
     present = int(json.loads((Path(mined.path).parent / "set.json").read_text())["present"])
     pres, absn = np.arange(present), np.arange(present, int(num.max()) + 1)
-    out = {}
-    for dens in DENSITIES:
-        acc = {"0.5": [], "expected_f1": []}
+    for dens in densities:
         for d in range(n_draws):
             rng = np.random.default_rng(1000 + d)
             if dens > len(pres) / (len(pres) + len(absn)):
@@ -129,8 +128,16 @@ def draws(z, y, mined, prior: float, n_draws: int) -> dict:
             else:
                 keep = np.r_[rng.choice(pres, int(round(len(absn) * dens / (1 - dens))),
                                         replace=False), absn]
-            rows = np.flatnonzero(np.isin(num, keep))
-            gold = int((keep < present).sum())
+            yield dens, np.flatnonzero(np.isin(num, keep)), int((keep < present).sum())
+
+
+def draws(z, y, mined, prior: float, n_draws: int) -> dict:
+    """Mean P / R / F1 at each density of :data:`DENSITIES` (module docstring)."""
+    src, tgt = np.array(mined.src_ids), np.array(mined.tgt_ids)
+    out = {}
+    for dens in DENSITIES:
+        acc = {"0.5": [], "expected_f1": []}
+        for _, rows, gold in density_draws(mined, n_draws, (dens,)):
             p = sigmoid(shift_logit(z[rows], prior, estimate_prior(z[rows], prior)))
             sel = one_to_one(src[rows], tgt[rows], p, True)
             for name, cut in (("0.5", 0.5), ("expected_f1", expected_f1_cut(p[sel], p))):

@@ -34,9 +34,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "bench" / "studies"),
                 str(ROOT / "scripts")]
 
-DENSITIES = (0.27, 0.10, 0.03, 0.01)
-
-
 def kde(sample: np.ndarray, h: float):
     """The Gaussian kernel density of ``sample`` with bandwidth ``h``, as a function."""
     s = np.sort(np.asarray(sample, dtype=np.float64))
@@ -78,30 +75,18 @@ def posteriors(z_pos, train_prior: float, h: float) -> dict:
 
 
 def training_draws(rows, z, posts: dict, n_draws: int) -> dict:
-    """Mean P / R / F1 of each posterior at each density of :data:`DENSITIES` (the draws of
-    ``judge_kinds_study.draws``)."""
+    """Mean P / R / F1 of each posterior at each density of ``judge_kinds_study``'s
+    ``DENSITIES`` (its ``density_draws``)."""
     import judge_kinds_study as jk
 
     from triemine.filtering.rules import one_to_one
 
     mined, y = rows.mined, rows.ym
     src, tgt = np.array(mined.src_ids), np.array(mined.tgt_ids)
-    num = np.array([int(s.split("-")[1]) for s in mined.src_ids])
-    present = int(json.loads((Path(mined.path).parent / "set.json").read_text())["present"])
-    pres, absn = np.arange(present), np.arange(present, int(num.max()) + 1)
     out = {}
-    for dens in DENSITIES:
+    for dens in jk.DENSITIES:
         acc = {k: [] for k in posts}
-        for d in range(n_draws):
-            rng = np.random.default_rng(1000 + d)
-            if dens > len(pres) / (len(pres) + len(absn)):
-                keep = np.r_[pres, rng.choice(absn, int(round(len(pres) * (1 - dens) / dens)),
-                                              replace=False)]
-            else:
-                keep = np.r_[rng.choice(pres, int(round(len(absn) * dens / (1 - dens))),
-                                        replace=False), absn]
-            r = np.flatnonzero(np.isin(num, keep))
-            gold = int((keep < present).sum())
+        for _, r, gold in jk.density_draws(mined, n_draws, (dens,)):
             sel = one_to_one(src[r], tgt[r], z[r], True)
             for name, post in posts.items():
                 kept = sel[post(z[r])[sel] >= 0.5]
