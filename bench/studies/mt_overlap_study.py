@@ -105,9 +105,17 @@ def translate(args) -> int:
     return _batches(args, _texts(args), lambda b: [t.replace("\n", " ") for t in tr(b)])
 
 
-def best(args) -> int:
+def _part_texts(args) -> set:
+    """The non-blank texts of :func:`_texts` whose hash falls in part ``i`` of ``K``
+    (``--part i/K``)."""
     import hashlib
 
+    i, k = map(int, args.part.split("/"))
+    return {t for t in _texts(args) if t.strip()
+            and int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) % k == i}
+
+
+def best(args) -> int:
     import benchlib
     import ctranslate2
 
@@ -116,9 +124,7 @@ def best(args) -> int:
     model = benchlib.shared_model(None, "mt_overlap_study")
     tr = ctranslate2.Translator(str(ct2_origin(model)), device="cpu", compute_type="int8",
                                 intra_threads=int(os.environ.get("OMP_NUM_THREADS") or 1))
-    i, k = map(int, args.part.split("/"))
-    texts = {t for t in _texts(args) if t.strip()
-             and int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) % k == i}
+    texts = _part_texts(args)
 
     def run(batch):
         res = tr.translate_batch([model.source_spm.encode(t, out_type=str) for t in batch],
@@ -132,8 +138,6 @@ def forced(args) -> int:
     (``--translations``, step ``translate``'s cache): its total fp32 log-probability by teacher
     forcing over its tokens, EOS included, divided by their number, into ``--cache`` in step
     ``best``'s form (its ``--part``, its texts)."""
-    import hashlib
-
     import benchlib
     import torch
 
@@ -142,9 +146,7 @@ def forced(args) -> int:
     torch.set_num_threads(1)
     model = benchlib.shared_model(None, "mt_overlap_study")
     scorer, mt = ForcedScorer(model), _load(args.translations)
-    i, k = map(int, args.part.split("/"))
-    texts = {t for t in _texts(args) if t.strip() and mt.get(t, "").strip()
-             and int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) % k == i}
+    texts = {t for t in _part_texts(args) if mt.get(t, "").strip()}
 
     def run(batch):
         tgt = [model.encode_target(mt[t]) for t in batch]
