@@ -126,9 +126,9 @@ def mine(source: Texts, target: Texts, *, model, config: str = "combined",
     ``None``: the configuration's).
     ``threshold``: ``{score name: value}`` overriding the shipped default, e.g.
     ``{"combined": 5.0}``; ``thresholds``: a file from ``trie-mine-eval --save-thresholds``;
-    ``min_prob``: keep the pairs whose calibrated probability (the configuration's ``mined``
-    calibration) is >= this, in (0, 1) (``trie-mine --min-prob``; not with ``threshold`` or
-    ``thresholds``).
+    ``min_prob``: keep the pairs whose calibrated probability ``prob`` (the judge's, or the
+    configuration's ``mined`` calibration of ``combined``) is >= this, in (0, 1) (``trie-mine
+    --min-prob``; not with ``threshold`` or ``thresholds``).
 
     Raises :class:`triemine.InputError` (before any work) for every bad argument, naming it:
     a list item that is not a ``str`` or holds a line break (``source[3]: ...``, the 0-based
@@ -144,7 +144,8 @@ def mine(source: Texts, target: Texts, *, model, config: str = "combined",
     if min_prob is not None:
         if threshold is not None or thresholds is not None:
             raise InputError("give min_prob or threshold/thresholds, not both")
-        threshold = {"combined": min_prob_cut(opts.scores.combination, min_prob, "min_prob")}
+        threshold = dict([min_prob_cut(opts.config, opts.scores.combination, min_prob,
+                                       "min_prob")])
     with tempfile.TemporaryDirectory(prefix="triemine-") as tmp:
         src = _corpus_file(source, Path(tmp), "source")
         tgt = _corpus_file(target, Path(tmp), "target")

@@ -221,6 +221,9 @@ def test_min_prob_is_the_calibrations_combined_cut_and_refused_without_one():
     assert mined_calibration({"combination": other}) is None
     with pytest.raises(InputError, match="--min-prob"):
         min_prob_threshold({"combination": other}, 0.5, "x.tsv")
+    # a judge's TSV: its prob is the judge's, cut as --threshold prob=P
+    judged = {"combination": configuration("judge").combination, "pipeline": {}}
+    assert min_prob_threshold(judged, 0.9, "j.tsv") == ("prob", 0.9)
 
 
 def test_the_report_draws_a_reliability_diagram_when_it_has_probabilities():
@@ -251,6 +254,8 @@ def test_trie_mine_min_prob_chooses_the_bitext_and_is_refused_without_it(tmp_pat
                    str(tmp_path / "o.tsv"), "--min-prob", "0.5"])
     assert exc.value.code == 2 and "--min-prob" in capsys.readouterr().err
     import argparse
-    name, value = min_prob_cut(argparse.ArgumentParser(), "combined", 0.5)
+    name, value = min_prob_cut(argparse.ArgumentParser(), "combined", "combined", 0.5)
     from triemine.scoring.calibration import shipped_calibration
     assert name == "combined" and abs(shipped_calibration("combined", "mined")(value) - 0.5) < 1e-9
+    # a configuration with a judge: --min-prob is its prob's cut, as --threshold prob=P
+    assert min_prob_cut(argparse.ArgumentParser(), "judge", "judge", 0.9) == ("prob", 0.9)

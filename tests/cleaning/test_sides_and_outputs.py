@@ -129,7 +129,14 @@ REFUSED = [
     (dict(bicleaner=True, bicleaner_model="/no/such/bicleaner.yaml"),
      "Bicleaner model not found"),
     (dict(config="judge", judge="/no/such/judge.json"), "no such judge file"),
-    (dict(config="judge", density=1.5), r"--density must be in \(0, 1\)"),
+    (dict(config="judge", density=1.5), r"--density must be <= 0.999999"),
+    # the judge's settings by their one declaration, as trie-mine checks them
+    (dict(config="judge", density=1e-9), r"--density must be >= 1e-06"),
+    (dict(config="judge", judge=123), r"^--judge: 123 is not a valid value \(expected a file "
+                                      r"path\)"),
+    (dict(judge="/no/such/judge.json"), "--judge applies to a configuration with a learned "
+                                        "judge"),
+    (dict(density=0.3), "--density applies to a configuration with a learned judge"),
 ]
 
 
@@ -245,8 +252,9 @@ def test_triemine_mine_takes_min_prob_as_trie_mine_does(tmp_path):
     from triemine.filtering.selection import min_prob_cut
     from triemine.scoring.calibration import shipped_calibration
 
-    value = min_prob_cut("combined", 0.5, "min_prob")
-    assert abs(shipped_calibration("combined", "mined")(value) - 0.5) < 1e-9
+    name, value = min_prob_cut("combined", "combined", 0.5, "min_prob")
+    assert name == "combined" and abs(shipped_calibration("combined", "mined")(value) - 0.5) < 1e-9
+    assert min_prob_cut("judge", "judge", 0.7, "min_prob") == ("prob", 0.7)
     for kw, want in ((dict(min_prob="abc"), r"min_prob: expected a number in \(0, 1\)"),
                      (dict(min_prob=0.5, threshold={"combined": 3.0}), "not both"),
                      (dict(min_prob=0.5, config="paper"), "^min_prob: ")):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 from contextlib import ExitStack
+from dataclasses import fields
 from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -25,7 +26,7 @@ import numpy as np
 from triemine.cleaning.job import ScoreOptions, Scored, score_bitext
 from triemine.cleaning.pairs import Bitext, read_pairs
 from triemine.config.configurations import configuration
-from triemine.judging.model import load_judge
+from triemine.judging.model import check_reads, judge_path, load_judge
 from triemine.mining.combine import shipped
 from triemine.models.model_dir import check_model_dir, load_model_dir, model_languages
 from triemine.distributed import make_pool
@@ -37,6 +38,9 @@ from triemine.prepare.run import check_language
 from triemine.scoring.calibration import shipped_calibration
 from triemine.scoring.precision import check_precision
 from triemine.io import check_distinct, output_lock
+from triemine.config.settings import check_value, flag_of
+
+SHARED = ("combination", "judge", "density")  # ScoreOptions' settings declared in the tree
 
 PairsArg = Union[str, os.PathLike, Tuple[str, str], Sequence[Tuple[str, str]]]
 
@@ -120,12 +124,9 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
             raise InputError(f"--config {opts.config}: its combined score needs "
                              f"{', '.join(missing)}, which scoring given pairs does not compute "
                              "(a mining feature); use --config combined")
-    if opts.density is not None and not (isinstance(opts.density, (int, float))
-                                         and 0.0 < opts.density < 1.0):
-        raise InputError(f"--density must be in (0, 1), got {opts.density!r}")
-    if opts.calibration is None and configuration(opts.config).judge is not None:
-        load_judge(opts.judge)  # a missing or broken judge file: its error, naming it
-    elif opts.calibration is None and opts.threshold is None:
+    _check_judge(opts)
+    if opts.calibration is None and configuration(opts.config).judge is None and \
+            opts.threshold is None:
         shipped_calibration(opts.config, "pairs")  # none shipped: its error, naming it
     check_precision(opts.precision, "cpu")
     if opts.bicleaner:
@@ -134,6 +135,30 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
         except BicleanerUnavailable as exc:
             raise InputError(f"--bicleaner-model: {exc}") from None
     return opts
+
+
+def _check_judge(opts: ScoreOptions) -> None:
+    """The settings only a judge reads (``judge``, ``density``: by their one declaration, as
+    ``trie-mine`` checks them) and, for a configuration with a judge, its file: read, checked
+    and refused when it reads a column this job does not write (:data:`ScoreOptions.features`,
+    ``combined``).  Without a judge ``judge`` and ``density`` are refused (ignored otherwise)."""
+    for name in SHARED:
+        setattr(opts, name, check_value(_field(name), getattr(opts, name),
+                                        flag_of(_field(name))))
+    if configuration(opts.config).judge is None or opts.calibration is not None:
+        for name in ("judge", "density"):
+            if getattr(opts, name) is not None:
+                raise InputError(f"{flag_of(_field(name))} applies to a configuration with a "
+                                 f"learned judge (--config judge), not --config {opts.config}"
+                                 + (" with a calibration" if opts.calibration else ""))
+        return
+    judge = load_judge(opts.judge)  # a missing or broken judge file: its error, naming it
+    check_reads(judge, set(opts.features()) | {"combined"}, judge_path(opts.judge),
+                "trie-mine-score")
+
+
+def _field(name: str):
+    return next(f for f in fields(ScoreOptions) if f.name == name)
 
 
 def score(pairs: PairsArg, *, model, output, format: str = "auto", workers: int = 0,

@@ -41,6 +41,8 @@ from triemine.errors import DamagedFile, InputError
 from triemine.filtering import formats
 from triemine.filtering.bicleaner import score_bicleaner
 from triemine.mining.combine import Combination, shipped
+from triemine.mining.settings import ScoreSettings
+from triemine.config.settings import declared
 
 logger = logging.getLogger(__name__)
 TEXT_COLUMNS = ("line", "id", "src", "tgt", "status")
@@ -61,7 +63,7 @@ class ScoreOptions:
     translations estimated from the pairs, :func:`triemine.judging.prior.estimate_prior`)."""
 
     config: str = "combined"
-    combination: Optional[str] = None
+    combination: Optional[str] = declared(ScoreSettings, "combination")
     calibration: Optional[dict] = None
     encoder: str = "use"
     k: int = 4
@@ -71,8 +73,8 @@ class ScoreOptions:
     min_prob: Optional[float] = None
     threshold: Optional[float] = None
     precision: str = "fp32"
-    judge: Optional[str] = None
-    density: Optional[float] = None
+    judge: Optional[str] = declared(ScoreSettings, "judge")
+    density: Optional[float] = declared(ScoreSettings, "density")
 
     def cut(self, calibration) -> Tuple[str, float]:
         """``(column, value)``: a pair is kept when its column is >= value: ``combined >=
@@ -268,12 +270,17 @@ def _cell(v: float) -> str:
     return "nan" if math.isnan(v) else f"{v:.6f}"
 
 
+def _flag(v: float) -> str:
+    return "1" if v else "0"
+
+
 def write_scores(path: Path, bitext: Bitext, cols: Dict[str, np.ndarray],
                  status: List[str]) -> None:
     """The scores TSV: a header, then one row per input pair in input order; written
     atomically, compressed when ``path`` is named so (:func:`triemine.io.output_file`)."""
     names = list(cols)
     vals = [cols[c].tolist() for c in names]
+    cells = [_flag if c == "kept" else _cell for c in names]  # the cut's flag: 1 or 0
 
     def chunks():
         yield ("\t".join(TEXT_COLUMNS + tuple(names)) + "\n").encode("utf-8")
@@ -282,7 +289,8 @@ def write_scores(path: Path, bitext: Bitext, cols: Dict[str, np.ndarray],
             for r in range(a, min(a + 4096, len(bitext))):
                 out.append("\t".join([str(bitext.lines[r]), clean_cell(bitext.ids[r]),
                                       clean_cell(bitext.src[r]), clean_cell(bitext.tgt[r]),
-                                      status[r]] + [_cell(v[r]) for v in vals]) + "\n")
+                                      status[r]]
+                                     + [cell(v[r]) for cell, v in zip(cells, vals)]) + "\n")
             yield "".join(out).encode("utf-8")
     os.makedirs(path.parent, exist_ok=True) if str(path.parent) else None
     with output_file(path, "scores TSV") as f:

@@ -79,13 +79,14 @@ def bitext_lock(bitext: Optional[str]):
     return output_locks([bitext or None])
 
 
-def min_prob_cut(parser: argparse.ArgumentParser, combination: str, prob: float):
-    """trie-mine's ``--min-prob``: ``("combined", value)`` of the configuration's ``mined``
-    calibration (a combination file has none: a parser error)."""
+def min_prob_cut(parser: argparse.ArgumentParser, config: str, combination: str, prob: float):
+    """trie-mine's ``--min-prob``: ``(score, value)``, ``prob`` itself for a configuration with
+    a judge, else ``combined``'s threshold of the configuration's ``mined`` calibration (a
+    combination file has none: a parser error)."""
     if not 0 < prob < 1:
         parser.error("--min-prob must be in (0, 1)")
     try:
-        return "combined", selection.min_prob_cut(combination, prob)
+        return selection.min_prob_cut(config, combination, prob)
     except InputError as exc:
         parser.error(exc.problem)
 

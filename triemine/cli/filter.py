@@ -119,6 +119,8 @@ def _filter_locked(parser, args, first, saved, given, langs) -> None:
                           model_dir=args.model) for k, path in enumerate(paths)]
     try:
         filter_tsvs(mineds, paths, saved=saved, given=given, filt=args.filter,
+                    given_as="given" if args.min_prob is None else
+                    f"--min-prob {args.min_prob:g}",
                     rule=args.rule, rank_by=args.rank_by, output=args.output,
                     bitext=args.bitext, bitext_format=args.bitext_format, langs=langs)
     except InputError as exc:  # the thresholds given do not fit: a usage error

@@ -75,8 +75,8 @@ def _mine(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.min_prob is not None:
         if args.threshold or args.thresholds:
             parser.error("give --min-prob or --threshold/--thresholds, not both")
-        args.threshold.append(arguments.min_prob_cut(parser, opts.scores.combination,
-                                                     args.min_prob))
+        args.threshold.append(arguments.min_prob_cut(parser, opts.config,
+                                                     opts.scores.combination, args.min_prob))
     quiet_libraries()
     from triemine.api import run  # heavy (torch, fairseq): after the logging set-up
 

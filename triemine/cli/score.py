@@ -11,7 +11,9 @@ from triemine.cleaning import score
 from triemine.cleaning.pairs import PAIR_FORMATS
 from triemine.cli import arguments
 from triemine.cli.arguments import quiet_libraries, run_command
+from triemine.config import settings
 from triemine.filtering import formats
+from triemine.mining.settings import ScoreSettings
 from triemine.scoring.precision import PRECISIONS
 
 
@@ -42,10 +44,7 @@ def _score_parser() -> argparse.ArgumentParser:
     parser.add_argument("--langs", nargs=2, metavar=("SRC", "TGT"), help="add language-ID flags "
                         "src_lang_ok/tgt_lang_ok (CLD2) and src_rules_ok/tgt_rules_ok (every "
                         "per-line rule of trie-mine-prepare) for these language codes")
-    parser.add_argument("--judge", metavar="FILE", help="the judge of --config judge (a file "
-                        "from trie-mine-train-judge; default: the shipped one)")
-    parser.add_argument("--density", type=arguments.finite, help="--config judge: the share "
-                        "of the pairs that are translations (default: estimated from them)")
+    settings.add_flags_of(parser, ScoreSettings, ("judge", "density"), {})
     parser.add_argument("--bicleaner", action="store_true", help="add the Bicleaner score")
     parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its folder")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32", help="arithmetic of "

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from typing import Optional, Sequence
 
-import numpy as np
-
-from triemine.cli.arguments import run_command
+from triemine.cli.arguments import run_command, with_meta
 from triemine.evaluation.bucc import read_gold
-from triemine.io import read_mined
+from triemine.io import check_distinct, check_uncompressed, output_locks, read_mined
 from triemine.judging.features import MINED_FEATURES
-from triemine.judging.train import KINDS, SEED, SHIPPED_KIND, train
+from triemine.judging.train import KINDS, SEED, SHIPPED_KIND, feature_list, gold_labels, train
 
 
 def train_judge_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -45,16 +44,26 @@ def _train_judge_parser() -> argparse.ArgumentParser:
 
 
 def _train_judge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """trie-mine-train-judge's work on its parsed arguments."""
-    mined, gold = read_mined(args.mined), set(read_gold(args.gold))
-    labels = np.array([(s, t) in gold for s, t in zip(mined.src_ids, mined.tgt_ids)], dtype=int)
+    """trie-mine-train-judge's work on its parsed arguments: every setting and the outputs
+    checked before the TSV is read."""
+    if not (math.isfinite(args.c) and args.c > 0):
+        parser.error(f"--c must be a finite number > 0, got {args.c:g}")
+    try:
+        features = feature_list(args.features)
+    except ValueError as exc:
+        parser.error(f"--features: {exc}")
+    check_distinct([("-o", args.output)], with_meta("MINED", args.mined) +
+                   [("--gold", args.gold)])
+    check_uncompressed([("-o", args.output)])
+    mined, gold = read_mined(args.mined), read_gold(args.gold)
+    labels = gold_labels(mined, gold, args.mined, args.gold)
     where = (f"{len(labels)} candidates of {os.path.basename(args.mined)} labelled by "
              f"{os.path.basename(args.gold)}; trie-mine-train-judge")
     try:
-        judge = train(mined, labels, [f for f in args.features.split(",") if f], where, args.c,
-                      args.kind, args.seed)
+        judge = train(mined, labels, features, where, args.c, args.kind, args.seed)
     except ValueError as exc:
         parser.error(str(exc))
-    judge.save(args.output)
+    with output_locks([args.output]):
+        judge.save(args.output)
     print(json.dumps({"output": args.output, "kind": judge.kind, "candidates": len(labels),
                       "positives": int(labels.sum()), "fingerprint": judge.fingerprint()}))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from dataclasses import MISSING, Field, field, fields, is_dataclass, replace
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
@@ -59,6 +60,15 @@ def setting(default: Any, help: str = "", *, flag: Optional[str] = None,
             "parse": parse, "nargs": nargs, "group": group, "also": tuple(also),
             "exclusive": dict(exclusive or {}), "transient": bool(transient)}
     return field(default=default, metadata={"setting": meta})
+
+
+def declared(tree_type, name: str) -> Field:
+    """A new field of setting ``name`` of the tree type ``tree_type``, with its default and
+    declaration: how another dataclass of options (``trie-mine-score``'s) holds a setting
+    declared once in the tree, checked (:func:`check_value`) and flagged
+    (:func:`add_flags_of`) by that one declaration."""
+    f = setting_field(tree_type, name)
+    return field(default=f.default, metadata=f.metadata)
 
 
 def _meta(f: Field) -> dict:
@@ -123,6 +133,8 @@ def check_value(f: Field, v: Any, label: Optional[str] = None) -> Any:
     label = label or f"option {f.name}"
     if v is None and optional:
         return v
+    if _meta(f).get("path") and isinstance(v, os.PathLike):
+        v = os.fspath(v)  # a path setting takes a Path as its string
     if kind == "int":
         ok = isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
     elif kind == "bool":
@@ -136,8 +148,8 @@ def check_value(f: Field, v: Any, label: Optional[str] = None) -> Any:
     else:
         ok = isinstance(v, str)
     if not ok:
-        raise InputError(f"{label}: {v!r} is not a valid value (expected "
-                         f"{_KINDS.get(kind, 'a string')})")
+        expected = "a file path" if _meta(f).get("path") else _KINDS.get(kind, "a string")
+        raise InputError(f"{label}: {v!r} is not a valid value (expected {expected})")
     meta, name = _meta(f), flag_of(f) or f.name
     low, high = meta.get("low"), meta.get("high")
     if low is not None and v < low:
@@ -198,29 +210,40 @@ def add_flags(parser: argparse.ArgumentParser, tree_type, groups: Mapping[str, A
     to ``parser`` or to ``groups[meta.group]``; ``fmt`` fills the help templates."""
     for _, f in leaves(tree_type):
         meta = _meta(f)
-        where = groups[meta["group"]] if meta.get("group") else parser
-        if meta.get("exclusive"):
-            mx = where.add_mutually_exclusive_group()
-            for flag, (value, text) in meta["exclusive"].items():
-                mx.add_argument(flag, dest=f.name, action="store_const", const=value,
-                                help=text.format(**fmt))
-            continue
-        if not meta.get("flag"):
-            continue
-        kw: Dict[str, Any] = {"dest": f.name, "default": None,
-                              "help": meta["help"].format(**fmt)}
-        if meta.get("nargs"):
-            kw.update(nargs=meta["nargs"], const=meta["const"])
-        elif meta.get("const") is not None:
-            kw.update(action="store_const", const=meta["const"])
-        if "action" not in kw:
-            kind, _ = _kind(f)
-            kw["type"] = meta.get("parse") or {"int": int, "float": float}.get(kind, str)
-            if meta.get("choices"):
-                kw["choices"] = meta["choices"]()
-            if meta.get("metavar"):
-                kw["metavar"] = meta["metavar"]
-        where.add_argument(*meta["flags"], meta["flag"], **kw)
+        _add_flag(groups[meta["group"]] if meta.get("group") else parser, f, fmt)
+
+
+def add_flags_of(parser: argparse.ArgumentParser, tree_type, names: Sequence[str],
+                 fmt: Mapping[str, Any]) -> None:
+    """Add the flags of the settings ``names`` of ``tree_type`` (as :func:`add_flags` does)."""
+    for name in names:
+        _add_flag(parser, setting_field(tree_type, name), fmt)
+
+
+def _add_flag(where, f: Field, fmt: Mapping[str, Any]) -> None:
+    """The flag(s) setting ``f`` declares, added to ``where`` (a parser or a group)."""
+    meta = _meta(f)
+    if meta.get("exclusive"):
+        mx = where.add_mutually_exclusive_group()
+        for flag, (value, text) in meta["exclusive"].items():
+            mx.add_argument(flag, dest=f.name, action="store_const", const=value,
+                            help=text.format(**fmt))
+        return
+    if not meta.get("flag"):
+        return
+    kw: Dict[str, Any] = {"dest": f.name, "default": None, "help": meta["help"].format(**fmt)}
+    if meta.get("nargs"):
+        kw.update(nargs=meta["nargs"], const=meta["const"])
+    elif meta.get("const") is not None:
+        kw.update(action="store_const", const=meta["const"])
+    if "action" not in kw:
+        kind, _ = _kind(f)
+        kw["type"] = meta.get("parse") or {"int": int, "float": float}.get(kind, str)
+        if meta.get("choices"):
+            kw["choices"] = meta["choices"]()
+        if meta.get("metavar"):
+            kw["metavar"] = meta["metavar"]
+    where.add_argument(*meta["flags"], meta["flag"], **kw)
 
 
 def given(args: argparse.Namespace, tree_type) -> Dict[str, Any]:

@@ -31,18 +31,20 @@ def thresholds_of(thresholds: Optional[str], ce_max: Optional[float],
 
 def filter_tsvs(mineds: Sequence[Mined], paths: Sequence[str], *, saved, given, filt=None,
                 rule=None, rank_by=None, output: Optional[str] = None,
-                bitext: Optional[str] = None, bitext_format: str = "", langs=None) -> List[Mined]:
+                bitext: Optional[str] = None, bitext_format: str = "", langs=None,
+                given_as: str = "given") -> List[Mined]:
     """Each of ``mineds`` (read from ``paths``; the second the other direction) selected and
     filtered (:func:`~triemine.filtering.selection.choose`), its count said on stderr; the kept
     rows of each written to ``output`` when given; with ``bitext``, the kept pairs (the union of
     both directions: each id pair once) in ``bitext_format`` and, with ``output``, recorded in
-    its sidecar.  Returns the kept rows of each.  A threshold problem is an
+    its sidecar (``given_as``: how the count's line names where ``given`` came from).
+    Returns the kept rows of each.  A threshold problem is an
     :class:`~triemine.errors.InputError` naming the flags that give them."""
     kepts = []
     for k, (mined, path) in enumerate(zip(mineds, paths)):
         try:
             sel = choose(mined, saved=saved, index=k, given=given, filt=filt, rule=rule,
-                         rank_by=rank_by)
+                         rank_by=rank_by, given_as=given_as)
         except InputError as exc:
             if exc.path is not None:
                 raise

@@ -170,17 +170,22 @@ def default_selection(mined, saved: Optional[SavedThresholds] = None) -> Tuple[s
         return saved.rule, saved.rank_by, saved.filter
     _check_combined(mined)
     if "pipeline" in mined.meta and "combined" in mined.numeric:
+        own = _own_selection(mined.meta)
+        if own[1] in mined.numeric and own[2] in mined.numeric:
+            return own
         return SELECTION[DEFAULT]
     rule, rank_by, _ = SELECTION[PAPER]
     return rule, rank_by, "none"
 
 
 def _own_selection(meta: Mapping[str, object]) -> Optional[Tuple[str, str, str]]:
-    """How the job that wrote a TSV selects its pairs: ``SELECTION`` of the mining job (any
-    combination) or of the paper's trie search; ``None`` when the sidecar says neither."""
+    """How the job that wrote a TSV selects its pairs: ``SELECTION`` of its configuration (a
+    judge's TSV by ``prob``; a mining job of another combination as the default's) or of the
+    paper's trie search; ``None`` when the sidecar says neither."""
+    name = configuration_of(meta)
     if "pipeline" in meta:
-        return SELECTION[DEFAULT]
-    return SELECTION[PAPER] if configuration_of(meta) == PAPER else None
+        return SELECTION[name] if name in SELECTION else SELECTION[DEFAULT]
+    return SELECTION[PAPER] if name == PAPER else None
 
 
 def _check_combined(mined) -> None:
@@ -194,13 +199,15 @@ def _check_combined(mined) -> None:
 
 def choose(mined, *, saved: Optional[SavedThresholds] = None, index: int = 0,
            given: Optional[Mapping[str, float]] = None, filt: Optional[str] = None,
-           rule: Optional[str] = None, rank_by: Optional[str] = None) -> Selection:
+           rule: Optional[str] = None, rank_by: Optional[str] = None,
+           given_as: str = "given") -> Selection:
     """The selection for the ``index``-th TSV (0: l1->l2, 1: l2->l1) of a filter run.
 
-    ``given`` thresholds override ``saved`` ones; with neither (and ``filt`` not ``none``) the
-    shipped default of the TSV's configuration is used, or the TSV is refused."""
+    ``given`` thresholds override ``saved`` ones (``given_as``: how the selection's text names
+    where they came from); with neither (and ``filt`` not ``none``) the shipped default of the
+    TSV's configuration is used, or the TSV is refused."""
     given = dict(given or {})
-    source = "given"
+    source = given_as
     if saved is None and not given and filt != "none":  # the shipped default
         _check_combined(mined)
         try:
@@ -311,9 +318,13 @@ def mined_prob(mined) -> Optional[np.ndarray]:
 
 
 def min_prob_threshold(meta: Mapping[str, object], prob: float, where=None) -> Tuple[str, float]:
-    """``(score, value)``: the threshold that keeps the rows with ``prob >= prob``
-    (:meth:`~triemine.scoring.calibration.Calibration.threshold`); an :class:`InputError` naming
-    ``where`` when the TSV's configuration ships no calibration."""
+    """``(score, value)``: the threshold that keeps the rows with ``prob >= prob``: ``prob``
+    itself for a TSV of a configuration with a judge (its ``prob`` is the judge's), else the
+    calibration's score (:meth:`~triemine.scoring.calibration.Calibration.threshold`); an
+    :class:`InputError` naming ``where`` when the TSV's configuration ships neither."""
+    name = configuration_of(meta)
+    if name in NAMES and configuration(name).judge is not None:
+        return "prob", float(prob)
     cal = mined_calibration(meta)
     if cal is None:
         raise InputError("--min-prob needs the calibrated probability of a shipped configuration "
@@ -321,14 +332,19 @@ def min_prob_threshold(meta: Mapping[str, object], prob: float, where=None) -> T
     return cal.score, cal.threshold(prob)
 
 
-def min_prob_cut(combination: str, prob, name: str = "--min-prob") -> float:
-    """The ``combined`` threshold that keeps the mined pairs with ``prob >= prob`` under the
-    ``mined`` calibration of the shipped ``combination``; an :class:`InputError` naming ``name``
-    when ``prob`` is not a number in (0, 1) or the combination ships no calibration."""
+def min_prob_cut(config: str, combination: str, prob,
+                 name: str = "--min-prob") -> Tuple[str, float]:
+    """``(score, value)``: the threshold that keeps the mined pairs with ``prob >= prob`` in a
+    job of configuration ``config``: ``prob`` itself where the configuration has a judge (its
+    ``prob`` is the judge's), else the ``combined`` threshold of the ``mined`` calibration of
+    the shipped ``combination``; an :class:`InputError` naming ``name`` when ``prob`` is not a
+    number in (0, 1) or the combination ships no calibration."""
     if (isinstance(prob, bool) or not isinstance(prob, (int, float, np.integer, np.floating))
             or not 0 < prob < 1):
         raise InputError(f"{name}: expected a number in (0, 1), got {prob!r}")
+    if configuration(config).judge is not None:
+        return "prob", float(prob)
     try:
-        return shipped_calibration(combination, "mined").threshold(prob)
+        return "combined", shipped_calibration(combination, "mined").threshold(prob)
     except (InputError, ValueError) as exc:
         raise InputError(f"{name}: {getattr(exc, 'problem', exc)}") from None

@@ -29,7 +29,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from triemine.errors import InputError
-from triemine.io import DECIMALS, read_json
+from triemine.io import DECIMALS, atomic_write, read_json
 from triemine.judging.features import matrix
 from triemine.judging.prior import estimate_prior, shift_logit, sigmoid
 from triemine.judging.trees import check_forest, forest_logit
@@ -38,6 +38,11 @@ SHIPPED = Path(__file__).resolve().parent / "judge.json"
 VERSION = 1
 MAX_BYTES = 5 << 20   # a judge file is at most 5 MB
 KINDS = ("logistic", "trees", "blend")
+# the fields every judge file holds, and the parameters each kind needs besides
+COMMON = ("version", "features", "train_prior", "kind")
+REQUIRED = {"logistic": ("mean", "std", "weights", "bias"), "trees": ("forest",),
+            "blend": ("mean", "std", "weights", "bias", "forest")}
+OUTPUTS = ("judge", "prob", "kept")  # the columns a judge and its cut write: never its features
 
 
 @dataclass(frozen=True)
@@ -172,36 +177,72 @@ class Judge:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
     def save(self, path) -> None:
-        """Write the judge as JSON to ``path`` (a forest's arrays one line each)."""
+        """Write the judge as JSON to ``path``, atomically (a forest's arrays one line each)."""
         d = self.as_dict()
         forest = d.pop("forest")
         text = json.dumps(d, indent=1)
         if forest:
             lines = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in forest.items())
             text = text[:-2] + ',\n "forest": {\n' + lines + "\n }\n}"
-        Path(path).write_text(text + "\n", encoding="utf-8")
+        atomic_write(Path(path), (text + "\n").encode("utf-8"), "judge file")
 
     @classmethod
     def of(cls, data, where: str) -> "Judge":
-        """A judge from its fields; an :class:`InputError` naming ``where`` otherwise."""
+        """A judge from its fields: ``version``, ``features``, ``train_prior``, ``kind`` and
+        every parameter of that kind (:data:`REQUIRED`) must be present, nothing else unknown;
+        an :class:`InputError` naming ``where`` and the first problem otherwise."""
         try:
             if not isinstance(data, dict) or data.get("version") != VERSION:
                 raise ValueError(f"version {VERSION} judge expected")
+            kind = data.get("kind")
+            if kind not in KINDS:
+                raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+            missing = [k for k in COMMON + REQUIRED[kind] if k not in data]
+            if missing:
+                raise ValueError(f"a {kind} judge needs {', '.join(missing)}")
+            if not isinstance(data["features"], list) or not all(
+                    isinstance(f, str) and f for f in data["features"]):
+                raise ValueError("features must be a list of column names")
+            if len(set(data["features"])) != len(data["features"]):
+                raise ValueError("a feature is named twice")
             return cls(**data)
         except (TypeError, ValueError) as exc:
             raise InputError(f"not a judge file ({exc})", where) from None
 
     @classmethod
     def load(cls, path) -> "Judge":
-        """A judge file (:meth:`save`); an :class:`InputError` for one over 5 MB or not a
-        judge."""
+        """A judge file (:meth:`save`); an :class:`InputError` naming ``path`` for one that is
+        missing, a folder, over 5 MB or not a judge (:meth:`of`)."""
+        where = os.fspath(path)
+        if os.path.isdir(path):
+            raise InputError("is a folder, not a judge file", where)
         if not os.path.isfile(path):
-            raise InputError("no such judge file", os.fspath(path))
+            raise InputError("no such judge file", where)
         if os.path.getsize(path) > MAX_BYTES:
-            raise InputError("a judge file is at most 5 MB", os.fspath(path))
-        return cls.of(read_json(path, "judge file"), os.fspath(path))
+            raise InputError("a judge file is at most 5 MB", where)
+        return cls.of(read_json(path, "judge file"), where)
 
 
 def load_judge(path=None) -> Judge:
     """The judge of ``path``, or the shipped one (:data:`SHIPPED`) when it is None."""
     return Judge.load(SHIPPED if path is None else path)
+
+
+def judge_path(path=None) -> str:
+    """The resolved path of the judge file ``path`` (the shipped one when None), as a run
+    record names it beside the judge's fingerprint."""
+    return os.path.abspath(os.fspath(SHIPPED if path is None else path))
+
+
+def check_reads(judge: Judge, have, where: str, job: str) -> None:
+    """Refuse ``judge`` (read from ``where``) when it reads a column not in ``have`` (the
+    columns ``job``, a phrase naming the job, writes before the judge) or one of the judge's
+    own outputs (:data:`OUTPUTS`): an :class:`InputError` naming the file and the columns."""
+    own = [f for f in judge.features if f in OUTPUTS]
+    if own:
+        raise InputError(f"the judge reads {', '.join(own)}, which the judge itself writes: "
+                         "train it on other features (trie-mine-train-judge --features)", where)
+    missing = [f for f in judge.features if f not in have]
+    if missing:
+        raise InputError(f"the judge reads {', '.join(missing)}, which {job} does not write",
+                         where)

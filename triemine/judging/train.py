@@ -15,8 +15,9 @@ from typing import Sequence
 
 import numpy as np
 
+from triemine.errors import InputError
 from triemine.judging.features import MINED_FEATURES, matrix, text_features
-from triemine.judging.model import KINDS, Judge
+from triemine.judging.model import KINDS, OUTPUTS, Judge
 from triemine.judging.trees import forest_of_sklearn
 
 SHIPPED_KIND = "blend"  # the shipped judge's kind, the default of every fit
@@ -92,3 +93,37 @@ def train(mined, labels, features: Sequence[str] = MINED_FEATURES, fitted_on: st
         raise ValueError(f"the TSV has no column {', '.join(missing)} (mine it with "
                          "--config judge, whose exact pass writes them, or pass --features)")
     return fit(cols, labels, features, kind, fitted_on, c, seed)
+
+
+def feature_list(text: str) -> list:
+    """The comma-separated column names of ``text`` (``--features``), blanks around them
+    dropped; a ``ValueError`` for none, a name given twice or a column the judge itself
+    writes (:data:`~triemine.judging.model.OUTPUTS`)."""
+    names = [f.strip() for f in str(text).split(",") if f.strip()]
+    if not names:
+        raise ValueError(f"no column named in {text!r} (comma-separated column names)")
+    twice = sorted({f for f in names if names.count(f) > 1})
+    if twice:
+        raise ValueError(f"{', '.join(twice)} named twice")
+    own = [f for f in names if f in OUTPUTS]
+    if own:
+        raise ValueError(f"{', '.join(own)}: the judge's own output column(s), not features")
+    return names
+
+
+def gold_labels(mined, gold, mined_path: str, gold_path: str) -> np.ndarray:
+    """The 0/1 label of every row of ``mined``: 1 where ``(src_id, tgt_id)`` is a pair of
+    ``gold`` (``(l1 id, l2 id)`` pairs read from ``gold_path``).  An :class:`InputError`
+    naming the gold file when no gold pair is a row of the TSV (``mined_path``), saying so
+    when the gold's columns match the other way round."""
+    pairs = set(gold)
+    labels = np.fromiter(((s, t) in pairs for s, t in zip(mined.src_ids, mined.tgt_ids)),
+                         dtype=np.int64, count=len(mined.src_ids))
+    if labels.sum() == 0:
+        swapped = sum((t, s) in pairs for s, t in zip(mined.src_ids, mined.tgt_ids))
+        hint = (f"; {swapped} match with its columns swapped: write the source id first "
+                "(src-id<TAB>tgt-id)" if swapped else
+                "; is it the gold of these corpora?")
+        raise InputError(f"none of its {len(pairs)} gold pairs is a candidate (src_id, tgt_id) "
+                         f"of {mined_path}{hint}", gold_path)
+    return labels

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Set, Tuple
 
 import numpy as np
 
 from triemine.config.configurations import configuration
 from triemine.judging.mined import curve_columns, judge_columns
-from triemine.judging.model import load_judge
+from triemine.judging.features import TEXT_COLUMNS
+from triemine.judging.model import check_reads, judge_path, load_judge
 from triemine.judging.prior import estimate_prior
 from triemine.scoring.calibration import shipped_calibration
 from triemine.mining.candidates import CandidateSet
@@ -110,14 +111,15 @@ def finish_tsv(out_path: Path, scored: ColumnStore, src, tgt,
 
 
 def judge_adder(opts, scored: ColumnStore, src, tgt, comb, density: Optional[float] = None
-                ) -> Tuple[Optional[Callable], Optional[float]]:
-    """The columns the job adds after ``combined`` (:mod:`triemine.judging.mined`) and the
-    share of translations ``prob`` is shifted to: the judge's ``judge`` and ``prob`` when the
-    job's configuration ships a judge (``--judge`` another), at ``--density`` or else the share
+                ) -> Tuple[Optional[Callable], Optional[float], Optional[dict]]:
+    """The columns the job adds after ``combined`` (:mod:`triemine.judging.mined`), the
+    share of translations ``prob`` is shifted to and the judge's entry of the run record
+    (``fingerprint``, resolved ``path``): the judge's ``judge`` and ``prob`` when the job's
+    configuration ships a judge (``--judge`` another), at ``--density`` or else the share
     estimated from the candidates (:func:`triemine.judging.prior.estimate_prior` over a first
     pass, :func:`column_of`); ``density``, when given, over both (the second look's pass keeps
     the first pass's share); else ``prob`` by the configuration's ``mined`` curve when it
-    ships one for the job's combination ``comb``; else ``(None, None)``."""
+    ships one for the job's combination ``comb``; else ``(None, None, None)``."""
     rec = configuration(opts.config)
     if rec.judge is not None:
         judge = load_judge(opts.scores.judge)
@@ -125,7 +127,21 @@ def judge_adder(opts, scored: ColumnStore, src, tgt, comb, density: Optional[flo
         if density is None:
             density = estimate_prior(column_of(scored, src, tgt, comb, judge_columns(judge),
                                                "judge"), judge.train_prior)
-        return judge_columns(judge, density), float(density)
+        record = {"fingerprint": judge.fingerprint(), "path": judge_path(opts.scores.judge)}
+        return judge_columns(judge, density), float(density), record
     if (rec.calibration or {}).get("mined") and asdict(comb) == rec.combination:
-        return curve_columns(shipped_calibration(opts.config, "mined")), None
-    return None, None
+        return curve_columns(shipped_calibration(opts.config, "mined")), None, None
+    return None, None, None
+
+
+def check_judge(opts, have: Set[str]) -> None:
+    """Before any stage runs: the judge of the job's configuration (``--judge`` another), its
+    file read and checked, and refused when it reads a column not in ``have`` (the columns of
+    the stages before the TSV), the text features (:data:`TEXT_COLUMNS`) or ``combined``; an
+    :class:`~triemine.errors.InputError` naming the file.  Nothing without a judge."""
+    if configuration(opts.config).judge is None:
+        return
+    judge = load_judge(opts.scores.judge)
+    check_reads(judge, set(have) | set(TEXT_COLUMNS) | {"combined"},
+                judge_path(opts.scores.judge),
+                f"--config {opts.config} with --candidates {','.join(opts.candidates)}")

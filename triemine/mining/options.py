@@ -24,6 +24,7 @@ from triemine.models.model_dir import check_device, spm_problem
 from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, PAPER_BEAM, SearchSettings
 from triemine.distributed.settings import PoolSettings
 from triemine.errors import InputError
+from triemine.judging.model import load_judge
 from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
 from triemine.mining.generators import REGISTRY
 from triemine.scoring.precision import PRECISIONS, check_precision
@@ -144,11 +145,32 @@ class MineOptions:
                              "its own (as cuda); pass --device cuda")
         check_device(self.device, local=self.pool.ray is None)
         check_precision(self.precision, self.device)
+        self._check_judge_settings()
         if self.precision != "fp32" and trie_search:
             raise InputError(f"--precision {self.precision} applies to the exact scores and "
                              "priors; the trie search computes in fp32 (not with --config paper "
                              "or --candidates with trie)")
         return self
+
+    def _check_judge_settings(self) -> None:
+        """Refuse the settings only a judge or a second look reads (``--judge``,
+        ``--density``, ``--second-look``) with a configuration that has none (they would be
+        ignored), and a judge file that is not one (its columns are checked with the stages',
+        :func:`triemine.mining.finish.check_judge`)."""
+        record = configuration(PAPER if self.paper else self.config)
+        sc = self.scores
+        for name, value in (("judge", sc.judge), ("density", sc.density)):
+            if value is not None and record.judge is None:
+                flag = flag_of(setting_field(MineOptions, name))
+                judged = [n for n in NAMES if configuration(n).judge is not None]
+                raise InputError(f"{flag} applies to a configuration with a learned judge "
+                                 f"(--config {' or '.join(judged)}), not --config {self.config}")
+        if record.judge is not None:
+            load_judge(sc.judge)  # a missing or broken judge file, named, before any import
+        if self.look.second_look and "second_look" not in record.stages:
+            looks = [n for n in NAMES if "second_look" in configuration(n).stages]
+            raise InputError(f"--second-look: --config {self.config} has no second look "
+                             f"(configurations with one: {', '.join(looks)})")
 
     def job_search(self) -> SearchSettings:
         """The trie search as the mining job's trie generator runs it: every match with its

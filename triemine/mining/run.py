@@ -44,7 +44,8 @@ from triemine.mining.features import (PRIOR, ScoreJob, derivable, prior_range,
                                       prior_table)
 from triemine.mining.score_shards import forced_score_shards
 from triemine.mining.columns import ColumnStore, write_store
-from triemine.mining.finish import CANDIDATES, SCORED, finish_tsv, judge_adder, load_scored
+from triemine.mining.finish import (CANDIDATES, SCORED, check_judge, finish_tsv, judge_adder,
+                                    load_scored)
 from triemine.mining.generators import REGISTRY, Job, origin_counts
 from triemine.mining.stages import cache_dir, stage_dir
 from triemine.mining.options import MineOptions
@@ -203,7 +204,7 @@ def finish_stage(m: Mining) -> None:
     src, tgt, source_path, target_path = job.src, job.tgt, job.source_path, job.target_path
     skipped = lengths.skipped_summary(job.long_src, job.long_tgt)
     with job.timed("finish"):
-        judge, m.density = judge_adder(opts, m.scored, src, tgt, m.comb, m.density)
+        judge, m.density, judged = judge_adder(opts, m.scored, src, tgt, m.comb, m.density)
         density = m.density
         origins = finish_tsv(m.out_path, m.scored, src, tgt, m.comb, meta={
             "model": Path(model.path).name, "model_path": os.path.abspath(model.path),
@@ -213,6 +214,7 @@ def finish_stage(m: Mining) -> None:
             "pipeline": key_of(opts), "combination": asdict(m.comb), "skipped_long": skipped,
             "skipped_bad": skipped_counts(src, tgt), **({"density": density} if density
                                                         else {}),
+            **({"judge": judged} if judged else {}),
             **({"second_look": m.look} if m.look is not None else {})}, judge=judge)
     m.summary = {"sources": len(src), "targets": len(tgt), "candidates": len(m.scored),
                  "by_generator": origin_counts(origins), "skipped_long": skipped,
@@ -265,7 +267,7 @@ MINING: Dict[str, MiningStage] = {
     "priors": MiningStage(priors_stage, lambda opts, _r: {PRIOR} if opts.scores.priors
                           else set()),
     "combination": MiningStage(combination_stage, check=check_combination),
-    "finish": MiningStage(finish_stage),
+    "finish": MiningStage(finish_stage, check=check_judge),
 }
 MINE = tuple(MINING)  # in order
 

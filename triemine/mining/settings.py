@@ -89,6 +89,6 @@ class ScoreSettings:
         None, "the judge of --config judge: a file from trie-mine-train-judge (default: the "
         "shipped one, triemine/judging/judge.json)", flag="--judge", path=True)
     density: Optional[float] = setting(
-        None, "the expected share of the candidates that are translations: the judge's prob is "
-        "shifted to it (default: the share estimated from the run's candidates)",
-        flag="--density", low=1e-6, high=0.999999)
+        None, "the expected share of the candidates (or given pairs) that are translations: the "
+        "judge's prob is shifted to it (default: the share estimated from them)",
+        flag="--density", low=1e-6, high=0.999999, parse=finite)
