@@ -152,3 +152,25 @@ def test_importing_triemine_lets_openmp_threads_sleep_unless_told_otherwise(give
     out = subprocess.run([sys.executable, "-c", code], env={**env, **given}, check=True,
                          capture_output=True, text=True).stdout.strip()
     assert out == str(want)
+
+
+@pytest.mark.cluster
+def test_importing_the_api_leaves_the_programs_logging_alone():
+    """fairseq configures the root logger at import (DEBUG) and logs INFO lines; a program
+    that configured no logging keeps none, and nothing of fairseq's reaches its stderr."""
+    import subprocess
+    import sys
+
+    code = ("import logging, triemine.api, triemine.cleaning, triemine.decoding.task\n"
+            "root = logging.getLogger()\n"
+            "print(len(root.handlers), root.level)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", str(logging_warning())], proc.stdout
+    assert "tensorboardX" not in proc.stderr and "INFO" not in proc.stderr, proc.stderr
+
+
+def logging_warning() -> int:
+    import logging
+    return logging.WARNING

@@ -59,7 +59,15 @@ def test_an_en_zh_memory_is_read_the_models_way_round_with_a_warning(tmp_path, c
         bt = read_pairs(path, langs=ZH_EN)
     assert list(zip(bt.src, bt.tgt)) == PAIRS and bt.swapped == 3
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1 and "enzh.tmx" in said[0] and "en->zh" in said[0]
+    assert len(said) == 1 and "enzh.tmx" in said[0] and "give the en side first" in said[0]
+    # a zh->en memory whose segments list en first: the order is named, not a direction
+    caplog.clear()
+    path = _tmx(tmp_path / "zhen.tmx", "en-US", "zh", "zh")
+    with caplog.at_level(logging.WARNING):
+        bt = read_pairs(path, langs=ZH_EN)
+    said = [r.getMessage() for r in caplog.records]
+    assert list(zip(bt.src, bt.tgt)) == PAIRS and "en->zh" not in said[0], said
+    assert "give the en side first" in said[0] and "zh as the source" in said[0]
 
 
 def test_hf_translation_objects_are_read_by_key(tmp_path, caplog):

@@ -93,3 +93,59 @@ def test_gold_labels_say_when_no_gold_pair_is_a_candidate():
     assert "g.gold" in str(exc.value) and "m.tsv" in str(exc.value)
     with pytest.raises(InputError, match="none of its 1 gold pairs"):
         gold_labels(_Rows(), [("7", "q")], "m.tsv", "g.gold")
+
+
+def _labelled_tsv(tmp_path):
+    from triemine.io.tsv import write_rows
+
+    rng = np.random.default_rng(0)
+    n = 40
+    y = np.arange(n) % 4 == 0
+    cells = {"src_id": [str(i) for i in range(n)], "tgt_id": [f"e{i}" for i in range(n)],
+             "score": [-1.0] * n, "ce_word": [1.0] * n, "ce_token": [1.0] * n,
+             "a": (rng.normal(size=n) + 2 * y).tolist(), "b": rng.normal(size=n).tolist(),
+             "src": ["甲"] * n, "tgt": ["x"] * n}
+    mined = tmp_path / "m.tsv"
+    write_rows(mined, list(cells), cells, meta={"pipeline": {}})
+    gold = tmp_path / "m.gold"
+    gold.write_text("".join(f"{i}\te{i}\n" for i in range(n) if y[i]))
+    return mined, gold
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--c", "0"], "--c must be a finite number > 0"), (["--c", "-1"], "--c must be"),
+    (["--features", ","], "--features: no column named"),
+    (["--features", "a,prob,judge"], "the judge's own output"),
+    (["--features", "a,zz"], "no column zz")])
+def test_train_judge_refuses_bad_settings_in_one_line(tmp_path, capsys, extra, message):
+    from triemine.cli import train_judge_main
+
+    mined, gold = _labelled_tsv(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        train_judge_main([str(mined), "--gold", str(gold), "-o", str(tmp_path / "j.json"),
+                          "--kind", "logistic", "--features", "a,b", *extra])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "j.json").exists()
+
+
+def test_train_judge_never_writes_onto_an_input(tmp_path, capsys):
+    from triemine.cli import train_judge_main
+
+    mined, gold = _labelled_tsv(tmp_path)
+    (tmp_path / "link.tsv").symlink_to(mined)
+    before = {p: p.read_bytes() for p in (mined, gold, Path(str(mined) + ".meta.json"))}
+    for out in (mined, gold, Path(str(mined) + ".meta.json"), tmp_path / "link.tsv"):
+        rc = train_judge_main([str(mined), "--gold", str(gold), "-o", str(out),
+                               "--kind", "logistic", "--features", "a,b"])
+        assert rc == 2 and "must not be an input" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in before} == before
+    assert train_judge_main([str(mined), "--gold", str(gold), "-o", str(tmp_path / "j.json"),
+                             "--kind", "logistic", "--features", "a,b"]) == 0
+    assert Judge.load(tmp_path / "j.json").features == ["a", "b"]
+    swapped = tmp_path / "swapped.gold"
+    swapped.write_text("".join(f"{t}\t{s}\n" for s, t in (
+        line.split("\t") for line in gold.read_text().split("\n") if line)))
+    rc = train_judge_main([str(mined), "--gold", str(swapped), "-o", str(tmp_path / "k.json"),
+                           "--kind", "logistic", "--features", "a,b"])
+    assert rc == 2 and "columns swapped" in capsys.readouterr().err

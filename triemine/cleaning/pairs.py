@@ -140,8 +140,9 @@ class _Sides:
     def done(self) -> None:
         if self.out.swapped and self.langs:
             s, t = self.langs
-            logger.warning("%s: %d of %d pairs are %s->%s: read the model's way round, %s as "
-                           "the source", self.path, self.out.swapped, len(self.out), t, s, s)
+            logger.warning("%s: %d of %d pairs give the %s side first: read the model's way "
+                           "round, %s as the source", self.path, self.out.swapped, len(self.out),
+                           t, s)
 
 
 def _bare(path: str) -> str:

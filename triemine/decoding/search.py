@@ -45,6 +45,7 @@ from typing import Optional
 
 import numpy as np
 import torch
+import triemine.models.fairseq_import  # noqa: F401  (before fairseq: logging)
 from fairseq.search import Search
 from torch import Tensor
 

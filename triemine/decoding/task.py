@@ -22,6 +22,7 @@ already registered, and this module is imported once whether it comes from Pytho
 from dataclasses import dataclass, field
 from typing import Optional
 
+import triemine.models.fairseq_import  # noqa: F401  (before fairseq: logging)
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks import TASK_REGISTRY, register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask

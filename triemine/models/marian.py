@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+import triemine.models.fairseq_import  # noqa: F401  (before fairseq: logging)
 from fairseq.models import (ARCH_MODEL_REGISTRY, MODEL_REGISTRY, FairseqEncoder,
                             FairseqEncoderDecoderModel, FairseqIncrementalDecoder,
                             register_model, register_model_architecture)
