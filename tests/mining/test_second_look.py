@@ -61,11 +61,13 @@ def test_the_second_look_gives_a_source_without_knn_candidates_its_pair(tiny_mod
     assert m.meta["second_look"] == look
     assert {"look_translate", "look_scoring"} <= set(summary["stage_s"])
     # resumed under a threshold that keeps other first-pass pairs: the look is made again,
-    # for that first pass, the same bytes as a fresh job with it
+    # for that first pass, the same bytes as a fresh job with it on a fresh cache (the first
+    # look's priors never entered the shared cache, so none of its bits are reused)
     none = {"combined": 1e9}
     again = mine_pipeline(tiny_model, src, tgt, out, cfg, resume=True,
                           after=lambda m: second_look(m, given=none))
     fresh = tmp_path / "fresh.tsv"
+    monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "fresh-cache"))
     mine_pipeline(tiny_model, src, tgt, fresh, cfg, after=lambda m: second_look(m, given=none))
     assert out.read_bytes() == fresh.read_bytes()
     assert again["second_look"]["unpaired_sources"] > look["unpaired_sources"]

@@ -217,7 +217,7 @@ def prior_range(line: int) -> int:
 def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, node_prior=None,
                 cache_dir: Optional[Path] = None, progress: bool = False,
                 precision: str = "fp32", scores=None, work: Optional[Path] = None,
-                device: str = "cpu") -> np.ndarray:
+                device: str = "cpu", keep: bool = True) -> np.ndarray:
     """log P(target line | empty source) of every target line (NaN where unknown), computed
     for ``lines`` (line numbers, or a boolean mask over the lines) where not yet known, on
     ``device`` (which the cache's key names off the CPU: other products, other bits).
@@ -234,7 +234,9 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
     ``scores(lines) -> priors`` computes one range's needed lines (sorted; default:
     :func:`forced_scores` with the empty source, in this process; the mining job passes its
     shards, :func:`triemine.mining.score_shards.forced_score_shards`: the same chunks, the same
-    bits).
+    bits).  ``keep=False`` reads the cache but never adds to it (the table is then in memory):
+    for a stage whose lines depend on more than the corpus (the second look's), so that what it
+    computed never changes the bits a later job's own lines get.
     """
     n = len(tgt_texts)
     lines = np.asarray(lines)
@@ -252,7 +254,8 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
         rest = wanted & np.isnan(table)
         if rest.any():
             forced = prior_table(model, tgt_texts, rest, cache_dir=cache_dir, progress=progress,
-                                 precision=precision, scores=scores, work=work, device=device)
+                                 precision=precision, scores=scores, work=work, device=device,
+                                 keep=keep)
             for a in range(0, n, PRIOR_RANGE):
                 part = slice(a, a + PRIOR_RANGE)
                 table[part] = np.where(rest[part], forced[part], table[part])
@@ -270,8 +273,8 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
     new = _new_priors(model, tgt_texts, old, wanted, progress, precision, scores, spill)
     if not new:
         return old if old is not None else np.broadcast_to(np.nan, n)
-    if path is None:
-        table = np.full(n, np.nan)
+    if path is None or not keep:
+        table = np.array(old) if old is not None else np.full(n, np.nan)
         for need, vals in new.values():
             table[need] = vals
         return table

@@ -118,6 +118,7 @@ class Mining:
     summary: Optional[dict] = None
     density: Optional[float] = None  # the judge's share of translations, once finished
     look: Optional[dict] = None      # the second look's counts, once it ran
+    keep_priors: bool = True         # its priors go to the shared cache (not the second look's)
 
 
 def open_mining(model, source_path, target_path, out_path, opts: MineOptions, *,
@@ -185,7 +186,7 @@ def priors_stage(m: Mining) -> None:
     """The targets' priors (:func:`_priors`), when the configuration asks for them."""
     if m.scored is None:
         with m.job.timed("priors"):
-            m.store = _priors(m.job, m.store)
+            m.store = _priors(m.job, m.store, keep=m.keep_priors)
 
 
 def combination_stage(m: Mining) -> None:
@@ -438,10 +439,11 @@ class _Rows:
             raise RuntimeError(f"{what}: more computed rows than pairs to score")
 
 
-def _priors(job: Job, store: ColumnStore) -> ColumnStore:
+def _priors(job: Job, store: ColumnStore, keep: bool = True) -> ColumnStore:
     """The ``prior`` column (where no generator gave one), when the configuration asks for it:
     the targets' priors table (:func:`triemine.mining.features.prior_table`) for every
-    candidate's target, computed where not cached, in shards (:meth:`Job.model_pool`)."""
+    candidate's target, computed where not cached, in shards (:meth:`Job.model_pool`); the new
+    ones added to the cache with ``keep``."""
     if not job.opts.scores.priors or "priors" in store.done:
         return store
     lines = np.zeros(len(job.tgt), dtype=bool)  # every candidate's target (one byte a line)
@@ -467,7 +469,7 @@ def _priors(job: Job, store: ColumnStore) -> ColumnStore:
     table = prior_table(job.model, job.tgt.texts, lines, trie=job.trie,
                         node_prior=job.node_prior, cache_dir=cache_dir("priors"),
                         progress=job.progress, scores=sharded, work=job.work, device=job.device,
-                        precision=job.opts.precision)
+                        precision=job.opts.precision, keep=keep)
 
     def blocks():
         for a, b in store.bounds():

@@ -137,8 +137,10 @@ def _look(m: Mining, kept: np.ndarray, where: Path, key: str) -> ColumnStore:
         for space in spaces:
             new = space.fill_features(new)
         return new
+    # its priors stay out of the shared cache: they depend on the first pass's cut, and a later
+    # job (another cut, a resumed one) must get the bits a fresh job gets
     look = Mining(sub, m.out_path, m.reverse_model,
-                  store=stage(folder, CANDIDATES, new_pairs))
+                  store=stage(folder, CANDIDATES, new_pairs), keep_priors=False)
     scores_stage(look)
     priors_stage(look)
     counts = {"unpaired_sources": int(sources.sum()), "free_targets": int(targets.sum()),
