@@ -453,3 +453,46 @@ def mine_corpora(model, config: str, source, target, output, **given) -> tuple:
     result = run_job(MineOptions.of(config, **given), model, str(source), str(target),
                      str(output), select=True, resume=True)
     return result, round(time.perf_counter() - t0, 1), resumed
+
+
+# -- reliability cases: each call counted as ok, silent_wrong or traceback ------------------------
+
+def outcome(call, expect_refusal: bool, ok_message=lambda err: True) -> tuple:
+    """``(kind, stderr)`` of an in-process CLI or API call: ``ok`` (refused with exit 2 or an
+    InputError whose message passes ``ok_message``, or accepted when no refusal is expected),
+    ``silent_wrong`` (accepted what must be refused, or refused without saying why) or
+    ``traceback`` (any other exception escaped)."""
+    import contextlib
+    import io
+
+    from triemine.errors import InputError
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = call()
+    except SystemExit as exc:  # argparse's refusal
+        code = exc.code
+    except InputError as exc:  # the Python API's refusal
+        err.write(str(exc))
+        code = 2
+    except Exception as exc:  # noqa: BLE001 - a traceback for the user
+        return "traceback", f"{type(exc).__name__}: {exc}"
+    text = err.getvalue()
+    if "Traceback" in text:
+        return "traceback", text
+    if not expect_refusal:
+        return ("ok" if code in (0, None) else "silent_wrong"), text
+    return ("ok" if code == 2 and ok_message(text) else "silent_wrong"), text
+
+
+def tally(res: dict, prefix: str, outcomes, inputs_before: dict, examples: list) -> None:
+    """Add the ``(name, kind, stderr)`` outcomes to the counts of ``res``; inputs whose bytes
+    changed since ``inputs_before`` count as overwritten."""
+    for name, kind, text in outcomes:
+        res[f"{prefix}_cases"] = res.get(f"{prefix}_cases", 0) + 1
+        res[f"{prefix}_{kind}"] = res.get(f"{prefix}_{kind}", 0) + 1
+        if kind != "ok" and len(examples) < 8:
+            examples.append(f"{name}: {kind}: {text.strip()[-200:]}")
+    res[f"{prefix}_inputs_overwritten"] = res.get(f"{prefix}_inputs_overwritten", 0) + sum(
+        1 for p, data in inputs_before.items() if not p.is_file() or p.read_bytes() != data)

@@ -75,6 +75,7 @@ os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import benchlib  # noqa: E402
 from benchlib import cached_tiny_model, machine  # noqa: E402
+from reliability_judge import bench_judge  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -508,45 +509,7 @@ def bench_faults(model_dir, work: Path, n_sources: int = 60) -> dict:
 
 # -- 8. what the tools write (issue 37) ----------------------------------------------------------
 
-def _outcome(call, expect_refusal: bool, ok_message=lambda err: True) -> tuple:
-    """``(kind, stderr)`` of an in-process CLI or API call: ``ok`` (refused with exit 2 or an
-    InputError whose message passes ``ok_message``, or accepted when no refusal is expected),
-    ``silent_wrong`` (accepted what must be refused, or refused without saying why) or
-    ``traceback`` (any other exception escaped)."""
-    import contextlib
-    import io
-
-    from triemine.errors import InputError
-
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            code = call()
-    except SystemExit as exc:  # argparse's refusal
-        code = exc.code
-    except InputError as exc:  # the Python API's refusal
-        err.write(str(exc))
-        code = 2
-    except Exception as exc:  # noqa: BLE001 - a traceback for the user
-        return "traceback", f"{type(exc).__name__}: {exc}"
-    text = err.getvalue()
-    if "Traceback" in text:
-        return "traceback", text
-    if not expect_refusal:
-        return ("ok" if code in (0, None) else "silent_wrong"), text
-    return ("ok" if code == 2 and ok_message(text) else "silent_wrong"), text
-
-
-def _tally(res: dict, prefix: str, outcomes, inputs_before: dict, examples: list) -> None:
-    """Add the ``(name, kind, stderr)`` outcomes to the counts of ``res``; inputs whose bytes
-    changed since ``inputs_before`` count as overwritten."""
-    for name, kind, text in outcomes:
-        res[f"{prefix}_cases"] = res.get(f"{prefix}_cases", 0) + 1
-        res[f"{prefix}_{kind}"] = res.get(f"{prefix}_{kind}", 0) + 1
-        if kind != "ok" and len(examples) < 8:
-            examples.append(f"{name}: {kind}: {text.strip()[-200:]}")
-    res[f"{prefix}_inputs_overwritten"] = res.get(f"{prefix}_inputs_overwritten", 0) + sum(
-        1 for p, data in inputs_before.items() if not p.is_file() or p.read_bytes() != data)
+_outcome, _tally = benchlib.outcome, benchlib.tally  # one home: benchlib
 
 
 def bench_trust(model_dir, work: Path, quick: bool = False) -> dict:
@@ -1749,7 +1712,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--only", default=None,
                     help="comma-separated measurements to run (tries, text, kill, job_kill, "
-                         "concurrent, faults, digest, damage, trust, ray_cluster); the others "
+                         "concurrent, faults, digest, damage, trust, judge, ray_cluster); the others "
                          "are reported as not run")
     args = ap.parse_args(argv)
     run = benchlib.start("reliability_bench", args)
@@ -1782,6 +1745,7 @@ def main(argv=None) -> int:
                          ("damage", lambda: bench_damage(model_dir, work, rng)
                           if not args.quick else {"damage": "not run in --quick"}),
                          ("trust", lambda: bench_trust(model_dir, work, quick=args.quick)),
+                         ("judge", lambda: bench_judge(model_dir, work, quick=args.quick)),
                          ("ray_cluster", lambda: bench_ray_cluster(model_dir, work)
                           if not args.quick else
                           {"ray_cluster": "not run in --quick (about a minute)"})):
@@ -1813,6 +1777,9 @@ def main(argv=None) -> int:
                                  and r["trust_inputs_overwritten"] == 0
                                  and r["trust_rows_lost"] == 0),
 
+             "judge": lambda r: (r["judge_silent_wrong"] == 0 and r["judge_traceback"] == 0
+                                 and r["judge_late"] == 0
+                                 and r["judge_inputs_overwritten"] == 0),
              "ray_cluster": lambda r: (r["ray_connect_failures_clean"] == 1 and
                                        r["ray_unshared_cache"] != 0 and  # or not measured
                                        r["ray_connect_failure_s"] <= 30 and

@@ -67,7 +67,7 @@ def _mine(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     try:
         opts = MineOptions.of(given.pop("config", "combined"), **given).check()
     except InputError as exc:
-        parser.error(exc.problem)
+        parser.error(str(exc))  # with the file it names, if any
     if (args.threshold or args.thresholds or args.min_prob is not None) and not args.bitext:
         parser.error("--threshold/--thresholds/--min-prob choose the pairs of --bitext: "
                      "give --bitext")
