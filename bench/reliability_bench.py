@@ -1712,8 +1712,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--only", default=None,
                     help="comma-separated measurements to run (tries, text, kill, job_kill, "
-                         "concurrent, faults, digest, damage, trust, judge, ray_cluster); the others "
-                         "are reported as not run")
+                         "concurrent, faults, digest, damage, trust, judge, ray_cluster); the "
+                         "others are reported as not run")
     args = ap.parse_args(argv)
     run = benchlib.start("reliability_bench", args)
     n_trie = args.trie_files or (1000 if args.quick else 10000)
