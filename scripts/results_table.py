@@ -44,7 +44,8 @@ from triemine.io.outfile import atomic_write  # noqa: E402
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 # bucc_bench's configurations in the README's order, with the names the README gives them
-CONFIG_LABELS = {"combined": "combined (default)", "judge": "judge (learned judge, prob >= 0.5)",
+CONFIG_LABELS = {"judge": "judge (default: learned judge, prob >= 0.5)",
+                 "combined": "combined (fixed combined score)",
                  "mt-only": "mt-only (no embedding model)",
                  "paper": "paper (Chen et al. 2020)",
                  "use_margin": "use_margin (USE + LASER margin)",
@@ -695,10 +696,12 @@ def render_readme_block(records: Dict[str, List[dict]]) -> str:
             if setup_of(r) not in setups:
                 setups.append(setup_of(r))
         # at the shipped cut: a configuration without *_shipped keys ships the threshold tuned
-        # on the whole sample, so its tuned sample F1 and its transfer F1 are those at its cut
+        # on the whole sample, so its tuned sample F1 (marked so) and its transfer F1 are those
+        # at its cut; one with them was cut on no gold of the sample (a transfer figure)
         rows.append([CONFIG_LABELS.get(name, name), f1(res, "sample_tuned"),
                      f1(res, "sample_heldout"),
-                     f1(res, "sample_shipped" if "sample_shipped" in res else "sample_tuned"),
+                     f1(res, "sample_shipped") + " (transfer)" if "sample_shipped" in res
+                     else f1(res, "sample_tuned") + " (tuned)",
                      f1(res, "transfer_shipped" if "transfer_shipped" in res else "transfer"),
                      density_cell(records, name), wall,
                      cell((timed["threads"] or {}).get("torch")

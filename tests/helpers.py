@@ -104,8 +104,11 @@ def combination_file(tmp_path, features=("cipher_margin", "ce_token"), weights=(
 
 
 def mine_args(model_dir, src, tgt, comb, *extra):
+    """trie-mine's arguments of a combined job with the combination file ``comb`` on the
+    cipher encoder (the tiny model's)."""
     return ["--model", str(model_dir), "--source", str(src), "--target", str(tgt),
-            "--encoder", "cipher", "--min-margin", "0", "--combination", comb, "-q", *extra]
+            "--config", "combined", "--encoder", "cipher", "--min-margin", "0",
+            "--combination", comb, "-q", *extra]
 
 
 def run_main(capsys, main, argv):

@@ -26,10 +26,11 @@ def test_python_api_mines_lists_and_writes_bitext_and_tsv(tiny_model_dir, tmp_pa
     sources = [s for s, _ in pairs]
     targets = OTHER[:10] + [t for _, t in pairs]
     with pytest.raises(InputError, match="ships no default threshold|not the shipped one"):
-        triemine.mine(sources, targets, model=tiny_model_dir, encoder="cipher",
-                      combination=str(comb), min_margin=0.0)
-    res = triemine.mine(sources, targets, model=tiny_model_dir, encoder="cipher",
-                        combination=str(comb), min_margin=0.0, threshold={"combined": -1e9},
+        triemine.mine(sources, targets, model=tiny_model_dir, config="combined",
+                      encoder="cipher", combination=str(comb), min_margin=0.0)
+    res = triemine.mine(sources, targets, model=tiny_model_dir, config="combined",
+                        encoder="cipher", combination=str(comb), min_margin=0.0,
+                        threshold={"combined": -1e9},
                         output=tmp_path / "all.tsv")
     assert len(res.candidates) == res.summary["candidates"] == len(read_mined(tmp_path / "all.tsv"))
     assert res.summary["kept"] == len(res.pairs) == len(res.kept) > 0
@@ -116,7 +117,7 @@ def test_the_api_keeps_a_tab_inside_a_sentence_as_text(tiny_model_dir, pair, tmp
     sources = [s for s, _ in PAIRS[:6]]
     sources[2] = sources[2].replace(" ", "\t", 1)
     res = triemine.mine(sources, [t for _, t in PAIRS[:6]], model=tiny_model_dir,
-                        encoder="cipher", combination=comb, min_margin=0.0,
+                        config="combined", encoder="cipher", combination=comb, min_margin=0.0,
                         threshold={"combined": -1e9})
     assert set(res.candidates.src_ids) <= {str(i) for i in range(1, 7)}
     assert sources[2].replace("\t", " ") in res.candidates.src
@@ -125,8 +126,9 @@ def test_the_api_keeps_a_tab_inside_a_sentence_as_text(tiny_model_dir, pair, tmp
 def test_the_api_refuses_writing_its_results_over_an_input(tiny_model_dir, pair, tmp_path):
     src, tgt, comb = pair
     out = tmp_path / "all.tsv"
-    res = triemine.mine(src, tgt, model=tiny_model_dir, encoder="cipher", combination=comb,
-                        min_margin=0.0, threshold={"combined": -1e9}, output=out)
+    res = triemine.mine(src, tgt, model=tiny_model_dir, config="combined", encoder="cipher",
+                        combination=comb, min_margin=0.0, threshold={"combined": -1e9},
+                        output=out)
     before = snapshot(src, tgt, out)
     for path, write in ((src, res.write_bitext), (out, res.write_bitext), (tgt, res.write_tsv),
                         (str(out) + ".meta.json", res.write_bitext)):

@@ -3,7 +3,7 @@
 ::
 
     import triemine
-    result = triemine.mine("corpus.zh", "corpus.en", model="path/to/model", config="combined")
+    result = triemine.mine("corpus.zh", "corpus.en", model="path/to/model")  # config="judge"
     print(result.summary["kept"], "pairs kept by", result.selection.text())
     for p in result.pairs[:3]:
         print(p.score, p.src, "|||", p.tgt)
@@ -34,6 +34,7 @@ from typing import Mapping, Optional, Sequence, Union
 import numpy as np
 
 from triemine.io import check_distinct, check_uncompressed, output_lock
+from triemine.config.configurations import DEFAULT
 from triemine.errors import describe, InputError
 from triemine.filtering import formats, registry
 from triemine.filtering.selection import load_thresholds, min_prob_cut
@@ -116,7 +117,7 @@ def _named(exc: InputError, tmp: str) -> InputError:
     return exc
 
 
-def mine(source: Texts, target: Texts, *, model, config: str = "combined",
+def mine(source: Texts, target: Texts, *, model, config: str = DEFAULT,
          output: Optional[os.PathLike | str] = None,
          threshold: Optional[Mapping[str, float]] = None,
          thresholds: Optional[os.PathLike | str] = None, min_prob: Optional[float] = None,

@@ -142,9 +142,10 @@ REFUSED = [
     (dict(config="judge", density=1e-9), r"--density must be >= 1e-06"),
     (dict(config="judge", judge=123), r"^--judge: 123 is not a valid value \(expected a file "
                                       r"path\)"),
-    (dict(judge="/no/such/judge.json"), "--judge applies to a configuration with a learned "
-                                        "judge"),
-    (dict(density=0.3), "--density applies to a configuration with a learned judge"),
+    (dict(config="combined", judge="/no/such/judge.json"),
+     "--judge applies to a configuration with a learned judge"),
+    (dict(config="combined", density=0.3),
+     "--density applies to a configuration with a learned judge"),
 ]
 
 

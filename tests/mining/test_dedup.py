@@ -247,8 +247,8 @@ def test_the_api_deduplicates_by_default_and_every_pair_lists_the_kept_ids(
     pairs = PAIRS[:10]
     sources = [s for s, _ in pairs]
     targets = OTHER[:10] + [t for _, t in pairs] + [t for _, t in pairs[:4]]  # 4 copies
-    kw = dict(model=tiny_model_dir, encoder="cipher", combination=str(comb), min_margin=0.0,
-              threshold={"combined": -1e9})
+    kw = dict(model=tiny_model_dir, config="combined", encoder="cipher", combination=str(comb),
+              min_margin=0.0, threshold={"combined": -1e9})
     res = triemine.mine(sources, targets, output=tmp_path / "d.tsv", **kw)
     m = read_mined(tmp_path / "d.tsv")
     assert res.summary["dedup"]["target"]["duplicates"] == 4 and "src_dups" in m.columns

@@ -41,6 +41,7 @@ def test_a_judge_reading_a_column_the_job_does_not_write_is_refused_before_any_s
     path = tmp_path / "j.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     opts = MineOptions.of("judge", judge=str(path)).check()       # a judge file all the same
-    with pytest.raises(InputError, match="reads bicleaner, which --config judge") as exc:
+    with pytest.raises(InputError, match="reads bicleaner, which --config judge with "
+                       "--candidates knn and --encoder use") as exc:
         check_stages(stages, opts, False)
     assert str(path) in str(exc.value)

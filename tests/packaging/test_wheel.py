@@ -93,4 +93,4 @@ def test_installed_wheel_mines_a_slice_from_outside_the_checkout(installed, tmp_
     truth = {(zh[z], en[e]) for z, e in gold}
     correct = sum((a, b) in truth for a, b in pairs)
     assert correct >= 10 and correct >= len(pairs) - 1, (correct, len(pairs))
-    assert "pairs kept of" in r.stderr and "shipped default for combined" in r.stderr
+    assert "pairs kept of" in r.stderr and "shipped default for judge" in r.stderr

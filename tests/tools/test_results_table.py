@@ -82,9 +82,10 @@ def test_write_renders_every_benchmark_and_the_readme_table_and_check_then_passe
     # combined: F1 of the latest record, wall time of the one that mined it (the latest resumed);
     # at the shipped cut, a record's *_shipped figures, else the sample-tuned threshold's
     assert rows == [
-        "| combined (default) | 0.9800 | 0.9700 | 0.9800 | 0.9400 | – | 8 min 10 s | 2 |",
-        "| use_margin (USE + LASER margin) | 0.9500 | 0.9400 | 0.9000 | 0.8500 | – | 2 min 00 s "
-        "| 2 |",
+        "| combined (fixed combined score) | 0.9800 | 0.9700 | 0.9800 (tuned) | 0.9400 | – | "
+        "8 min 10 s | 2 |",
+        "| use_margin (USE + LASER margin) | 0.9500 | 0.9400 | 0.9000 (transfer) | 0.8500 | – | "
+        "2 min 00 s | 2 |",
     ]
     # the setup said once; no date, commit, load or command of a record (those are on the page)
     assert "Setup: Test CPU, 2 cores, no GPU; Python ?, torch ?." in readme
@@ -102,8 +103,8 @@ def test_check_fails_with_a_diff_when_a_number_was_edited_by_hand(tmp_path):
                       encoding="utf-8")
     res = _run(tmp_path, "--check")
     assert res.returncode == 1
-    assert "-| combined (default) | 0.9900" in res.stderr
-    assert "+| combined (default) | 0.9800" in res.stderr
+    assert "-| combined (fixed combined score) | 0.9900" in res.stderr
+    assert "+| combined (fixed combined score) | 0.9800" in res.stderr
 
 
 @pytest.mark.cluster
@@ -245,8 +246,9 @@ def test_the_readme_row_of_a_configuration_shows_its_latest_full_1pct_density_fi
             for ln in (tmp_path / "README.md").read_text(encoding="utf-8").splitlines()
             if ln.startswith("| ") and "F1" not in ln}
     # the latest full record without the look; the look's own; none for combined (no record)
-    assert rows == {"| combined (default)": "–", "| judge (learned judge, prob >= 0.5)":
-                    "0.800 / 0.900", "| judge+look": "0.600 / 0.900"}
+    assert rows == {"| combined (fixed combined score)": "–",
+                    "| judge (default: learned judge, prob >= 0.5)": "0.800 / 0.900",
+                    "| judge+look": "0.600 / 0.900"}
 
 
 @pytest.mark.cluster

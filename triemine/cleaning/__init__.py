@@ -123,7 +123,7 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
         if missing:
             raise InputError(f"--config {opts.config}: its combined score needs "
                              f"{', '.join(missing)}, which scoring given pairs does not compute "
-                             "(a mining feature); use --config combined")
+                             "(a mining feature); use --config judge or combined")
     _check_judge(opts)
     if opts.calibration is None and configuration(opts.config).judge is None and \
             opts.threshold is None:

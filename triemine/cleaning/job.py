@@ -30,7 +30,7 @@ from triemine.io import (atomic_write, clean_cell, dumps_sealed, input_digest, o
                          read_sealed)
 from triemine.cleaning.judge import (EXACT_COLUMNS, encoder_features, exact_features,
                                      language_flags, rule_flags)
-from triemine.config.configurations import configuration
+from triemine.config.configurations import DEFAULT, configuration
 from triemine.judging.features import text_features
 from triemine.judging.model import load_judge
 from triemine.cleaning.pairs import Bitext
@@ -62,7 +62,7 @@ class ScoreOptions:
     (:mod:`triemine.judging`), its probability shifted to ``density`` (None: the share of
     translations estimated from the pairs, :func:`triemine.judging.prior.estimate_prior`)."""
 
-    config: str = "combined"
+    config: str = DEFAULT
     combination: Optional[str] = declared(ScoreSettings, "combination")
     calibration: Optional[dict] = None
     encoder: str = "use"

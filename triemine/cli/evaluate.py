@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 from triemine.cli import arguments
 from triemine.cli.arguments import run_command
-from triemine.evaluation.pipeline import evaluate_files, write_outcome
+from triemine.evaluation.pipeline import SHIPPED_CUT, evaluate_files, write_outcome
 from triemine.io import check_distinct, check_uncompressed, output_locks
 
 
@@ -38,7 +38,8 @@ def _eval_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rule", default=None, choices=["best-per-source", "one-to-one"],
                         help="selection rule before the filter (default: see below)")
     parser.add_argument("--thresholds", metavar="JSON",
-                        help="apply these fixed thresholds instead of tuning")
+                        help="apply these fixed thresholds instead of tuning; 'shipped': the cut "
+                        "the TSV's configuration ships (e.g. the judge's prob >= 0.5)")
     parser.add_argument("--save-thresholds", metavar="JSON", help="store the thresholds used")
     parser.add_argument("--folds", type=int, default=0,
                         help="k-fold estimate: tune on k-1 folds of the l1 sentences, score "
@@ -59,7 +60,8 @@ def _eval(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     check_distinct([("--save-thresholds", args.save_thresholds), ("--json", args.json),
                     ("--report", args.report)] + arguments.plot_files(args.plot),
                    [x for i, m in enumerate(args.mined) for x in arguments.with_meta(
-                       f"MINED {i + 1}", m)] + [("--thresholds", args.thresholds)]
+                       f"MINED {i + 1}", m)] + [("--thresholds", None if args.thresholds ==
+                                                 SHIPPED_CUT else args.thresholds)]
                    + arguments.bucc_inputs(args.gold, args.src_corpus, args.tgt_corpus))
     check_uncompressed([("--save-thresholds", args.save_thresholds)])
     outputs = [p for p in (args.save_thresholds, args.json, args.report) if p]

@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 from triemine.cli import arguments
 from triemine.cli.arguments import quiet_libraries, run_command
 from triemine.config import settings
+from triemine.config.configurations import DEFAULT
 from triemine.errors import InputError
 from triemine.filtering import formats
 from triemine.io import record_bitext
@@ -65,7 +66,7 @@ def _mine(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """trie-mine's work on its parsed arguments."""
     given = settings.given(args, MineOptions)
     try:
-        opts = MineOptions.of(given.pop("config", "combined"), **given).check()
+        opts = MineOptions.of(given.pop("config", DEFAULT), **given).check()
     except InputError as exc:
         parser.error(str(exc))  # with the file it names, if any
     if (args.threshold or args.thresholds or args.min_prob is not None) and not args.bitext:

@@ -12,6 +12,7 @@ from triemine.cleaning.pairs import PAIR_FORMATS
 from triemine.cli import arguments
 from triemine.cli.arguments import quiet_libraries, run_command
 from triemine.config import settings
+from triemine.config.configurations import DEFAULT
 from triemine.filtering import formats
 from triemine.mining.settings import ScoreSettings
 from triemine.scoring.precision import PRECISIONS
@@ -33,8 +34,9 @@ def _score_parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", required=True, help="scores TSV: one row per input pair")
     parser.add_argument("--format", choices=PAIR_FORMATS, default="auto", help="PAIRS' format "
                         "(auto: by name; two files: moses)")
-    parser.add_argument("--config", default="combined", help="configuration whose combined "
-                        "score, threshold and calibration apply (default combined)")
+    parser.add_argument("--config", default=DEFAULT, help="configuration whose judge and cut "
+                        f"apply (default {DEFAULT}: the learned judge, prob >= 0.5; combined: "
+                        "the fixed combined score and its calibrated prob)")
     parser.add_argument("--min-prob", type=arguments.finite, help="keep pairs with prob >= this")
     parser.add_argument("--threshold", type=arguments.finite, help="keep pairs with combined >= "
                         "this (default: the configuration's shipped threshold)")

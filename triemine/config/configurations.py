@@ -41,7 +41,7 @@ from triemine.io import read_json
 
 RECORDS = Path(__file__).resolve().parent / "records"
 RECORD_VERSION = 1
-DEFAULT = "combined"   # the configuration trie-mine and triemine.mine run unless told
+DEFAULT = "judge"   # the configuration trie-mine, trie-mine-score and the API run unless told
 PAPER = "paper"        # the paper's trie search alone (selected best per source by ce_word)
 NAMES = ("combined", "judge", "mt-only", PAPER)  # in the order the CLI lists them
 

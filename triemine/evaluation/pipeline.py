@@ -38,7 +38,10 @@ from triemine.evaluation.metrics import (Pair, describe, fold_of, gold_mask, sam
 from triemine.filtering import registry
 from triemine.filtering.rules import PRF
 from triemine.filtering.selection import (default_selection, load_thresholds, mined_prob,
-                                          write_thresholds)
+                                          shipped_thresholds, write_thresholds)
+
+SHIPPED_CUT = "shipped"  # --thresholds shipped: the cut the TSV's configuration ships
+
 
 @dataclass
 class Direction:
@@ -63,7 +66,7 @@ class Outcome:
     rank_by: str
     thresholds: Dict[str, Dict[str, float]]  # direction label -> {column: value}
     rule: str
-    threshold_source: str  # "tuned-on:<gold>" or "fixed:<file>" or "none"
+    threshold_source: str  # "tuned-on:<gold>", "fixed:<file>", "shipped:<configuration>", "none"
     strict: PRF
     lenient: PRF
     directions: List[str]
@@ -102,6 +105,10 @@ class Outcome:
             out = ["thresholds: none (filter=none keeps every candidate)"]
         elif self.threshold_source.startswith("fixed:"):
             out = [f"thresholds: fixed, read from {thresholds_path}: {self.threshold_text()}"]
+        elif self.threshold_source.startswith("shipped:"):
+            out = [f"thresholds: the shipped cut of the TSV's "
+                   f"{self.threshold_source[len('shipped:'):]} (chosen without this gold unless "
+                   f"it is the gold that cut was tuned on): {self.threshold_text()}"]
         else:
             out = [f"thresholds: tuned for best strict F1 on {gold_path} "
                    f"(optimistic: same gold as scored): {self.threshold_text()}"]
@@ -368,7 +375,9 @@ def evaluate_files(mined: Sequence[str], gold: str, src_corpus: Optional[str] = 
     ``rank_by``, ``filt`` or ``thresholds`` says how to select."""
     bucc = read_bucc(gold, src_corpus, tgt_corpus)
     dirs = [Direction(read_mined(p), reverse=(i == 1)) for i, p in enumerate(mined)]
-    saved = load_thresholds(thresholds) if thresholds else None
+    shipped = thresholds == SHIPPED_CUT
+    saved = shipped_thresholds(dirs[0].mined.meta, mined[0]) if shipped else \
+        load_thresholds(thresholds) if thresholds else None
     told = saved is not None or any(x is not None for x in (rule, rank_by, filt))
     if not told and not os.path.isfile(os.fspath(mined[0]) + META_SUFFIX):
         raise InputError(f"has no {META_SUFFIX} sidecar, which names the job that wrote it and "
@@ -381,7 +390,8 @@ def evaluate_files(mined: Sequence[str], gold: str, src_corpus: Optional[str] = 
     if saved is not None:
         if saved.filter != filt:
             raise InputError(f"thresholds are for filter {saved.filter}, not {filt}", thresholds)
-        fixed, source = saved.thresholds, f"fixed:{thresholds}"
+        fixed, source = saved.thresholds, (f"shipped:{saved.path}" if shipped
+                                           else f"fixed:{thresholds}")
     out = evaluate(dirs, bucc, filt, rank_by, fixed, source, folds, seed, rule=rule)
     return out, dirs, bucc
 

@@ -28,7 +28,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from triemine.scoring.calibration import shipped_calibration
-from triemine.config.configurations import DEFAULT, NAMES, PAPER, configuration
+from triemine.config.configurations import NAMES, PAPER, configuration
 from triemine.errors import InputError
 from triemine.filtering import formats, registry
 from triemine.io import META_SUFFIX, read_json, write_text
@@ -37,6 +37,8 @@ THRESHOLDS_VERSION = 1
 # how each configuration's TSV is selected and thresholded: (rule, rank_by, filter), from the
 # configurations' records
 SELECTION = {name: configuration(name).selection.as_tuple() for name in NAMES}
+# a mining job's TSV of a combination no configuration ships: one-to-one by its combined score
+COMBINED = SELECTION["combined"]
 
 
 @dataclass
@@ -161,11 +163,12 @@ class Selection:
 
 def default_selection(mined, saved: Optional[SavedThresholds] = None) -> Tuple[str, str, str]:
     """``(rule, rank_by, filter)`` a mining TSV is evaluated or filtered with unless the user says
-    otherwise: a thresholds file's own; else its configuration's (``SELECTION``): for the mining
-    job one-to-one by ``combined`` filtered by ``combined``; else the paper's best row per source by
-    ``ce_word``, no filter (the paper's CE filter is asked for by name).  A TSV whose sidecar says
-    the job wrote a ``combined`` column that is no longer there is refused, never evaluated by
-    another rule."""
+    otherwise: a thresholds file's own; else its configuration's (``SELECTION``): for a judge's
+    TSV one-to-one by ``prob`` filtered by ``prob``, for another mining job's one-to-one by
+    ``combined`` filtered by ``combined`` (:data:`COMBINED`); else the paper's best row per
+    source by ``ce_word``, no filter (the paper's CE filter is asked for by name).  A TSV whose
+    sidecar says the job wrote a ``combined`` column that is no longer there is refused, never
+    evaluated by another rule."""
     if saved is not None:
         return saved.rule, saved.rank_by, saved.filter
     _check_combined(mined)
@@ -173,7 +176,7 @@ def default_selection(mined, saved: Optional[SavedThresholds] = None) -> Tuple[s
         own = _own_selection(mined.meta)
         if own[1] in mined.numeric and own[2] in mined.numeric:
             return own
-        return SELECTION[DEFAULT]
+        return COMBINED
     rule, rank_by, _ = SELECTION[PAPER]
     return rule, rank_by, "none"
 
@@ -184,7 +187,7 @@ def _own_selection(meta: Mapping[str, object]) -> Optional[Tuple[str, str, str]]
     paper's trie search; ``None`` when the sidecar says neither."""
     name = configuration_of(meta)
     if "pipeline" in meta:
-        return SELECTION[name] if name in SELECTION else SELECTION[DEFAULT]
+        return SELECTION[name] if name in SELECTION else COMBINED
     return SELECTION[PAPER] if name == PAPER else None
 
 

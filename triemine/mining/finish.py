@@ -144,4 +144,5 @@ def check_judge(opts, have: Set[str]) -> None:
     judge = load_judge(opts.scores.judge)
     check_reads(judge, set(have) | set(TEXT_COLUMNS) | {"combined"},
                 judge_path(opts.scores.judge),
-                f"--config {opts.config} with --candidates {','.join(opts.candidates)}")
+                f"--config {opts.config} with --candidates {','.join(opts.candidates)} and "
+                f"--encoder {opts.neighbours.encoder}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from triemine.config.configurations import NAMES, PAPER, configuration
+from triemine.config.configurations import DEFAULT, NAMES, PAPER, configuration
 from triemine.models.model_dir import check_device, spm_problem
 from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, PAPER_BEAM, SearchSettings
 from triemine.distributed.settings import PoolSettings
@@ -48,7 +48,7 @@ class MineOptions:
     """The settings tree of one job (module docstring).  Make one with :meth:`of`;
     :meth:`check` refuses combinations that do not apply."""
 
-    config: str = setting("combined", "{config_help}", flag="--config", choices=lambda: NAMES)
+    config: str = setting(DEFAULT, "{config_help}", flag="--config", choices=lambda: NAMES)
     candidates: Tuple[str, ...] = setting(
         ("knn",), "comma-separated generators among {generators} (default: the configuration's; "
         "'trie' alone is --config paper)", flag="--candidates", parse=_generator_list)
@@ -77,7 +77,7 @@ class MineOptions:
     pool: PoolSettings = field(default_factory=PoolSettings)
 
     @classmethod
-    def of(cls, config: str = "combined", **given: Any) -> "MineOptions":
+    def of(cls, config: str = DEFAULT, **given: Any) -> "MineOptions":
         """The tree of configuration ``config`` with the settings ``given`` by field name (a
         value ``None`` is not given: the configuration's); an :class:`InputError` for an
         unknown configuration or setting, a value of the wrong type or out of range, or a
@@ -196,7 +196,7 @@ def _check_applies(paper: bool, given: Mapping[str, Any]) -> None:
 def flag_help_values(opts: Optional[MineOptions] = None) -> Dict[str, Any]:
     """The values ``trie-mine``'s help templates name (defaults of the configurations)."""
     job = opts or MineOptions.of("combined")
-    helps = "; ".join(f"{n}{' (default)' if n == 'combined' else ''}: {configuration(n).help}"
+    helps = "; ".join(f"{n}{' (default)' if n == DEFAULT else ''}: {configuration(n).help}"
                       for n in NAMES)
     return {"config_help": helps, "generators": ", ".join(GENERATORS), "paper_beam": PAPER_BEAM,
             "job_beam": job.search.beam, "sort_window": job.search.sort_window,

@@ -442,8 +442,7 @@ class _Rows:
 def _priors(job: Job, store: ColumnStore, keep: bool = True) -> ColumnStore:
     """The ``prior`` column (where no generator gave one), when the configuration asks for it:
     the targets' priors table (:func:`triemine.mining.features.prior_table`) for every
-    candidate's target, computed where not cached, in shards (:meth:`Job.model_pool`); the new
-    ones added to the cache with ``keep``."""
+    candidate's target, computed where not cached, in shards; added to the cache with ``keep``."""
     if not job.opts.scores.priors or "priors" in store.done:
         return store
     lines = np.zeros(len(job.tgt), dtype=bool)  # every candidate's target (one byte a line)
