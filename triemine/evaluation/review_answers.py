@@ -177,8 +177,8 @@ def report_lines(summary: Dict[str, object]) -> List[str]:
     else:
         lines.append(f"precision {_pct(s['precision'])} ({round(100 * s['level'])}% interval "
                      f"{_pct(s['low'])} to {_pct(s['high'])}, effective sample size "
-                     f"{s['n_eff']:.0f}); partials count as not translations: "
-                     f"{_pct(s['partial_share'])} of the answers")
+                     f"{s['n_eff']:.0f}); partials ({_pct(s['partial_share'])} of the "
+                     "answered kept pairs) count as not translations")
     if s["unanswered_share"]:
         lines.append(f"warning: strata without answers ({_pct(s['unanswered_share'])} of the "
                      "kept pairs) are left out of the precision")
