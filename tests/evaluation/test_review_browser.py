@@ -40,6 +40,14 @@ def _shown(page) -> list:
                          "document.getElementById('counter').textContent]")
 
 
+def _fonts_of(page, selector: str) -> dict:
+    """The fonts the browser drew ``selector``'s text with: family -> glyphs drawn."""
+    root = page.call("DOM.getDocument")["root"]["nodeId"]
+    node = page.call("DOM.querySelector", nodeId=root, selector=selector)["nodeId"]
+    fonts = page.call("CSS.getPlatformFontsForNode", nodeId=node)["fonts"]
+    return {f["familyName"]: f["glyphCount"] for f in fonts}
+
+
 def _wait_file(path, timeout: float = 20) -> str:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -68,6 +76,8 @@ def test_a_reader_answers_the_sheet_in_chromium(tmp_path, capsys):
         page = browser.page
         page.call("Page.enable")
         page.call("Runtime.enable")
+        page.call("DOM.enable")
+        page.call("CSS.enable")
         browser.root.call("Browser.setDownloadBehavior", behavior="allow",
                           downloadPath=str(downloads), eventsEnabled=True)
         page.call("Page.navigate", url=sheet_path.as_uri())
@@ -79,6 +89,9 @@ def test_a_reader_answers_the_sheet_in_chromium(tmp_path, capsys):
             src, tgt, counter = _shown(page)
             assert (src, tgt) == (pair["src"], pair["tgt"])  # as text, unchanged
             assert counter == f"pair {i + 1} of {len(pairs)}"
+            if src == TEXTS[3][0]:  # Chinese: every glyph drawn by a CJK font of the stack
+                fonts = _fonts_of(page, "#src")
+                assert sum(n for f, n in fonts.items() if "CJK" in f) == len(src), fonts
             key = plan[i % len(plan)]
             page.press(key)
             if key != "ArrowRight":

@@ -92,9 +92,10 @@ def stratified_precision(sizes: Sequence[int], answered: Sequence[int], true: Se
     * Interval: Korn and Graubard's: the Clopper-Pearson interval (:func:`clopper_pearson`) of
       P n_eff successes in n_eff trials, n_eff = P (1 - P) / V the effective sample size
       (the number of answers when V is 0 or P is 0 or 1: every stratum all-right or
-      all-wrong), so it lies inside [0, 1] and is not empty at P = 0 or 1. Not Wilson's or the
-      normal interval: near P = 1, where mined bitexts are, those two covered the truth less
-      often than the level says (docs/decisions.md, "The reading sheet's interval").
+      all-wrong), so it lies inside [0, 1] and is not empty at P = 0 or 1. Not the normal
+      interval, which near P = 1 (where mined bitexts are) covers the truth far less often
+      than the level says, nor Wilson's on the same n_eff, whose coverage near 1 falls lower
+      from one set to another (docs/decisions.md, "The reading sheet's interval").
 
     Returns ``{"precision", "low", "high", "level", "variance", "n_eff", "answered",
     "strata_answered", "unanswered_share"}``; precision, low, high and n_eff are None when no
