@@ -122,6 +122,11 @@ def test_a_scores_tsv_is_kept_where_kept_is_1_and_unscored_pairs_never_drawn(tmp
     assert sheet.kept == 3
     below = [p for p in sheet.pairs if p["stratum"] == BELOW_STRATUM]
     assert sorted(p["prob"] for p in below) == [0.2, 0.3, 0.4]
+    # a pair of texts on two lines is one pair of the bitext: drawn once, counted once
+    texts = [("同一句", "the same")] * 2 + [(f"源 {i}", f"t {i}") for i in range(5)]
+    r = read_run(scores_run(tmp_path / "twice.tsv", probs, kept, texts))
+    sheet = draw(r, n=10, below=0)
+    assert len(r.kept) == 3 and sheet.kept == 2 and len(sheet.pairs) == 2
 
 
 def test_a_run_without_prob_or_of_another_kind_is_refused_in_one_line(tmp_path, capsys):

@@ -24,8 +24,9 @@ The sheet's **fingerprint** (:func:`fingerprint`) is the BLAKE2b digest (8 bytes
 run's identity (its sidecar, less the ``bitext`` key a later bitext adds; its kind), the drawing
 parameters, the strata and every drawn pair's key, texts, ``prob`` and stratum: the page keeps
 its answers under it and the exported answers carry it, so answers are never counted against
-another run, or against this run changed since.  A pair whose key occurs twice in the run is
-drawn once (its first row).
+another run, or against this run changed since.  A pair that occurs on several rows (a key
+twice in a mining TSV, the same two texts on several lines of a scores TSV) is one pair of
+the kept set, drawn at most once (its first row).
 """
 from __future__ import annotations
 
@@ -71,6 +72,11 @@ class Run:
 
     def key(self, row: int) -> Tuple[str, str]:
         return self.src_ids[row], self.tgt_ids[row]
+
+    def pair(self, row: int) -> Tuple[str, str]:
+        """What makes a row one pair of the bitext: its key in a mining TSV, its two texts in a
+        scores TSV (whose bitext holds each kept pair of texts once)."""
+        return self.key(row) if self.kind == "mining" else (self.src[row], self.tgt[row])
 
     def best_prob_per_source(self) -> Optional[np.ndarray]:
         """The highest ``prob`` of every source's rows (a mining TSV's sources), else None."""
@@ -164,7 +170,7 @@ class Sheet:
     n: int
     seed: int
     below: int
-    kept: int               # kept pairs of the run (distinct keys)
+    kept: int               # kept pairs of the run (each pair once: Run.pair)
     expected_precision: Optional[float]
     strata: List[dict]
     pairs: List[dict]
@@ -177,11 +183,11 @@ class Sheet:
         return {(p["src_id"], p["tgt_id"]): p for p in self.pairs}
 
 
-def _first_of_keys(run: Run, rows: Sequence[int]) -> np.ndarray:
-    """``rows`` (in order) without a row whose key an earlier one has."""
+def _first_of_pairs(run: Run, rows: Sequence[int]) -> np.ndarray:
+    """``rows`` (in order) without a row of the same pair (:meth:`Run.pair`) as an earlier one."""
     seen, out = set(), []
     for r in rows:
-        k = run.key(int(r))
+        k = run.pair(int(r))
         if k not in seen:
             seen.add(k)
             out.append(int(r))
@@ -189,8 +195,8 @@ def _first_of_keys(run: Run, rows: Sequence[int]) -> np.ndarray:
 
 
 def kept_rows(run: Run) -> np.ndarray:
-    """The kept rows a sheet draws from: every kept key once (its first kept row), row order."""
-    return _first_of_keys(run, run.kept)
+    """The kept rows a sheet draws from: every kept pair once (its first kept row), row order."""
+    return _first_of_pairs(run, run.kept)
 
 
 def allocate(sizes: Sequence[int], total: int, least: int = MIN_PER_STRATUM) -> List[int]:
@@ -216,20 +222,20 @@ def allocate(sizes: Sequence[int], total: int, least: int = MIN_PER_STRATUM) -> 
 
 def below_cut(run: Run, kept: np.ndarray, count: int) -> np.ndarray:
     """The ``count`` highest-``prob`` rows not kept (ties by row) that lost to no kept pair:
-    a finite ``prob``, a key no kept row has and, in a mining TSV, a source and a target no kept
-    row has."""
+    a finite ``prob``, a pair no kept row is (:meth:`Run.pair`) and, in a mining TSV, a source
+    and a target no kept row has; each pair once."""
     if count <= 0:
         return np.zeros(0, dtype=np.int64)
-    kept_keys = {run.key(int(r)) for r in kept}
+    kept_pairs = {run.pair(int(r)) for r in kept}
     used_src = {run.src_ids[int(r)] for r in kept} if run.kind == "mining" else set()
     used_tgt = {run.tgt_ids[int(r)] for r in kept} if run.kind == "mining" else set()
     is_kept = np.zeros(len(run.prob), dtype=bool)
     is_kept[kept] = True
     rows = np.flatnonzero(~is_kept & np.isfinite(run.prob))
     rows = rows[np.lexsort((rows, -run.prob[rows]))]
-    free = [r for r in rows.tolist() if run.key(r) not in kept_keys
+    free = [r for r in rows.tolist() if run.pair(r) not in kept_pairs
             and run.src_ids[r] not in used_src and run.tgt_ids[r] not in used_tgt]
-    return _first_of_keys(run, free)[:count]
+    return _first_of_pairs(run, free)[:count]
 
 
 def draw(run: Run, n: int = N, seed: int = SEED, below: int = BELOW) -> Sheet:
