@@ -29,6 +29,8 @@ SETUP = "run scripts/browser_setup.sh (make test runs it first)"
 def _need_browser() -> None:
     if shutil.which("chromium") is None:
         pytest.fail(f"no chromium on the PATH: {SETUP}")
+    if shutil.which("fc-list") is None:
+        pytest.fail(f"no fc-list (fontconfig) to find a CJK font: {SETUP}")
     fonts = subprocess.run(["fc-list", ":lang=zh"], capture_output=True, text=True).stdout
     if not fonts.strip():
         pytest.fail(f"no CJK font (fc-list :lang=zh lists none): {SETUP}")
