@@ -4,6 +4,8 @@
 #   .venv-bicleaner   classic Bicleaner 0.17.4 tool environment (scripts/bicleaner_setup.sh)
 #   .cache/bicleaner  the zh-en Bicleaner model trained from the shared parallel data
 #   .cache/models     the shared OPUS-MT model imported into fairseq (+ recovered target spm)
+#   BROWSER_STAMP     headless Chromium and a CJK font, for the review sheet's browser test
+#                     (scripts/browser_setup.sh: apt-get, as root; nothing when both are there)
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -20,6 +22,7 @@ SOURCES := setup.cfg setup.py pyproject.toml constraints.txt $(wildcard triemine
 BICLEANER_STAMP := .venv-bicleaner/.bicleaner-installed-v1
 BICLEANER_MODEL := $(TRIEMINE_CACHE)/bicleaner/zh-en/zh-en.yaml
 OPUS_MODEL := $(TRIEMINE_CACHE)/models/opus-mt-zh-en/checkpoint.pt
+BROWSER_STAMP := $(TRIEMINE_CACHE)/.browser-ready-v1
 
 .PHONY: setup lint test test-unit demo model bicleaner bench-quick clean
 
@@ -47,7 +50,11 @@ model: $(OPUS_MODEL)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check triemine tests bench scripts setup.py
 
-test: $(STAMP) $(BICLEANER_MODEL) $(OPUS_MODEL)
+$(BROWSER_STAMP): scripts/browser_setup.sh
+	bash scripts/browser_setup.sh
+	@mkdir -p $(dir $@) && touch $@
+
+test: $(STAMP) $(BICLEANER_MODEL) $(OPUS_MODEL) $(BROWSER_STAMP)
 	$(PY) -m pytest -q tests
 
 # For people changing code: the unit tier (tests/tiers.py: no model, no process, no Ray, no

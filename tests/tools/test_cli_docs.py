@@ -28,7 +28,7 @@ def test_every_console_script_and_flag_is_on_the_page_and_a_hand_edit_fails_chec
     scripts = [line.split("=")[0].strip() for line in
                (REPO / "setup.cfg").read_text(encoding="utf-8").split("console_scripts =")[1]
                .strip().splitlines()]
-    assert len(scripts) == 9
+    assert len(scripts) == 10
     assert [line[3:] for line in text.splitlines() if line.startswith("## ")] == scripts
     for flag in ("--bitext-format", "--min-prob", "--target-shards", "--save-thresholds",
                  "--estimation-text", "--bicleaner-model"):

@@ -6,9 +6,9 @@ subpackages so that it can be used from Python without the CLI. Errors derived f
 ``TrieMineError`` are printed as ``prog: error: file:line: problem`` with exit status 2.
 
 Modules: one per console script (``build``, ``mine``, ``user_dir``, ``import_model``,
-``filter``, ``evaluate``, ``prepare``, ``score``), ``arguments`` (argument helpers, and running
-a command's work with its errors reported). Every ``*_main`` is reached here (imported on first
-use): the entry points name ``triemine.cli:NAME_main``.
+``filter``, ``evaluate``, ``prepare``, ``score``, ``train_judge``, ``review``), ``arguments``
+(argument helpers, and running a command's work with its errors reported). Every ``*_main``
+is reached here (imported on first use): the entry points name ``triemine.cli:NAME_main``.
 """
 
 _COMMANDS = {
@@ -17,6 +17,7 @@ _COMMANDS = {
     "import_main": "triemine.cli.import_model",
     "mine_main": "triemine.cli.mine",
     "prepare_main": "triemine.cli.prepare",
+    "review_main": "triemine.cli.review",
     "score_main": "triemine.cli.score",
     "train_judge_main": "triemine.cli.train_judge",
     "trie_build_main": "triemine.cli.build",
