@@ -40,6 +40,7 @@ from typing import Dict, List, Optional
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from triemine.config.configurations import NAMES, configuration  # noqa: E402
 from triemine.io.outfile import atomic_write  # noqa: E402
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -675,6 +676,19 @@ def density_cell(records: Dict[str, List[dict]], name: str) -> str:
     return "–"
 
 
+def cut_kind(name: str, res: dict) -> str:
+    """``tuned`` when configuration ``name``'s shipped cut (``judge+look``: ``judge``'s) was
+    tuned on the BUCC sample's gold (its record's thresholds say ``tuned-on:``), ``transfer``
+    when it was chosen without it; a bench variant that is no configuration: ``transfer`` when
+    its record has a shipped-cut figure of its own, else ``tuned`` (its threshold is the
+    sample's best)."""
+    base = name.split("+")[0]
+    if base in NAMES:
+        source = str((configuration(base).thresholds or {}).get("source", ""))
+        return "tuned" if source.startswith("tuned-on:") else "transfer"
+    return "transfer" if "sample_shipped" in res else "tuned"
+
+
 def render_readme_block(records: Dict[str, List[dict]]) -> str:
     """The README's table in CTranslate2's style: the setup said once above the table (or once
     per distinct setup, marked on its rows), threads per row; the commands, dates, commits and
@@ -696,12 +710,12 @@ def render_readme_block(records: Dict[str, List[dict]]) -> str:
             if setup_of(r) not in setups:
                 setups.append(setup_of(r))
         # at the shipped cut: a configuration without *_shipped keys ships the threshold tuned
-        # on the whole sample, so its tuned sample F1 (marked so) and its transfer F1 are those
-        # at its cut; one with them was cut on no gold of the sample (a transfer figure)
+        # on the whole sample, so its tuned sample F1 and its transfer F1 are those at its cut;
+        # the sample's figure is marked tuned or transfer by where that cut came from
         rows.append([CONFIG_LABELS.get(name, name), f1(res, "sample_tuned"),
                      f1(res, "sample_heldout"),
-                     f1(res, "sample_shipped") + " (transfer)" if "sample_shipped" in res
-                     else f1(res, "sample_tuned") + " (tuned)",
+                     f1(res, "sample_shipped" if "sample_shipped" in res else "sample_tuned")
+                     + f" ({cut_kind(name, res)})",
                      f1(res, "transfer_shipped" if "transfer_shipped" in res else "transfer"),
                      density_cell(records, name), wall,
                      cell((timed["threads"] or {}).get("torch")

@@ -1,14 +1,15 @@
-"""triemine.evaluation.quality: the quality a run's prob promises, the stratified precision a
-reader measures and its interval; and a simulated reader whose truth is known: its 95 %
-interval must bracket the true precision of the kept set in at least 90 of 100 draws."""
+"""triemine.judging.quality and triemine.evaluation.quality: the quality a run's prob promises, the
+stratified precision a reader measures and its interval; and a simulated reader whose truth is
+known: its 95 % interval must bracket the true precision of the kept set in at least 90 of 100
+draws."""
 import math
 
 import numpy as np
 import pytest
 from scipy.stats import binom
 
-from triemine.evaluation.quality import (clopper_pearson, expected_quality,
-                                         stratified_precision)
+from triemine.evaluation.quality import clopper_pearson, stratified_precision
+from triemine.judging.quality import expected_quality
 from triemine.evaluation.review import Run, draw
 from triemine.evaluation.review_answers import Answers, summarize
 

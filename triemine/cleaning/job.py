@@ -33,6 +33,7 @@ from triemine.cleaning.judge import (EXACT_COLUMNS, encoder_features, exact_feat
 from triemine.config.configurations import DEFAULT, configuration
 from triemine.judging.features import text_features
 from triemine.judging.model import load_judge
+from triemine.judging.quality import expected_quality
 from triemine.cleaning.pairs import Bitext
 from triemine.decoding import lengths
 from triemine.models.fingerprint import model_fingerprint
@@ -258,6 +259,8 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
         "not_scored": {k: int((status == k).sum()) for k in ("empty side", "too long")},
         "skipped_bad": bitext.skipped,
         "kept": int(kept.sum()),
+        "expected": {"calibrated": True, **expected_quality(per_row["prob"][kept]),
+                     "assumes": "prob calibrated"},
         "cut": f"{cut[0]}>={cut[1]:.4f}"
         + ("" if opts.threshold is not None else f" (prob>={opts.min_prob or DEFAULT_MIN_PROB:g})"),
         "stage_s": seconds,

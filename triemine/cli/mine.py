@@ -14,6 +14,7 @@ from triemine.config.configurations import DEFAULT
 from triemine.errors import InputError
 from triemine.filtering import formats
 from triemine.io import record_bitext
+from triemine.judging.quality import describe
 from triemine.mining.options import MineOptions, flag_help_values
 
 
@@ -92,4 +93,5 @@ def _mine(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                           formats.languages(result.candidates.meta))
             print(f"{args.bitext}: {n} pairs kept of {len(result.candidates)} candidates "
                   f"({result.selection.text()})", file=sys.stderr)
+            print(describe(result.summary["expected"]), file=sys.stderr)
     print(json.dumps(result.summary), file=sys.stderr)

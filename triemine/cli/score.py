@@ -14,6 +14,7 @@ from triemine.cli.arguments import quiet_libraries, run_command
 from triemine.config import settings
 from triemine.config.configurations import DEFAULT
 from triemine.filtering import formats
+from triemine.judging.quality import describe
 from triemine.mining.settings import ScoreSettings
 from triemine.scoring.precision import PRECISIONS
 
@@ -76,6 +77,7 @@ def _score(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 langs=tuple(args.langs) if args.langs else None, bicleaner=args.bicleaner,
                 bicleaner_model=args.bicleaner_model, precision=args.precision,
                 judge=args.judge, density=args.density)
+    print(describe(res.summary["expected"]), file=sys.stderr)
     if res.bitext.skipped:
         print(f"trie-mine-score: warning: {res.bitext.report()}", file=sys.stderr)
     print(json.dumps(res.summary, ensure_ascii=False), file=sys.stderr)

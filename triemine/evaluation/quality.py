@@ -1,7 +1,6 @@
-"""How good a bitext is: what its calibrated probabilities promise, and what a reader counts.
+"""How good a bitext is: what a reader counts (what its calibrated probabilities promise, read
+from the run alone, is :func:`triemine.judging.quality.expected_quality`).
 
-* :func:`expected_quality`: the precision (and recall) the kept pairs' ``prob`` values promise,
-  read from the run alone, no reader needed.
 * :func:`stratified_precision`: the precision a reader measured on a stratified sample of the
   kept pairs, weighted back to the kept set, with its confidence interval
   (:func:`clopper_pearson` on the sample's effective size).
@@ -10,54 +9,12 @@ Pure functions of numbers (numpy, scipy's special functions and the standard lib
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, Sequence
 
 import numpy as np
 from scipy.special import betaincinv
 
 LEVEL = 0.95  # the confidence level of the intervals printed
-
-
-def _probabilities(values, name: str) -> np.ndarray:
-    """``values`` as a 1-D float64 array of numbers in [0, 1]; ``ValueError`` naming ``name``."""
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.ndim != 1:
-        raise ValueError(f"{name}: expected a 1-D sequence, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)) or np.any((arr < 0) | (arr > 1)):
-        raise ValueError(f"{name}: every value must be a probability in [0, 1]")
-    return arr
-
-
-def expected_quality(prob_kept: Sequence[float],
-                     best_prob_per_source: Optional[Sequence[float]] = None) -> Dict[str, object]:
-    """The quality the kept pairs' calibrated probabilities promise.
-
-    ``prob_kept``: ``prob`` of every kept pair (1-D, values in [0, 1]).
-    ``best_prob_per_source``: optional, for every source sentence of the run (those with a kept
-    pair and those without), the highest ``prob`` among its candidates.
-
-    Returns ``{"kept": n, "expected_true": sum of prob_kept, "expected_precision": its mean
-    (None when nothing is kept)}``, and with ``best_prob_per_source`` also
-    ``"expected_findable"`` (its sum) and ``"expected_recall"`` = expected_true /
-    expected_findable (None when that sum is 0).
-
-    Assumes ``prob`` is calibrated: a pair of probability p is a translation with chance p,
-    independently of the others. The recall also assumes a source has at most one translation
-    among its candidates and that, when it has one, it is its best-``prob`` candidate, so the
-    expected number of sources a perfect selection could pair is the sum of their best ``prob``;
-    candidates the run never generated are outside it (a recall of the candidates, not of the
-    corpora). Raises ``ValueError`` for a value outside [0, 1], a non-finite one or a shape
-    that is not 1-D."""
-    prob = _probabilities(prob_kept, "prob_kept")
-    n = int(prob.size)
-    true = float(prob.sum())
-    out: Dict[str, object] = {"kept": n, "expected_true": true,
-                              "expected_precision": true / n if n else None}
-    if best_prob_per_source is not None:
-        findable = float(_probabilities(best_prob_per_source, "best_prob_per_source").sum())
-        out["expected_findable"] = findable
-        out["expected_recall"] = true / findable if findable > 0 else None
-    return out
 
 
 def clopper_pearson(x: float, n: float, level: float = LEVEL) -> tuple:

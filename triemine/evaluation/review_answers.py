@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from triemine.errors import InputError
-from triemine.evaluation.quality import expected_quality, stratified_precision
+from triemine.evaluation.quality import stratified_precision
+from triemine.judging.quality import expected_quality
 from triemine.evaluation.review import BELOW_STRATUM, Run, Sheet, draw, kept_rows, read_run
 from triemine.io import clean_cell, read_text, write_text
 

@@ -15,7 +15,9 @@ calibration.
 * :mod:`~triemine.judging.trees`: a forest as flat arrays, evaluated vectorised (the
   ``trees`` kind; read out of a scikit-learn model without importing it);
 * :mod:`~triemine.judging.prior`: the prior shift of a probability (Saerens et al. 2002): to a
-  stated share of translations, or to one estimated from a run's candidates by EM.
+  stated share of translations, or to one estimated from a run's candidates by EM;
+* :mod:`~triemine.judging.quality`: what the kept pairs' ``prob`` promises without gold (the
+  expected true pairs, precision and recall).
 
 This package imports neither the mining job nor the cleaning package; both import it.
 """

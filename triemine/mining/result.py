@@ -14,7 +14,8 @@ import numpy as np
 from triemine.io import check_distinct, check_uncompressed, Mined, read_mined, write_mined
 from triemine.errors import InputError
 from triemine.filtering import formats
-from triemine.filtering.selection import Selection, choose, write_pairs
+from triemine.filtering.selection import Selection, choose, configuration_of, write_pairs
+from triemine.judging.quality import expected_quality
 from triemine.mining.dedup import expand_rows, side_maps
 
 # below this many lines on a side, a shipped threshold is applied with a warning (the ratio
@@ -105,10 +106,33 @@ def job_result(output: str, summary: dict, *, select: bool, saved,
         if every_pair:  # the kept pairs of texts, one row per id pair
             result.expanded = expand_rows(mined.take(result.kept), *side_maps(output),
                                           every_pair=True)
-        summary.update(kept=len(result.kept_rows()), selection=result.selection.text())
+        summary.update(kept=len(result.kept_rows()), selection=result.selection.text(),
+                       expected=expected_of(mined, result.kept))
         small = min(int(summary.get("sources", 0)), int(summary.get("targets", 0)))
         if "shipped default" in result.selection.source and small < SMALL_CORPUS:
             logger.warning("the shipped threshold was tuned on corpora of thousands of sentences "
                            "a side; with %d lines the margins have few neighbours and unrelated "
                            "pairs can pass: check the kept pairs, or give a threshold", small)
     return result
+
+
+def expected_of(mined: Mined, kept: np.ndarray) -> dict:
+    """What the ``prob`` of the rows ``kept`` of ``mined`` promises
+    (:func:`triemine.judging.quality.expected_quality`, with every source's best ``prob`` for
+    the recall: a recall of the candidates), marked ``calibrated``, with the share of
+    translations the run's judge estimated (``density``, where it did); ``{"calibrated":
+    False, "why": ...}`` for a TSV whose configuration writes no calibrated ``prob``."""
+    if "prob" not in mined.numeric:
+        name = configuration_of(mined.meta) or "of this TSV"
+        return {"calibrated": False, "why": f"configuration {name} writes no calibrated prob"}
+    prob = mined.col("prob")
+    _, source = np.unique(np.asarray(mined.src_ids, dtype=object), return_inverse=True)
+    best = np.zeros(int(source.max()) + 1 if len(source) else 0)
+    ok = np.isfinite(prob)
+    np.maximum.at(best, source[ok], prob[ok])
+    out = {"calibrated": True, **expected_quality(prob[kept], best),
+           "assumes": "prob calibrated; recall of the candidates: a source has at most one "
+                      "translation, its best-prob candidate"}
+    if mined.meta.get("density") is not None:
+        out["density"] = mined.meta["density"]
+    return out
