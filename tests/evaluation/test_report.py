@@ -142,3 +142,20 @@ def test_near_threshold_and_no_threshold():
     assert len(above) == 6 and below == []
     html_text = report.render_report(data)
     assert "no threshold" in html_text and html_text.count("data:image/png;base64,") == 2
+
+
+def test_the_report_plots_what_prob_promises_beside_what_the_gold_says():
+    from triemine.evaluation.report import (Candidate, ReportData, expected_curve,
+                                            render_report)
+
+    c = expected_curve([0.2, 0.9, np.nan, 0.5], [False, True, True, True], n_gold=4)
+    np.testing.assert_allclose(c["cut"], [0.9, 0.5, 0.2])
+    np.testing.assert_allclose(c["expected_precision"], [0.9, 0.7, 1.6 / 3])
+    np.testing.assert_allclose(c["expected_recall"], [0.9 / 1.6, 1.4 / 1.6, 1.0])
+    np.testing.assert_allclose(c["precision"], [1.0, 1.0, 2 / 3])
+    np.testing.assert_allclose(c["recall"], [0.25, 0.5, 0.5])
+    cands = [Candidate(f"s{i}", f"t{i}", "a", "b", {"prob": i / 10}, i > 5) for i in range(10)]
+    data = ReportData("prob", True, cands, 0.5, "sig", 4, prob=np.arange(10) / 10,
+                      density=0.2)
+    page = render_report(data)
+    assert "expected precision and recall against the prob cut" in page

@@ -416,7 +416,7 @@ def report_data(out: Outcome, direction: Direction, bucc: BuccSet,
         candidates=[report.Candidate(c.src_ids[i], c.tgt_ids[i], c.src[i], c.tgt[i],
                                      {k: float(v[i]) for k, v in c.numeric.items()},
                                      bool(gold[i])) for i in range(len(c))],
-        prob=mined_prob(c))
+        prob=mined_prob(c), density=direction.mined.meta.get("density"))
 
 
 def write_outcome(out: Outcome, dirs: Sequence[Direction], bucc: BuccSet, mined: Sequence[str],

@@ -10,6 +10,8 @@ signature line), so they do not depend on how the evaluation pipeline computed t
 * :func:`reliability_png` (with ``ReportData.prob``): the reliability diagram of the calibrated
   probability ``prob``: the share of gold pairs (y) against the mean ``prob`` (x) per bin, the
   bins' pair counts written beside their points.
+* :func:`expected_png` (with ``ReportData.prob``): the expected precision and recall that
+  ``prob`` promises against its cut, beside the gold's, the cut and the run's density marked.
 * :func:`write_report` writes one HTML page with the plots embedded as ``data:`` URIs, the
   signature, and the candidate pairs just above and just below the threshold side by side, so a
   reader can judge the threshold by reading pairs. Nothing on the page is fetched from elsewhere
@@ -62,7 +64,9 @@ class ReportData:
     title: str = "trie-mine evaluation"
     summary: List[str] = field(default_factory=list)
     # the calibrated probability of each candidate (NaN: none), for the reliability diagram
+    # and the expected precision and recall; the share of translations the run estimated
     prob: Optional[np.ndarray] = None
+    density: Optional[float] = None
 
     def values(self) -> np.ndarray:
         return np.array([c.scores[self.score] for c in self.candidates], dtype=np.float64)
@@ -271,8 +275,55 @@ def reliability_png(data: ReportData) -> bytes:
     return _png(fig)
 
 
+def expected_curve(prob, gold, n_gold: int) -> Dict[str, np.ndarray]:
+    """At each cut ``prob >= cut[i]`` of the candidates with a finite ``prob`` (``cut``: their
+    ``prob`` in falling order): ``expected_precision`` (the kept ones' mean ``prob``),
+    ``expected_recall`` (their ``prob`` over every candidate's), ``precision`` and ``recall``
+    by the ``gold`` flags (recall over ``n_gold``).  Float64 arrays of one value a candidate."""
+    p = np.asarray(prob, dtype=np.float64)
+    ok = np.isfinite(p)
+    p, g = p[ok], np.asarray(gold, dtype=np.float64)[ok]
+    order = np.argsort(-p, kind="stable")
+    p, g = p[order], g[order]
+    kept = np.arange(1, len(p) + 1)
+    return {"cut": p, "expected_precision": np.cumsum(p) / kept,
+            "expected_recall": np.cumsum(p) / max(float(p.sum()), 1e-12),
+            "precision": np.cumsum(g) / kept, "recall": np.cumsum(g) / max(n_gold, 1)}
+
+
+def expected_png(data: ReportData) -> bytes:
+    """What ``data.prob`` promises at each cut ``prob >= x`` of the candidates (x): the
+    expected precision (their mean ``prob``) and recall (their ``prob`` over every candidate's:
+    each candidate one source's best, as one-to-one rows are), beside the precision and recall
+    the gold gives (dashed); the report's cut marked when it is on ``prob``, the density the run
+    estimated in the title."""
+    c = expected_curve(data.prob, data.gold(), data.n_gold)
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    if len(c["cut"]):
+        for key, color, style, label in (
+                ("expected_precision", "#1f77b4", "-", "expected precision"),
+                ("expected_recall", "#2ca02c", "-", "expected recall (of the candidates)"),
+                ("precision", "#1f77b4", ":", "precision (gold)"),
+                ("recall", "#2ca02c", ":", "recall (gold)")):
+            ax.plot(c["cut"], c[key], color=color, linestyle=style, label=label)
+    if data.score == "prob":
+        _mark_threshold(ax, data)
+    ax.set_xlabel("cut: keep prob >= x")
+    ax.set_xlim(1.02, -0.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("What prob promises, and what the gold says"
+                 + ("" if data.density is None else
+                    f" (the run's estimated share of translations: {data.density:.3f})"),
+                 fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    return _png(fig)
+
+
 def _reliability_img(data: ReportData) -> str:
     """The reliability diagram's ``<img>``, or ``""`` without probabilities."""
     if data.prob is None or not np.isfinite(np.asarray(data.prob, dtype=np.float64)).any():
         return ""
-    return _img(reliability_png(data), "reliability diagram of the calibrated probability")
+    return (_img(reliability_png(data), "reliability diagram of the calibrated probability")
+            + _img(expected_png(data), "expected precision and recall against the prob cut"))
