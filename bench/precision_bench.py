@@ -21,12 +21,13 @@ and what it changes, in one run:
   sample, and on the transfer set with the sample's threshold (``f1_*_fp32`` / ``f1_*_int8``).
 
 With ``--precision bf16`` the record also has, per set, the largest and mean |delta log P(y|x)|
-per pair (``{set}_score_abs_diff_max`` / ``_mean`` / ``_p99``, nats, the whole sentence) and of the
-prior, and how many of the one-to-one selections with the shipped threshold change
-(``{set}_selected_fp32`` pairs kept in fp32, ``{set}_selection_changed`` pairs kept by one
-arithmetic and not the other, ``{set}_selection_changed_share`` of the fp32 ones).  The
-candidates stay those of the fp32 run (the TSVs): the exact-scoring and prior stages are
-re-run in the other arithmetic on them, the kNN is not (``candidates: fixed``).
+per pair (``{set}_score_abs_diff_max`` / ``_mean`` / ``_p95`` / ``_p99``, nats, the whole
+sentence) and of the prior, per token of the target (``_per_token_mean`` / ``_max`` / ``_p99``:
+a pair's |delta| over its tokens), and how many of the one-to-one selections with the shipped
+threshold change (``{set}_selected_fp32`` pairs kept in fp32, ``{set}_selection_changed``
+pairs kept by one arithmetic and not the other, ``{set}_selection_changed_share`` of the fp32
+ones).  The candidates stay those of the fp32 run (the TSVs): the exact-scoring and prior
+stages are re-run in the other arithmetic on them, the kNN is not (``candidates: fixed``).
 ``--rows N`` measures the first N rows of each TSV only (no F1, which needs every row).
 
 ``--quick``: speed on 60 pairs and fidelity on the first 120 rows of the sample's TSV (or, where
@@ -331,10 +332,9 @@ def main(argv=None) -> int:
         if lab != "int8":
             res[f"{name}_score_abs_diff_max"] = round(float(np.max(np.abs(s - ref_s))), 5)
             res[f"{name}_score_abs_diff_mean"] = round(float(np.mean(np.abs(s - ref_s))), 5)
-            res[f"{name}_score_abs_diff_p99"] = round(float(np.quantile(np.abs(s - ref_s),
-                                                                        0.99)), 5)
-            res[f"{name}_prior_abs_diff_p99"] = round(float(np.quantile(np.abs(p - ref_p),
-                                                                        0.99)), 5)
+            for col, d in (("score", np.abs(s - ref_s)), ("prior", np.abs(p - ref_p))):
+                for q in (95, 99):
+                    res[f"{name}_{col}_abs_diff_p{q}"] = round(float(np.quantile(d, q / 100)), 5)
             res[f"{name}_prior_abs_diff_max"] = round(float(np.max(np.abs(p - ref_p))), 5)
             res[f"{name}_prior_abs_diff_mean"] = round(float(np.mean(np.abs(p - ref_p))), 5)
             if "combined" in mined.numeric:
