@@ -11,8 +11,8 @@ projection's float32 weights ``W`` (``V x C``) and bias ``b`` (``V``, or none):
   rounded to bf16, then widened to float32 and ``b`` added in float32;
 * over the tiles, a running max and a running sum of exponentials (float32) of those logits,
   the gold token left out;
-* the largest of them (each row's runner-up to nothing: the largest non-gold logit) recomputed
-  in float32 like the gold logit, its term of the sum replaced;
+* the largest of them (each row's largest non-gold logit), found again in its tile after the
+  pass, recomputed in float32 like the gold logit and its term of the sum replaced;
 * ``log p(gold) = g - log(exp(g) + sum over the other tokens)``.
 
 So the two terms that carry most of the probability mass of a row (its gold token and its
@@ -51,7 +51,7 @@ def _rows_by_tile(tiles: torch.Tensor, n_tiles: int) -> List[torch.Tensor]:
 
 class TiledProjection:
     """An output projection (``weight``: ``V x C``, ``bias``: ``V`` or None) as the bf16
-    arithmetic of :func:`gold_logprobs` computes it; the bf16 copy of the weights is made
+    arithmetic of :meth:`gold_logprobs` computes it; the bf16 copy of the weights is made
     once, here, and kept (``V x C`` bf16 beside the float32 weights).
 
     Args:
