@@ -9,7 +9,10 @@ dynamically quantised int8 layer (per-row weight scales); this benchmark measure
 and what it changes, in one run:
 
 * speed: ``pairs_per_s_fp32`` / ``pairs_per_s_int8`` and ``speedup`` on the same pairs, wall and
-  process CPU time (CPU time is the fairer ratio on a shared machine);
+  process CPU time (CPU time is the fairer ratio on a shared machine); per stage, the exact
+  scores' ``scores_pairs_per_s_*`` and the priors' ``priors_targets_per_s_*`` (wall; ``_per_cpu_s``
+  by CPU time) and ``{stage}_speedup_cpu``; the CPU's bf16-relevant flags (``cpu_flags``:
+  amx_bf16, avx512_bf16, ...) beside ``machine`` and ``threads``;
 * fidelity on the mined TSVs of the default configuration (``--sample``/``--transfer``, written
   by ``make demo`` or ``bench/bucc_bench.py``): every row's ``score`` and ``prior`` recomputed in
   int8 and compared with the fp32 values in the TSV (mean/max absolute difference per token), the
@@ -18,12 +21,13 @@ and what it changes, in one run:
   sample, and on the transfer set with the sample's threshold (``f1_*_fp32`` / ``f1_*_int8``).
 
 With ``--precision bf16`` the record also has, per set, the largest and mean |delta log P(y|x)|
-per pair (``{set}_score_abs_diff_max`` / ``_mean``, nats, the whole sentence) and of the
-prior, and how many of the one-to-one selections with the shipped threshold change
-(``{set}_selected_fp32`` pairs kept in fp32, ``{set}_selection_changed`` pairs kept by one
-arithmetic and not the other, ``{set}_selection_changed_share`` of the fp32 ones).  The
-candidates stay those of the fp32 run (the TSVs): the exact-scoring and prior stages are
-re-run in the other arithmetic on them, the kNN is not (``candidates: fixed``).
+per pair (``{set}_score_abs_diff_max`` / ``_mean`` / ``_p95`` / ``_p99``, nats, the whole
+sentence) and of the prior, per token of the target (``_per_token_mean`` / ``_max`` / ``_p99``:
+a pair's |delta| over its tokens), and how many of the one-to-one selections with the shipped
+threshold change (``{set}_selected_fp32`` pairs kept in fp32, ``{set}_selection_changed``
+pairs kept by one arithmetic and not the other, ``{set}_selection_changed_share`` of the fp32
+ones).  The candidates stay those of the fp32 run (the TSVs): the exact-scoring and prior
+stages are re-run in the other arithmetic on them, the kNN is not (``candidates: fixed``).
 ``--rows N`` measures the first N rows of each TSV only (no F1, which needs every row).
 
 ``--quick``: speed on 60 pairs and fidelity on the first 120 rows of the sample's TSV (or, where
@@ -47,12 +51,14 @@ from benchlib import machine, shared_model_dir  # noqa: E402
 from triemine.io.paths import cache_root  # noqa: E402
 
 
-def rescore(model, mined, precision: str, progress: bool = True, cache=None):
+def rescore(model, mined, precision: str, progress: bool = True, cache=None, stages=None):
     """(score, prior, n_tokens, wall s, CPU s) of every row of ``mined`` under ``precision``.
 
     ``cache`` (a dict, :func:`load_cache`): values computed earlier in that arithmetic, keyed by
     ``(precision, source text, target text)`` and ``(precision, None, target text)`` for a
-    prior; only the rows it lacks are computed (and added to it), and the seconds are theirs."""
+    prior; only the rows it lacks are computed (and added to it), and the seconds are theirs.
+    ``stages`` (a dict): filled with each stage's ``(items, wall s, CPU s)``, ``"scores"`` (the
+    exact stage, pairs) and ``"priors"`` (targets)."""
     from triemine.mining.candidates import CandidateSet
     from triemine.mining.features import exact_scores, target_priors
 
@@ -69,21 +75,39 @@ def rescore(model, mined, precision: str, progress: bool = True, cache=None):
     n = len(todo)
     cands = CandidateSet(src, tgt, np.zeros(n, dtype=np.int64),
                          {"score": np.full(n, np.nan), "n_tokens": np.full(n, np.nan)})
+    stages = {} if stages is None else stages
     with benchlib.timer() as t:
-        if n:
-            scored = exact_scores(model, cands, src_texts, tgt_texts, progress=progress,
-                                  precision=precision)
-            for p, sc, nt in zip(todo, scored.col("score"), scored.col("n_tokens")):
-                cache[(precision, *p)] = (float(sc), float(nt))
-        if tgts:
-            prior = target_priors(model, tgt_texts, np.array([ti[x] for x in tgts]),
-                                  cache_dir=None, progress=progress, precision=precision)
-            for x, pr in zip(tgts, prior):
-                cache[(precision, None, x)] = float(pr)
+        with benchlib.timer() as ts:
+            if n:
+                scored = exact_scores(model, cands, src_texts, tgt_texts, progress=progress,
+                                      precision=precision)
+                for p, sc, nt in zip(todo, scored.col("score"), scored.col("n_tokens")):
+                    cache[(precision, *p)] = (float(sc), float(nt))
+        with benchlib.timer() as tp:
+            if tgts:
+                prior = target_priors(model, tgt_texts, np.array([ti[x] for x in tgts]),
+                                      cache_dir=None, progress=progress, precision=precision)
+                for x, pr in zip(tgts, prior):
+                    cache[(precision, None, x)] = float(pr)
+    stages.update(scores=(n, ts.s, ts.cpu), priors=(len(tgts), tp.s, tp.cpu))
     score = np.array([cache[(precision, *p)][0] for p in pairs])
     ntok = np.array([cache[(precision, *p)][1] for p in pairs])
     prior = np.array([cache[(precision, None, x)] for _, x in pairs])
     return score, prior, ntok, t.s, t.cpu
+
+
+CPU_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
+
+
+def cpu_flags() -> dict:
+    """Which of :data:`CPU_FLAGS` this CPU has (``/proc/cpuinfo``'s first ``flags`` line; each
+    ``None`` where that file cannot be read): the bf16 products' rate depends on them."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            have = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+    except OSError:
+        return dict.fromkeys(CPU_FLAGS)
+    return {k: k in have for k in CPU_FLAGS}
 
 
 def load_cache(path) -> dict:
@@ -237,19 +261,29 @@ def main(argv=None) -> int:
     lab = "int8" if prec_b == "int8-output" else prec_b  # the record's name of it
     speed_n = args.speed_rows or (60 if args.quick else 1000)
     speed_rows = sample.take(np.arange(min(speed_n, len(sample))))
-    speed = {}
+    speed, stages = {}, {}
     for prec in ("fp32", prec_b):
-        s, p, nt, wall, cpu = rescore(model, speed_rows, prec, progress=False)
+        stages[prec] = {}
+        s, p, nt, wall, cpu = rescore(model, speed_rows, prec, progress=False,
+                                      stages=stages[prec])
         speed[prec] = (wall, cpu)
         print(f"{prec}: {len(speed_rows)} pairs + their priors in {wall:.1f} s wall, "
               f"{cpu:.1f} s CPU ({threads} threads)", flush=True)
 
     res = {"bench": "precision", "quick": args.quick, "machine": machine(), "threads": threads,
+           "cpu_flags": cpu_flags(),
            "date": time.strftime("%Y-%m-%d"), "speed_pairs": len(speed_rows),
            "pairs_per_s_fp32": round(len(speed_rows) / speed["fp32"][0], 2),
            f"pairs_per_s_{lab}": round(len(speed_rows) / speed[prec_b][0], 2),
            "speedup_wall": round(speed["fp32"][0] / speed[prec_b][0], 3),
            "speedup_cpu": round(speed["fp32"][1] / speed[prec_b][1], 3)}
+    for stage, unit in (("scores", "pairs"), ("priors", "targets")):
+        for prec, name in (("fp32", "fp32"), (prec_b, lab)):
+            items, wall, cpu = stages[prec][stage]
+            res[f"{stage}_{unit}_per_s_{name}"] = round(items / max(wall, 1e-9), 2)
+            res[f"{stage}_{unit}_per_cpu_s_{name}"] = round(items / max(cpu, 1e-9), 2)
+        res[f"{stage}_speedup_cpu"] = round(stages["fp32"][stage][2] /
+                                            max(stages[prec_b][stage][2], 1e-9), 3)
     if lab != "int8":
         res.update(precision=lab, candidates="fixed: the fp32 run's (TSV rows); the exact "
                    "scores and priors re-run in " + lab)
@@ -284,6 +318,12 @@ def main(argv=None) -> int:
         res[f"{name}_score_abs_diff_per_token_max"] = round(
             float(np.max(np.abs(s - ref_s) / nt)), 5
         )
+        for col, mine, ref in (("score", s, ref_s), ("prior", p, ref_p)):
+            tok = np.abs(mine - ref) / nt  # a pair's |delta| a token of its target
+            res[f"{name}_{col}_abs_diff_per_token_p99"] = round(float(np.quantile(tok, 0.99)), 5)
+            if col == "prior":
+                res[f"{name}_prior_abs_diff_per_token_mean"] = round(float(np.mean(tok)), 5)
+                res[f"{name}_prior_abs_diff_per_token_max"] = round(float(np.max(tok)), 5)
         res[f"{name}_pmi_abs_diff_mean"] = round(
             float(np.mean(np.abs((s - p) - (ref_s - ref_p)) / nt)), 5)
         other[name] = with_scores(mined, s, p, nt)
@@ -292,6 +332,9 @@ def main(argv=None) -> int:
         if lab != "int8":
             res[f"{name}_score_abs_diff_max"] = round(float(np.max(np.abs(s - ref_s))), 5)
             res[f"{name}_score_abs_diff_mean"] = round(float(np.mean(np.abs(s - ref_s))), 5)
+            for col, d in (("score", np.abs(s - ref_s)), ("prior", np.abs(p - ref_p))):
+                for q in (95, 99):
+                    res[f"{name}_{col}_abs_diff_p{q}"] = round(float(np.quantile(d, q / 100)), 5)
             res[f"{name}_prior_abs_diff_max"] = round(float(np.max(np.abs(p - ref_p))), 5)
             res[f"{name}_prior_abs_diff_mean"] = round(float(np.mean(np.abs(p - ref_p))), 5)
             if "combined" in mined.numeric:

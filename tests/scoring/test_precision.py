@@ -103,3 +103,20 @@ def test_half_knn_rescores_its_candidates_in_float32_and_finds_the_exact_neighbo
     np.testing.assert_allclose(half_s, want, rtol=0, atol=2e-6)
     with pytest.raises(ValueError, match="unknown precision"):
         device_knn(q, d, 4, "cpu:0", precision="int4")
+
+
+def test_bf16_encodes_the_priors_empty_source_in_float32_and_the_rest_in_bf16(tiny_model,
+                                                                           monkeypatch):
+    import torch
+
+    seen = []
+    real = tiny_model.model.encoder.forward
+    monkeypatch.setattr(tiny_model.model.encoder, "forward", lambda *a, **k: (
+        seen.append(torch.is_autocast_enabled("cpu")), real(*a, **k))[1])
+    srcs, tgts, si, ti = _pairs(tiny_model)
+    scorer = ForcedScorer(tiny_model, precision="bf16")
+    scorer.prior(tgts)
+    assert seen and not any(seen)
+    seen.clear()
+    scorer.score_pairs(srcs, tgts, si, ti)
+    assert seen and all(seen)

@@ -33,6 +33,7 @@ import torch
 
 from triemine.scoring.rows import JUDGE_ROWS
 from triemine.scoring.precision import check_precision
+from triemine.scoring.tiled import BF16_ARITHMETIC, TiledProjection
 
 logger = logging.getLogger(__name__)
 
@@ -96,11 +97,13 @@ def _cpu_product(feats: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor]
 ARITHMETIC = 2
 
 
-def arithmetic(device: str = "cpu") -> str:
+def arithmetic(device: str = "cpu", precision: str = "fp32") -> str:
     """What the bits of the scores depend on besides the model and the texts, for the keys of
     what keeps them (``ARITHMETIC`` on the CPU, as before devices were told apart; off the CPU
-    the device too, whose products and batches are others)."""
-    return str(ARITHMETIC) if device == "cpu" else f"{ARITHMETIC} on {device}"
+    the device too, whose products and batches are others; bf16 on the CPU adds
+    :data:`~triemine.scoring.tiled.BF16_ARITHMETIC`, fp32 and the others as they were)."""
+    out = str(ARITHMETIC) if device == "cpu" else f"{ARITHMETIC} on {device}"
+    return f"{out} bf16 {BF16_ARITHMETIC}" if precision == "bf16" and device == "cpu" else out
 
 
 def weights_device(model) -> str:
@@ -265,11 +268,11 @@ class ForcedScorer:
         device: where the inputs go; default: the device of the model's weights.
         chunk: positions per output-projection chunk (memory: one ``chunk x vocabulary`` float
             buffer, kept); default ``CPU_CHUNK`` on the CPU, ``CHUNK`` elsewhere.
-        precision: ``"fp32"`` (exact), ``"bf16"`` / ``"fp16"`` (:data:`HALF`: the encoder and
-            decoder under ``torch.autocast`` in that type; the output projection's operands in
-            it too, its logits, their log-sum-exp and every sum in float32, see
-            :func:`half_logits`; fp16 is refused on the CPU,
-            :func:`triemine.scoring.precision.check_precision`) or
+        precision: ``"fp32"`` (exact), ``"bf16"`` / ``"fp16"`` (:data:`HALF`: the encoder (but
+            the priors' empty source's) and decoder under ``torch.autocast`` in that type; on the
+            CPU bf16's output projection in bf16 tiles, the gold and the largest other logit
+            float32 (:class:`~triemine.scoring.tiled.TiledProjection`), elsewhere the output
+            layer under autocast; fp16 is refused on the CPU: :func:`check_precision`) or
             ``"int8-output"``: the output projection (about 60% of the arithmetic of an OPUS-MT
             decoder) as a dynamically quantised int8 matrix with per-row weight scales (CPU
             only; an approximation, not used by any job: see
@@ -299,11 +302,12 @@ class ForcedScorer:
             check_precision(precision, device)
         self.precision = precision
         self._half_w: Optional[torch.Tensor] = None  # half_weight of the output projection
+        self._tiled: Optional[TiledProjection] = None  # bf16 on the CPU: its kept weights
         self.output_layer = self.net.decoder.output_layer
         if precision == "int8-output":
             self.output_layer = _int8_projection(self.net.decoder, device)
         self._proj: Optional[torch.nn.Linear] = None  # _plain_projection, at the first chunk
-        self._proj_checked = precision != "fp32"
+        self._proj_checked = not (precision == "fp32" or (precision == "bf16" and on_cpu))
         self._logits: Optional[torch.Tensor] = None
         self._blas = None  # threadpoolctl's controller of numpy's BLAS, found at the first call
 
@@ -391,12 +395,16 @@ class ForcedScorer:
         The logits are written into the scorer's one buffer (fp32) and normalised in place with
         the operations of :func:`torch.logsumexp` (max, subtract, exp, sum, log, add the max),
         so the values are those of ``logits.gather(...) - torch.logsumexp(logits, -1)``, bit for
-        bit, without a fresh ``chunk x vocabulary`` tensor per step.
-        """
+        bit, without a fresh ``chunk x vocabulary`` tensor per step (bf16 on the CPU: no buffer,
+        :class:`~triemine.scoring.tiled.TiledProjection`)."""
         n = feats.size(0)
         if not self._proj_checked:
             self._proj, self._proj_checked = self._plain_projection(), True
         proj = self._proj
+        if proj is not None and self.precision == "bf16" and feats.device.type == "cpu":
+            if self._tiled is None:  # the bf16 weights, converted once per scorer
+                self._tiled = TiledProjection(proj.weight, proj.bias)
+            return self._tiled.gold_logprobs(feats, gold)
         if proj is not None and (self._logits is None or self._logits.device != feats.device):
             self._logits = torch.empty(max(2, self.chunk), proj.weight.size(0),
                                        device=feats.device)
@@ -458,9 +466,11 @@ class ForcedScorer:
         tokens: List[Optional[np.ndarray]] = [None] * n if per_token else []
         judged = np.full((len(JUDGE_ROWS), n), np.nan) if coverage else None
         lengths = np.fromiter((len(targets[t]) for t in tgt_index), dtype=np.int64, count=n)
-        # every distinct source is encoded once per call, whatever batches its pairs fall in
+        # every distinct source is encoded once per call, whatever batches its pairs fall in; the
+        # empty source alone (the priors' one condition: one token) in float32 in every precision
         uniq, inv = np.unique(src_index, return_inverse=True)
-        with autocast(self.precision, self.device):
+        alone = all(sources[s] is None for s in uniq.tolist())
+        with autocast("fp32" if alone else self.precision, self.device):
             states = self._encode([sources[s] if sources[s] is not None else self.empty_source
                                    for s in uniq.tolist()])
         with tqdm(total=n, desc="forced decoding", unit="pair", disable=not progress) as bar, \
