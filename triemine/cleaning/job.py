@@ -43,6 +43,7 @@ from triemine.filtering import formats
 from triemine.filtering.bicleaner import score_bicleaner
 from triemine.mining.combine import Combination, shipped
 from triemine.mining.settings import ScoreSettings
+from triemine.scoring import forced_scoring
 from triemine.config.settings import declared
 
 logger = logging.getLogger(__name__)
@@ -140,7 +141,9 @@ def _distinct(texts: Sequence[str]) -> Tuple[List[str], np.ndarray]:
 def _settings(model, bitext: Bitext, opts: ScoreOptions, side_files) -> dict:
     return {"model": model_fingerprint(model), "encoder": opts.encoder,
             "k": opts.k, "sides": [input_digest(p) for p in side_files],
-            **({"precision": opts.precision} if opts.precision != "fp32" else {})}
+            **({"precision": opts.precision,
+                "arithmetic": forced_scoring().arithmetic("cpu", opts.precision)}
+               if opts.precision != "fp32" else {})}
 
 
 def _prepare_work(work: Path, settings: dict, resume: bool) -> None:

@@ -264,7 +264,8 @@ def prior_table(model, tgt_texts: Sequence[str], lines: np.ndarray, trie=None, n
     if cache_dir is not None and n:
         cache_dir.mkdir(parents=True, exist_ok=True)
         # forced: no node priors (which older caches held); no bits of older code or another device
-        what = f"prior/{precision}/forced/arithmetic {forced_scoring().arithmetic(device)}"
+        what = (f"prior/{precision}/forced/arithmetic "
+                f"{forced_scoring().arithmetic(device, precision)}")
         path = cache_dir / f"{corpus_key(model, tgt_texts, what)}.npy"
         old = cached_npy(path, "priors cache", np.float64, (n,))
     spill = None if work is None else Path(work) / "priors.new"

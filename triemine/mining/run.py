@@ -55,9 +55,7 @@ from triemine.config.settings import key_of
 
 logger = logging.getLogger(__name__)
 
-# sources a range of the union of the generators' candidates (about 3 candidates a source: the
-# driver holds one range's, tens of MB)
-UNITE_SOURCES = 1 << 18
+UNITE_SOURCES = 1 << 18  # sources a range of the union of the candidates (one range's: tens of MB)
 
 
 def _work(out_path: Path) -> Path:
@@ -66,12 +64,13 @@ def _work(out_path: Path) -> Path:
 
 def _settings_digest(model, source, target, opts: MineOptions) -> dict:
     """The job's resume key (:func:`~triemine.distributed.stage.stage_key`): the model, the
-    corpora's contents, every setting of the tree but the transient ones
-    (:func:`~triemine.config.settings.key_of`), the arithmetic of its scores, of its length rule
-    and of its kNN search on its device (other code, another faiss or another device gives other
-    last bits) and, with coverage on, the rows the exact pass adds
+    corpora's contents, every setting of the tree but the transient ones (:func:`key_of`), the
+    arithmetic of its scores, length rule and kNN search on its device (other code, faiss or
+    device: other last bits) and, with coverage on, the rows the exact pass adds
     (:data:`triemine.scoring.rows.JUDGE_ROWS`: a job stored with other rows lacks columns)."""
-    arithmetic = {"scores": forced_scoring().ARITHMETIC, "lengths": lengths.LENGTH_RULE,
+    bf16 = (opts.precision, opts.device) == ("bf16", "cpu")  # its tiles' version; fp32 as was
+    arithmetic = {"scores": forced_scoring().arithmetic("cpu", "bf16") if bf16 else
+                  forced_scoring().ARITHMETIC, "lengths": lengths.LENGTH_RULE,
                   "knn": search_arithmetic(opts.device)}
     rows = {"exact_rows": list(JUDGE_ROWS)} if opts.scores.coverage else {}
     return json.loads(json.dumps(stage_key(
