@@ -24,6 +24,7 @@ psutil both are ``None``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -428,6 +429,29 @@ def de_en_rows(lines) -> list:
 
     en = de_en_english()
     return [(f"de-en-{j + 1}", en[j]) for j in lines]
+
+
+def write_lines(path, lines) -> Path:
+    """``lines`` at ``path``, each ended by a newline (UTF-8); returns ``path``."""
+    path = Path(path)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@contextlib.contextmanager
+def env_var(name: str, value):
+    """``os.environ[name]`` set to ``value`` while the body runs (``None``: left as it is), then
+    restored (removed when it was not set)."""
+    old = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = str(value)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
 
 
 def write_corpus(path, rows) -> None:
