@@ -401,18 +401,18 @@ def shared_model(arg, prog: str):
     return load_model_dir(shared_model_dir(arg, prog))
 
 
-def bucc_sets(work, quick: bool) -> dict:
-    """``{"sample": gold, "transfer": gold}``: the BUCC zh-en sample and the zh-en transfer set;
-    with ``quick``, slices of both in ``work`` (16 gold + 16 other sources, their gold targets and
-    300 other target lines)."""
+def bucc_sets(work, quick: bool, keys=("sample", "transfer")) -> dict:
+    """``{"sample": gold, "transfer": gold}``: the BUCC zh-en sample and the zh-en transfer set
+    (those of ``keys``); with ``quick``, slices of them in ``work`` (16 gold + 16 other sources,
+    their gold targets and 300 other target lines)."""
     from triemine.evaluation.slices import write_bucc_slice
     from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, shared_path
 
     sets = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"),
             "transfer": (DEVSET_ZH_EN, "zh-en.dev.gold")}
     golds = {}
-    for key, (where, name) in sets.items():
-        gold = shared_path(*where, name)
+    for key in keys:
+        gold = shared_path(*sets[key][0], sets[key][1])
         if quick:
             # a split name of its own per set: outputs are named after the gold file
             gold, _ = write_bucc_slice(gold, Path(work) / key, n_gold=16, n_other=16,

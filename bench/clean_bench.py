@@ -297,11 +297,9 @@ def mined_part(args) -> dict:
     from triemine.scoring.calibration import ece, reliability, shipped_calibration
     from triemine.evaluation.bucc import read_gold
     from triemine.evaluation.pipeline import evaluate, evaluate_files
-    from triemine.io.paths import BUCC_ZH_EN, shared_path
 
     cal = shipped_calibration("combined", "mined")
-    golds = {"sample": shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"),
-             "transfer": shared_path("data", "devsets", "zh-en", "zh-en.dev.gold")}
+    golds = benchlib.bucc_sets(None, False)
     tsvs = {"sample": args.mined_sample, "transfer": args.mined_transfer}
     out = {"calibration": cal.as_dict()}
     for name, tsv in tsvs.items():

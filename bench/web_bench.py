@@ -185,17 +185,11 @@ def main(argv=None) -> int:
     import torch
     from triemine.api import MineOptions, run as run_job
     from triemine.evaluation.bucc import read_bucc
-    from triemine.evaluation.slices import write_bucc_slice
-    from triemine.io.paths import BUCC_ZH_EN, shared_path
 
     def job(s, t, o, dedup):
         return run_job(MineOptions.of("combined", dedup=dedup), model, s, t, o).summary
     work = benchlib.work_dir(args.work, "web-bench-")
-    gold_path = shared_path(*BUCC_ZH_EN, "zh-en.sample.gold")
-    if args.quick:
-        gold_path, _ = write_bucc_slice(gold_path, work / "sample", n_gold=16, n_other=16,
-                                        split="quickweb", n_other_targets=300)
-    b = read_bucc(gold_path)
+    b = read_bucc(benchlib.bucc_sets(work, args.quick, ("sample",))["sample"])
     src, clean = Path(b.src.path), Path(b.tgt.path)
     lines, counts = web_side(b.tgt.ids, b.tgt.texts, args.seed)
     web = write_gz(lines, work / "web.en.gz")
