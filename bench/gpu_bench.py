@@ -205,7 +205,7 @@ def _tiny_sample(out: Path, n: int) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     write_lines(out / SAMPLE[0], [f"zh-{i:06d}\t{s}" for i, (s, _) in enumerate(pairs[:n])])
     write_lines(out / SAMPLE[1], [f"en-{i:06d}\t{t}" for i, (_, t) in enumerate(pairs[:n // 2]
-                                                                          + pairs[n:])])
+                                                                               + pairs[n:])])
     write_lines(out / SAMPLE[2], [f"zh-{i:06d}\ten-{i:06d}" for i in range(n // 2)])
     return out
 

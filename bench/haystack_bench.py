@@ -34,11 +34,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import benchlib
+from benchlib import machine, shared_model_dir
 
-import benchlib  # noqa: E402
-from benchlib import machine, shared_model_dir  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, PARALLEL_DE_EN, PARALLEL_ZH_EN, shared_path
