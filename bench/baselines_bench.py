@@ -43,14 +43,10 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import benchlib  # noqa: E402
 from benchlib import bucc_sets, machine, shared_model_dir  # noqa: E402
@@ -58,7 +54,6 @@ from benchlib import bucc_sets, machine, shared_model_dir  # noqa: E402
 import numpy as np  # noqa: E402
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
-from triemine.evaluation.pipeline import Direction, evaluate  # noqa: E402
 
 SYSTEMS = ("birnn", "ae_mlp", "dual_enc", "opus_enc")
 F1_KEYS = {"birnn": "f1_birnn", "ae_mlp": "f1_autoencoder_mlp", "dual_enc": "f1_dual_encoder",
@@ -84,23 +79,11 @@ class MemoEncoder:
 
 
 def evaluate_system(score: str, rows: dict, golds: dict) -> dict:
-    """Sample-tuned, 2-fold held-out, transfer (sample threshold) and transfer-tuned P/R/F1."""
-    sb, tb = read_bucc(golds["sample"]), read_bucc(golds["transfer"])
-    kw = dict(filt=score, rank_by=score, rule="one-to-one")
-    tuned = evaluate([Direction(rows["sample"])], sb, folds=2, **kw)
-    th = {"zh-en": next(iter(tuned.thresholds.values()))}
-    transfer = evaluate([Direction(rows["transfer"])], tb, thresholds=th,
-                        thresholds_source=f"fixed:tuned-on:{Path(golds['sample']).name}", **kw)
-    transfer_tuned = evaluate([Direction(rows["transfer"])], tb, **kw)
-    for line in (tuned.signature("strict"), tuned.signature("heldout-strict", tuned.heldout_strict),
-                 transfer.signature("strict")):
-        print(line, flush=True)
-    return {"threshold": th["zh-en"], "rule": "one-to-one", "filter": score,
-            "candidates_sample": tuned.candidates,
-            "sample_tuned": tuned.strict.as_dict(),
-            "sample_heldout": tuned.heldout_strict.as_dict(),
-            "transfer": transfer.strict.as_dict(),
-            "transfer_tuned": transfer_tuned.strict.as_dict()}
+    """Sample-tuned, 2-fold held-out, transfer (sample threshold) and transfer-tuned P/R/F1
+    (:func:`benchlib.tuned_and_transferred`) and the sample's candidates."""
+    tuned, figures = benchlib.tuned_and_transferred(rows, golds, score, score)
+    print(tuned.signature("heldout-strict", tuned.heldout_strict), flush=True)
+    return dict(figures, candidates_sample=tuned.candidates)
 
 
 def gold_precision(baseline, bucc) -> dict:
@@ -184,30 +167,10 @@ def run_system(name: str, model_dir: Path, golds: dict, args, work: Path, state:
 def quiet(fn, argv) -> None:
     """Run a CLI entry point (``trie-mine-filter``/``trie-mine-eval``, in process) with its stdout
     sent to stderr, as the bench's stdout ends with one JSON line; a failure stops the bench."""
-    import contextlib
-
     with contextlib.redirect_stdout(sys.stderr):
         rc = fn([str(a) for a in argv])
     if rc != 0:
         sys.exit(f"baselines_bench: {fn.__name__} {' '.join(map(str, argv))} failed (exit {rc})")
-
-
-@contextlib.contextmanager
-def baselines_cache(folder):
-    """``TRIEMINE_CACHE`` pointed at ``folder`` for the duration (None: unchanged), so that
-    ``trie-mine-filter --classifier`` finds the models this run trained (quick mode)."""
-    if folder is None:
-        yield
-        return
-    old = os.environ.get("TRIEMINE_CACHE")
-    os.environ["TRIEMINE_CACHE"] = str(folder)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("TRIEMINE_CACHE", None)
-        else:
-            os.environ["TRIEMINE_CACHE"] = old
 
 
 def candidates_in(tsv: Path, gold: Path, out: Path) -> Path:
@@ -297,7 +260,7 @@ def filter_table(systems, args, golds: dict, work: Path, model_dir: Path) -> dic
         score = system_class(name).score
         scored = {}
         with benchlib.timer() as t:
-            with baselines_cache(qcache):
+            with benchlib.env_var("TRIEMINE_CACHE", qcache):  # the models this run trained
                 for key, tsv in cands.items():
                     scored[key] = folder / f"{key}.{name}.tsv"
                     quiet(filter_main,
@@ -314,10 +277,8 @@ def filter_table(systems, args, golds: dict, work: Path, model_dir: Path) -> dic
 
 
 def main(argv=None) -> int:
-    ap = benchlib.parser(__doc__, quick="tiny models, small slices (< 1 min)")
+    ap = benchlib.parser(__doc__, quick="tiny models, small slices (< 1 min)", model=True)
     ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"subset of {','.join(SYSTEMS)}")
-    ap.add_argument("--model", default=None,
-                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--retrain", action="store_true", help="train again even when cached")
     ap.add_argument("--work", default=None, help="folder for slices (and quick models)")
     ap.add_argument("--parts", default="miners,filters",
@@ -339,8 +300,7 @@ def main(argv=None) -> int:
     model_dir = shared_model_dir(args.model, "baselines_bench")
     import torch
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="baselines-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = benchlib.work_dir(args.work, "baselines-bench-")
     golds = bucc_sets(work, args.quick)
     t_all = run.elapsed()
     report = {"bench": "baselines_bench", "quick": bool(args.quick), "machine": machine(),

@@ -20,20 +20,27 @@ resident sets of this
 process and all its descendants seen by a sampler every ``SAMPLE_S`` seconds (it sees concurrent
 workers, Ray's included, but misses peaks shorter than a sample; ``tree_by`` names it); without
 psutil both are ``None``.
+
+Importing this module puts this checkout first on ``sys.path`` (a bench measures the package it
+sits beside) and sets ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` (fairseq's checkpoints) unless set.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 RESULTS_ENV = "TRIEMINE_BENCH_RESULTS"
 SAMPLE_S = 0.5
 # generated files: writing a record must not make the next benchmark's tree dirty
@@ -64,16 +71,28 @@ class BenchParser(argparse.ArgumentParser):
         return ns
 
 
-def parser(doc: str, quick: str = "small inputs (< 1 minute on an idle box)") -> BenchParser:
+def parser(doc: str, quick: str = "small inputs (< 1 minute on an idle box)",
+           model: bool = False) -> BenchParser:
     """The parser of a benchmark: its description is the first paragraph of ``doc``, with the
-    shared flags ``--quick`` (help ``quick``), ``--record`` and ``--results-dir``."""
+    shared flags ``--quick`` (help ``quick``), ``--record`` and ``--results-dir``, and with
+    ``model`` the ``--model`` of :func:`shared_model_dir`."""
     ap = BenchParser(description=(doc or "").split("\n\n")[0].strip())
     ap.add_argument("--quick", action="store_true", help=quick)
     ap.add_argument("--record", action="store_true",
                     help="append this run's record to <results dir>/<bench>.jsonl")
     ap.add_argument("--results-dir", default=None,
                     help=f"where --record writes (default ${RESULTS_ENV}, else bench/results)")
+    if model:
+        ap.add_argument("--model", default=None,
+                        help="model dir (default <cache>/models/opus-mt-zh-en)")
     return ap
+
+
+def work_dir(arg, prefix: str) -> Path:
+    """The scratch folder ``arg`` (made if missing), else a new temporary one named ``prefix``..."""
+    work = Path(arg) if arg else Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    return work
 
 
 class timer:
@@ -342,9 +361,6 @@ def machine() -> str:
 def cached_tiny_model(name: str = "decode-tiny-model-v2", updates: int = 300):
     """``(path, seconds spent training)``: the tiny synthetic model of the benchmarks, trained once
     into ``<cache>/bench/NAME`` (atomically, so concurrent benchmarks cannot see half a model)."""
-    import tempfile
-    import time
-
     from triemine.testing.tiny_model import build_tiny_model
     from triemine.io.paths import cache_root
 
@@ -366,9 +382,6 @@ def cached_tiny_model(name: str = "decode-tiny-model-v2", updates: int = 300):
 def shared_model_dir(arg, prog: str):
     """The imported OPUS-MT model directory (``arg`` or ``<cache>/models/opus-mt-zh-en``); exits
     with a clear message when it has not been imported."""
-    import sys
-    from pathlib import Path
-
     from triemine.io.paths import cache_root
 
     model_dir = Path(arg) if arg else cache_root() / "models" / "opus-mt-zh-en"
@@ -388,26 +401,50 @@ def shared_model(arg, prog: str):
     return load_model_dir(shared_model_dir(arg, prog))
 
 
-def bucc_sets(work, quick: bool) -> dict:
-    """``{"sample": gold, "transfer": gold}``: the BUCC zh-en sample and the zh-en transfer set;
-    with ``quick``, slices of both in ``work`` (16 gold + 16 other sources, their gold targets and
-    300 other target lines)."""
-    from pathlib import Path
-
+def bucc_sets(work, quick: bool, keys=("sample", "transfer")) -> dict:
+    """``{"sample": gold, "transfer": gold}``: the BUCC zh-en sample and the zh-en transfer set
+    (those of ``keys``); with ``quick``, slices of them in ``work`` (16 gold + 16 other sources,
+    their gold targets and 300 other target lines)."""
     from triemine.evaluation.slices import write_bucc_slice
     from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, shared_path
 
     sets = {"sample": (BUCC_ZH_EN, "zh-en.sample.gold"),
             "transfer": (DEVSET_ZH_EN, "zh-en.dev.gold")}
     golds = {}
-    for key, (where, name) in sets.items():
-        gold = shared_path(*where, name)
+    for key in keys:
+        gold = shared_path(*sets[key][0], sets[key][1])
         if quick:
             # a split name of its own per set: outputs are named after the gold file
             gold, _ = write_bucc_slice(gold, Path(work) / key, n_gold=16, n_other=16,
                                        split=f"quick{key}", n_other_targets=300)
         golds[key] = Path(gold)
     return golds
+
+
+def tuned_and_transferred(rows: dict, golds: dict, filt: str, rank_by: str,
+                          rule: str = "one-to-one") -> tuple:
+    """``(tuned, figures)``: mining rows ``rows["sample"]`` evaluated on ``golds["sample"]`` with
+    the threshold tuned on its gold (``tuned``, 2-fold held out too), that threshold applied
+    unchanged to ``rows["transfer"]`` on ``golds["transfer"]``, and the transfer set tuned on its
+    own gold; ``figures``: ``threshold``, ``rule``, ``filter`` and the strict P/R/F1 of each
+    (``sample_tuned``, ``sample_heldout``, ``transfer``, ``transfer_tuned``)."""
+    from triemine.evaluation.bucc import read_bucc
+    from triemine.evaluation.pipeline import Direction, evaluate
+
+    sb, tb = read_bucc(golds["sample"]), read_bucc(golds["transfer"])
+    kw = dict(filt=filt, rank_by=rank_by, rule=rule)
+    tuned = evaluate([Direction(rows["sample"])], sb, folds=2, **kw)
+    th = {"zh-en": next(iter(tuned.thresholds.values()))}
+    transfer = evaluate([Direction(rows["transfer"])], tb, thresholds=th,
+                        thresholds_source=f"fixed:tuned-on:{Path(golds['sample']).name}", **kw)
+    transfer_tuned = evaluate([Direction(rows["transfer"])], tb, **kw)
+    for line in (tuned.signature("strict"), transfer.signature("strict")):
+        print(line, flush=True)
+    return tuned, {"threshold": th["zh-en"], "rule": rule, "filter": filt,
+                   "sample_tuned": tuned.strict.as_dict(),
+                   "sample_heldout": tuned.heldout_strict.as_dict(),
+                   "transfer": transfer.strict.as_dict(),
+                   "transfer_tuned": transfer_tuned.strict.as_dict()}
 
 
 def bucc_unpaired_sources() -> list:
@@ -428,6 +465,29 @@ def de_en_rows(lines) -> list:
 
     en = de_en_english()
     return [(f"de-en-{j + 1}", en[j]) for j in lines]
+
+
+def write_lines(path, lines) -> Path:
+    """``lines`` at ``path``, each ended by a newline (UTF-8); returns ``path``."""
+    path = Path(path)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@contextlib.contextmanager
+def env_var(name: str, value):
+    """``os.environ[name]`` set to ``value`` while the body runs (``None``: left as it is), then
+    restored (removed when it was not set)."""
+    old = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = str(value)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
 
 
 def write_corpus(path, rows) -> None:
@@ -462,7 +522,6 @@ def outcome(call, expect_refusal: bool, ok_message=lambda err: True) -> tuple:
     InputError whose message passes ``ok_message``, or accepted when no refusal is expected),
     ``silent_wrong`` (accepted what must be refused, or refused without saying why) or
     ``traceback`` (any other exception escaped)."""
-    import contextlib
     import io
 
     from triemine.errors import InputError

@@ -48,14 +48,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "2")
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import benchlib  # noqa: E402
 from benchlib import bucc_sets, machine, shared_model  # noqa: E402
@@ -205,7 +201,9 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
     sb, tb = read_bucc(sample_gold), read_bucc(transfer_gold)
     extra = {}
     # tuned scores and the threshold: the rows as mined (the shipped combination)
-    tuned = evaluate([Direction(sample_rows)], sb, filt, rank, folds=2, rule=rule)
+    tuned, figures = benchlib.tuned_and_transferred(
+        {"sample": sample_rows, "transfer": transfer_rows},
+        {"sample": sample_gold, "transfer": transfer_gold}, filt, rank, rule)
     if "combination" in sample_rows.meta and name in MINING:
         # held-out: the combination's chosen weight chosen again inside each training fold
         from triemine.mining.combine import Combination
@@ -216,12 +214,9 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
             print(f"WARNING: {name}: the sample now chooses {chosen.chosen} (tuned F1 "
                   f"{chosen.strict.f1:.4f} > {tuned.strict.f1:.4f} shipped): refit the combination "
                   "(scripts/fit_combination.py)", file=sys.stderr, flush=True)
-        tuned.heldout_strict, tuned.heldout_lenient = chosen.heldout_strict, chosen.heldout_lenient
+        tuned.heldout_strict = chosen.heldout_strict
+        figures["sample_heldout"] = chosen.heldout_strict.as_dict()
         extra = {"chosen": chosen.chosen, "fold_chosen": chosen.fold_chosen}
-    th = {"zh-en": next(iter(tuned.thresholds.values()))}
-    transfer = evaluate([Direction(transfer_rows)], tb, filt, rank, thresholds=th,
-                        thresholds_source=f"fixed:tuned-on:{Path(sample_gold).name}", rule=rule)
-    transfer_tuned = evaluate([Direction(transfer_rows)], tb, filt, rank, rule=rule)
     shipped = configuration(name).thresholds if name in MINING else None
     if shipped:  # the record's own cut, tuned on no gold for judge (prob >= 0.5)
         for key, rows, gold in (("sample_shipped", sample_rows, sb),
@@ -231,29 +226,20 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
                                   thresholds_source=f"shipped:{name}").strict.as_dict()
     extra["candidate_recall"] = {key: candidate_recall(rows, gold) for key, rows, gold in (
         ("sample", sample_rows, sample_gold), ("transfer", transfer_rows, transfer_gold))}
-    for o in (tuned, transfer):
-        print(o.signature("strict"), flush=True)
     print(tuned.signature("heldout-strict", tuned.heldout_strict), flush=True)
-    return {"threshold": th["zh-en"], "rule": rule, "filter": filt, **extra,
-            "sample_tuned": tuned.strict.as_dict(),
-            "sample_heldout": tuned.heldout_strict.as_dict(),
-            "transfer": transfer.strict.as_dict(),
-            "transfer_tuned": transfer_tuned.strict.as_dict()}
+    return {**figures, **extra}
 
 
 def main(argv=None) -> int:
-    ap = benchlib.parser(__doc__, quick="small slices of both sets (< 1 min)")
+    ap = benchlib.parser(__doc__, quick="small slices of both sets (< 1 min)", model=True)
     ap.add_argument("--configs", default=",".join(CONFIGS),
                     help=f"subset of {','.join(CONFIGS + LOOKS)}")
-    ap.add_argument("--model", default=None,
-                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep (and resume) the mined TSVs in this folder")
     args = ap.parse_args(argv)
     configs = ap.names(args.configs, CONFIGS + LOOKS, "configuration")
     run = benchlib.start("bucc_bench", args)
     model = shared_model(args.model, "bucc_bench")
-    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bucc-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = benchlib.work_dir(args.work, "bucc-bench-")
     golds = bucc_sets(work, args.quick)
     report = {"bench": "bucc_bench", "quick": bool(args.quick), "machine": machine(),
               "threads": benchlib.threads()["torch"], "date": time.strftime("%Y-%m-%d"),

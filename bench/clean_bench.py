@@ -47,17 +47,13 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "2")
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
+import benchlib  # noqa: E402  (this checkout first on sys.path)
 import triemine  # noqa: E402,F401  before torch: it sets the OpenMP wait policy
-import benchlib  # noqa: E402
 from benchlib import machine, shared_model  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -301,11 +297,9 @@ def mined_part(args) -> dict:
     from triemine.scoring.calibration import ece, reliability, shipped_calibration
     from triemine.evaluation.bucc import read_gold
     from triemine.evaluation.pipeline import evaluate, evaluate_files
-    from triemine.io.paths import BUCC_ZH_EN, shared_path
 
     cal = shipped_calibration("combined", "mined")
-    golds = {"sample": shared_path(*BUCC_ZH_EN, "zh-en.sample.gold"),
-             "transfer": shared_path("data", "devsets", "zh-en", "zh-en.dev.gold")}
+    golds = benchlib.bucc_sets(None, False)
     tsvs = {"sample": args.mined_sample, "transfer": args.mined_transfer}
     out = {"calibration": cal.as_dict()}
     for name, tsv in tsvs.items():
@@ -336,9 +330,8 @@ def mined_part(args) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = benchlib.parser(__doc__, quick="small slices (< 1 min after the model loads)")
-    ap.add_argument("--model", default=None,
-                    help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap = benchlib.parser(__doc__, quick="small slices (< 1 min after the model loads)",
+                         model=True)
     ap.add_argument("--work", default=None, help="keep the inputs and outputs in this folder")
     ap.add_argument("--parts", default="noisy,unrelated", help=f"subset of {','.join(PARTS)} "
                     "(mined: only when named; it reads make demo's TSVs)")
@@ -365,8 +358,7 @@ def main(argv=None) -> int:
     model = shared_model(args.model, "clean_bench") if set(parts) - {"mined"} else None
     import torch
 
-    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="clean-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = benchlib.work_dir(args.work, "clean-bench-")
     threads = torch.get_num_threads()
     report = {"bench": "clean_bench", "quick": bool(args.quick), "machine": machine(),
               "threads": threads, "load_at_start": list(os.getloadavg()),

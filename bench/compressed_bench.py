@@ -18,8 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import benchlib  # noqa: E402  (bench/ is on sys.path when run as a script)
+import benchlib  # (bench/ is on sys.path when run as a script)
 
 WORDS = ("the of and river city 北京 上海 的 是 在 年 music station 1998 2024 school team 公司 "
          "发展 国家 people history first new village church north south").split()

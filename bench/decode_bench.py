@@ -28,7 +28,6 @@ import time
 import benchlib  # noqa: E402  (bench/ is on sys.path when run as a script)
 from benchlib import machine  # noqa: E402
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 

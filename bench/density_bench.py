@@ -71,20 +71,16 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import tempfile
 import time
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "2")
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
+import benchlib  # noqa: E402  (this checkout first on sys.path)
 import triemine  # noqa: E402,F401  before torch: it sets the OpenMP wait policy
-import benchlib  # noqa: E402
 from benchlib import machine, shared_model  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -96,7 +92,7 @@ UNRELATED = (0.10, 0.03, 0.01)
 QUICK = {"comparable": (None, 0.03), "unrelated": (0.03,), "diluting": 100, "gold": 40,
          "english": 600, "pair_sources": 100, "pair_targets": 600}
 NEAR_DUPLICATE = 0.9  # trigram Dice of folded texts: the same sentence (accidental)
-READINGS = REPO / "bench" / "density_readings.tsv"  # pairs read by a person (docstring)
+READINGS = benchlib.REPO / "bench" / "density_readings.tsv"  # pairs read by a person (docstring)
 SAME_STORY = 0.5      # trigram Dice: a wrong pair close to the source's own English
 MARGIN_CUTS = (1.05, 1.1, 1.15, 1.2, 1.25)
 LOOK_GENERATOR = "mt_knn"  # the second look's generator (triemine.mining.second_look)
@@ -457,10 +453,9 @@ def summary(runs: Dict[str, dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = benchlib.parser(__doc__, quick="tiny mixes (< 1 min after the model loads)")
+    ap = benchlib.parser(__doc__, quick="tiny mixes (< 1 min after the model loads)",
+                         model=True)
     ap.add_argument("--config", default="combined", help="named configuration to measure")
-    ap.add_argument("--model", default=None,
-                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="keep the mixes and the jobs' folders here "
                     "(a rerun resumes finished stages)")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"subset of {','.join(PARTS)}")
@@ -481,8 +476,8 @@ def main(argv=None) -> int:
     model = shared_model(args.model, "density_bench")
     import torch
 
-    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="density-bench-"))
-    work = work_folder(work, args.config, args.second_look)
+    work = work_folder(benchlib.work_dir(args.work, "density-bench-"), args.config,
+                       args.second_look)
     work.mkdir(parents=True, exist_ok=True)
     report = {"bench": "density_bench", "quick": bool(args.quick), "config": args.config,
               "second_look": bool(args.second_look),

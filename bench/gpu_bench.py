@@ -49,17 +49,12 @@ import lzma
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import benchlib
+from benchlib import cached_tiny_model, machine, shared_model_dir, write_lines
 
-import benchlib  # noqa: E402
-from benchlib import cached_tiny_model, machine  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 PACK_GROUP = 64  # weights per float16 scale
 PACK_MIN_NUMEL = 1 << 16  # smaller tensors (biases, norms) travel as they are
@@ -208,10 +203,10 @@ def _tiny_sample(out: Path, n: int) -> Path:
 
     pairs = synthetic_pairs(2 * n, seed=5)
     out.mkdir(parents=True, exist_ok=True)
-    _write(out / SAMPLE[0], [f"zh-{i:06d}\t{s}" for i, (s, _) in enumerate(pairs[:n])])
-    _write(out / SAMPLE[1], [f"en-{i:06d}\t{t}" for i, (_, t) in enumerate(pairs[:n // 2]
-                                                                          + pairs[n:])])
-    _write(out / SAMPLE[2], [f"zh-{i:06d}\ten-{i:06d}" for i in range(n // 2)])
+    write_lines(out / SAMPLE[0], [f"zh-{i:06d}\t{s}" for i, (s, _) in enumerate(pairs[:n])])
+    write_lines(out / SAMPLE[1], [f"en-{i:06d}\t{t}" for i, (_, t) in enumerate(pairs[:n // 2]
+                                                                               + pairs[n:])])
+    write_lines(out / SAMPLE[2], [f"zh-{i:06d}\ten-{i:06d}" for i in range(n // 2)])
     return out
 
 
@@ -424,11 +419,6 @@ def stage_profile(gpu, device: str, srcs, tgts, cfg, precisions, top: int = 12) 
     return res
 
 
-def _write(path: Path, lines) -> Path:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
-
-
 def _rows(tsv: Path):
     """The TSV's ``(source id, target id)`` rows and their score column."""
     from triemine.io.tsv import read_mined
@@ -451,12 +441,12 @@ def stage_trie(gpu, cpu, device: str, data: Path, work: Path, n: int, n_cpu: int
 
     src, tgt = _sample(data)
     lines = [f"{i}\t{t}" for i, t in zip(src.ids, src.texts) if t.strip()]
-    srcs = _write(work / "trie.src", lines[:n])
-    few = _write(work / "trie.cpu.src", lines[:n_cpu])
+    srcs = write_lines(work / "trie.src", lines[:n])
+    few = write_lines(work / "trie.cpu.src", lines[:n_cpu])
     target = data / SAMPLE[1]
     (trie, build_s) = _timed(lambda: get_trie(gpu, target), "cpu")
     res = {"sources": n, "beam": beam, "targets": trie.n_lines, "trie_build_s": round(build_s, 2)}
-    warm = _write(work / "trie.warm.src", lines[:8])
+    warm = write_lines(work / "trie.warm.src", lines[:8])
     mine_to_tsv(gpu, warm, target, work / "warm.tsv", trie=trie, device=device,
                 search=SearchSettings(beam=beam))
     for b in batch_sizes:
@@ -712,12 +702,9 @@ def main(argv=None) -> int:
     from triemine.io.paths import BUCC_ZH_EN, shared_path
 
     data = Path(args.data) if args.data else None  # the shared sample, when a stage reads it
-    work = Path(args.work or tempfile.mkdtemp(prefix="gpu_bench."))
-    work.mkdir(parents=True, exist_ok=True)
+    work = benchlib.work_dir(args.work, "gpu_bench.")
 
     if args.pack_model:
-        from benchlib import shared_model_dir
-
         model_dir = shared_model_dir(args.pack_model if args.pack_model != "default" else None,
                                      "gpu_bench")
         out = Path(args.out or work / "pack")
@@ -746,7 +733,6 @@ def main(argv=None) -> int:
     elif args.packed:
         model_dir = unpack_model(Path(args.packed), work / "model")
     else:
-        from benchlib import shared_model_dir
         model_dir = shared_model_dir(args.model, "gpu_bench")
 
     import torch

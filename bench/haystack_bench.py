@@ -30,19 +30,14 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+import benchlib
+from benchlib import machine, shared_model_dir
 
-import benchlib  # noqa: E402
-from benchlib import machine, shared_model_dir  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.io.paths import BUCC_ZH_EN, DEVSET_ZH_EN, PARALLEL_DE_EN, PARALLEL_ZH_EN, shared_path
@@ -334,10 +329,8 @@ def stage_speedups(work_tsv: Path, model_dir: Path, shards: int = 4,
 
 
 def main(argv=None) -> int:
-    ap = benchlib.parser(__doc__, quick="24 sources, 3,000 targets")
+    ap = benchlib.parser(__doc__, quick="24 sources, 3,000 targets", model=True)
     ap.add_argument("--targets", type=int, default=None, help="targets in all (1,000,000)")
-    ap.add_argument("--model", default=None,
-                    help="model dir (default <cache>/models/opus-mt-zh-en)")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--ivf-from", default=None, metavar="TSV",
                     help="only the IVF check on an earlier run's output (its .work directory)")
@@ -385,8 +378,7 @@ def main(argv=None) -> int:
                                                                         nprobe=args.nprobe)})
     model = shared_model_dir(args.model, "haystack_bench")
     n_targets = args.targets or (QUICK_TARGETS if args.quick else 1_000_000)
-    work = Path(args.work or tempfile.mkdtemp(prefix="haystack_bench."))
-    work.mkdir(parents=True, exist_ok=True)
+    work = benchlib.work_dir(args.work, "haystack_bench.")
     with benchlib.timer() as t:
         gold = build_set(work, n_targets, *(QUICK_SOURCES if args.quick else (0, 0)))
     build_s = t.s

@@ -30,7 +30,6 @@ import benchlib  # noqa: E402  (bench/ is on sys.path when run as a script)
 from benchlib import machine  # noqa: E402
 from pathlib import Path
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 

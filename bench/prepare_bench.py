@@ -33,9 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import benchlib  # noqa: E402  (bench/ is on sys.path when run as a script)
-
-sys.path.insert(0, str(benchlib.REPO))
+import benchlib  # (bench/ is on sys.path when run as a script)
 
 DE_LINES = 10000
 
@@ -157,24 +155,31 @@ def _synthetic(path: Path, n: int, en, zh) -> None:
             f.write(("\n".join(lines) + "\n").encode("utf-8"))
 
 
+def _child(code: str, argv, what: str, **env) -> tuple:
+    """``(wall seconds, stderr lines)`` of ``python -c code argv`` (this checkout on the path,
+    ``env`` added), the last line its own high-water mark in KiB (VmHWM: this process image
+    only; ru_maxrss would count the pages of the forked bench process before exec); exits
+    naming ``what`` when the child fails."""
+    peak = ("import sys, atexit; atexit.register(lambda: print([l for l in open('/proc/self/"
+            "status') if l.startswith('VmHWM')][0].split()[1], file=sys.stderr)); ")
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", peak + code, *map(str, argv)],
+                          env=dict(os.environ, PYTHONPATH=str(benchlib.REPO), **env),
+                          stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed: {proc.stderr}")
+    return time.perf_counter() - t0, proc.stderr.strip().splitlines()
+
+
 def _scale(work: Path, n: int, en, zh) -> dict:
     src, out = work / "synthetic.txt.gz", work / "prepared.txt.gz"
     t0 = time.perf_counter()
     _synthetic(src, n, en, zh)
     gen_s = time.perf_counter() - t0
-    # the child reports its own high-water mark (VmHWM: this process image only; ru_maxrss
-    # would count the pages of the forked bench process before exec)
-    code = ("import sys; from triemine.cli import prepare_main; rc = prepare_main(sys.argv[1:]); "
-            "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1],"
-            " file=sys.stderr); sys.exit(rc)")
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code, str(src), "-o", str(out), "--lang", "en",
-                           "--boilerplate", "100"], env=dict(os.environ,
-                          PYTHONPATH=str(benchlib.REPO)), stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.strip().splitlines()
-    if proc.returncode != 0:
-        raise SystemExit(f"trie-mine-prepare failed: {proc.stderr}")
+    wall, err = _child("from triemine.cli import prepare_main; "
+                       "sys.exit(prepare_main(sys.argv[1:]))",
+                       [src, "-o", out, "--lang", "en", "--boilerplate", "100"],
+                       "trie-mine-prepare")
     res = {"lines": n, "input_mb": round(src.stat().st_size / 2**20, 1),
            "generate_s": round(gen_s, 1), "prepare_wall_s": round(wall, 1),
            "prepare_lines_per_s": round(n / wall), "prepare_peak_rss_mb":
@@ -185,21 +190,12 @@ def _scale(work: Path, n: int, en, zh) -> dict:
 def _dedup(work: Path, prepared: Path) -> dict:
     """The job's deduplication of the prepared corpus (:func:`triemine.mining.dedup.dedup_corpus`:
     its line index over the decompressed copy, digests, grouping, the unique corpus and maps),
-    in a child process reporting its own high-water mark."""
-    code = ("import sys, json; from triemine.mining.dedup import dedup_corpus; "
-            "m = dedup_corpus(sys.argv[1], sys.argv[2], 'target'); "
-            "print(json.dumps(m.stats), file=sys.stderr); "
-            "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1],"
-            " file=sys.stderr)")
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code, str(prepared), str(work / "dedup")],
-                          env=dict(os.environ, PYTHONPATH=str(benchlib.REPO),
-                                   TRIEMINE_CACHE=str(work / "cache")),
-                          stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.strip().splitlines()
-    if proc.returncode != 0:
-        raise SystemExit(f"dedup_corpus failed: {proc.stderr}")
+    in a child process reporting its own high-water mark (:func:`_child`)."""
+    wall, err = _child("import json; from triemine.mining.dedup import dedup_corpus; "
+                       "m = dedup_corpus(sys.argv[1], sys.argv[2], 'target'); "
+                       "print(json.dumps(m.stats), file=sys.stderr)",
+                       [prepared, work / "dedup"], "dedup_corpus",
+                       TRIEMINE_CACHE=str(work / "cache"))
     return {"dedup_wall_s": round(wall, 1), "dedup_peak_rss_mb": round(int(err[-1]) / 1024, 1),
             "dedup": json.loads(err[-2])}
 

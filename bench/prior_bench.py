@@ -18,17 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import benchlib  # noqa: E402
-from benchlib import machine, shared_model_dir  # noqa: E402
-
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+import benchlib
+from benchlib import machine, shared_model_dir
 
 
 def main(argv=None) -> int:
-    ap = benchlib.parser(__doc__, quick="20 gold sources against 600 targets")
-    ap.add_argument("--model", default=None,
-                    help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap = benchlib.parser(__doc__, quick="20 gold sources against 600 targets", model=True)
     ap.add_argument("--shared", default=os.environ.get("TRIEMINE_SHARED", "../shared"))
     ap.add_argument("--weights", default="0,0.5,1", help="prior weights lambda (0,0.5,1)")
     ap.add_argument("--beam", type=int, default=5)

@@ -24,25 +24,17 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchlib  # noqa: E402
-from benchlib import cached_tiny_model, machine, shared_model_dir  # noqa: E402
+from benchlib import cached_tiny_model, machine, shared_model_dir, write_lines  # noqa: E402
 
 
 def _load() -> str:
     return "load average: " + ", ".join(map(str, benchlib.loadavg() or ["?"]))
-
-
-def _write(path: Path, lines) -> Path:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
 
 
 def _timed_sharded(model, src, tgt, out, pool, warm_src, search):
@@ -88,11 +80,11 @@ def trie_search(model, src, tgt, work: Path, n_sources: int, beam: int, shard: i
 
     trie = get_trie(model, tgt)
     lines = src.read_text(encoding="utf-8").splitlines()
-    warm = _write(work / "warm.src", lines[:8])
+    warm = write_lines(work / "warm.src", lines[:8])
     # two blocks (one batch each, the least a block holds), so two shards: a pool starts no more
     # workers than a stage has shards, and both must be warm before the timed run
     search = SearchSettings(mode="pre", beam=beam, batch_size=16, shard_sources=shard)
-    warm_pool = _write(work / "warm_pool.src", lines[:2 * search.sources_per_batch])
+    warm_pool = write_lines(work / "warm_pool.src", lines[:2 * search.sources_per_batch])
     single = work / "single.tsv"
     mine_to_tsv(model, warm, tgt, work / "warm.tsv", trie=trie,
                 search=search)  # first-call costs, as the workers'
@@ -177,7 +169,7 @@ def target_shards(model, gold_src, tgt, gold, work: Path, beam: int, ks) -> list
                  if line.strip())
     pool = make_pool(2)
     out = []
-    warm = _write(work / "warm.gold.zh", gold_src.read_text(encoding="utf-8").splitlines()[:4])
+    warm = write_lines(work / "warm.gold.zh", gold_src.read_text(encoding="utf-8").splitlines()[:4])
     with pool:  # workers started and the model loaded before the first timed run
         mine_to_tsv(model, warm, tgt, work / "warm.k.tsv", pool=pool,
                     search=SearchSettings(mode="pre", beam=beam))
@@ -222,8 +214,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     load_before = _load()
-    work = Path(args.work or tempfile.mkdtemp(prefix="scale_bench."))
-    work.mkdir(parents=True, exist_ok=True)
+    work = benchlib.work_dir(args.work, "scale_bench.")
     use_ray = not args.no_ray and not args.quick
     if use_ray:
         try:
@@ -239,8 +230,8 @@ def main(argv=None) -> int:
         model_dir, _ = cached_tiny_model()
         n = args.sources or 600
         pairs = synthetic_pairs(n, seed=3)
-        src = _write(work / "src.txt", [s for s, _ in pairs])
-        tgt = _write(work / "tgt.txt", [t for _, t in pairs[: n // 2]]
+        src = write_lines(work / "src.txt", [s for s, _ in pairs])
+        tgt = write_lines(work / "tgt.txt", [t for _, t in pairs[: n // 2]]
                      + [t for _, t in synthetic_pairs(1500, seed=4)])
         model = load_model_dir(model_dir)
         search = trie_search(model, src, tgt, work, n, args.beam, 64, use_ray)
@@ -252,7 +243,7 @@ def main(argv=None) -> int:
         n = args.sources or 200
         bucc = shared_path(*BUCC_ZH_EN)
         zh_lines = (bucc / "zh-en.sample.zh").read_text(encoding="utf-8").splitlines()
-        src = _write(work / "slice.zh", zh_lines[:n])
+        src = write_lines(work / "slice.zh", zh_lines[:n])
         tgt = bucc / "zh-en.sample.en"
         model = load_model_dir(model_dir)
         search = trie_search(model, src, tgt, work, n, args.beam, 16, use_ray)
@@ -263,7 +254,7 @@ def main(argv=None) -> int:
             gold = bucc / "zh-en.sample.gold"
             ids = {line.split("\t")[0] for line in gold.read_text(encoding="utf-8").splitlines()
                    if line.strip()}
-            gold_src = _write(work / "gold.zh",
+            gold_src = write_lines(work / "gold.zh",
                               [ln for ln in zh_lines if ln.split("\t", 1)[0] in ids])
             result["target_shards"] = target_shards(model, gold_src, tgt, gold, work,
                                                     args.beam, ks)

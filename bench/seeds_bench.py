@@ -58,10 +58,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import benchlib  # noqa: E402
 from benchlib import shared_model_dir  # noqa: E402
@@ -512,18 +509,14 @@ def run_info(training: dict) -> dict:
 def claims(res: dict) -> dict:
     """Each paper's claim, measured here: ``{claim: {"holds": bool, "measured": ...}}``."""
     gl, kim, guo = res["gl"], res["kim"], res["guo"]
-    margins = {r: round(gl["birnn"][r]["F1"] - gl["features"][r]["F1"], 1) for r in gl["birnn"]}
     drop_b = round(gl["birnn"]["0.0"]["F1"] - gl["birnn"]["0.9"]["F1"], 1)
     drop_f = round(gl["features"]["0.0"]["F1"] - gl["features"]["0.9"]["F1"], 1)
     out = {
-        "gl_birnn_beats_features_at_every_noise_ratio": {
-            "holds": all(v > 0 for v in margins.values()), "birnn_minus_features_F1": margins},
+        "gl_birnn_beats_features_at_every_noise_ratio": beats_claim(gl["birnn"], gl["features"]),
         "gl_birnn_degrades_slower_than_features": {
             "holds": drop_b < drop_f, "birnn_drop_0_to_90": drop_b,
                                                    "features_drop_0_to_90": drop_f},
-        "kim_cosine_far_better_than_levenshtein": {
-            "holds": kim["ae_cos"]["both"] < 0.5 * kim["levenshtein"]["both"],
-            "ae_cos": kim["ae_cos"]["both"], "levenshtein": kim["levenshtein"]["both"]},
+        "kim_cosine_far_better_than_levenshtein": cosine_claim(kim["ae_cos"], kim["levenshtein"]),
         "kim_mlp_worse_than_cosine_at_recovery": {
             "holds": kim["ae_mlp"]["both"] > kim["ae_cos"]["both"],
             "ae_mlp": kim["ae_mlp"]["both"], "ae_cos": kim["ae_cos"]["both"]},
@@ -541,10 +534,28 @@ def claims(res: dict) -> dict:
     full = str(res["sizes"][-1])
     for name, v in res["convergence"][full].items():
         out[f"loss_stopped_falling {name}"] = {
-            "holds": v["tail_drop_pct"] is not None and v["tail_drop_pct"] < FLAT_PCT,
-                                               "fell_in_last_fifth_pct": v["tail_drop_pct"],
-            "steps": v["steps"], "steps_per_s": v["steps_per_s"], "loss_curve": v["loss_curve"]}
+            **flat_claim(v), "steps": v["steps"], "steps_per_s": v["steps_per_s"],
+            "loss_curve": v["loss_curve"]}
     return out
+
+
+def beats_claim(birnn: dict, features: dict) -> dict:
+    """Grégoire & Langlais's claim on G&L rows by noise ratio: the BiRNN's F1 above the
+    features' at every ratio."""
+    margins = {r: round(birnn[r]["F1"] - features[r]["F1"], 1) for r in birnn}
+    return {"holds": all(v > 0 for v in margins.values()), "birnn_minus_features_F1": margins}
+
+
+def cosine_claim(ae_cos: dict, levenshtein: dict) -> dict:
+    """Kim et al.'s claim: the autoencoder's cosine errs at most half as often as Levenshtein."""
+    return {"holds": ae_cos["both"] < 0.5 * levenshtein["both"], "ae_cos": ae_cos["both"],
+            "levenshtein": levenshtein["both"]}
+
+
+def flat_claim(info: dict) -> dict:
+    """Whether a training run's loss had stopped falling (:func:`run_info`, :data:`FLAT_PCT`)."""
+    return {"holds": info["tail_drop_pct"] is not None and info["tail_drop_pct"] < FLAT_PCT,
+            "fell_in_last_fifth_pct": info["tail_drop_pct"]}
 
 
 def guo_claims(guo: dict) -> dict:
@@ -592,29 +603,18 @@ def partial_run(systems, resources, data, td, cols, pools, budget, steps, quick,
         out["features"] = run_features(resources, data, td, cols)
     if "birnn" in systems:
         r = run_birnn(resources, data, td, cols, budget, steps["birnn"], quick)
-        info = run_info(r["training"])
-        margins = {k: round(r["gl"][k]["F1"] - out["features"]["gl"][k]["F1"], 1) for k in r["gl"]}
-        r["convergence"] = info
-        r["claims"] = {
-            "gl_birnn_beats_features_at_every_noise_ratio": {
-                "holds": all(v > 0 for v in margins.values()), "birnn_minus_features_F1": margins},
-            "loss_stopped_falling": {"holds": info["tail_drop_pct"] is not None
-                                     and info["tail_drop_pct"] < FLAT_PCT,
-                                     "fell_in_last_fifth_pct": info["tail_drop_pct"]}}
+        r["convergence"] = run_info(r["training"])
+        r["claims"] = {"gl_birnn_beats_features_at_every_noise_ratio": beats_claim(
+            r["gl"], out["features"]["gl"]), "loss_stopped_falling": flat_claim(r["convergence"])}
         out["birnn"] = r
     if "ae_mlp" in systems:
         r = run_ae(resources, data, td, budget, steps["ae_mlp"], quick)
         lev = P.recovery_error(P.levenshtein_matrix(td["src"], td["tgt"]))
-        info = run_info(r["training"])
         r["kim"]["levenshtein"] = lev
-        r["convergence"] = info
-        r["claims"] = {
-            "kim_cosine_far_better_than_levenshtein": {
-                "holds": r["kim"]["ae_cos"]["both"] < 0.5 * lev["both"],
-                "ae_cos": r["kim"]["ae_cos"]["both"], "levenshtein": lev["both"]},
-            "loss_stopped_falling": {"holds": info["tail_drop_pct"] is not None
-                                     and info["tail_drop_pct"] < FLAT_PCT,
-                                     "fell_in_last_fifth_pct": info["tail_drop_pct"]}}
+        r["convergence"] = run_info(r["training"])
+        r["claims"] = {"kim_cosine_far_better_than_levenshtein": cosine_claim(r["kim"]["ae_cos"],
+                                                                              lev),
+                       "loss_stopped_falling": flat_claim(r["convergence"])}
         out["ae_mlp"] = r
     if "dual_enc" in systems:
         r = run_dual(resources, data, td, pools, budget, steps["dual_enc"],

@@ -40,14 +40,10 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "2")
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import benchlib  # noqa: E402
 from benchlib import machine, shared_model  # noqa: E402
@@ -178,9 +174,7 @@ def prepared(web: Path, work: Path) -> tuple:
 
 
 def main(argv=None) -> int:
-    ap = benchlib.parser(__doc__, quick="a slice of the sample (< 1 min)")
-    ap.add_argument("--model", default=None,
-                    help="model dir (default <cache>/models/opus-mt-zh-en)")
+    ap = benchlib.parser(__doc__, quick="a slice of the sample (< 1 min)", model=True)
     ap.add_argument("--work", default=None, help="keep the corpora and mined TSVs in this folder")
     ap.add_argument("--seed", type=int, default=SEED, help="the web-like side's seed")
     ap.add_argument("--runs", default=",".join(RUNS), help=f"subset of {','.join(RUNS)}")
@@ -191,18 +185,11 @@ def main(argv=None) -> int:
     import torch
     from triemine.api import MineOptions, run as run_job
     from triemine.evaluation.bucc import read_bucc
-    from triemine.evaluation.slices import write_bucc_slice
-    from triemine.io.paths import BUCC_ZH_EN, shared_path
 
     def job(s, t, o, dedup):
         return run_job(MineOptions.of("combined", dedup=dedup), model, s, t, o).summary
-    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="web-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    gold_path = shared_path(*BUCC_ZH_EN, "zh-en.sample.gold")
-    if args.quick:
-        gold_path, _ = write_bucc_slice(gold_path, work / "sample", n_gold=16, n_other=16,
-                                        split="quickweb", n_other_targets=300)
-    b = read_bucc(gold_path)
+    work = benchlib.work_dir(args.work, "web-bench-")
+    b = read_bucc(benchlib.bucc_sets(work, args.quick, ("sample",))["sample"])
     src, clean = Path(b.src.path), Path(b.tgt.path)
     lines, counts = web_side(b.tgt.ids, b.tgt.texts, args.seed)
     web = write_gz(lines, work / "web.en.gz")

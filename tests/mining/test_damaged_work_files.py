@@ -16,7 +16,7 @@ from triemine.testing.tiny_model import synthetic_pairs
 from triemine.distributed.shards import LOG, MANIFEST
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from reliability_bench import _as_logged, _damage  # noqa: E402  the bench's own damage
+from reliability_jobs import _as_logged, _damage  # noqa: E402  the bench's own damage
 
 HOW = ("same-size", "truncated", "emptied")
 
