@@ -62,7 +62,8 @@ def bench_trust(model_dir, work: Path, quick: bool = False) -> dict:
             try:
                 case(model_dir, d, src, tgt, res, examples)
             except Exception as exc:  # noqa: BLE001 - the case itself crashed: a traceback
-                res[f"{case.__name__.lstrip('_')}_traceback"] = 1
+                # "crashed_": no "trust_" prefix, so the sum below counts it as a traceback
+                res[f"crashed_{case.__name__.lstrip('_')}_traceback"] = 1
                 examples.append(f"{case.__name__}: {type(exc).__name__}: {exc}"[:300])
     kinds = ("cases", "ok", "silent_wrong", "traceback", "hang", "inputs_overwritten",
              "rows_lost")
