@@ -120,3 +120,24 @@ def test_bf16_encodes_the_priors_empty_source_in_float32_and_the_rest_in_bf16(ti
     seen.clear()
     scorer.score_pairs(srcs, tgts, si, ti)
     assert seen and all(seen)
+
+
+def test_auto_precision_is_bf16_on_a_cpu_with_a_bf16_matrix_unit_and_fp32_elsewhere(tmp_path):
+    from triemine.mining.options import MineOptions
+    from triemine.scoring.precision import auto_precision, cpu_flags
+
+    assert auto_precision("cpu", {"avx512f", "amx_bf16", "amx_tile"}) == "bf16"   # Intel AMX
+    assert auto_precision("cpu", {"avx512f", "avx512_bf16"}) == "bf16"           # AMD EPYC
+    assert auto_precision("cpu", {"avx2", "avx512f"}) == "fp32"
+    assert auto_precision("cuda", {"avx512_bf16"}) == "fp32"
+    assert auto_precision("cpu", {"avx512_bf16"}, trie_search=True) == "fp32"
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx512_bf16 sse\n\nprocessor\t: 1\n")
+    assert cpu_flags(str(info)) == {"fpu", "avx512_bf16", "sse"}
+    assert cpu_flags(str(tmp_path / "none")) == frozenset()
+    # resolved when the settings are made: the job's key and record name the arithmetic run
+    here = auto_precision("cpu")
+    assert MineOptions.of("judge", precision="auto").check().precision == here
+    assert MineOptions.of("paper", precision="auto").check().precision == "fp32"
+    from triemine.cleaning import ScoreOptions, check_options
+    assert check_options(ScoreOptions(precision="auto")).precision == here

@@ -36,7 +36,7 @@ from triemine.filtering import formats
 from triemine.filtering.bicleaner import BicleanerUnavailable, check_model
 from triemine.prepare.run import check_language
 from triemine.scoring.calibration import shipped_calibration
-from triemine.scoring.precision import check_precision
+from triemine.scoring.precision import AUTO, auto_precision, check_precision
 from triemine.io import check_distinct, output_lock
 from triemine.config.settings import check_value, flag_of
 
@@ -128,6 +128,8 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
     if opts.calibration is None and configuration(opts.config).judge is None and \
             opts.threshold is None:
         shipped_calibration(opts.config, "pairs")  # none shipped: its error, naming it
+    if opts.precision == AUTO:  # resolved before any work: the summary names the one run
+        opts.precision = auto_precision("cpu")
     check_precision(opts.precision, "cpu")
     if opts.bicleaner:
         try:

@@ -267,6 +267,7 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
         "cut": f"{cut[0]}>={cut[1]:.4f}"
         + ("" if opts.threshold is not None else f" (prob>={opts.min_prob or DEFAULT_MIN_PROB:g})"),
         "stage_s": seconds,
+        "precision": opts.precision,
         "output": str(out_path),
     }
     return Scored(bitext, per_row, rows_status, kept, cut, summary)

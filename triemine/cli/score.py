@@ -16,7 +16,7 @@ from triemine.config.configurations import DEFAULT
 from triemine.filtering import formats
 from triemine.judging.quality import describe
 from triemine.mining.settings import ScoreSettings
-from triemine.scoring.precision import PRECISIONS
+from triemine.scoring.precision import AUTO, PRECISIONS
 
 
 def score_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -50,9 +50,10 @@ def _score_parser() -> argparse.ArgumentParser:
     settings.add_flags_of(parser, ScoreSettings, ("judge", "density"), {})
     parser.add_argument("--bicleaner", action="store_true", help="add the Bicleaner score")
     parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its folder")
-    parser.add_argument("--precision", choices=PRECISIONS, default="fp32", help="arithmetic of "
-                        "the model's encoder and decoder for the exact scores: fp32 (default) or "
-                        "bf16 (as trie-mine --precision; fp16 is GPU only)")
+    parser.add_argument("--precision", choices=PRECISIONS + (AUTO,), default="fp32",
+                        help="arithmetic of the model's encoder and decoder for the exact "
+                        "scores: fp32 (default), bf16, or auto (bf16 where the CPU has a bf16 "
+                        "matrix unit); as trie-mine --precision; fp16 is GPU only")
     parser.add_argument("--workers", type=int, default=0, help="exact scores in N processes")
     parser.add_argument("--ray", metavar="ADDRESS", help="exact scores on Ray actors")
     parser.add_argument("--resume", action="store_true", help="go on with an interrupted run")

@@ -27,7 +27,7 @@ from triemine.errors import InputError
 from triemine.judging.model import load_judge
 from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
 from triemine.mining.generators import REGISTRY
-from triemine.scoring.precision import PRECISIONS, check_precision
+from triemine.scoring.precision import AUTO, PRECISIONS, auto_precision, check_precision
 from triemine.mining.settings import (DedupSettings, LookSettings, NeighbourSettings,
                                       RetrievalSettings, ScoreSettings)
 from triemine.config.settings import (check_value, flag_of, setting, setting_field,
@@ -64,9 +64,11 @@ class MineOptions:
     look: LookSettings = field(default_factory=LookSettings)
     device: str = setting("cpu", "cpu or cuda (default cpu)", flag="--device")
     precision: str = setting(
-        "fp32", "arithmetic of the model's encoder and decoder: fp32 (default), bf16, or fp16 "
-        "(GPU only); logits, log-sum-exps and sums stay float32", flag="--precision",
-        choices=lambda: PRECISIONS)
+        "fp32", "arithmetic of the model's encoder and decoder: fp32 (default), bf16 (on the "
+        "CPU: the output projection in bf16 tiles), fp16 (GPU only), or auto (bf16 where the CPU "
+        "has a bf16 matrix unit, amx_bf16 or avx512_bf16, else fp32; the job's key and record "
+        "name the one chosen); log-sum-exps and sums stay float32", flag="--precision",
+        choices=lambda: PRECISIONS + (AUTO,))
     target_spm: Optional[str] = setting(
         None, "target sentencepiece model when the model directory has none", flag="--target-spm",
         kind=spm_problem)
@@ -93,6 +95,9 @@ class MineOptions:
         effective = configuration(PAPER) if generators == ("trie",) else record
         _check_applies(generators == ("trie",), given)
         values: Dict[str, Any] = dict(effective.settings, config=config, candidates=generators)
+        if given.get("precision") == AUTO:  # resolved here: keys and records name the one run
+            given["precision"] = auto_precision(given.get("device", "cpu"),
+                                                trie_search="trie" in generators)
         if effective.combination is not None:
             values["combination"] = effective.name
         return with_values(cls(), {**values, **given})
