@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Density benchmark: precision where almost nothing is parallel (issue 58, part 1).
 
-The mining job of one named configuration (``--config``, default ``combined``) through
+The mining job of one named configuration (``--config``, default the package's: ``judge``) through
 :func:`triemine.api.run` (one-to-one selection at the configuration's shipped cut), on mixes of
 gold pairs diluted with Chinese sentences whose translation is absent.  Parts (``--parts``):
 
@@ -81,6 +81,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import benchlib  # noqa: E402  (this checkout first on sys.path)
 import triemine  # noqa: E402,F401  before torch: it sets the OpenMP wait policy
+from triemine.config.configurations import DEFAULT  # noqa: E402
 from benchlib import machine, shared_model  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -455,7 +456,8 @@ def summary(runs: Dict[str, dict]) -> dict:
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="tiny mixes (< 1 min after the model loads)",
                          model=True)
-    ap.add_argument("--config", default="combined", help="named configuration to measure")
+    ap.add_argument("--config", default=DEFAULT, help="named configuration to measure "
+                    "(default %(default)s, the package's)")
     ap.add_argument("--work", default=None, help="keep the mixes and the jobs' folders here "
                     "(a rerun resumes finished stages)")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"subset of {','.join(PARTS)}")
