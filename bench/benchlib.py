@@ -245,8 +245,22 @@ def loadavg():
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
+# the CPU flags a record names: the matrix units the bf16 and int8 products' rates depend on
+CPU_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
+
+
+def cpu_flags() -> dict:
+    """Which of :data:`CPU_FLAGS` this CPU has (``/proc/cpuinfo``'s first ``flags`` line,
+    :func:`triemine.scoring.precision.cpu_flags`; each ``None`` where it cannot be read)."""
+    from triemine.scoring.precision import cpu_flags as flags_of
+
+    have = flags_of()
+    return {k: k in have for k in CPU_FLAGS} if have else dict.fromkeys(CPU_FLAGS)
+
+
 def machine_facts() -> dict:
-    """CPU model, visible cores, OS, Python, torch, GPUs and the load average (1, 5, 15 min)."""
+    """CPU model and flags (:func:`cpu_flags`), visible cores, OS, Python, torch, GPUs and the
+    load average (1, 5, 15 min)."""
     try:
         import torch
 
@@ -257,7 +271,8 @@ def machine_facts() -> dict:
         cores_usable = len(os.sched_getaffinity(0))
     except AttributeError:
         cores_usable = os.cpu_count()
-    return {"cpu": _cpu_model(), "cores": os.cpu_count(), "cores_usable": cores_usable,
+    return {"cpu": _cpu_model(), "cpu_flags": cpu_flags(), "cores": os.cpu_count(),
+            "cores_usable": cores_usable,
             "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
             "torch": torch_version, "gpus": gpus(), "summary": machine(),
             "loadavg": loadavg()}

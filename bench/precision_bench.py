@@ -96,20 +96,6 @@ def rescore(model, mined, precision: str, progress: bool = True, cache=None, sta
     return score, prior, ntok, t.s, t.cpu
 
 
-CPU_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
-
-
-def cpu_flags() -> dict:
-    """Which of :data:`CPU_FLAGS` this CPU has (``/proc/cpuinfo``'s first ``flags`` line; each
-    ``None`` where that file cannot be read): the bf16 products' rate depends on them."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            have = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
-    except OSError:
-        return dict.fromkeys(CPU_FLAGS)
-    return {k: k in have for k in CPU_FLAGS}
-
-
 def load_cache(path) -> dict:
     """The values a ``--cache`` file holds (:func:`rescore`), ``{}`` when it does not exist."""
     import pickle
@@ -271,7 +257,7 @@ def main(argv=None) -> int:
               f"{cpu:.1f} s CPU ({threads} threads)", flush=True)
 
     res = {"bench": "precision", "quick": args.quick, "machine": machine(), "threads": threads,
-           "cpu_flags": cpu_flags(),
+           "cpu_flags": benchlib.cpu_flags(),
            "date": time.strftime("%Y-%m-%d"), "speed_pairs": len(speed_rows),
            "pairs_per_s_fp32": round(len(speed_rows) / speed["fp32"][0], 2),
            f"pairs_per_s_{lab}": round(len(speed_rows) / speed[prec_b][0], 2),
