@@ -133,9 +133,11 @@ def _settings_cases(tools):
     cases = []
     for tool, call in tools.items():
         cases += [
-            (f"{tool} --judge without a judge", call("--judge", str(SHIPPED)), True,
+            (f"{tool} --judge without a judge", call("--config", "combined", "--judge",
+                                                     str(SHIPPED)), True,
              lambda e: "--judge applies to a configuration with a learned judge" in e),
-            (f"{tool} --density without a judge", call("--density", "0.3"), True,
+            (f"{tool} --density without a judge", call("--config", "combined", "--density",
+                                                       "0.3"), True,
              lambda e: "--density applies" in e),
             (f"{tool} --density 1e-9", call("--config", "judge", "--density", "1e-9"), True,
              lambda e: ">= 1e-06" in e),

@@ -25,7 +25,7 @@ import numpy as np
 
 from triemine.cleaning.job import ScoreOptions, Scored, score_bitext
 from triemine.cleaning.pairs import Bitext, read_pairs
-from triemine.config.configurations import configuration
+from triemine.config.configurations import configuration, judge_only
 from triemine.judging.model import check_reads, judge_path, load_judge
 from triemine.mining.combine import shipped
 from triemine.models.model_dir import check_model_dir, load_model_dir, model_languages
@@ -150,9 +150,8 @@ def _check_judge(opts: ScoreOptions) -> None:
     if configuration(opts.config).judge is None or opts.calibration is not None:
         for name in ("judge", "density"):
             if getattr(opts, name) is not None:
-                raise InputError(f"{flag_of(_field(name))} applies to a configuration with a "
-                                 f"learned judge (--config judge), not --config {opts.config}"
-                                 + (" with a calibration" if opts.calibration else ""))
+                raise judge_only(flag_of(_field(name)),
+                                 opts.config + (" with a calibration" if opts.calibration else ""))
         return
     judge = load_judge(opts.judge)  # a missing or broken judge file: its error, naming it
     check_reads(judge, set(opts.features()) | {"combined"}, judge_path(opts.judge),

@@ -106,3 +106,11 @@ def configuration(name: str) -> Configuration:
 def combination_names() -> Tuple[str, ...]:
     """The configurations that ship a combined score (its name is the configuration's)."""
     return tuple(n for n in NAMES if configuration(n).combination is not None)
+
+
+def judge_only(flag: str, config: str) -> InputError:
+    """The refusal of ``flag``, a setting only a learned judge reads, in a job of configuration
+    ``config``, which has none (it would be ignored): naming the configurations that have one."""
+    judged = [n for n in NAMES if configuration(n).judge is not None]
+    return InputError(f"{flag} applies to a configuration with a learned judge (--config "
+                      f"{' or '.join(judged)}), not --config {config}")

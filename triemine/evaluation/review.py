@@ -39,6 +39,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from triemine.judging.quality import best_per_source
 from triemine.errors import InputError
 from triemine.filtering.selection import choose
 from triemine.io import open_binary, plain_copy, read_mined, read_text
@@ -79,13 +80,11 @@ class Run:
         return self.key(row) if self.kind == "mining" else (self.src[row], self.tgt[row])
 
     def best_prob_per_source(self) -> Optional[np.ndarray]:
-        """The highest ``prob`` of every source's rows (a mining TSV's sources), else None."""
+        """The highest ``prob`` of every source's rows (a mining TSV's sources,
+        :func:`triemine.judging.quality.best_per_source`), else None."""
         if self.kind != "mining":
             return None
-        best: Dict[str, float] = {}
-        for s, p in zip(self.src_ids, self.prob.tolist()):
-            best[s] = max(p, best.get(s, 0.0))
-        return np.fromiter(best.values(), dtype=np.float64, count=len(best))
+        return best_per_source(self.src_ids, self.prob)
 
 
 def _header_of(path: str) -> List[str]:

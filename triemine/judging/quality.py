@@ -54,6 +54,18 @@ def expected_quality(prob_kept: Sequence[float],
     return out
 
 
+def best_per_source(src_ids: Sequence[str], prob) -> np.ndarray:
+    """The highest finite ``prob`` of each distinct source of ``src_ids`` (one id a row, the
+    rows' ``prob`` beside them; 0 for a source without one), in sorted order of the ids: the
+    ``best_prob_per_source`` of :func:`expected_quality`."""
+    p = np.asarray(prob, dtype=np.float64)
+    _, source = np.unique(np.asarray(src_ids, dtype=object), return_inverse=True)
+    best = np.zeros(int(source.max()) + 1 if len(source) else 0)
+    ok = np.isfinite(p)
+    np.maximum.at(best, source[ok], p[ok])
+    return best
+
+
 def describe(expected: Dict[str, object]) -> str:
     """One line of :func:`expected_quality`'s result (or of a summary's ``expected`` entry
     saying why there is none: ``{"calibrated": False, "why": ...}``)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from triemine.config.configurations import DEFAULT, NAMES, PAPER, configuration
+from triemine.config.configurations import DEFAULT, NAMES, PAPER, configuration, judge_only
 from triemine.models.model_dir import check_device, spm_problem
 from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, PAPER_BEAM, SearchSettings
 from triemine.distributed.settings import PoolSettings
@@ -166,10 +166,7 @@ class MineOptions:
         sc = self.scores
         for name, value in (("judge", sc.judge), ("density", sc.density)):
             if value is not None and record.judge is None:
-                flag = flag_of(setting_field(MineOptions, name))
-                judged = [n for n in NAMES if configuration(n).judge is not None]
-                raise InputError(f"{flag} applies to a configuration with a learned judge "
-                                 f"(--config {' or '.join(judged)}), not --config {self.config}")
+                raise judge_only(flag_of(setting_field(MineOptions, name)), self.config)
         if record.judge is not None:
             load_judge(sc.judge)  # a missing or broken judge file, named, before any import
         if self.look.second_look and "second_look" not in record.stages:

@@ -15,7 +15,7 @@ from triemine.io import check_distinct, check_uncompressed, Mined, read_mined, w
 from triemine.errors import InputError
 from triemine.filtering import formats
 from triemine.filtering.selection import Selection, choose, configuration_of, write_pairs
-from triemine.judging.quality import expected_quality
+from triemine.judging.quality import best_per_source, expected_quality
 from triemine.mining.dedup import expand_rows, side_maps
 
 # below this many lines on a side, a shipped threshold is applied with a warning (the ratio
@@ -126,11 +126,8 @@ def expected_of(mined: Mined, kept: np.ndarray) -> dict:
         name = configuration_of(mined.meta) or "of this TSV"
         return {"calibrated": False, "why": f"configuration {name} writes no calibrated prob"}
     prob = mined.col("prob")
-    _, source = np.unique(np.asarray(mined.src_ids, dtype=object), return_inverse=True)
-    best = np.zeros(int(source.max()) + 1 if len(source) else 0)
-    ok = np.isfinite(prob)
-    np.maximum.at(best, source[ok], prob[ok])
-    out = {"calibrated": True, **expected_quality(prob[kept], best),
+    out = {"calibrated": True,
+           **expected_quality(prob[kept], best_per_source(mined.src_ids, prob)),
            "assumes": "prob calibrated; recall of the candidates: a source has at most one "
                       "translation, its best-prob candidate"}
     if mined.meta.get("density") is not None:
