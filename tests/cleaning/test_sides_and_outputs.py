@@ -279,7 +279,7 @@ def test_score_takes_precision_as_trie_mine_does(tmp_path, tiny_model, cipher_co
                     encoding="utf-8")
     opts = dict(encoder="cipher", combination=str(cipher_combination),
                 calibration={"a": 1.0, "b": 0.0, "fitted_on": "test"}, threshold=0.0)
-    full = score(path, model=tiny_model, output=tmp_path / "fp32.tsv", **opts)
+    full = score(path, model=tiny_model, output=tmp_path / "fp32.tsv", precision="fp32", **opts)
     half = score(path, model=tiny_model, output=tmp_path / "bf16.tsv", precision="bf16", **opts)
     a, b = full.columns["score"], half.columns["score"]
     assert a.shape == b.shape and not (a == b).all()  # computed in another arithmetic

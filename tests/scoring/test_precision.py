@@ -47,7 +47,7 @@ def test_bf16_scores_and_priors_stay_within_the_tolerance_of_fp32(tiny_model):
     assert (a.argmax(1) == b.argmax(1)).all()
 
 
-def test_fp32_is_the_default_with_the_bits_of_before(tiny_model, corpora, tmp_path):
+def test_combined_computes_in_fp32_with_the_bits_of_before(tiny_model, corpora, tmp_path):
     from triemine.mining.run import mine_pipeline
 
     src, tgt, _, _ = corpora
@@ -141,3 +141,9 @@ def test_auto_precision_is_bf16_on_a_cpu_with_a_bf16_matrix_unit_and_fp32_elsewh
     assert MineOptions.of("paper", precision="auto").check().precision == "fp32"
     from triemine.cleaning import ScoreOptions, check_options
     assert check_options(ScoreOptions(precision="auto")).precision == here
+    # auto is the default; combined, whose cut was tuned on fp32 scores, keeps fp32
+    assert MineOptions.of("judge").precision == here == MineOptions().precision
+    assert MineOptions.of("combined").precision == "fp32"
+    assert MineOptions.of("combined", precision="auto").precision == here
+    assert check_options(ScoreOptions()).precision == here
+    assert check_options(ScoreOptions(config="combined")).precision == "fp32"

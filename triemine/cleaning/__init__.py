@@ -36,7 +36,8 @@ from triemine.filtering import formats
 from triemine.filtering.bicleaner import BicleanerUnavailable, check_model
 from triemine.prepare.run import check_language
 from triemine.scoring.calibration import shipped_calibration
-from triemine.scoring.precision import AUTO, auto_precision, check_precision
+from triemine.scoring.precision import DEFAULT as DEFAULT_PRECISION, check_precision, \
+    resolve_precision
 from triemine.io import check_distinct, output_lock
 from triemine.config.settings import check_value, flag_of
 
@@ -92,7 +93,8 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
     ``langs`` as two codes CLD2 knows (lower case), ``min_prob`` in (0, 1), ``threshold``
     finite, not both, ``k >= 1``, a known ``encoder``, a ``config`` whose combined score this
     job computes (and, without ``threshold``, that ships a ``pairs`` calibration), a Bicleaner
-    model that exists when ``bicleaner``, a ``precision`` this job runs (on the CPU)."""
+    model that exists when ``bicleaner``, a ``precision`` this job runs (on the CPU; None and
+    ``auto`` resolved to the arithmetic run)."""
     for name in ("min_prob", "threshold"):
         v = getattr(opts, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.number))
@@ -128,8 +130,10 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
     if opts.calibration is None and configuration(opts.config).judge is None and \
             opts.threshold is None:
         shipped_calibration(opts.config, "pairs")  # none shipped: its error, naming it
-    if opts.precision == AUTO:  # resolved before any work: the summary names the one run
-        opts.precision = auto_precision("cpu")
+    if opts.precision is None:  # the configuration's (combined: fp32), else auto
+        opts.precision = configuration(opts.config).settings.get("precision", DEFAULT_PRECISION)
+    # resolved before any work: the summary names the one run
+    opts.precision = resolve_precision(opts.precision, "cpu")
     check_precision(opts.precision, "cpu")
     if opts.bicleaner:
         try:

@@ -59,7 +59,8 @@ class ScoreOptions:
     the encoder and its ``k``, language codes for the language flags
     (None: none), Bicleaner (its model: None for the default), the cut: ``min_prob`` or
     ``threshold`` (``combined >=``; neither: ``prob >= 0.5``), and the arithmetic of the exact
-    scores (``precision``, as ``trie-mine --precision``).  A configuration that ships a
+    scores (``precision``, as ``trie-mine --precision``; None: the configuration's, else
+    ``auto``, resolved by :func:`triemine.cleaning.check_options`).  A configuration that ships a
     judge (``judge``: another judge file) gives ``judge`` and ``prob`` by the judge
     (:mod:`triemine.judging`), its probability shifted to ``density`` (None: the share of
     translations estimated from the pairs, :func:`triemine.judging.prior.estimate_prior`)."""
@@ -74,7 +75,7 @@ class ScoreOptions:
     bicleaner_model: Optional[str] = None
     min_prob: Optional[float] = None
     threshold: Optional[float] = None
-    precision: str = "fp32"
+    precision: Optional[str] = None
     judge: Optional[str] = declared(ScoreSettings, "judge")
     density: Optional[float] = declared(ScoreSettings, "density")
 

@@ -50,10 +50,11 @@ def _score_parser() -> argparse.ArgumentParser:
     settings.add_flags_of(parser, ScoreSettings, ("judge", "density"), {})
     parser.add_argument("--bicleaner", action="store_true", help="add the Bicleaner score")
     parser.add_argument("--bicleaner-model", help="Bicleaner model .yaml or its folder")
-    parser.add_argument("--precision", choices=PRECISIONS + (AUTO,), default="fp32",
+    parser.add_argument("--precision", choices=PRECISIONS + (AUTO,), default=None,
                         help="arithmetic of the model's encoder and decoder for the exact "
-                        "scores: fp32 (default), bf16, or auto (bf16 where the CPU has a bf16 "
-                        "matrix unit); as trie-mine --precision; fp16 is GPU only")
+                        "scores: auto (default: bf16 where the CPU has a bf16 matrix unit, else "
+                        "fp32; fp32 for --config combined), fp32, bf16; as trie-mine "
+                        "--precision; fp16 is GPU only")
     parser.add_argument("--workers", type=int, default=0, help="exact scores in N processes")
     parser.add_argument("--ray", metavar="ADDRESS", help="exact scores on Ray actors")
     parser.add_argument("--resume", action="store_true", help="go on with an interrupted run")

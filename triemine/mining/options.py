@@ -27,7 +27,8 @@ from triemine.errors import InputError
 from triemine.judging.model import load_judge
 from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
 from triemine.mining.generators import REGISTRY
-from triemine.scoring.precision import AUTO, PRECISIONS, auto_precision, check_precision
+from triemine.scoring.precision import AUTO, DEFAULT as DEFAULT_PRECISION, PRECISIONS, \
+    check_precision, resolve_precision
 from triemine.mining.settings import (DedupSettings, LookSettings, NeighbourSettings,
                                       RetrievalSettings, ScoreSettings)
 from triemine.config.settings import (check_value, flag_of, setting, setting_field,
@@ -64,10 +65,11 @@ class MineOptions:
     look: LookSettings = field(default_factory=LookSettings)
     device: str = setting("cpu", "cpu or cuda (default cpu)", flag="--device")
     precision: str = setting(
-        "fp32", "arithmetic of the model's encoder and decoder: fp32 (default), bf16 (on the "
-        "CPU: the output projection in bf16 tiles), fp16 (GPU only), or auto (bf16 where the CPU "
-        "has a bf16 matrix unit, amx_bf16 or avx512_bf16, else fp32; the job's key and record "
-        "name the one chosen); log-sum-exps and sums stay float32", flag="--precision",
+        DEFAULT_PRECISION, "arithmetic of the model's encoder and decoder for the exact scores: "
+        "auto (default: bf16 where the CPU has a bf16 matrix unit, amx_bf16 or avx512_bf16, else "
+        "fp32; fp32 on a GPU, for the trie search and for --config combined; the job's key and "
+        "record name the one chosen), fp32, bf16 (on the CPU: the output projection in bf16 "
+        "tiles), fp16 (GPU only); log-sum-exps and sums stay float32", flag="--precision",
         choices=lambda: PRECISIONS + (AUTO,))
     target_spm: Optional[str] = setting(
         None, "target sentencepiece model when the model directory has none", flag="--target-spm",
@@ -95,12 +97,19 @@ class MineOptions:
         effective = configuration(PAPER) if generators == ("trie",) else record
         _check_applies(generators == ("trie",), given)
         values: Dict[str, Any] = dict(effective.settings, config=config, candidates=generators)
-        if given.get("precision") == AUTO:  # resolved here: keys and records name the one run
-            given["precision"] = auto_precision(given.get("device", "cpu"),
-                                                trie_search="trie" in generators)
+        # resolved here: keys and records name the one run
+        given["precision"] = resolve_precision(
+            given.get("precision", values.get("precision", DEFAULT_PRECISION)),
+            given.get("device", values.get("device", "cpu")), trie_search="trie" in generators)
         if effective.combination is not None:
             values["combination"] = effective.name
         return with_values(cls(), {**values, **given})
+
+    def __post_init__(self):
+        # ``auto`` never outlives construction: keys and records name the arithmetic run
+        if self.precision == AUTO:
+            object.__setattr__(self, "precision", resolve_precision(
+                AUTO, self.device, trie_search="trie" in self.candidates))
 
     @property
     def paper(self) -> bool:

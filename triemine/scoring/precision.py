@@ -1,6 +1,8 @@
 """The arithmetic a job's model computes in (``--precision``): :data:`PRECISIONS`, the rule of
 which runs where (:func:`check_precision`) and the one this machine's CPU computes fastest
-(``auto``, :func:`auto_precision`); without torch, for the settings tree."""
+(``auto``, :func:`auto_precision`, the :data:`DEFAULT`; :func:`resolve_precision` turns it into
+the one a job runs before any work, so keys and records never say ``auto``); without torch, for
+the settings tree."""
 from __future__ import annotations
 
 from triemine.errors import InputError
@@ -10,6 +12,7 @@ from triemine.errors import InputError
 # (docs/decisions.md#what-runs-in-half-precision)
 PRECISIONS = ("fp32", "bf16", "fp16")
 AUTO = "auto"  # --precision auto: the one auto_precision picks, resolved before any work
+DEFAULT = AUTO  # a job's arithmetic unless its configuration or the user names one
 # the CPU flags (/proc/cpuinfo) of a unit that multiplies bf16 natively: AMX, AVX-512 BF16
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
@@ -50,3 +53,11 @@ def auto_precision(device: str = "cpu", flags=None, trie_search: bool = False) -
     flags = cpu_flags() if flags is None else frozenset(flags)
     return "bf16" if flags & set(BF16_FLAGS) else "fp32"
 
+
+
+def resolve_precision(precision: str, device: str = "cpu", trie_search: bool = False) -> str:
+    """``precision``, or the one :func:`auto_precision` picks for ``device`` (and a job with the
+    trie search) when it is :data:`AUTO`; not checked (:func:`check_precision` does that)."""
+    if precision == AUTO:
+        return auto_precision(device, trie_search=trie_search)
+    return precision
