@@ -61,6 +61,11 @@ adds the job's ``second_look`` counts and ``kept_by_generator``, each shown pair
 ``generators`` that proposed it, and each unrelated pair counts the kept pairs the look added
 (``look_added``: those ``mt_knn`` proposed; a kept pair of the first pass is never one).
 
+``--precision``: the jobs' arithmetic (``trie-mine --precision``; default the configuration's,
+named in the report with the CPU's flags); each mix's expected precision (the mean ``prob`` of
+its kept pairs, the run's summary) is reported beside ``P_read``, the share of its kept pairs
+that are translations (gold, accidental or read), as ``expected_gap``.
+
 ``--quick`` (< 1 min after the model loads): 100 diluting sources, 40 gold pairs and 600
 English lines; densities 27 % and 3 %; unrelated pairs of 100 sources against 600 lines.
 ``--work DIR`` keeps every mix's inputs and job folders: a rerun resumes finished stages.  Last
@@ -222,7 +227,8 @@ def classify(mix: Mix, src_ids: Sequence[str], tgt_ids: Sequence[str],
 def count(mix: Mix, src_ids: Sequence[str], labels: Sequence[str],
           read: Optional[Sequence[bool]] = None) -> dict:
     """Precision (accidental and read translations left out), precision by the automatic rule
-    alone, strict precision, recall, F1, the counts (``unread``: wrong pairs whose ``read``
+    alone, strict precision, the share of the kept pairs that are translations (``P_read``:
+    gold, accidental and read ones), recall, F1, the counts (``unread``: wrong pairs whose ``read``
     is false; every wrong pair without ``read``), wrong pairs per 10,000 sources and the wrong
     pairs among the diluting sources (% of them)."""
     lab = np.asarray(labels, dtype=object)
@@ -234,6 +240,7 @@ def count(mix: Mix, src_ids: Sequence[str], labels: Sequence[str],
     unread = sum(1 for k, was in zip(labels, read) if k == "wrong" and not was)
     return {"P": round(p, 4), "R": round(r, 4), "F1": round(2 * p * r / (p + r), 4) if p + r
             else 0.0, "P_auto": round(g / (g + w + rd), 4) if g + w + rd else 1.0,
+            "P_read": round((g + a + rd) / len(lab), 4) if len(lab) else 1.0,
             "P_strict": round(g / len(lab), 4) if len(lab) else 1.0,
             "kept": len(lab), "gold_kept": g, "wrong": w, "accidental": a, "read": rd,
             "unread": unread,
@@ -375,7 +382,7 @@ def measure(m, rows: np.ndarray, mix: Mix, show: bool) -> dict:
 
 
 def run_mix(model, config: str, kind: str, mix: Mix, work: Path, show: bool,
-            look: bool = False) -> dict:
+            look: bool = False, precision: Optional[str] = None) -> dict:
     """Mine ``mix`` in ``work/<mix name>`` (with the second look when ``look``) and measure it
     at the shipped cut (and at ``prob >= 0.5`` when the TSV has ``prob``); the margin table of
     its candidates."""
@@ -389,13 +396,15 @@ def run_mix(model, config: str, kind: str, mix: Mix, work: Path, show: bool,
           f"{len(mix.targets)} targets", file=sys.stderr, flush=True)
     result, wall, resumed = benchlib.mine_corpora(model, config, d / "src.zh", d / "tgt.en",
                                                   d / "mined.tsv",
-                                                  second_look=True if look else None)
+                                                  second_look=True if look else None,
+                                                  precision=precision)
     m, sel = result.candidates, result.selection
     out = {"kind": kind, "sources": len(mix.sources), "diluting": len(mix.diluting),
            "gold": len(mix.gold), "density": round(mix.density, 4), "targets": len(mix.targets),
            "candidates": len(m), "wall_s": wall, "resumed": resumed,
            "stage_s": result.summary.get("stage_s"), "selection": sel.text(),
-           "shipped": measure(m, result.kept, mix, show)}
+           "shipped": measure(m, result.kept, mix, show),
+           "expected": result.summary.get("expected")}
     out.update({k: result.summary[k] for k in ("second_look", "kept_by_generator")
                 if k in result.summary})
     if "prob" in m.numeric:
@@ -429,7 +438,8 @@ def pairs_part(model, config: str, args, work: Path) -> dict:
     out = {}
     for mix in pair_mixes(args.quick):
         name = mix.name
-        res = run_mix(model, config, "pair", mix, work, show=True, look=args.second_look)
+        res = run_mix(model, config, "pair", mix, work, show=True, look=args.second_look,
+                      precision=args.precision)
         res.pop("margin", None)
         for key in ("shipped", "prob_0_5"):
             if key in res:
@@ -446,11 +456,20 @@ def pairs_part(model, config: str, args, work: Path) -> dict:
 
 def summary(runs: Dict[str, dict]) -> dict:
     """One line a mix: density, P (and by the automatic rule alone), R, F1, wrong, accidental
-    and read translations, wrong per 10k, wrong diluting %, wall time."""
-    return {name: {"density": r["density"], **{k: r["shipped"][k] for k in (
-        "P", "P_auto", "R", "F1", "wrong", "accidental", "read", "unread",
-        "wrong_per_10k_sources", "wrong_diluting_pct")},
-        "wall_s": r["wall_s"]} for name, r in runs.items()}
+    and read translations, wrong per 10k, wrong diluting %, wall time; and the run's expected
+    precision (the mean ``prob`` of its kept pairs, :mod:`triemine.judging.quality`) less the
+    share of its kept pairs that are translations (``expected_gap``: ``P_read``), where the
+    run's ``prob`` is calibrated."""
+    out = {}
+    for name, r in runs.items():
+        out[name] = {"density": r["density"], **{k: r["shipped"][k] for k in (
+            "P", "P_auto", "P_read", "R", "F1", "wrong", "accidental", "read", "unread",
+            "wrong_per_10k_sources", "wrong_diluting_pct")}, "wall_s": r["wall_s"]}
+        exp = (r.get("expected") or {}).get("expected_precision")
+        if exp is not None:
+            out[name]["expected_precision"] = round(exp, 4)
+            out[name]["expected_gap"] = round(exp - r["shipped"]["P_read"], 4)
+    return out
 
 
 def main(argv=None) -> int:
@@ -463,6 +482,9 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default=",".join(PARTS), help=f"subset of {','.join(PARTS)}")
     ap.add_argument("--unrelated-sources", type=int, default=2700,
                     help="unrelated: BUCC sources without a pair that dilute (at most 8367)")
+    ap.add_argument("--precision", default=None, choices=("auto", "fp32", "bf16"),
+                    help="the jobs' arithmetic (default the configuration's); another than the "
+                    "default mines in <work>/<config>/precision-<it>")
     ap.add_argument("--second-look", action="store_true",
                     help="every job with the second look (the configuration must list it), in "
                     "<work>/<config>+look")
@@ -480,9 +502,15 @@ def main(argv=None) -> int:
 
     work = work_folder(benchlib.work_dir(args.work, "density-bench-"), args.config,
                        args.second_look)
+    if args.precision is not None:
+        work = work / f"precision-{args.precision}"
     work.mkdir(parents=True, exist_ok=True)
+    from triemine.mining.options import MineOptions
+
+    precision = MineOptions.of(args.config, precision=args.precision).precision
     report = {"bench": "density_bench", "quick": bool(args.quick), "config": args.config,
-              "second_look": bool(args.second_look),
+              "second_look": bool(args.second_look), "precision": precision,
+              "cpu_flags": benchlib.cpu_flags(),
               "machine": machine(), "threads": torch.get_num_threads(),
               "date": time.strftime("%Y-%m-%d"), "seed": SEED,
               "rules": {"near_duplicate_dice": NEAR_DUPLICATE, "same_story_dice": SAME_STORY}}
@@ -493,7 +521,8 @@ def main(argv=None) -> int:
         lowest[kind] = mix.name  # densest first: the last of a kind is its lowest density
     for kind, mix in all_mixes:
         runs[mix.name] = run_mix(model, args.config, kind, mix, work,
-                                 show=lowest[kind] == mix.name, look=args.second_look)
+                                 show=lowest[kind] == mix.name, look=args.second_look,
+                                 precision=args.precision)
     if runs:
         report["summary"] = summary(runs)
         margins = {name: r.pop("margin") for name, r in runs.items() if "margin" in r}

@@ -30,6 +30,22 @@ ones).  The candidates stay those of the fp32 run (the TSVs): the exact-scoring 
 stages are re-run in the other arithmetic on them, the kNN is not (``candidates: fixed``).
 ``--rows N`` measures the first N rows of each TSV only (no F1, which needs every row).
 
+``--jobs``: instead, the whole job of the package's default configuration (``trie-mine`` with
+no flags) on the BUCC sample and the transfer set (``--quick``: 16 + 16 sources of each), once
+with ``--precision fp32`` and once with ``auto`` (what this CPU resolves it to), each with a
+cold cache of its own, one after the other in this run: ``{set}_{fp32|auto}_wall_s`` and its
+stages' seconds (``_stage_s``), ``{set}_auto_over_fp32`` (wall), the pairs kept, how many of
+them one arithmetic keeps and the other not (``{set}_kept_changed``, ``_share`` of fp32's) and
+strict F1 at the shipped cut in each (``{set}_f1_{fp32|auto}``; the default's cut is tuned on
+no gold of these sets: transfer figures).
+
+``--scaling``: instead, ``trie-mine-score`` (the default configuration) on the transfer set's
+first ``--scaling-pairs`` gold pairs (400; 40 with ``--quick``) in fp32 and in ``auto``, each at
+1 thread, 2 threads (``OMP_NUM_THREADS``) and 2 worker processes of 1 thread (``--workers 2``):
+the exact stage's pairs/s (``{arith}_{1t|2t|2w}_scores_pairs_per_s``, from the run's
+``stage_s``), the whole run's (``_pairs_per_s``, model loads included) and each setting's
+speed-up over 1 thread; ``cores`` says how many this machine has.
+
 ``--quick``: speed on 60 pairs and fidelity on the first 120 rows of the sample's TSV (or, where
 ``make demo`` has not run, on 30 gold and 30 wrong pairs of the sample, agreement by ``pmi``);
 no F1.
@@ -197,6 +213,90 @@ def best_target_agreement(a, b) -> float:
     return float(np.mean([best[("a", s)] == best[("b", s)] for s in srcs]))
 
 
+def whole_jobs(model_dir: Path, quick: bool, work: Path) -> dict:
+    """The ``--jobs`` record (module docstring): the default configuration's job on each set in
+    fp32 and in ``auto``, each under its own empty ``TRIEMINE_CACHE`` in ``work``."""
+    import shutil
+
+    from triemine.config.configurations import DEFAULT
+    from triemine.evaluation.bucc import read_bucc
+    from triemine.scoring.precision import AUTO, resolve_precision
+
+    auto = resolve_precision(AUTO)
+    res = {"mode": "jobs", "config": DEFAULT, "auto_is": auto,
+           "cut": "the configuration's shipped cut (tuned on no gold of these sets: transfer)"}
+    for name, gold in benchlib.bucc_sets(work, quick).items():
+        b = read_bucc(gold)
+        kept = {}
+        for label, precision in (("fp32", "fp32"), ("auto", AUTO)):
+            cache = work / f"cache-{name}-{label}"
+            shutil.rmtree(cache, ignore_errors=True)
+            out = work / f"{name}.{label}.tsv"
+            for stale in (out, Path(f"{out}.work"), Path(f"{out}.meta.json")):
+                shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else \
+                    stale.unlink(missing_ok=True)
+            with benchlib.env_var("TRIEMINE_CACHE", cache):
+                result, wall, _ = benchlib.mine_corpora(model_dir, DEFAULT, b.src.path,
+                                                        b.tgt.path, out, precision=precision)
+            rows = result.kept_rows()
+            kept[label] = set(zip(rows.src_ids, rows.tgt_ids))
+            correct = len(kept[label] & set(b.gold))
+            res[f"{name}_{label}_wall_s"] = wall
+            res[f"{name}_{label}_stage_s"] = result.summary.get("stage_s")
+            res[f"{name}_{label}_kept"] = len(kept[label])
+            res[f"{name}_f1_{label}"] = round(2 * correct / (len(kept[label]) + len(b.gold)), 4)
+            print(f"{name} {label}: {wall} s, {len(kept[label])} kept, F1 "
+                  f"{res[f'{name}_f1_{label}']}", flush=True)
+        changed = len(kept["fp32"] ^ kept["auto"])
+        res[f"{name}_auto_over_fp32"] = round(res[f"{name}_auto_wall_s"] /
+                                              res[f"{name}_fp32_wall_s"], 3)
+        res[f"{name}_kept_changed"] = changed
+        res[f"{name}_kept_changed_share"] = round(changed / max(1, len(kept["fp32"])), 5)
+    return res
+
+
+def scaling(model_dir: Path, n: int, work: Path) -> dict:
+    """The ``--scaling`` record (module docstring), each run a ``trie-mine-score`` process."""
+    import json
+    import subprocess
+
+    from triemine.evaluation.bucc import read_bucc
+    from triemine.io.paths import DEVSET_ZH_EN, shared_path
+    from triemine.scoring.precision import AUTO, resolve_precision
+
+    b = read_bucc(shared_path(*DEVSET_ZH_EN, "zh-en.dev.gold"))
+    src, tgt = dict(zip(b.src.ids, b.src.texts)), dict(zip(b.tgt.ids, b.tgt.texts))
+    pairs = benchlib.write_lines(work / "pairs.tsv", [f"{src[s]}\t{tgt[t]}"
+                                                      for s, t in b.gold[:n]])
+    res = {"mode": "scaling", "pairs": n, "cores": os.cpu_count(), "auto_is":
+           resolve_precision(AUTO), "given": "the transfer set's first gold pairs"}
+    exe = Path(sys.executable).with_name("trie-mine-score")
+    for arith in ("fp32", "auto"):
+        for label, threads, workers in (("1t", 1, 0), ("2t", 2, 0), ("2w", 1, 2)):
+            out = work / f"{arith}.{label}.tsv"
+            out.unlink(missing_ok=True)
+            env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+            t0 = time.perf_counter()
+            proc = subprocess.run([str(exe), str(pairs), "--model", str(model_dir), "-o",
+                                   str(out), "--precision", arith, "--workers", str(workers),
+                                   "-q"], env=env, capture_output=True, text=True)
+            wall = time.perf_counter() - t0
+            if proc.returncode:
+                sys.exit(f"precision_bench: trie-mine-score failed: {proc.stderr[-2000:]}")
+            stages = json.loads(proc.stderr.strip().splitlines()[-1])["stage_s"]
+            key = f"{arith}_{label}"
+            res[f"{key}_scores_pairs_per_s"] = round(n / stages["exact"], 2)
+            res[f"{key}_pairs_per_s"] = round(n / wall, 2)
+            print(f"{key}: {res[f'{key}_scores_pairs_per_s']} pairs/s in the exact stage",
+                  flush=True)
+        for label in ("2t", "2w"):
+            res[f"{arith}_{label}_speedup"] = round(res[f"{arith}_{label}_scores_pairs_per_s"] /
+                                                    res[f"{arith}_1t_scores_pairs_per_s"], 3)
+    res["auto_over_fp32_1t"] = round(res["fp32_1t_scores_pairs_per_s"] /
+                                     res["auto_1t_scores_pairs_per_s"], 3)
+    return res
+
+
 def main(argv=None) -> int:
     ap = benchlib.parser(__doc__, quick="120 rows of the sample's TSV, 60 of them timed")
     ap.add_argument("--model", default=None,
@@ -219,8 +319,26 @@ def main(argv=None) -> int:
                          "arithmetic (a pickle this option fills): only missing rows are computed")
     ap.add_argument("--speed-rows", type=int, default=None,
                     help="pairs timed in both arithmetics (default 60 with --quick, else 1000)")
+    ap.add_argument("--jobs", action="store_true",
+                    help="the default configuration's whole job, fp32 against auto, instead")
+    ap.add_argument("--work", default=None, help="folder for --jobs (default: a temporary one)")
+    ap.add_argument("--scaling", action="store_true",
+                    help="trie-mine-score's exact stage at 1 and 2 threads and 2 workers instead")
+    ap.add_argument("--scaling-pairs", type=int, default=None, metavar="N")
     args = ap.parse_args(argv)
     run = benchlib.start("precision_bench", args)
+    if args.jobs or args.scaling:
+        import torch
+
+        res = {"bench": "precision", "quick": args.quick, "machine": machine(),
+               "threads": torch.get_num_threads(), "cpu_flags": benchlib.cpu_flags(),
+               "date": time.strftime("%Y-%m-%d")}
+        model_dir = Path(shared_model_dir(args.model, "precision_bench")).resolve()
+        work = benchlib.work_dir(args.work, "precision-jobs-")
+        if args.scaling:
+            return run.finish(dict(res, **scaling(
+                model_dir, args.scaling_pairs or (40 if args.quick else 400), work)))
+        return run.finish(dict(res, **whole_jobs(model_dir, args.quick, work)))
 
     import torch
 
