@@ -35,7 +35,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -277,8 +276,8 @@ def main(argv=None) -> int:
         print(json.dumps(finish_child(Path(args.child[0]), Path(args.child[1]), args.child[2])))
         return 0
     run = benchlib.start("finish_bench", args)
+    work = benchlib.work_dir(args.work, "finish_bench.")
     if args.generation:
-        work = Path(args.work or tempfile.mkdtemp(prefix="finish_bench."))
         runs = []
         for n in (int(x) for x in args.generation.split(",")):
             d = work / f"gen{n}"
@@ -302,7 +301,6 @@ def main(argv=None) -> int:
     n_tgt = len(open_corpus(base / "zh-en.sample.en"))
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else \
         ([100_000, 400_000] if args.quick else [1_000_000, 4_000_000])
-    work = Path(args.work or tempfile.mkdtemp(prefix="finish_bench."))
     runs = []
     for n in sizes:
         d = work / f"n{n}"

@@ -1,9 +1,10 @@
 """A tiny fairseq transformer trained on synthetic data in seconds, written as a model directory.
 
-Shared by the test fixture (``tests/conftest.py``) and the quick benchmark
-(``bench/decode_bench.py``).  The synthetic language pair is a word-for-word substitution cipher
-("sa sb" -> "ta tb" with a fixed permutation of the vocabulary), so a one-layer transformer learns
-it in a few hundred updates and beam search gives meaningful, peaked distributions.
+Shared by the test fixture (``tests/conftest.py``) and the quick benchmarks
+(``bench/benchlib.py``'s ``cached_tiny_model``).  The synthetic language pair is a word-for-word
+substitution cipher ("sa sb" -> "ta tb" with a fixed permutation of the vocabulary), so a
+one-layer transformer learns it in a few hundred updates and beam search gives meaningful,
+peaked distributions.
 
 The directory follows the project's model-directory convention (see ``model_dir.py``)::
 
