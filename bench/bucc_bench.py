@@ -257,6 +257,8 @@ def main(argv=None) -> int:
         res["seconds_transfer"] = round(secs["transfer"], 1)
         res["seconds_per_source"] = round(secs["sample"] / n_src, 4)
         res["resumed"] = any(resumed.values())
+        if base_of(name) in MINING:  # the arithmetic its exact stage ran (--precision auto)
+            res["precision"] = MineOptions.of(base_of(name)).precision
         for field in ("stage_s", "second_look", "kept_by_generator"):
             got = {k: v[field] for k, v in summaries.items() if v and field in v}
             if got:

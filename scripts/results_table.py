@@ -12,11 +12,13 @@ The README's table sits between ``<!-- results:begin -->`` and ``<!-- results:en
 a ``bench/bucc_bench.py`` configuration that has a full-mode record (the latest record holding
 it), with the sample's F1 tuned and 2-fold held-out, the transfer set's F1 at the sample's
 threshold, precision / recall on ``bench/density_bench.py``'s comparable 1 % mix (the latest full
-record of that configuration, :func:`density_cell`), the wall time of mining the sample and the
-threads; the setup (CPU, cores, GPUs,
-Python and torch) is said once above it. No path, load figure, date or commit goes into the
-README (``scripts/check_layout.py`` checks). A configuration whose stages ``--work`` resumed
-shows no wall time, unless an earlier full record mined it from scratch.
+record of that configuration, :func:`density_cell`), the arithmetic of its exact stage (the
+record's ``precision``; fp32 for records before ``--precision auto``), the wall time of mining
+the sample and the threads; the setup (CPU with its bf16 matrix units where the record names
+its flags, cores, GPUs, Python and torch) is said once above it. No path, load figure, date
+or commit goes into the README (``scripts/check_layout.py`` checks). A configuration whose
+stages ``--work`` resumed shows no wall time, unless an earlier full record mined it from
+scratch.
 
 Usage::
 
@@ -655,7 +657,11 @@ def setup_of(rec: dict) -> str:
     (no paths, load figures, dates or commits: those stay in ``docs/results.md``)."""
     m = rec["machine"] if isinstance(rec.get("machine"), dict) else {}
     gpus = ", ".join(m.get("gpus") or []) or "no GPU"
-    return (f"{m.get('cpu', 'CPU unknown')}, {m.get('cores', '?')} cores, {gpus}; "
+    flags = m.get("cpu_flags") or {}
+    units = [f for f in ("amx_bf16", "avx512_bf16") if flags.get(f)]
+    unit = "" if not flags else (f" ({' and '.join(units)})" if units
+                                 else " (no bf16 matrix unit)")
+    return (f"{m.get('cpu', 'CPU unknown')}{unit}, {m.get('cores', '?')} cores, {gpus}; "
             f"Python {m.get('python', '?')}, torch {m.get('torch', '?')}")
 
 
@@ -717,7 +723,7 @@ def render_readme_block(records: Dict[str, List[dict]]) -> str:
                      f1(res, "sample_shipped" if "sample_shipped" in res else "sample_tuned")
                      + f" ({cut_kind(name, res)})",
                      f1(res, "transfer_shipped" if "transfer_shipped" in res else "transfer"),
-                     density_cell(records, name), wall,
+                     density_cell(records, name), res.get("precision", "fp32"), wall,
                      cell((timed["threads"] or {}).get("torch")
                           if isinstance(timed["threads"], dict) else timed["threads"]),
                      setup_of(timed)])
@@ -727,7 +733,8 @@ def render_readme_block(records: Dict[str, List[dict]]) -> str:
     out = [f"Setup{marks[s]}: {s}." for s in setups] + [""]
     out += table(["configuration", "BUCC sample F1 (tuned)", "sample F1 (2-fold held-out)",
                   "sample F1 (shipped cut)", "transfer set F1 (shipped cut)",
-                  "P / R, 1 % density, comparable news", "wall time, sample", "threads"],
+                  "P / R, 1 % density, comparable news", "arithmetic", "wall time, sample",
+                  "threads"],
                  [r[:-2] + [r[-2] + marks[r[-1]]] for r in rows])
     out += ["", "From the full-mode records of `bench/bucc_bench.py` and, for the 1 % column, "
                 "`bench/density_bench.py`; their commands, dates and commits: "

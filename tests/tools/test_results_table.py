@@ -14,20 +14,23 @@ README = "# trie-mine\n\nintro\n\n<!-- results:begin -->\nold table\n<!-- result
 def _record(bench, quick, results, date, commit="a" * 40, dirty=False, threads=2):
     return {"bench": bench, "commit": commit, "dirty": dirty, "date": date, "quick": quick,
             "command": [f"bench/{bench}.py"] + ["--quick"] * quick + ["--record"],
-            "machine": {"cpu": "Test CPU", "cores": 2, "gpus": [], "loadavg_start": [3.0, 2, 1]},
+            "machine": {"cpu": "Test CPU", "cores": 2, "gpus": [], "loadavg_start": [3.0, 2, 1],
+                        "cpu_flags": {"amx_bf16": False, "avx512_bf16": True}},
             "threads": {"OMP_NUM_THREADS": str(threads), "torch": threads}, "wall_s": 61.0,
             "peak_rss_mb": {"self": 900.0, "children": 10.0, "tree": 950.0}, "results": results}
 
 
-def _config(f1, seconds, resumed=False, shipped=None):
+def _config(f1, seconds, resumed=False, shipped=None, precision=None):
     """A bucc_bench configuration's figures; ``shipped``: its sample F1 at a cut of its own
-    (a record's ``*_shipped`` keys; transfer 0.05 below), else none."""
+    (a record's ``*_shipped`` keys; transfer 0.05 below), else none; ``precision``: the
+    arithmetic its record names (none: a record of before, fp32)."""
     m = lambda f: {"P": f, "R": f, "F1": f}  # noqa: E731
     cuts = {} if shipped is None else {"sample_shipped": m(shipped),
                                        "transfer_shipped": m(shipped - 0.05)}
     return {"sample_tuned": m(f1), "sample_heldout": m(f1 - 0.01), "transfer": m(f1 - 0.04),
             "transfer_tuned": m(f1 - 0.03), "seconds_sample": seconds, "seconds_transfer": 2.0,
-            "seconds_per_source": seconds / 100, "resumed": resumed, **cuts}
+            "seconds_per_source": seconds / 100, "resumed": resumed, **cuts,
+            **({} if precision is None else {"precision": precision})}
 
 
 def _write_records(folder: Path):
@@ -35,7 +38,7 @@ def _write_records(folder: Path):
     bucc = [_record("bucc_bench", False, {"configs": {"combined": _config(0.99, 490.0)}},
                     "2030-01-01T10:00:00Z", commit="b" * 40),
             _record("bucc_bench", False,
-                    {"configs": {"combined": _config(0.98, 5.0, resumed=True),
+                    {"configs": {"combined": _config(0.98, 5.0, resumed=True, precision="bf16"),
                                  "use_margin": _config(0.95, 120.0, shipped=0.9)}},
                     "2030-01-02T10:00:00Z", commit="c" * 40, dirty=True),
             _record("bucc_bench", True, {"configs": {"combined": _config(1.0, 12.0)}},
@@ -83,12 +86,12 @@ def test_write_renders_every_benchmark_and_the_readme_table_and_check_then_passe
     # at the shipped cut, a record's *_shipped figures, else the sample-tuned threshold's
     assert rows == [
         "| combined (fixed combined score) | 0.9800 | 0.9700 | 0.9800 (tuned) | 0.9400 | – | "
-        "8 min 10 s | 2 |",
+        "bf16 | 8 min 10 s | 2 |",
         "| use_margin (USE + LASER margin) | 0.9500 | 0.9400 | 0.9000 (transfer) | 0.8500 | – | "
-        "2 min 00 s | 2 |",
+        "fp32 | 2 min 00 s | 2 |",
     ]
     # the setup said once; no date, commit, load or command of a record (those are on the page)
-    assert "Setup: Test CPU, 2 cores, no GPU; Python ?, torch ?." in readme
+    assert "Setup: Test CPU (avx512_bf16), 2 cores, no GPU; Python ?, torch ?." in readme
     assert "2030-01" not in readme and "bbbbbbbbbb" not in readme and "load" not in readme
     assert "--record" not in readme
 
