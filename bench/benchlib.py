@@ -570,3 +570,28 @@ def tally(res: dict, prefix: str, outcomes, inputs_before: dict, examples: list)
             examples.append(f"{name}: {kind}: {text.strip()[-200:]}")
     res[f"{prefix}_inputs_overwritten"] = res.get(f"{prefix}_inputs_overwritten", 0) + sum(
         1 for p, data in inputs_before.items() if not p.is_file() or p.read_bytes() != data)
+
+
+def simulated_reader(run, is_true, true_precision: float, n: int, seeds: int) -> dict:
+    """``{"reader_coverage", "reader_interval_width"}``: for each of ``seeds`` seeds, a sheet of
+    ``n`` kept pairs of ``run`` (:func:`triemine.evaluation.review.read_run`) drawn as
+    ``trie-mine-review`` draws it, answered ``y`` where ``is_true(key)`` (a pair's ``(src_id,
+    tgt_id)``) and ``n`` elsewhere; the share of seeds whose 95 % interval holds
+    ``true_precision``, and the intervals' mean width (None without seeds)."""
+    import numpy as np
+
+    from triemine.evaluation.review import draw
+    from triemine.evaluation.review_answers import Answers, summarize
+
+    hits, widths = 0, []
+    for seed in range(seeds):
+        sheet = draw(run, n=n, seed=seed, below=0)
+        answers = Answers("answers.tsv", sheet.fingerprint, sheet.params())
+        for no, p in enumerate(sheet.pairs, 3):
+            key = (p["src_id"], p["tgt_id"])
+            answers.rows[key] = ("y" if is_true(key) else "n", no)
+        s = summarize(run, sheet, answers)
+        hits += s["low"] <= true_precision <= s["high"]
+        widths.append(s["high"] - s["low"])
+    return {"reader_coverage": round(hits / max(seeds, 1), 3),
+            "reader_interval_width": round(float(np.mean(widths)), 4) if widths else None}

@@ -41,8 +41,7 @@ def gold_pairs(path) -> set:
 
 def measure(tsv, gold: set, n: int, seeds: int) -> dict:
     """The figures of one set (module docstring) from its mining TSV and gold pairs."""
-    from triemine.evaluation.review import draw, read_run
-    from triemine.evaluation.review_answers import Answers, summarize
+    from triemine.evaluation.review import read_run
     from triemine.judging.quality import expected_quality
 
     run = read_run(tsv)
@@ -55,18 +54,7 @@ def measure(tsv, gold: set, n: int, seeds: int) -> dict:
            "true_recall": round(float(truth[kept].sum()) / max(len(gold), 1), 4),
            "expected_recall": round(exp.get("expected_recall") or float("nan"), 4)}
     out["precision_gap"] = round(out["expected_precision"] - true_p, 4)
-    hits, widths = 0, []
-    for seed in range(seeds):
-        sheet = draw(run, n=n, seed=seed, below=0)
-        answers = Answers("answers.tsv", sheet.fingerprint, sheet.params())
-        for no, p in enumerate(sheet.pairs, 3):
-            answers.rows[p["src_id"], p["tgt_id"]] = \
-                ("y" if (p["src_id"], p["tgt_id"]) in gold else "n", no)
-        s = summarize(run, sheet, answers)
-        hits += s["low"] <= true_p <= s["high"]
-        widths.append(s["high"] - s["low"])
-    out["reader_coverage"] = round(hits / max(seeds, 1), 3)
-    out["reader_interval_width"] = round(float(np.mean(widths)), 4) if widths else None
+    out.update(benchlib.simulated_reader(run, gold.__contains__, true_p, n, seeds))
     return out
 
 
