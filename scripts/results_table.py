@@ -40,8 +40,9 @@ from typing import Dict, List, Optional
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from triemine.config.configurations import NAMES, configuration  # noqa: E402
+from triemine.config.configurations import NAMES  # noqa: E402
 from triemine.io.outfile import atomic_write  # noqa: E402
+from triemine.judging.shipped import configuration_cut  # noqa: E402
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 # bucc_bench's configurations in the README's order, with the names the README gives them
@@ -684,7 +685,7 @@ def cut_kind(name: str, res: dict) -> str:
     sample's best)."""
     base = name.split("+")[0]
     if base in NAMES:
-        source = str((configuration(base).thresholds or {}).get("source", ""))
+        source = configuration_cut(base).source
         return "tuned" if source.startswith("tuned-on:") else "transfer"
     return "transfer" if "sample_shipped" in res else "tuned"
 

@@ -33,7 +33,7 @@ def judge_columns(judge: Judge, density: Optional[float] = None) -> Adder:
 
 def curve_columns(curve) -> Adder:
     """The block function that adds ``prob`` = ``curve(columns[curve.score])`` (a
-    :class:`triemine.scoring.calibration.Calibration`)."""
+    :class:`triemine.judging.calibration.Calibration`)."""
     def add(columns: Columns, _src: Sequence[str], _tgt: Sequence[str]) -> Columns:
         return {"prob": np.asarray(curve(columns[curve.score]), dtype=np.float64)}
     return add

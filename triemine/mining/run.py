@@ -39,7 +39,8 @@ from triemine.embedding.knn import search_arithmetic
 from triemine.distributed.stage import stage_key
 from triemine.errors import DamagedFile, InputError
 from triemine.mining.candidates import CandidateSet
-from triemine.mining.combine import Combination, shipped
+from triemine.judging.combination import Combination
+from triemine.judging.shipped import shipped
 from triemine.mining.features import (PRIOR, ScoreJob, derivable, prior_range,
                                       prior_table)
 from triemine.mining.score_shards import forced_score_shards
