@@ -4,8 +4,8 @@
 :func:`judge_columns` returns the function that adds, to a block's columns, the text features
 (:func:`triemine.judging.features.text_features`), ``judge`` (the judge's log-odds) and
 ``prob`` (its probability, shifted to ``density`` when one is stated); :func:`curve_columns`
-the one that adds only ``prob``, a calibration curve of an existing column (the ``combined``
-configuration's ``mined`` curve).  Both map ``(columns, src_texts, tgt_texts)`` to the new
+the one that adds only ``prob``, a calibration curve of an existing column (a ``zsum``
+judge's curve of ``combined``).  Both map ``(columns, src_texts, tgt_texts)`` to the new
 columns, float64 arrays of one value a candidate.
 """
 from __future__ import annotations
