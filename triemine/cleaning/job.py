@@ -33,7 +33,7 @@ from triemine.config.configurations import DEFAULT
 from triemine.judging.features import text_features
 from triemine.judging.calibration import Calibration
 from triemine.judging.combination import Combination
-from triemine.judging.model import load_judge
+from triemine.judging.model import CUT, load_judge
 from triemine.judging.shipped import learned, shipped_calibration, shipped
 from triemine.judging.quality import expected_quality
 from triemine.cleaning.pairs import Bitext
@@ -49,7 +49,7 @@ from triemine.config.settings import declared
 
 logger = logging.getLogger(__name__)
 TEXT_COLUMNS = ("line", "id", "src", "tgt", "status")
-DEFAULT_MIN_PROB = 0.5  # trie-mine-score's shipped cut: a pair more likely a translation than not
+DEFAULT_MIN_PROB = CUT  # trie-mine-score's shipped cut: a pair more likely a translation than not
 
 
 @dataclass
@@ -79,13 +79,16 @@ class ScoreOptions:
     judge: Optional[str] = declared(ScoreSettings, "judge")
     density: Optional[float] = declared(ScoreSettings, "density")
 
-    def cut(self, calibration) -> Tuple[str, float]:
+    def cut(self, calibration=None, judge=None) -> Tuple[str, float]:
         """``(column, value)``: a pair is kept when its column is >= value: ``combined >=
-        threshold`` when given, else ``prob >= min_prob`` (default :data:`DEFAULT_MIN_PROB`) as
-        a cut of the calibration's score."""
+        threshold`` when given, else ``prob >= min_prob`` (default :data:`DEFAULT_MIN_PROB`,
+        the learned judges' cut): with a learned ``judge``, a cut of its column (``prob``),
+        else of the ``calibration``'s score (its curve is monotone)."""
         if self.threshold is not None:
             return "combined", float(self.threshold)
         prob = DEFAULT_MIN_PROB if self.min_prob is None else self.min_prob
+        if judge is not None:
+            return judge.column, prob
         return calibration.score, calibration.threshold(prob)
 
     def features(self) -> Tuple[str, ...]:
@@ -191,8 +194,7 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
         opts.calibration is None else None
     cal = (Calibration.of(opts.calibration, "calibration") if opts.calibration is not None
            else None if judge is not None else shipped_calibration(opts.config, "pairs"))
-    cut = opts.cut(cal) if judge is None or opts.threshold is not None else \
-        ("prob", DEFAULT_MIN_PROB if opts.min_prob is None else opts.min_prob)
+    cut = opts.cut(cal, judge)
     keys: Dict[Tuple[str, str], int] = {}
     pair_of = np.fromiter((keys.setdefault((s, t), len(keys)) for s, t in
                            zip(bitext.src, bitext.tgt)), dtype=np.int64, count=len(bitext))

@@ -39,13 +39,11 @@ AnyJudge = Union[Judge, ZSum]
 def read_any_judge(path) -> AnyJudge:
     """The judge file ``path`` of any kind (a ``zsum`` file by :meth:`ZSum.of`, any other by
     :meth:`Judge.of`); an :class:`InputError` naming ``path``."""
-    where = os.fspath(path)
-    if not os.path.isfile(path):
-        raise InputError("no such judge file", where)
-    data = read_json(path, "judge file")
-    if isinstance(data, dict) and data.get("kind") == ZSUM:
-        return ZSum.load(path)
-    return Judge.load(path)
+    if os.path.isfile(path):
+        data = read_json(path, "judge file")
+        if isinstance(data, dict) and data.get("kind") == ZSUM:
+            return ZSum.load(path)
+    return Judge.load(path)   # also the refusal of a missing file or a folder, naming it
 
 
 @lru_cache(maxsize=None)
