@@ -14,7 +14,7 @@ from triemine.io.tsv import Mined
 from triemine.judging import shipped as shipped_mod
 from triemine.judging.combination import Combination
 from triemine.judging.shipped import (ROOT, configuration_judge, learned, shipped, tsv_cut,
-                                      zsum_judge)
+                                      tsv_selection, zsum_judge)
 from triemine.judging.zsum import FIELDS, ZSum
 
 
@@ -163,6 +163,9 @@ def test_the_default_selection_of_a_mining_tsv_is_its_judges(name):
     cols = {"combined": np.array([1.0]), "prob": np.array([0.5])}
     mined = Mined.from_columns(["s1"], ["t1"], ["a"], ["b"], cols, meta=_meta(name))
     assert default_selection(mined) == selection
+    # without its own ranking column, by combined; a TSV of no mining job as the paper's
+    assert tsv_selection(_meta(name), {"combined"}) == BEFORE["combined"][0]
+    assert tsv_selection(_meta("paper"), {"ce_word"}) == ("best-per-source", "ce_word", "none")
 
 
 def test_a_custom_combinations_tsv_has_no_default_cut():

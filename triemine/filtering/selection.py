@@ -16,8 +16,8 @@ the thresholds come from, in order of precedence:
    combination (a custom ``--combination`` file), or a configuration without a shipped cut,
    has no default and is refused rather than kept whole.
 
-``SELECTION`` names how each configuration's TSV is selected; the thresholds file format is here
-too (:func:`load_thresholds`, :func:`write_thresholds`).
+``SELECTION`` is each configuration's record's selection, as a table; the thresholds file
+format is here too (:func:`load_thresholds`, :func:`write_thresholds`).
 """
 from __future__ import annotations
 
@@ -28,19 +28,17 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.config.configurations import NAMES, PAPER, configuration
+from triemine.config.configurations import NAMES, configuration
 from triemine.errors import InputError
 from triemine.filtering import formats, registry
 from triemine.io import META_SUFFIX, read_json, write_text
 from triemine.judging.shipped import (configuration_cut, configuration_of, learned,
-                                      shipped_calibration, tsv_cut)
+                                      shipped_calibration, tsv_cut, tsv_selection)
 
 THRESHOLDS_VERSION = 1
 # how each configuration's TSV is selected and thresholded: (rule, rank_by, filter), from the
 # configurations' records
 SELECTION = {name: configuration(name).selection.as_tuple() for name in NAMES}
-# a mining job's TSV of a combination no configuration ships: one-to-one by its combined score
-COMBINED = SELECTION["combined"]
 
 
 @dataclass
@@ -155,22 +153,16 @@ class Selection:
 def default_selection(mined, saved: Optional[SavedThresholds] = None) -> Tuple[str, str, str]:
     """``(rule, rank_by, filter)`` a mining TSV is evaluated or filtered with unless the user says
     otherwise: a thresholds file's own; else its configuration's
-    (:func:`triemine.judging.shipped.tsv_cut`: for a learned judge's TSV one-to-one by
-    ``prob`` filtered by ``prob``, for a fixed combination's one-to-one by ``combined``
-    filtered by ``combined``, :data:`COMBINED`, when the TSV lacks its own columns); else the
-    paper's best row per source by ``ce_word``, no filter (the paper's CE filter is asked for by
-    name).  A TSV whose sidecar says the job wrote a ``combined`` column that is no longer there
-    is refused, never evaluated by another rule."""
+    (:func:`triemine.judging.shipped.tsv_selection`: for a learned judge's TSV one-to-one by
+    ``prob`` filtered by ``prob``, for a fixed combination's, or one lacking its own columns,
+    one-to-one by ``combined`` filtered by ``combined``); else the paper's best row per source
+    by ``ce_word``, no filter (the paper's CE filter is asked for by name).  A TSV whose sidecar
+    says the job wrote a ``combined`` column that is no longer there is refused, never
+    evaluated by another rule."""
     if saved is not None:
         return saved.rule, saved.rank_by, saved.filter
     _check_combined(mined)
-    if "pipeline" in mined.meta and "combined" in mined.numeric:
-        own = tsv_cut(mined.meta).selection
-        if own[1] in mined.numeric and own[2] in mined.numeric:
-            return own
-        return COMBINED
-    rule, rank_by, _ = SELECTION[PAPER]
-    return rule, rank_by, "none"
+    return tsv_selection(mined.meta, mined.numeric)
 
 
 def _check_combined(mined) -> None:

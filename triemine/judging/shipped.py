@@ -196,6 +196,21 @@ def configuration_of(meta: Mapping[str, object]) -> Optional[str]:
     return None
 
 
+def tsv_selection(meta: Mapping[str, object], have) -> Tuple[str, str, str]:
+    """``(rule, rank_by, filter)`` a mining TSV whose sidecar is ``meta`` and whose numeric
+    columns are ``have`` is evaluated or filtered with by default: a mining job's TSV with a
+    ``combined`` column as its configuration's (:func:`tsv_cut`), or by ``combined`` as the
+    ``combined`` configuration's when the TSV lacks its own ranking or filter column; any other
+    as the paper's trie search (best row per source by ``ce_word``), with no filter."""
+    if "pipeline" in meta and "combined" in have:
+        own = tsv_cut(meta).selection
+        if own[1] in have and own[2] in have:
+            return own
+        return configuration("combined").selection.as_tuple()
+    rule, rank_by, _ = configuration(PAPER).selection.as_tuple()
+    return rule, rank_by, "none"
+
+
 def tsv_cut(meta: Mapping[str, object]) -> Cut:
     """The cut of the mining TSV whose sidecar is ``meta`` (module docstring): a mining job's
     TSV is selected as its configuration's (one of no configuration as ``combined``'s); its
