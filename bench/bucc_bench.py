@@ -65,6 +65,7 @@ from triemine.io.tsv import Mined, read_mined  # noqa: E402
 
 from triemine.config.configurations import NAMES, PAPER, configuration  # noqa: E402
 from triemine.filtering.selection import SELECTION  # noqa: E402
+from triemine.judging.shipped import configuration_cut  # noqa: E402
 from triemine.mining.options import MineOptions  # noqa: E402
 
 MINING = tuple(n for n in NAMES if n != PAPER)  # the mining job's configurations
@@ -206,7 +207,7 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
         {"sample": sample_gold, "transfer": transfer_gold}, filt, rank, rule)
     if "combination" in sample_rows.meta and name in MINING:
         # held-out: the combination's chosen weight chosen again inside each training fold
-        from triemine.mining.combine import Combination
+        from triemine.judging.combination import Combination
 
         chosen = evaluate_combination(sample_rows, Combination(**sample_rows.meta["combination"]),
                                       sb, folds=2, rule=rule)
@@ -217,12 +218,12 @@ def evaluate_config(name, sample_rows, transfer_rows, sample_gold, transfer_gold
         tuned.heldout_strict = chosen.heldout_strict
         figures["sample_heldout"] = chosen.heldout_strict.as_dict()
         extra = {"chosen": chosen.chosen, "fold_chosen": chosen.fold_chosen}
-    shipped = configuration(name).thresholds if name in MINING else None
-    if shipped:  # the record's own cut, tuned on no gold for judge (prob >= 0.5)
+    shipped = configuration_cut(name).thresholds if name in MINING else None
+    if shipped:  # the judge's own cut, tuned on no gold for judge (prob >= 0.5)
         for key, rows, gold in (("sample_shipped", sample_rows, sb),
                                 ("transfer_shipped", transfer_rows, tb)):
             extra[key] = evaluate([Direction(rows)], gold, filt, rank,
-                                  thresholds=shipped["thresholds"], rule=rule,
+                                  thresholds=shipped, rule=rule,
                                   thresholds_source=f"shipped:{name}").strict.as_dict()
     extra["candidate_recall"] = {key: candidate_recall(rows, gold) for key, rows, gold in (
         ("sample", sample_rows, sample_gold), ("transfer", transfer_rows, transfer_gold))}

@@ -121,7 +121,7 @@ def _pr(kept, label) -> dict:
 
 
 def noisy_part(model, args, work: Path, threads: int) -> dict:
-    from triemine.scoring.calibration import ece, reliability
+    from triemine.judging.calibration import ece, reliability
     from triemine.cleaning import score
     from triemine.errors import TrieMineError
     from triemine.filtering.bicleaner import score_bicleaner
@@ -262,7 +262,7 @@ def wait_probe(model, args, ns, work: Path, threads: int) -> dict:
 
 def unrelated_part(model, args, work: Path) -> dict:
     from triemine.evaluation.splits import clean_bench_draw
-    from triemine.scoring.calibration import shipped_calibration
+    from triemine.judging.shipped import shipped_calibration
 
     n_src, n_tgt = (150, 1000) if args.quick else (args.sources, args.targets)
     src = benchlib.bucc_unpaired_sources()[:n_src]
@@ -294,7 +294,8 @@ def unrelated_part(model, args, work: Path) -> dict:
 
 
 def mined_part(args) -> dict:
-    from triemine.scoring.calibration import ece, reliability, shipped_calibration
+    from triemine.judging.calibration import ece, reliability
+    from triemine.judging.shipped import shipped_calibration
     from triemine.evaluation.bucc import read_gold
     from triemine.evaluation.pipeline import evaluate, evaluate_files
 

@@ -66,7 +66,7 @@ def make_scored(work: Path, n: int, n_src: int, n_tgt: int, seed: int = 7) -> No
 def finish_child(work: Path, out: Path, path: str) -> dict:
     """In this (fresh) process: the last stage of ``work``'s scored candidates by ``path``."""
     from triemine.io.corpus import open_corpus
-    from triemine.mining.combine import shipped
+    from triemine.judging.shipped import shipped
     from triemine.mining.features import derived
     from triemine.mining.finish import finish_tsv, load_scored
     from triemine.io.tsv import column_order, write_row_blocks
@@ -143,7 +143,7 @@ def generation_child(work: Path, n: int, tsv: bool = True) -> dict:
     from triemine.io.corpus import open_corpus
     from triemine.mining import run
     from triemine.mining.candidates import embedding_space
-    from triemine.mining.combine import shipped
+    from triemine.judging.shipped import shipped
     from triemine.mining.finish import finish_tsv
     from triemine.mining.generators import Job
     from triemine.mining.stages import stage, stage_dir

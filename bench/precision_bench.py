@@ -135,7 +135,7 @@ def save_cache(cache: dict, path) -> None:
 def with_scores(mined, score, prior, ntok):
     """``mined`` with score/prior replaced and every column derived from them recomputed."""
     from triemine.decoding.matches import word_count
-    from triemine.mining.combine import shipped
+    from triemine.judging.shipped import shipped
 
     nwords = np.array([word_count(t) for t in mined.tgt], dtype=np.float64)
     cols = {"score": score, "prior": prior, "ce_word": -score / (nwords + 1),

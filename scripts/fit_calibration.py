@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Fit a configuration's calibrated probability (``prob``) and write it into its record.
+"""Fit a configuration's calibrated probability (``prob``) and write it into its judge or record.
 
-Two uses (:mod:`triemine.scoring.calibration`):
+Two uses (:mod:`triemine.judging.calibration`):
 
 * ``pairs`` (``trie-mine-score``): a logistic regression on the pairs' features
   (``--features``, standardised; its score is the column ``judge``), fitted on a noisy set
@@ -20,7 +20,9 @@ sample (every candidate,
       python scripts/fit_calibration.py mined WORK/sample.dedup.tsv \\
           --gold ../shared/data/bucc2018/zh-en/zh-en.sample.gold
 
-``--write`` puts the curve into ``triemine/config/records/<config>.json`` under ``calibration``;
+``--write`` puts a ``mined`` curve into the configuration's ``zsum`` judge file (its ``curve``,
+and the new fingerprint into ``triemine/config/records/<config>.json``) and a ``pairs`` curve into
+the record under ``calibration``;
 without it the curve and its fit statistics are only printed (one JSON object).
 """
 from __future__ import annotations
@@ -35,9 +37,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from triemine.scoring.calibration import Calibration, ece  # noqa: E402
+from triemine.judging.calibration import Calibration, ece  # noqa: E402
 from triemine.config.configurations import RECORDS  # noqa: E402
 from triemine.io.paths import shared_path  # noqa: E402
+from triemine.judging.shipped import judge_file  # noqa: E402
+from triemine.judging.zsum import ZSum  # noqa: E402
 
 TRAIN = ("data", "devsets", "zh-en")
 GERMAN = ("data", "parallel", "de-en", "train.de")
@@ -82,7 +86,7 @@ def fit_judge(columns, label, where: str, features, c: float = 1.0):
     a :class:`Combination` named ``judge`` and the curve ``prob = sigmoid(judge + intercept)``."""
     from sklearn.linear_model import LogisticRegression
 
-    from triemine.mining.combine import Combination
+    from triemine.judging.combination import Combination
 
     X = np.stack([np.asarray(columns[f], dtype=np.float64) for f in features], axis=1)
     keep = np.isfinite(X).all(axis=1)
@@ -146,7 +150,16 @@ def main() -> int:
     if args.write:
         path = RECORDS / f"{args.config}.json"
         rec = json.loads(path.read_text(encoding="utf-8"))
-        rec.setdefault("calibration", {})[args.use] = cal.as_dict()
+        if args.use == "mined":  # the curve of the configuration's zsum judge file
+            jpath = judge_file(args.config)
+            data = json.loads(Path(jpath).read_text(encoding="utf-8"))
+            data["curve"] = {"a": cal.a, "b": cal.b, "fitted_on": cal.fitted_on}
+            Path(jpath).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n",
+                                   encoding="utf-8")
+            rec["judge"]["fingerprint"] = ZSum.load(jpath).fingerprint()
+            out["written_judge"] = jpath
+        else:
+            rec.setdefault("calibration", {})[args.use] = cal.as_dict()
         path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         out["written"] = str(path)
     print(json.dumps(out, ensure_ascii=False))

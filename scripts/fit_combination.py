@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Fit a combined score's normalisation on a mining TSV (no gold labels) and write its JSON.
 
-The shipped combinations (the ``combination`` of ``triemine/config/records/*.json``) were fitted
-with
-this script on the candidates of the BUCC zh-en sample, as bench/bucc_bench.py mines them::
+The shipped combinations (the ``combination`` of the ``zsum`` judge files
+``triemine/judging/{combined,mt-only}.json`` and of ``triemine/config/records/judge.json``) were
+fitted with this script on the candidates of the BUCC zh-en sample, as bench/bucc_bench.py
+mines them::
 
     python scripts/fit_combination.py WORK/combined.zh-en.sample.tsv --name combined \\
         --features use_margin,ce_token,pmi,numerals --weights 1,-1,1,0 \\
@@ -28,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from triemine.evaluation.bucc import read_bucc  # noqa: E402
 from triemine.evaluation.metrics import describe  # noqa: E402
 from triemine.evaluation.pipeline import evaluate_combination  # noqa: E402
-from triemine.mining.combine import Combination  # noqa: E402
+from triemine.judging.combination import Combination  # noqa: E402
 from triemine.io.tsv import read_mined  # noqa: E402
 
 

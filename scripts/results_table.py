@@ -42,8 +42,9 @@ from typing import Dict, List, Optional
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from triemine.config.configurations import NAMES, configuration  # noqa: E402
+from triemine.config.configurations import NAMES  # noqa: E402
 from triemine.io.outfile import atomic_write  # noqa: E402
+from triemine.judging.shipped import configuration_cut  # noqa: E402
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 # bucc_bench's configurations in the README's order, with the names the README gives them
@@ -546,7 +547,7 @@ PARTS = {"clean_bench": ("noisy", "unrelated", "mined"),
 
 # benchmarks whose records each measure one of several things, named by keys of the results (a
 # key absent or false in a record: the same thing): the latest record of each is shown
-GROUP_BY = {"density_bench": ("config", "second_look")}
+GROUP_BY = {"density_bench": ("config", "second_look"), "precision_bench": ("mode", "precision")}
 
 
 def group_of(results: dict, keys) -> tuple:
@@ -690,7 +691,7 @@ def cut_kind(name: str, res: dict) -> str:
     sample's best)."""
     base = name.split("+")[0]
     if base in NAMES:
-        source = str((configuration(base).thresholds or {}).get("source", ""))
+        source = configuration_cut(base).source
         return "tuned" if source.startswith("tuned-on:") else "transfer"
     return "transfer" if "sample_shipped" in res else "tuned"
 

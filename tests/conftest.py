@@ -42,7 +42,7 @@ def tiny_model(tiny_model_dir):
 def cipher_combination(tmp_path):
     """A combination file of the tiny pair's features (``cipher_margin`` - ``ce_token``, no
     normalisation), for jobs with the tiny model and the cipher encoder."""
-    from triemine.mining.combine import Combination
+    from triemine.judging.combination import Combination
 
     comb = tmp_path / "comb.json"
     Combination("test", ["cipher_margin", "ce_token"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0],
@@ -64,7 +64,7 @@ def corpora(tmp_path):
 @pytest.fixture
 def pair(tmp_path):
     """Plain-text sources and targets of the tiny pair, and a combination its encoder feeds."""
-    from triemine.mining.combine import Combination
+    from triemine.judging.combination import Combination
 
     src, tgt = tmp_path / "src.txt", tmp_path / "tgt.txt"
     src.write_text("".join(s + "\n" for s, _ in PAIRS[:10]), encoding="utf-8")

@@ -13,7 +13,7 @@ from triemine.decoding.search import TrieConstrainedBeamSearch
 from triemine.distributed.worker import FAULTS_ENV
 from triemine.embedding import register_encoder
 from triemine.embedding.encoders import SentenceEncoder
-from triemine.mining.combine import Combination
+from triemine.judging.combination import Combination
 from triemine.mining.options import MineOptions
 from triemine.config.settings import with_values
 from triemine.testing.tiny_model import synthetic_pairs

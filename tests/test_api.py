@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("tmp_cache")
 
 def test_python_api_mines_lists_and_writes_bitext_and_tsv(tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
-    from triemine.mining.combine import Combination
+    from triemine.judging.combination import Combination
 
     comb = tmp_path / "comb.json"
     Combination("test", ["cipher_margin", "ce_token"], [1.0, -1.0], [0.0, 0.0], [1.0, 1.0],

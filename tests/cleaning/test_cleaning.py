@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from triemine.scoring.calibration import Calibration, ece, reliability
+from triemine.judging.calibration import Calibration, ece, reliability
 from triemine.cleaning import given_pairs, score
 from triemine.cleaning.noise import KINDS, change_number, half, noisy_set
 from triemine.cleaning.pairs import read_pairs
@@ -211,13 +211,15 @@ def test_min_prob_is_the_calibrations_combined_cut_and_refused_without_one():
     from triemine.config.configurations import configuration
     from triemine.filtering.selection import mined_calibration, min_prob_threshold
 
-    rec = configuration("combined")
-    meta = {"combination": rec.combination}
+    from triemine.judging.shipped import shipped_combination_fields
+
+    comb = shipped_combination_fields("combined")
+    meta = {"combination": comb}
     cal = mined_calibration(meta)
     assert cal is not None and cal.fitted_on
     name, value = min_prob_threshold(meta, 0.5)
     assert name == "combined" and abs(cal(value) - 0.5) < 1e-9
-    other = dict(rec.combination, weights=[1.0, -1.0, 1.0, 0.0])  # not the shipped combination
+    other = dict(comb, weights=[1.0, -1.0, 1.0, 0.0])  # not the shipped combination
     assert mined_calibration({"combination": other}) is None
     with pytest.raises(InputError, match="--min-prob"):
         min_prob_threshold({"combination": other}, 0.5, "x.tsv")
@@ -238,7 +240,7 @@ def test_the_report_draws_a_reliability_diagram_when_it_has_probabilities():
 
 
 def test_every_shipped_calibration_reads_and_rises_with_the_score():
-    from triemine.scoring.calibration import shipped_calibration
+    from triemine.judging.shipped import shipped_calibration
 
     for use in ("mined", "pairs"):
         cal = shipped_calibration("combined", use)
@@ -255,7 +257,7 @@ def test_trie_mine_min_prob_chooses_the_bitext_and_is_refused_without_it(tmp_pat
     assert exc.value.code == 2 and "--min-prob" in capsys.readouterr().err
     import argparse
     name, value = min_prob_cut(argparse.ArgumentParser(), "combined", "combined", 0.5)
-    from triemine.scoring.calibration import shipped_calibration
+    from triemine.judging.shipped import shipped_calibration
     assert name == "combined" and abs(shipped_calibration("combined", "mined")(value) - 0.5) < 1e-9
     # a configuration with a judge: --min-prob is its prob's cut, as --threshold prob=P
     assert min_prob_cut(argparse.ArgumentParser(), "judge", "judge", 0.9) == ("prob", 0.9)

@@ -259,7 +259,7 @@ def test_min_prob_with_a_threshold_is_refused_by_filter_and_mine(tmp_path, capsy
 def test_triemine_mine_takes_min_prob_as_trie_mine_does(tmp_path):
     import triemine
     from triemine.filtering.selection import min_prob_cut
-    from triemine.scoring.calibration import shipped_calibration
+    from triemine.judging.shipped import shipped_calibration
 
     name, value = min_prob_cut("combined", "combined", 0.5, "min_prob")
     assert name == "combined" and abs(shipped_calibration("combined", "mined")(value) - 0.5) < 1e-9

@@ -12,7 +12,7 @@ from triemine.config.configurations import NAMES, PAPER, configuration
 from triemine.errors import InputError
 from triemine.filtering import registry
 from triemine.filtering.selection import SELECTION, shipped_default
-from triemine.mining.combine import shipped
+from triemine.judging.shipped import configuration_judge, shipped, shipped_combination_fields
 from triemine.mining.generators import REGISTRY
 from triemine.mining.options import MineOptions
 
@@ -146,10 +146,12 @@ def test_each_configuration_is_one_complete_record(name):
     assert set(record.settings) <= set(settings.paths(MineOptions))
     saved = shipped_default(name)
     assert (saved.rule, saved.rank_by, saved.filter) == record.selection.as_tuple()
-    if record.combination is None:
+    comb = shipped_combination_fields(name)
+    assert (configuration_judge(name) is None) == record.paper  # one judge, but the paper's
+    if comb is None:
         assert record.paper
     else:  # its threshold belongs to its own combination
-        assert saved.combination == record.combination == asdict(shipped(name))
+        assert saved.combination == comb == asdict(shipped(name))
 
 
 def test_an_unknown_configuration_names_the_known_ones():

@@ -6,7 +6,7 @@ from dataclasses import asdict
 import numpy as np
 
 from triemine.io import Mined, write_mined
-from triemine.mining.combine import shipped
+from triemine.judging.shipped import shipped
 
 # a source line that would run script if it were ever put on the page as markup
 INJECTED = "</script><img src=x onerror=\"document.title='pwned'\">"

@@ -16,7 +16,7 @@ from triemine.cli import eval_main, filter_main
 from triemine.errors import InputError
 from triemine.config.configurations import NAMES
 from triemine.filtering.selection import SELECTION, choose, shipped_default
-from triemine.mining.combine import shipped
+from triemine.judging.shipped import shipped
 from triemine.io.tsv import read_mined
 
 from helpers import OTHER, PAIRS

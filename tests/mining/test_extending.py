@@ -13,7 +13,7 @@ from triemine.errors import InputError
 from triemine.filtering import registry
 from triemine.mining import features
 from triemine.mining.candidates import CandidateSet
-from triemine.mining.combine import Combination
+from triemine.judging.combination import Combination
 from triemine.mining.options import MineOptions
 from triemine.mining import run
 from triemine.mining.run import MINE, MiningStage, available, check_combination, check_stages

@@ -9,7 +9,8 @@ from triemine.judging.features import MINED_FEATURES
 from triemine.scoring.rows import JUDGE_ROWS
 from triemine.judging.model import Judge, load_judge
 from triemine.judging.prior import estimate_prior, sigmoid
-from triemine.scoring.calibration import shipped_calibration
+from triemine.config.configurations import configuration
+from triemine.judging.shipped import judge_record, shipped_calibration
 
 
 def _mine(tiny_model_dir, corpora, out, *extra):
@@ -84,4 +85,7 @@ def test_combined_configuration_gains_its_curve_as_prob(tiny_model_dir, corpora,
     assert "judge" not in m.columns and not set(JUDGE_ROWS) & set(m.columns)
     curve = shipped_calibration("combined", "mined")
     np.testing.assert_allclose(m.col("prob"), curve(m.col("combined")), atol=1e-6)
+    # the sidecar names the configuration's one judge, the zsum file, by its fingerprint
+    assert m.meta["judge"] == judge_record("combined")
+    assert judge_record("combined")["fingerprint"] == configuration("combined").judge["fingerprint"]
     assert m.columns.index("prob") > m.columns.index("combined")

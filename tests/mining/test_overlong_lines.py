@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def long_corpora(tmp_path):
     """Sources and targets of the tiny pair, one line on each side longer than the tiny model's
     64 positions, and the combination the tiny pair's encoder can feed."""
-    from triemine.mining.combine import Combination
+    from triemine.judging.combination import Combination
 
     pairs = PAIRS[:12]
     src_lines = [s for s, _ in pairs]
@@ -176,7 +176,7 @@ def test_bad_lines_are_skipped_counted_and_named_not_the_end_of_the_run(
     """A line that is not UTF-8 in the sources and a TSV line without a tab among the targets:
     each is skipped in place, counted (summary and .meta.json, ``skipped_bad``) and named in a
     warning; every other pair is mined, the same with two workers."""
-    from triemine.mining.combine import Combination
+    from triemine.judging.combination import Combination
 
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
     pairs = PAIRS[:12]

@@ -6,7 +6,7 @@ import pytest
 
 from triemine.errors import InputError
 from triemine.mining.candidates import CandidateSet, embedding_space, translation_space
-from triemine.mining.combine import Combination
+from triemine.judging.combination import Combination
 from triemine.scoring.forced import ForcedScorer
 from triemine.config.settings import with_values
 from triemine.io.tsv import read_mined
@@ -616,7 +616,7 @@ def test_cli_named_configurations(tiny_model_dir, corpora, tmp_path, capsys, mon
     included); a configuration whose combination needs a column the chosen generators cannot
     produce is refused before any work, with a clear error."""
     from triemine.cli import mine_main
-    from triemine.mining.combine import shipped
+    from triemine.judging.shipped import shipped
 
     monkeypatch.setenv("TRIEMINE_CACHE", str(tmp_path / "cache"))
     src, tgt, _, _ = corpora

@@ -25,9 +25,9 @@ import numpy as np
 
 from triemine.cleaning.job import ScoreOptions, Scored, score_bitext
 from triemine.cleaning.pairs import Bitext, read_pairs
-from triemine.config.configurations import configuration, judge_only
+from triemine.config.configurations import configuration
 from triemine.judging.model import check_reads, judge_path, load_judge
-from triemine.mining.combine import shipped
+from triemine.judging.shipped import judge_only, learned, shipped_calibration, shipped
 from triemine.models.model_dir import check_model_dir, load_model_dir, model_languages
 from triemine.distributed import make_pool
 from triemine.embedding.encoders import ENCODERS
@@ -35,7 +35,6 @@ from triemine.errors import InputError
 from triemine.filtering import formats
 from triemine.filtering.bicleaner import BicleanerUnavailable, check_model
 from triemine.prepare.run import check_language
-from triemine.scoring.calibration import shipped_calibration
 from triemine.scoring.precision import DEFAULT as DEFAULT_PRECISION, check_precision, \
     resolve_precision
 from triemine.io import check_distinct, output_lock
@@ -127,7 +126,7 @@ def check_options(opts: ScoreOptions) -> ScoreOptions:
                              f"{', '.join(missing)}, which scoring given pairs does not compute "
                              "(a mining feature); use --config judge or combined")
     _check_judge(opts)
-    if opts.calibration is None and configuration(opts.config).judge is None and \
+    if opts.calibration is None and not learned(opts.config) and \
             opts.threshold is None:
         shipped_calibration(opts.config, "pairs")  # none shipped: its error, naming it
     if opts.precision is None:  # the configuration's (combined: fp32), else auto
@@ -151,7 +150,7 @@ def _check_judge(opts: ScoreOptions) -> None:
     for name in SHARED:
         setattr(opts, name, check_value(_field(name), getattr(opts, name),
                                         flag_of(_field(name))))
-    if configuration(opts.config).judge is None or opts.calibration is not None:
+    if not learned(opts.config) or opts.calibration is not None:
         for name in ("judge", "density"):
             if getattr(opts, name) is not None:
                 raise judge_only(flag_of(_field(name)),

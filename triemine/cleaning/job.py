@@ -25,14 +25,16 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.scoring.calibration import Calibration, shipped_calibration
 from triemine.io import (atomic_write, clean_cell, dumps_sealed, input_digest, output_file,
                          read_sealed)
 from triemine.cleaning.judge import (EXACT_COLUMNS, encoder_features, exact_features,
                                      language_flags, rule_flags)
-from triemine.config.configurations import DEFAULT, configuration
+from triemine.config.configurations import DEFAULT
 from triemine.judging.features import text_features
-from triemine.judging.model import load_judge
+from triemine.judging.calibration import Calibration
+from triemine.judging.combination import Combination
+from triemine.judging.model import CUT, load_judge
+from triemine.judging.shipped import learned, shipped_calibration, shipped
 from triemine.judging.quality import expected_quality
 from triemine.cleaning.pairs import Bitext
 from triemine.decoding import lengths
@@ -41,27 +43,26 @@ from triemine.decoding.model_spec import inline_model_pool
 from triemine.errors import DamagedFile, InputError
 from triemine.filtering import formats
 from triemine.filtering.bicleaner import score_bicleaner
-from triemine.mining.combine import Combination, shipped
 from triemine.mining.settings import ScoreSettings
 from triemine.scoring import forced_scoring
 from triemine.config.settings import declared
 
 logger = logging.getLogger(__name__)
 TEXT_COLUMNS = ("line", "id", "src", "tgt", "status")
-DEFAULT_MIN_PROB = 0.5  # trie-mine-score's shipped cut: a pair more likely a translation than not
+DEFAULT_MIN_PROB = CUT  # trie-mine-score's shipped cut: a pair more likely a translation than not
 
 
 @dataclass
 class ScoreOptions:
     """What ``trie-mine-score`` computes and keeps: ``config`` (its combination, threshold and
     ``pairs`` calibration; ``combination``, a combination file, and ``calibration``, a
-    :class:`~triemine.scoring.calibration.Calibration`'s fields, override the first and the last),
+    :class:`~triemine.judging.calibration.Calibration`'s fields, override the first and the last),
     the encoder and its ``k``, language codes for the language flags
     (None: none), Bicleaner (its model: None for the default), the cut: ``min_prob`` or
     ``threshold`` (``combined >=``; neither: ``prob >= 0.5``), and the arithmetic of the exact
     scores (``precision``, as ``trie-mine --precision``; None: the configuration's, else
-    ``auto``, resolved by :func:`triemine.cleaning.check_options`).  A configuration that ships a
-    judge (``judge``: another judge file) gives ``judge`` and ``prob`` by the judge
+    ``auto``, resolved by :func:`triemine.cleaning.check_options`).  A configuration with a
+    learned judge (``judge``: another judge file) gives ``judge`` and ``prob`` by the judge
     (:mod:`triemine.judging`), its probability shifted to ``density`` (None: the share of
     translations estimated from the pairs, :func:`triemine.judging.prior.estimate_prior`)."""
 
@@ -79,13 +80,16 @@ class ScoreOptions:
     judge: Optional[str] = declared(ScoreSettings, "judge")
     density: Optional[float] = declared(ScoreSettings, "density")
 
-    def cut(self, calibration) -> Tuple[str, float]:
+    def cut(self, calibration=None, judge=None) -> Tuple[str, float]:
         """``(column, value)``: a pair is kept when its column is >= value: ``combined >=
-        threshold`` when given, else ``prob >= min_prob`` (default :data:`DEFAULT_MIN_PROB`) as
-        a cut of the calibration's score."""
+        threshold`` when given, else ``prob >= min_prob`` (default :data:`DEFAULT_MIN_PROB`,
+        the learned judges' cut): with a learned ``judge``, a cut of its column (``prob``),
+        else of the ``calibration``'s score (its curve is monotone)."""
         if self.threshold is not None:
             return "combined", float(self.threshold)
         prob = DEFAULT_MIN_PROB if self.min_prob is None else self.min_prob
+        if judge is not None:
+            return judge.column, prob
         return calibration.score, calibration.threshold(prob)
 
     def features(self) -> Tuple[str, ...]:
@@ -187,12 +191,11 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
     process).  Returns the :class:`Scored` result."""
     out_path = Path(out_path)
     comb = Combination.load(opts.combination) if opts.combination else shipped(opts.config)
-    judge = load_judge(opts.judge) if configuration(opts.config).judge is not None and \
+    judge = load_judge(opts.judge) if learned(opts.config) and \
         opts.calibration is None else None
     cal = (Calibration.of(opts.calibration, "calibration") if opts.calibration is not None
            else None if judge is not None else shipped_calibration(opts.config, "pairs"))
-    cut = opts.cut(cal) if judge is None or opts.threshold is not None else \
-        ("prob", DEFAULT_MIN_PROB if opts.min_prob is None else opts.min_prob)
+    cut = opts.cut(cal, judge)
     keys: Dict[Tuple[str, str], int] = {}
     pair_of = np.fromiter((keys.setdefault((s, t), len(keys)) for s, t in
                            zip(bitext.src, bitext.tgt)), dtype=np.int64, count=len(bitext))

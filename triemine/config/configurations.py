@@ -14,17 +14,19 @@ makes a configuration:
   (:class:`triemine.mining.options.MineOptions`), by field name, e.g. ``{"beam": 5}``; a field not
   named keeps its declared default;
 * ``selection``: how its mining TSV is selected (``rule``, ``rank_by``) and filtered (``filter``);
-* ``combination``: the fixed combined score (:class:`triemine.mining.combine.Combination`'s
-  fields), or ``null`` for a configuration without one;
-* ``thresholds``: the shipped default threshold, tuned on the BUCC 2018 zh-en sample: a
-  thresholds file's ``thresholds`` (per direction), ``source``, ``signature`` and
-  ``scores_where_chosen`` (:func:`triemine.filtering.selection.shipped_thresholds` reads it
-  with the record's selection and combination);
-* ``calibration`` (optional): the calibrated probability of the combined score, per use
-  (``mined``, ``pairs``; :mod:`triemine.scoring.calibration` reads it);
-* ``judge`` (optional): the learned judge whose ``prob`` the configuration cuts
-  (:mod:`triemine.judging`): ``fingerprint``, that of the shipped judge file it was measured
-  with (:meth:`triemine.judging.model.Judge.fingerprint`).
+* ``judge`` (every configuration but the paper's): the one judge the job's TSV is cut by,
+  ``{"file", "fingerprint"}``: a judge file (relative to the folder holding the package) and its
+  fingerprint.  The file states the judge's score column and its cut: the learned judge's
+  (``prob >= 0.5``; :mod:`triemine.judging.model`) or a fixed combination's (kind ``zsum``:
+  ``combined``, its probability curve and the cut tuned on the BUCC sample;
+  :mod:`triemine.judging.zsum`); :mod:`triemine.judging.shipped` reads and checks it;
+* ``combination`` (optional): with a learned judge, the fixed combination the job writes as the
+  feature ``combined`` (:class:`triemine.judging.combination.Combination`'s fields);
+* ``thresholds`` (the paper's, which has no judge): the shipped default threshold, tuned on the
+  BUCC 2018 zh-en sample: a thresholds file's ``thresholds`` (per direction), ``source``,
+  ``signature`` and ``scores_where_chosen``;
+* ``calibration`` (optional): ``pairs``, the given-pairs curve of ``trie-mine-score``
+  (:mod:`triemine.judging.calibration`).
 
 The job, ``trie-mine``, ``trie-mine-eval``/``-filter`` and the API all read the records
 through :func:`configuration`; nothing else names a configuration's parts.
@@ -97,20 +99,8 @@ def configuration(name: str) -> Configuration:
                              stages=tuple(data["stages"]),
                              settings=dict(data["settings"]),
                              selection=Selection(**data["selection"]),
-                             combination=data["combination"], thresholds=data["thresholds"],
+                             combination=data.get("combination"),
+                             thresholds=data.get("thresholds"),
                              calibration=data.get("calibration"), judge=data.get("judge"))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"not a configuration record ({exc})", str(path)) from None
-
-
-def combination_names() -> Tuple[str, ...]:
-    """The configurations that ship a combined score (its name is the configuration's)."""
-    return tuple(n for n in NAMES if configuration(n).combination is not None)
-
-
-def judge_only(flag: str, config: str) -> InputError:
-    """The refusal of ``flag``, a setting only a learned judge reads, in a job of configuration
-    ``config``, which has none (it would be ignored): naming the configurations that have one."""
-    judged = [n for n in NAMES if configuration(n).judge is not None]
-    return InputError(f"{flag} applies to a configuration with a learned judge (--config "
-                      f"{' or '.join(judged)}), not --config {config}")

@@ -286,7 +286,7 @@ def evaluate_choosing(variants: Mapping[str, Sequence[Direction]], bucc: BuccSet
 def evaluate_combination(mined: Mined, comb, bucc: BuccSet, folds: int = 2, seed: int = 1234,
                          rule: str = "one-to-one") -> Outcome:
     """:func:`evaluate_choosing` over the variants of a combination
-    (:meth:`triemine.mining.combine.Combination.variants`, one per weight it was chosen from),
+    (:meth:`triemine.judging.combination.Combination.variants`, one per weight it was chosen from),
     each recomputing the ``combined`` column from the rows' own columns; selected by ``rule`` and
     thresholded on ``combined``, as the mining job's TSVs are."""
     variants = {label: [Direction(mined.with_column("combined", c(mined.numeric)))]

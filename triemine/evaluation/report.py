@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from triemine.scoring.calibration import ece, reliability
+from triemine.judging.calibration import ece, reliability
 from triemine.filtering.rules import threshold_curve
 from triemine.io import atomic_write, write_output
 
@@ -254,7 +254,7 @@ def write_report(data: ReportData, path, k: int = 12) -> Path:
 
 def reliability_png(data: ReportData) -> bytes:
     """The reliability diagram of ``data.prob`` against the gold flags
-    (:func:`triemine.scoring.calibration.reliability`), its expected calibration error in the
+    (:func:`triemine.judging.calibration.reliability`), its expected calibration error in the
     title."""
     pts = reliability(data.prob, data.gold())
     fig = _figure()

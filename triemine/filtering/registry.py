@@ -73,7 +73,7 @@ register_score(
     "agreement of the numbers written in digits (1 = no disagreement; triemine.mining.features)",
 )
 register_score("combined", True,
-               "the pipeline's fixed combination of features (triemine.mining.combine)")
+               "the pipeline's fixed combination of features (triemine.judging.combination)")
 register_score("uncovered", False, "the share of the source's pieces that receive under half a "
                "unit of the decoder's cross-attention from the target")
 register_score("eos_lp", True, "the log-probability of the target's end of sentence given "

@@ -6,17 +6,18 @@ the thresholds come from, in order of precedence:
 
 1. given by the user (``--threshold NAME=VALUE``, ``--ce-max``, ...), over
 2. a thresholds file (``--thresholds``, written by ``trie-mine-eval --save-thresholds``), else
-3. the **shipped default** of the configuration that wrote the TSV: the threshold tuned on the BUCC
-   2018 zh-en sample (the ``thresholds`` of its record, :mod:`triemine.config.configurations`: the
-   thresholds file of that evaluation).  The mining job's default ``combined`` score is a fixed
-   combination of features (:mod:`triemine.mining.combine`), so its threshold means the same on
-   other data: the sample's threshold scored within 0.004 F1 of an unseen set's own best threshold.
-   A shipped threshold belongs to the exact combination it was tuned for: a TSV written with
-   another combination (a custom ``--combination`` file), or a configuration without a shipped
-   file, has no default and is refused rather than kept whole.
+3. the **shipped default** of the configuration that wrote the TSV: its judge's cut (``combined
+   >= value`` of a fixed combination, tuned on the BUCC 2018 zh-en sample; ``prob >= 0.5`` of a
+   learned judge) or the paper's record's threshold, as
+   :func:`triemine.judging.shipped.tsv_cut` (the one function deciding a TSV's score column and
+   default cut) finds it.  The ``combined`` score is a fixed combination of features
+   (:mod:`triemine.judging.zsum`), so its threshold means the same on other data.  A shipped
+   threshold belongs to the exact combination it was tuned for: a TSV written with another
+   combination (a custom ``--combination`` file), or a configuration without a shipped cut,
+   has no default and is refused rather than kept whole.
 
-``SELECTION`` names how each configuration's TSV is selected; the thresholds file format is here
-too (:func:`load_thresholds`, :func:`write_thresholds`).
+``SELECTION`` is each configuration's record's selection, as a table; the thresholds file
+format is here too (:func:`load_thresholds`, :func:`write_thresholds`).
 """
 from __future__ import annotations
 
@@ -27,18 +28,17 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from triemine.scoring.calibration import shipped_calibration
-from triemine.config.configurations import NAMES, PAPER, configuration
+from triemine.config.configurations import NAMES, configuration
 from triemine.errors import InputError
 from triemine.filtering import formats, registry
 from triemine.io import META_SUFFIX, read_json, write_text
+from triemine.judging.shipped import (configuration_cut, configuration_of, learned,
+                                      shipped_calibration, tsv_cut, tsv_selection)
 
 THRESHOLDS_VERSION = 1
 # how each configuration's TSV is selected and thresholded: (rule, rank_by, filter), from the
 # configurations' records
 SELECTION = {name: configuration(name).selection.as_tuple() for name in NAMES}
-# a mining job's TSV of a combination no configuration ships: one-to-one by its combined score
-COMBINED = SELECTION["combined"]
 
 
 @dataclass
@@ -94,48 +94,37 @@ def write_thresholds(data: Mapping[str, object], path: os.PathLike | str) -> Non
                                 sort_keys=True) + "\n", "thresholds file", hint="")
 
 
-def configuration_of(meta: Mapping[str, object]) -> Optional[str]:
-    """The shipped configuration a TSV's sidecar describes: its combination's name for the mining
-    job, ``paper`` for the plain trie search, ``None`` when the sidecar says neither."""
-    comb = meta.get("combination")
-    if isinstance(comb, dict) and isinstance(comb.get("name"), str):
-        return comb["name"]
-    if "pipeline" not in meta and meta.get("mode") in ("pre", "post"):
-        return PAPER
-    return None
-
-
 def shipped_default(name: str) -> Optional[SavedThresholds]:
-    """Configuration ``name``'s shipped thresholds (with its selection and combination), as a
-    thresholds file holds them; ``None`` when it ships none."""
-    record = configuration(name)
-    if record.thresholds is None:
-        return None
-    return thresholds_of(dict(record.thresholds, version=THRESHOLDS_VERSION,
-                              combination=record.combination, **vars(record.selection)),
-                         f"configuration {name}")
+    """Configuration ``name``'s shipped cut (:func:`triemine.judging.shipped.configuration_cut`:
+    its judge's, the paper's record's) as a thresholds file holds it, with its selection and
+    combination; ``None`` when it ships none."""
+    cut = configuration_cut(name)
+    return None if cut.thresholds is None else _saved(cut)
+
+
+def _saved(cut) -> SavedThresholds:
+    rule, rank_by, filt = configuration(cut.config).selection.as_tuple()
+    return thresholds_of({"version": THRESHOLDS_VERSION, "thresholds": cut.thresholds,
+                          "rule": rule, "rank_by": rank_by, "filter": filt,
+                          "combination": cut.combination}, f"configuration {cut.config}")
 
 
 def shipped_thresholds(meta: Mapping[str, object], where: Optional[str] = None) -> SavedThresholds:
-    """The shipped default thresholds for the TSV whose sidecar is ``meta`` (module docstring);
-    an :class:`InputError` naming ``where`` (the TSV) when there is none."""
-    name = configuration_of(meta)
+    """The shipped default thresholds for the TSV whose sidecar is ``meta`` (module docstring,
+    :func:`triemine.judging.shipped.tsv_cut`); an :class:`InputError` naming ``where`` (the
+    TSV) when there is none."""
+    cut = tsv_cut(meta)
     how = ("give thresholds: --threshold NAME=VALUE, or --thresholds FILE from "
            "trie-mine-eval --save-thresholds on a gold set")
-    if name is None and where is not None and not os.path.isfile(os.fspath(where) + META_SUFFIX):
+    if cut.config is None and where is not None and \
+            not os.path.isfile(os.fspath(where) + META_SUFFIX):
         raise InputError(f"no shipped default threshold: the TSV has no {META_SUFFIX} sidecar "
                          f"to name the job that wrote it; {how}", where)
-    if name is None:
-        raise InputError(f"no shipped default threshold: the sidecar names no known configuration; "
-                         f"{how}", where)
-    saved = shipped_default(name) if name in NAMES else None
-    if saved is None:
-        raise InputError(f"configuration {name!r} ships no default threshold; {how}", where)
-    comb = meta.get("combination")
-    if saved.combination is not None and comb != saved.combination:
-        raise InputError(f"the TSV's combination {name!r} is not the shipped one its default "
-                         f"threshold was tuned for (another --combination file); {how}", where)
-    return saved
+    if cut.thresholds is None:
+        problem = cut.problem or f"configuration {cut.config!r} ships no default threshold"
+        raise InputError(("no shipped default threshold: " if cut.config is None else "")
+                         + f"{problem}; {how}", where)
+    return _saved(cut)
 
 
 @dataclass
@@ -163,32 +152,17 @@ class Selection:
 
 def default_selection(mined, saved: Optional[SavedThresholds] = None) -> Tuple[str, str, str]:
     """``(rule, rank_by, filter)`` a mining TSV is evaluated or filtered with unless the user says
-    otherwise: a thresholds file's own; else its configuration's (``SELECTION``): for a judge's
-    TSV one-to-one by ``prob`` filtered by ``prob``, for another mining job's one-to-one by
-    ``combined`` filtered by ``combined`` (:data:`COMBINED`); else the paper's best row per
-    source by ``ce_word``, no filter (the paper's CE filter is asked for by name).  A TSV whose
-    sidecar says the job wrote a ``combined`` column that is no longer there is refused, never
+    otherwise: a thresholds file's own; else its configuration's
+    (:func:`triemine.judging.shipped.tsv_selection`: for a learned judge's TSV one-to-one by
+    ``prob`` filtered by ``prob``, for a fixed combination's, or one lacking its own columns,
+    one-to-one by ``combined`` filtered by ``combined``); else the paper's best row per source
+    by ``ce_word``, no filter (the paper's CE filter is asked for by name).  A TSV whose sidecar
+    says the job wrote a ``combined`` column that is no longer there is refused, never
     evaluated by another rule."""
     if saved is not None:
         return saved.rule, saved.rank_by, saved.filter
     _check_combined(mined)
-    if "pipeline" in mined.meta and "combined" in mined.numeric:
-        own = _own_selection(mined.meta)
-        if own[1] in mined.numeric and own[2] in mined.numeric:
-            return own
-        return COMBINED
-    rule, rank_by, _ = SELECTION[PAPER]
-    return rule, rank_by, "none"
-
-
-def _own_selection(meta: Mapping[str, object]) -> Optional[Tuple[str, str, str]]:
-    """How the job that wrote a TSV selects its pairs: ``SELECTION`` of its configuration (a
-    judge's TSV by ``prob``; a mining job of another combination as the default's) or of the
-    paper's trie search; ``None`` when the sidecar says neither."""
-    name = configuration_of(meta)
-    if "pipeline" in meta:
-        return SELECTION[name] if name in SELECTION else COMBINED
-    return SELECTION[PAPER] if name == PAPER else None
+    return tsv_selection(mined.meta, mined.numeric)
 
 
 def _check_combined(mined) -> None:
@@ -223,8 +197,8 @@ def choose(mined, *, saved: Optional[SavedThresholds] = None, index: int = 0,
                 from None
         name = configuration_of(mined.meta)
         source = (f"no thresholds given: the shipped default for {name}, "
-                  + ("tuned on the BUCC sample" if configuration(name).judge is None
-                     else "the judge's probability cut, tuned on no gold"))
+                  + ("the judge's probability cut, tuned on no gold" if learned(name)
+                     else "tuned on the BUCC sample"))
         if filt is not None and registry.filter_scores(filt) != registry.filter_scores(
             saved.filter
         ):
@@ -236,7 +210,7 @@ def choose(mined, *, saved: Optional[SavedThresholds] = None, index: int = 0,
     if filt is None:
         filt = saved.filter if saved is not None else ("+".join(given) if given else "none")
     if saved is None:  # thresholds given for the job's own filter: its selection too
-        own = _own_selection(mined.meta)
+        own = tsv_cut(mined.meta).selection
         if own is not None and registry.filter_scores(own[2]) == registry.filter_scores(filt):
             rule, rank_by = rule or own[0], rank_by or own[1]
     if rule is None:
@@ -297,16 +271,10 @@ def write_union(kept: Sequence, path: os.PathLike | str, fmt: str = formats.DEFA
 
 
 def mined_calibration(meta: Mapping[str, object]):
-    """The calibrated probability (:class:`triemine.scoring.calibration.Calibration`, ``mined``
-    use) of the mining TSV whose sidecar is ``meta``: its configuration's, when it ships one and the
-    TSV's combination is the shipped one; else None."""
-    name = configuration_of(meta)
-    if name is None or name not in NAMES:
-        return None
-    rec = configuration(name)
-    if not (rec.calibration or {}).get("mined") or meta.get("combination") != rec.combination:
-        return None
-    return shipped_calibration(name, "mined")
+    """The calibrated probability (:class:`triemine.judging.calibration.Calibration`) of the
+    ``combined`` column of the mining TSV whose sidecar is ``meta``: its configuration's ``zsum``
+    judge's curve, when it has one and the TSV's combination is the judge's; else None."""
+    return tsv_cut(meta).curve
 
 
 def mined_prob(mined) -> Optional[np.ndarray]:
@@ -322,30 +290,30 @@ def mined_prob(mined) -> Optional[np.ndarray]:
 
 def min_prob_threshold(meta: Mapping[str, object], prob: float, where=None) -> Tuple[str, float]:
     """``(score, value)``: the threshold that keeps the rows with ``prob >= prob``: ``prob``
-    itself for a TSV of a configuration with a judge (its ``prob`` is the judge's), else the
-    calibration's score (:meth:`~triemine.scoring.calibration.Calibration.threshold`); an
+    itself for a TSV of a configuration with a learned judge (its ``prob`` is the judge's),
+    else the curve's score (:meth:`~triemine.judging.calibration.Calibration.threshold`); an
     :class:`InputError` naming ``where`` when the TSV's configuration ships neither."""
-    name = configuration_of(meta)
-    if name in NAMES and configuration(name).judge is not None:
+    cut = tsv_cut(meta)
+    if cut.learned:
         return "prob", float(prob)
-    cal = mined_calibration(meta)
-    if cal is None:
+    if cut.curve is None:
         raise InputError("--min-prob needs the calibrated probability of a shipped configuration "
                          "with its own combination (this TSV has none): give --threshold", where)
-    return cal.score, cal.threshold(prob)
+    return cut.curve.score, cut.curve.threshold(prob)
 
 
 def min_prob_cut(config: str, combination: str, prob,
                  name: str = "--min-prob") -> Tuple[str, float]:
     """``(score, value)``: the threshold that keeps the mined pairs with ``prob >= prob`` in a
-    job of configuration ``config``: ``prob`` itself where the configuration has a judge (its
-    ``prob`` is the judge's), else the ``combined`` threshold of the ``mined`` calibration of
-    the shipped ``combination``; an :class:`InputError` naming ``name`` when ``prob`` is not a
-    number in (0, 1) or the combination ships no calibration."""
+    job of configuration ``config``: ``prob`` itself where the configuration has a learned
+    judge (its ``prob`` is the judge's), else the ``combined`` threshold of the curve of the
+    shipped ``combination``'s judge (:func:`triemine.judging.shipped.configuration_cut`); an
+    :class:`InputError` naming ``name`` when ``prob`` is not a number in (0, 1) or the
+    combination ships no curve."""
     if (isinstance(prob, bool) or not isinstance(prob, (int, float, np.integer, np.floating))
             or not 0 < prob < 1):
         raise InputError(f"{name}: expected a number in (0, 1), got {prob!r}")
-    if configuration(config).judge is not None:
+    if learned(config):
         return "prob", float(prob)
     try:
         return "combined", shipped_calibration(combination, "mined").threshold(prob)

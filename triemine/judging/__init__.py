@@ -12,6 +12,13 @@ calibration.
   and whose probability, shifted to a stated or estimated density, is ``prob``; a small JSON
   file (the shipped one is ``judge.json`` beside it, fingerprinted in the configuration
   record);
+* :mod:`~triemine.judging.zsum`: the other judge kind, ``zsum``: a fixed
+  :class:`~triemine.judging.combination.Combination` of standardised features (the column
+  ``combined``), its Platt curve (:class:`~triemine.judging.calibration.Calibration`, the
+  column ``prob``) and its tuned cut, one JSON file (``combined.json``, ``mt-only.json``);
+* :mod:`~triemine.judging.shipped`: each configuration's one judge (its record names the file
+  and fingerprint) and :func:`~triemine.judging.shipped.tsv_cut`, the one function deciding a
+  mining TSV's selection, score column and default cut;
 * :mod:`~triemine.judging.trees`: a forest as flat arrays, evaluated vectorised (the
   ``trees`` kind; read out of a scikit-learn model without importing it);
 * :mod:`~triemine.judging.prior`: the prior shift of a probability (Saerens et al. 2002): to a
@@ -19,5 +26,6 @@ calibration.
 * :mod:`~triemine.judging.quality`: what the kept pairs' ``prob`` promises without gold (the
   expected true pairs, precision and recall).
 
-This package imports neither the mining job nor the cleaning package; both import it.
+This package imports neither the mining job, the filtering nor the cleaning package; they
+import it.
 """

@@ -4,8 +4,8 @@
 :func:`judge_columns` returns the function that adds, to a block's columns, the text features
 (:func:`triemine.judging.features.text_features`), ``judge`` (the judge's log-odds) and
 ``prob`` (its probability, shifted to ``density`` when one is stated); :func:`curve_columns`
-the one that adds only ``prob``, a calibration curve of an existing column (the ``combined``
-configuration's ``mined`` curve).  Both map ``(columns, src_texts, tgt_texts)`` to the new
+the one that adds only ``prob``, a calibration curve of an existing column (a ``zsum``
+judge's curve of ``combined``).  Both map ``(columns, src_texts, tgt_texts)`` to the new
 columns, float64 arrays of one value a candidate.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ def judge_columns(judge: Judge, density: Optional[float] = None) -> Adder:
 
 def curve_columns(curve) -> Adder:
     """The block function that adds ``prob`` = ``curve(columns[curve.score])`` (a
-    :class:`triemine.scoring.calibration.Calibration`)."""
+    :class:`triemine.judging.calibration.Calibration`)."""
     def add(columns: Columns, _src: Sequence[str], _tgt: Sequence[str]) -> Columns:
         return {"prob": np.asarray(curve(columns[curve.score]), dtype=np.float64)}
     return add

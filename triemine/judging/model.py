@@ -8,7 +8,10 @@ deterministic, numpy only); for ``kind`` ``trees``, a forest's baseline plus one
 tree (:mod:`triemine.judging.trees`; fitted with scikit-learn by
 :mod:`triemine.judging.train`, which evaluation never imports); for ``kind`` ``blend`` (the
 shipped one), the mean of the two.  ``prob`` = the logistic function of it, shifted to a
-stated or estimated share (:mod:`triemine.judging.prior`).
+stated or estimated share (:mod:`triemine.judging.prior`).  Every learned judge states its
+score column, ``prob`` (:attr:`Judge.column`), and its cut, ``prob >= 0.5``
+(:data:`CUT`, :attr:`Judge.cut`); the fixed combined score is the other judge kind,
+:mod:`triemine.judging.zsum`.
 
 The shipped judge is :data:`SHIPPED` (``judge.json`` beside this module; ``package_data``),
 trained by ``scripts/train_judge.py`` on the training split only; a configuration record names
@@ -42,6 +45,8 @@ KINDS = ("logistic", "trees", "blend")
 COMMON = ("version", "features", "train_prior", "kind")
 REQUIRED = {"logistic": ("mean", "std", "weights", "bias"), "trees": ("forest",),
             "blend": ("mean", "std", "weights", "bias", "forest")}
+CUT = 0.5   # every learned judge's cut: prob >= CUT
+CUT_SOURCE = "the judge's probability cut: prob >= 0.5 (not tuned on any gold)"
 OUTPUTS = ("judge", "prob", "kept")  # the columns a judge and its cut write: never its features
 
 
@@ -66,6 +71,15 @@ class Judge:
     fitted_on: str = ""
     version: int = VERSION
     extra: Dict[str, object] = field(default_factory=dict)
+
+    column = "prob"   # the score column every learned judge is ranked by and cut on
+    cut_value = CUT   # and its cut, prob >= CUT
+
+    @property
+    def cut(self) -> Dict[str, object]:
+        """The cut ``prob >= 0.5`` as a configuration states it (a pair more likely a
+        translation than not, at the share of translations ``prob`` is shifted to)."""
+        return {"value": CUT, "direction": "zh-en", "source": CUT_SOURCE}
 
     def __post_init__(self):
         n = len(self.features)

@@ -21,12 +21,11 @@ from typing import Callable, Dict, Optional, Set, Tuple
 
 import numpy as np
 
-from triemine.config.configurations import configuration
 from triemine.judging.mined import curve_columns, judge_columns
 from triemine.judging.features import TEXT_COLUMNS
 from triemine.judging.model import check_reads, judge_path, load_judge
 from triemine.judging.prior import estimate_prior
-from triemine.scoring.calibration import shipped_calibration
+from triemine.judging.shipped import judge_record, learned, zsum_judge
 from triemine.mining.candidates import CandidateSet
 from triemine.mining.columns import ColumnStore, write_set
 from triemine.mining.features import derived
@@ -115,13 +114,14 @@ def judge_adder(opts, scored: ColumnStore, src, tgt, comb, density: Optional[flo
     """The columns the job adds after ``combined`` (:mod:`triemine.judging.mined`), the
     share of translations ``prob`` is shifted to and the judge's entry of the run record
     (``fingerprint``, resolved ``path``): the judge's ``judge`` and ``prob`` when the job's
-    configuration ships a judge (``--judge`` another), at ``--density`` or else the share
+    configuration has a learned judge (``--judge`` another), at ``--density`` or else the share
     estimated from the candidates (:func:`triemine.judging.prior.estimate_prior` over a first
     pass, :func:`column_of`); ``density``, when given, over both (the second look's pass keeps
-    the first pass's share); else ``prob`` by the configuration's ``mined`` curve when it
-    ships one for the job's combination ``comb``; else ``(None, None, None)``."""
-    rec = configuration(opts.config)
-    if rec.judge is not None:
+    the first pass's share); else, when its judge is a fixed combination (``zsum``) and the
+    job's combination ``comb`` is the judge's, ``prob`` by the judge's curve (None without
+    one) and the judge's entry; else ``(None, None, None)`` (a custom ``--combination``: no
+    judge of the configuration cut it)."""
+    if learned(opts.config):
         judge = load_judge(opts.scores.judge)
         density = density if density is not None else opts.scores.density
         if density is None:
@@ -129,8 +129,10 @@ def judge_adder(opts, scored: ColumnStore, src, tgt, comb, density: Optional[flo
                                                "judge"), judge.train_prior)
         record = {"fingerprint": judge.fingerprint(), "path": judge_path(opts.scores.judge)}
         return judge_columns(judge, density), float(density), record
-    if (rec.calibration or {}).get("mined") and asdict(comb) == rec.combination:
-        return curve_columns(shipped_calibration(opts.config, "mined")), None, None
+    z = zsum_judge(opts.config)
+    if z is not None and asdict(comb) == asdict(z.combination):
+        adder = curve_columns(z.curve) if z.curve is not None else None
+        return adder, None, judge_record(opts.config)
     return None, None, None
 
 
@@ -139,7 +141,7 @@ def check_judge(opts, have: Set[str]) -> None:
     file read and checked, and refused when it reads a column not in ``have`` (the columns of
     the stages before the TSV), the text features (:data:`TEXT_COLUMNS`) or ``combined``; an
     :class:`~triemine.errors.InputError` naming the file.  Nothing without a judge."""
-    if configuration(opts.config).judge is None:
+    if not learned(opts.config):
         return
     judge = load_judge(opts.scores.judge)
     check_reads(judge, set(have) | set(TEXT_COLUMNS) | {"combined"},

@@ -19,12 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from triemine.config.configurations import DEFAULT, NAMES, PAPER, configuration, judge_only
+from triemine.config.configurations import DEFAULT, NAMES, PAPER, configuration
 from triemine.models.model_dir import check_device, spm_problem
 from triemine.decoding.settings import DEFAULT_SHARD_SOURCES, PAPER_BEAM, SearchSettings
 from triemine.distributed.settings import PoolSettings
 from triemine.errors import InputError
 from triemine.judging.model import load_judge
+from triemine.judging.shipped import judge_only, learned, shipped_combination_fields
 from triemine.mining.features import MIN_SCORE_CHUNK, SCORE_CHUNK
 from triemine.mining.generators import REGISTRY
 from triemine.scoring.precision import AUTO, DEFAULT as DEFAULT_PRECISION, PRECISIONS, \
@@ -101,7 +102,7 @@ class MineOptions:
         given["precision"] = resolve_precision(
             given.get("precision", values.get("precision", DEFAULT_PRECISION)),
             given.get("device", values.get("device", "cpu")), trie_search="trie" in generators)
-        if effective.combination is not None:
+        if shipped_combination_fields(effective.name) is not None:
             values["combination"] = effective.name
         return with_values(cls(), {**values, **given})
 
@@ -174,9 +175,9 @@ class MineOptions:
         record = configuration(PAPER if self.paper else self.config)
         sc = self.scores
         for name, value in (("judge", sc.judge), ("density", sc.density)):
-            if value is not None and record.judge is None:
+            if value is not None and not learned(record.name):
                 raise judge_only(flag_of(setting_field(MineOptions, name)), self.config)
-        if record.judge is not None:
+        if learned(record.name):
             load_judge(sc.judge)  # a missing or broken judge file, named, before any import
         if self.look.second_look and "second_look" not in record.stages:
             looks = [n for n in NAMES if "second_look" in configuration(n).stages]

@@ -7,8 +7,8 @@
       -> derived scores (ce_word, ce_token, pmi, numerals) and the fixed ``combined`` score
       -> the mining TSV (:mod:`triemine.io.tsv`): every candidate with all its columns
 
-Selection (one-to-one) and the threshold are evaluation/filter rules (``trie-mine-eval``,
-``trie-mine-filter``), applied to the TSV's ``combined`` column.
+Selection (one-to-one) and the cut are the configuration's judge's (its score column and cut,
+:func:`triemine.judging.shipped.tsv_cut`), applied by ``--bitext``, ``trie-mine-eval``, -filter.
 
 Each stage stores its result in ``OUT.tsv.work/`` as it finishes (the trie search and the exact
 scores also within the stage, batch by batch), so ``resume=True`` continues an interrupted job
@@ -39,7 +39,8 @@ from triemine.embedding.knn import search_arithmetic
 from triemine.distributed.stage import stage_key
 from triemine.errors import DamagedFile, InputError
 from triemine.mining.candidates import CandidateSet
-from triemine.mining.combine import Combination, shipped
+from triemine.judging.combination import Combination
+from triemine.judging.shipped import shipped
 from triemine.mining.features import (PRIOR, ScoreJob, derivable, prior_range,
                                       prior_table)
 from triemine.mining.score_shards import forced_score_shards

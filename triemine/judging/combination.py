@@ -1,5 +1,9 @@
 """A fixed combination of features into one score, so that one threshold transfers between sets.
 
+The score of the ``zsum`` judge kind (:mod:`triemine.judging.zsum`, which holds a shipped one
+with its probability curve and cut) and, in a configuration with a learned judge, the feature
+``combined`` it reads.
+
 ``combined = sum_i w_i * (x_i - mean_i) / std_i`` over named candidate columns.  The means and
 standard deviations are fitted once, without gold labels, on a reference candidate set (the
 shipped ones on the BUCC zh-en sample's candidates) and then kept fixed: a threshold chosen on
@@ -23,14 +27,16 @@ from typing import Dict, List
 
 import numpy as np
 
-from triemine.config.configurations import combination_names, configuration
 from triemine.errors import InputError
 from triemine.io import read_json
 
 
-
 @dataclass
 class Combination:
+    """``combined`` of ``features`` (module docstring): one weight each, ``mean``/``std``
+    once fitted (:meth:`fit`), ``choices`` (at most one feature: the weights its weight was
+    chosen among).  A ``ValueError`` for fields that do not fit."""
+
     name: str
     features: List[str]
     weights: List[float]
@@ -113,12 +119,3 @@ class Combination:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise InputError(f"combination values must be finite numbers, got {v!r}", where)
         return comb
-
-
-def shipped(name: str) -> Combination:
-    """The combination of configuration ``name`` (:mod:`triemine.config.configurations`), fitted on
-    the BUCC zh-en sample's candidates and shipped with the package."""
-    known = combination_names()
-    if name not in known:
-        raise InputError(f"no shipped combination {name!r} (known: {', '.join(known) or 'none'})")
-    return Combination.of(configuration(name).combination, f"configuration {name}")

@@ -2,13 +2,15 @@
 
 Platt scaling (a logistic curve of one score, Platt 1999): ``prob = 1 / (1 + exp(-(a * score +
 b)))``, monotone in the score, so a ``--min-prob`` cut is a cut of that score
-(:meth:`Calibration.threshold`).  Each configuration record ships its curves under
-``calibration`` (:mod:`triemine.config.configurations`), one per use:
+(:meth:`Calibration.threshold`).  Two curves are shipped:
 
-* ``mined``: the mining job's candidates, fitted on the BUCC zh-en sample's candidates with its
-  gold (``scripts/fit_calibration.py mined``);
-* ``pairs``: given pairs (``trie-mine-score``): a logistic regression on the pairs' features
-  (its score ``judge``, a fixed :class:`~triemine.mining.combine.Combination` of standardised
+* the ``zsum`` judges' (:mod:`triemine.judging.zsum`): ``prob`` of a mining job's
+  ``combined``, fitted on the BUCC zh-en sample's candidates with its gold
+  (``scripts/fit_calibration.py mined``), held in the judge file as its ``curve``;
+* ``pairs`` (the ``calibration`` of the ``combined`` configuration's record, read by
+  :func:`triemine.judging.shipped.pairs_calibration`): given pairs (``trie-mine-score``): a
+  logistic regression on the pairs' features (its score ``judge``, a fixed
+  :class:`~triemine.judging.combination.Combination` of standardised
   features, then the curve with ``a = 1``), fitted on a noisy set built from
   ``devsets/zh-en/train`` only (clean pairs and the noise kinds of :mod:`triemine.cleaning.noise`;
   ``scripts/fit_calibration.py pairs``), never on the transfer set.
@@ -24,10 +26,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from triemine.config.configurations import configuration
 from triemine.errors import InputError
 
-USES = ("mined", "pairs")
 BINS = 10
 
 
@@ -35,7 +35,7 @@ BINS = 10
 class Calibration:
     """``prob = sigmoid(a * score + b)`` of the column ``score`` (default ``combined``);
     ``fitted_on`` says on what.  ``combination``: the fields of a
-    :class:`~triemine.mining.combine.Combination` that computes the column ``score`` from the
+    :class:`~triemine.judging.combination.Combination` that computes the column ``score`` from the
     features first (a logistic regression on them, as the ``pairs`` curve is), or None when
     ``score`` is a column the job already has."""
 
@@ -95,18 +95,6 @@ class Calibration:
         if not (math.isfinite(cal.a) and math.isfinite(cal.b) and cal.a > 0):
             raise InputError(f"a calibration needs a finite slope a > 0, got {cal.a}", where)
         return cal
-
-
-def shipped_calibration(config: str, use: str) -> Calibration:
-    """The curve configuration ``config`` ships for ``use`` (:data:`USES`); an
-    :class:`InputError` when it ships none."""
-    if use not in USES:
-        raise ValueError(f"use must be one of {USES}")
-    rec = configuration(config)
-    data = (rec.calibration or {}).get(use)
-    if data is None:
-        raise InputError(f"configuration {config!r} ships no calibrated probability for {use}")
-    return Calibration.of(data, f"configuration {config}")
 
 
 def reliability(prob, labels, bins: int = BINS) -> List[Dict[str, float]]:
