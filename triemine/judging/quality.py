@@ -11,6 +11,12 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
+# below this estimated share of translations among a run's candidates, the kept pairs' mean
+# prob has fallen short of their true precision on every set measured, by more the lower the
+# share (0.05 at 10 %, 0.2 at 1 %: docs/decisions.md#expected-precision-is-a-floor-where-few-
+# candidates-are-translations): there the expected figures are a floor
+LOW_SHARE = 0.15
+
 
 def _probabilities(values, name: str) -> np.ndarray:
     """``values`` as a 1-D float64 array of numbers in [0, 1]; ``ValueError`` naming ``name``."""
@@ -66,15 +72,28 @@ def best_per_source(src_ids: Sequence[str], prob) -> np.ndarray:
     return best
 
 
+def is_floor(share: Optional[float]) -> bool:
+    """Whether a run whose judge estimated ``share`` (the share of translations among its
+    candidates; None: not estimated) gets expected figures that are a floor (:data:`LOW_SHARE`)."""
+    return share is not None and share < LOW_SHARE
+
+
 def describe(expected: Dict[str, object]) -> str:
     """One line of :func:`expected_quality`'s result (or of a summary's ``expected`` entry
-    saying why there is none: ``{"calibrated": False, "why": ...}``)."""
+    saying why there is none: ``{"calibrated": False, "why": ...}``); ``"floor": True`` in it
+    (a run at a low share, :func:`is_floor`) says "at least" and where to read the number."""
     if not expected.get("calibrated", True):
         return f"expected quality: none ({expected.get('why')})"
     if not expected.get("kept"):
         return "expected quality: nothing kept"
-    out = (f"expected quality: {expected['expected_true']:.1f} true pairs of {expected['kept']} "
-           f"kept (precision {expected['expected_precision']:.3f}")
-    if expected.get("expected_recall") is not None:
+    floor = bool(expected.get("floor"))
+    least = "at least " if floor else ""
+    out = (f"expected quality: {least}{expected['expected_true']:.1f} true pairs of "
+           f"{expected['kept']} kept (precision {least}{expected['expected_precision']:.3f}")
+    if expected.get("expected_recall") is not None and not floor:
         out += f", recall {expected['expected_recall']:.3f} of the candidates'"
+    if floor:
+        return out + (f"; few candidates are translations (estimated share "
+                      f"{expected['density']:.3f}), where prob under-states precision: "
+                      "trie-mine-review reads a sample for the number)")
     return out + "; assumes a calibrated prob)"

@@ -15,7 +15,7 @@ from triemine.io import check_distinct, check_uncompressed, Mined, read_mined, w
 from triemine.errors import InputError
 from triemine.filtering import formats
 from triemine.filtering.selection import Selection, choose, configuration_of, write_pairs
-from triemine.judging.quality import best_per_source, expected_quality
+from triemine.judging.quality import best_per_source, expected_quality, is_floor
 from triemine.mining.dedup import expand_rows, side_maps
 
 # below this many lines on a side, a shipped threshold is applied with a warning (the ratio
@@ -120,8 +120,10 @@ def expected_of(mined: Mined, kept: np.ndarray) -> dict:
     """What the ``prob`` of the rows ``kept`` of ``mined`` promises
     (:func:`triemine.judging.quality.expected_quality`, with every source's best ``prob`` for
     the recall: a recall of the candidates), marked ``calibrated``, with the share of
-    translations the run's judge estimated (``density``, where it did); ``{"calibrated":
-    False, "why": ...}`` for a TSV whose configuration writes no calibrated ``prob``."""
+    translations the run's judge estimated (``density``, where it did) and whether that share
+    makes the figures a floor (``floor``, :func:`~triemine.judging.quality.is_floor`);
+    ``{"calibrated": False, "why": ...}`` for a TSV whose configuration writes no calibrated
+    ``prob``."""
     if "prob" not in mined.numeric:
         name = configuration_of(mined.meta) or "of this TSV"
         return {"calibrated": False, "why": f"configuration {name} writes no calibrated prob"}
@@ -132,4 +134,5 @@ def expected_of(mined: Mined, kept: np.ndarray) -> dict:
                       "translation, its best-prob candidate"}
     if mined.meta.get("density") is not None:
         out["density"] = mined.meta["density"]
+        out["floor"] = is_floor(mined.meta["density"])
     return out
