@@ -8,8 +8,8 @@ Three parts (``--parts``; the first two by default):
   from them (misaligned, partial = the English cut to its first half, same-document neighbour =
   the English line after the gold one in ``parallel/zh-en/train.en``, copy, German from
   ``parallel/de-en/train.de``, a changed number), scored by :func:`triemine.cleaning.score`
-  (the shipped ``combined`` configuration and its ``pairs`` calibration, fitted on
-  ``devsets/zh-en/train`` only: this set is held out).  Per noise kind and overall: ROC AUC of
+  with ``--config`` (default the package's, ``judge``; ``combined``: its ``pairs`` calibration;
+  each fitted on ``devsets/zh-en/train`` only: this set is held out), the record naming it.  Per noise kind and overall: ROC AUC of
   ``prob`` (trie-mine-score's judge), ``combined``, USE cosine, USE margin (within the set),
   ``ce_word`` alone and Bicleaner classic (the project's trained model, when
   ``<cache>/bicleaner`` has it); precision and recall at trie-mine-score's shipped cut
@@ -55,6 +55,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 import benchlib  # noqa: E402  (this checkout first on sys.path)
 import triemine  # noqa: E402,F401  before torch: it sets the OpenMP wait policy
 from benchlib import machine, shared_model  # noqa: E402
+from triemine.config.configurations import DEFAULT  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -344,8 +345,8 @@ def main(argv=None) -> int:
                     "BUCC sample (default <cache>/demo/sample.tsv)")
     ap.add_argument("--mined-transfer", default=None, help="mined: the default job's TSV of "
                     "the transfer set (default <cache>/demo/transfer.tsv)")
-    ap.add_argument("--config", default="combined", help="noisy, unrelated: the configuration "
-                    "scored and mined (default combined; judge: the learned judge)")
+    ap.add_argument("--config", default=DEFAULT, help="noisy, unrelated: the configuration "
+                    "scored and mined (default %(default)s, the package's)")
     ap.add_argument("--spin-probe", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.spin_probe:
@@ -363,7 +364,8 @@ def main(argv=None) -> int:
     threads = torch.get_num_threads()
     report = {"bench": "clean_bench", "quick": bool(args.quick), "machine": machine(),
               "threads": threads, "load_at_start": list(os.getloadavg()),
-              "date": time.strftime("%Y-%m-%d")}
+              "date": time.strftime("%Y-%m-%d"), "config": args.config,
+              "cpu_flags": benchlib.cpu_flags()}
     if "noisy" in parts:
         report["noisy"] = noisy_part(model, args, work, threads)
     if "unrelated" in parts:
