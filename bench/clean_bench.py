@@ -3,27 +3,26 @@
 
 Three parts (``--parts``; the first two by default):
 
-* ``noisy``: the transfer set's 1,000 gold pairs (``devsets/zh-en/zh-en.dev``) as positives,
-  mixed with as many noisy pairs of each kind of :func:`triemine.cleaning.noise.noisy_set` made
-  from them (misaligned, partial = the English cut to its first half, same-document neighbour =
-  the English line after the gold one in ``parallel/zh-en/train.en``, copy, German from
-  ``parallel/de-en/train.de``, a changed number), scored by :func:`triemine.cleaning.score`
-  with ``--config`` (default the package's, ``judge``; ``combined``: its ``pairs`` calibration;
-  each fitted on ``devsets/zh-en/train`` only: this set is held out), the record naming it.  Per noise kind and overall: ROC AUC of
-  ``prob`` (trie-mine-score's judge), ``combined``, USE cosine, USE margin (within the set),
-  ``ce_word`` alone and Bicleaner classic (the project's trained model, when
-  ``<cache>/bicleaner`` has it); precision and recall at trie-mine-score's shipped cut
-  (``prob >= 0.5``) and at the mining job's (``combined >= 5.4017``); how many of each noise
-  kind each keeps; the expected calibration error of ``prob``; pairs/s of trie-mine-score
-  (embedding, exact scores and priors, wall clock, ``OMP_NUM_THREADS`` threads;
-  ``exact_pairs_per_s``: its scored pairs over the exact scores' and priors' seconds, the mining
-  job's rate below) and of Bicleaner (``-p`` = the same thread count) on the same pairs.  Without
-  ``--quick``,
+* ``noisy``: the transfer set's 1,000 gold pairs (``devsets/zh-en/zh-en.dev``) as positives, mixed
+  with as many noisy pairs of each kind of :func:`triemine.cleaning.noise.noisy_set` made from
+  them (misaligned, partial = the English cut to its first half, same-document neighbour = the
+  English line after the gold one in ``parallel/zh-en/train.en``, copy, German from
+  ``parallel/de-en/train.de``, a changed number), scored by :func:`triemine.cleaning.score` with
+  ``--config`` (default the package's, ``judge``; ``combined``: its ``pairs`` calibration; each
+  fitted on ``devsets/zh-en/train`` only: this set is held out), the record naming it. Per noise
+  kind and overall: ROC AUC of ``prob`` (trie-mine-score's judge), ``combined``, USE cosine, USE
+  margin (within the set), ``ce_word`` alone and Bicleaner classic (the project's trained model,
+  when ``<cache>/bicleaner`` has it); precision and recall at trie-mine-score's shipped cut
+  (``prob >= 0.5``) and at the mining job's (``combined >= 5.4017``); how many of each noise kind
+  each keeps; the expected calibration error of ``prob``; pairs/s of trie-mine-score (embedding,
+  exact scores and priors, wall clock, ``OMP_NUM_THREADS`` threads; ``exact_pairs_per_s``: its
+  scored pairs over the exact scores' and priors' seconds, the mining job's rate below) and of
+  Bicleaner (``-p`` = the same thread count) on the same pairs.  Without ``--quick``,
   ``speed.wait_probe``: the exact stage on the first ``SPEED_PROBE`` pairs timed in one run with
   OpenMP threads that spin while they wait (libgomp's default, a subprocess) and that sleep
   (trie-mine's default since triemine/__init__.py sets ``OMP_WAIT_POLICY``), whether the two
-  scores TSVs are byte-identical, and the mining job's exact stage (scores without coverage,
-  then the targets' priors) on the same pairs.
+  scores TSVs are byte-identical, and the mining job's exact stage (scores without coverage, then
+  the targets' priors) on the same pairs.
 * ``unrelated``: the default mining job (:func:`triemine.api.run`) on corpora with nothing to
   find: the first ``--sources`` Chinese sentences of the BUCC sample that have no gold pair
   against ``--targets`` English lines of ``parallel/de-en/train.en`` (drawn with a seed).  How
