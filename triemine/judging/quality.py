@@ -13,8 +13,8 @@ import numpy as np
 
 # below this estimated share of translations among a run's candidates, the kept pairs' mean
 # prob has fallen short of their true precision on every set measured, by more the lower the
-# share (0.05 at 10 %, 0.2 at 1 %: docs/decisions.md#expected-precision-is-a-floor-where-few-
-# candidates-are-translations): there the expected figures are a floor
+# share (0.05 at 10 %, 0.2 at 1 %): there the expected figures are a floor; see
+# docs/decisions.md#expected-precision-is-a-floor-where-few-candidates-are-translations
 LOW_SHARE = 0.15
 
 
