@@ -215,7 +215,8 @@ def best_target_agreement(a, b) -> float:
 
 def whole_jobs(model_dir: Path, quick: bool, work: Path) -> dict:
     """The ``--jobs`` record (module docstring): the default configuration's job on each set in
-    fp32 and in ``auto``, each under its own empty ``TRIEMINE_CACHE`` in ``work``."""
+    fp32 and in ``auto``, each in a folder of ``work`` made anew for it (its TSV and its own
+    empty ``TRIEMINE_CACHE``)."""
     import shutil
 
     from triemine.config.configurations import DEFAULT
@@ -229,13 +230,11 @@ def whole_jobs(model_dir: Path, quick: bool, work: Path) -> dict:
         b = read_bucc(gold)
         kept = {}
         for label, precision in (("fp32", "fp32"), ("auto", AUTO)):
-            cache = work / f"cache-{name}-{label}"
-            shutil.rmtree(cache, ignore_errors=True)
-            out = work / f"{name}.{label}.tsv"
-            for stale in (out, Path(f"{out}.work"), Path(f"{out}.meta.json")):
-                shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else \
-                    stale.unlink(missing_ok=True)
-            with benchlib.env_var("TRIEMINE_CACHE", cache):
+            run_dir = work / f"{name}.{label}"  # the job's outputs and cache, made anew
+            shutil.rmtree(run_dir, ignore_errors=True)
+            run_dir.mkdir(parents=True)
+            out = run_dir / "mined.tsv"
+            with benchlib.env_var("TRIEMINE_CACHE", run_dir / "cache"):
                 result, wall, _ = benchlib.mine_corpora(model_dir, DEFAULT, b.src.path,
                                                         b.tgt.path, out, precision=precision)
             rows = result.kept_rows()
