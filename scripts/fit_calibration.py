@@ -20,9 +20,10 @@ sample (every candidate,
       python scripts/fit_calibration.py mined WORK/sample.dedup.tsv \\
           --gold ../shared/data/bucc2018/zh-en/zh-en.sample.gold
 
-``--write`` puts a ``mined`` curve into the configuration's ``zsum`` judge file (its ``curve``,
-and the new fingerprint into ``triemine/config/records/<config>.json``) and a ``pairs`` curve into
-the record under ``calibration``;
+``--write`` puts a ``mined`` curve into the configuration's ``zsum`` judge file (its ``curve``)
+and a ``pairs`` regression and curve into its given-pairs judge file (``pairs_judge``:
+``combination`` and ``curve``), and the new fingerprint into
+``triemine/config/records/<config>.json``;
 without it the curve and its fit statistics are only printed (one JSON object).
 """
 from __future__ import annotations
@@ -150,16 +151,16 @@ def main() -> int:
     if args.write:
         path = RECORDS / f"{args.config}.json"
         rec = json.loads(path.read_text(encoding="utf-8"))
-        if args.use == "mined":  # the curve of the configuration's zsum judge file
-            jpath = judge_file(args.config)
-            data = json.loads(Path(jpath).read_text(encoding="utf-8"))
-            data["curve"] = {"a": cal.a, "b": cal.b, "fitted_on": cal.fitted_on}
-            Path(jpath).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n",
-                                   encoding="utf-8")
-            rec["judge"]["fingerprint"] = ZSum.load(jpath).fingerprint()
-            out["written_judge"] = jpath
-        else:
-            rec.setdefault("calibration", {})[args.use] = cal.as_dict()
+        key = "judge" if args.use == "mined" else "pairs_judge"
+        jpath = judge_file(args.config, args.use)   # the configuration's zsum judge file
+        data = json.loads(Path(jpath).read_text(encoding="utf-8"))
+        data["curve"] = {"a": cal.a, "b": cal.b, "fitted_on": cal.fitted_on}
+        if args.use == "pairs":
+            data["combination"] = asdict(judge)
+        Path(jpath).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n",
+                               encoding="utf-8")
+        rec[key]["fingerprint"] = ZSum.load(jpath).fingerprint()
+        out["written_judge"] = jpath
         path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         out["written"] = str(path)
     print(json.dumps(out, ensure_ascii=False))

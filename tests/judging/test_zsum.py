@@ -67,6 +67,9 @@ def test_every_field_of_a_zsum_judge_is_required(tmp_path, drop):
 
 @pytest.mark.parametrize("change, match", [
     (lambda d: d.update(extra=1), "unknown field"),
+    (lambda d: d.update(column="prob"), "column must be a non-empty name other than prob"),
+    (lambda d: d.update(column=""), "column must be a non-empty name"),
+    (lambda d: d.update(column=d["combination"]["features"][1]), "named twice or"),
     (lambda d: d.update(version=2), "version 1"),
     (lambda d: d.update(kind="blend"), "kind must be 'zsum'"),
     (lambda d: d.update(combination=[1, 2]), "combination must be an object"),
@@ -119,6 +122,29 @@ def test_a_record_whose_fingerprint_is_not_its_judges_is_refused(tmp_path, monke
                         lambda name: replace(rec, judge={"file": "z.json"}))
     with pytest.raises(InputError, match="configuration combined"):
         shipped_mod.configuration_judge.__wrapped__("combined")
+
+
+def test_the_given_pairs_judge_is_a_zsum_file_with_its_own_column():
+    judge = configuration_judge("combined", "pairs")
+    entry = configuration("combined").pairs_judge
+    assert isinstance(judge, ZSum) and judge.fingerprint() == entry["fingerprint"]
+    assert judge.column == "judge" and judge.cut is None and judge.curve.score == "judge"
+    assert ZSum.of(judge.as_dict(), "again") == judge
+    cal = shipped_mod.shipped_calibration("combined", "pairs")
+    assert (cal.a, cal.b, cal.score) == (judge.curve.a, judge.curve.b, "judge")
+    assert Combination.of(cal.combination, "x") == judge.combination   # the regression it reads
+    rng = np.random.default_rng(1)
+    cols = {f: rng.normal(size=9) for f in judge.combination.features}
+    out = judge.columns(cols)
+    assert set(out) == {"judge", "prob"}
+    np.testing.assert_allclose(out["prob"], cal(judge.combination(cols)), atol=0)
+    assert shipped_mod.judge_record("combined", "pairs")["fingerprint"] == entry["fingerprint"]
+    for name in ("judge", "mt-only", "paper"):   # the learned judge judges given pairs itself
+        assert configuration_judge(name, "pairs") is None
+    with pytest.raises(InputError, match="ships no calibrated probability for pairs"):
+        shipped_mod.shipped_calibration("mt-only", "pairs")
+    with pytest.raises(ValueError, match="use must be"):
+        configuration_judge("combined", "other")
 
 
 def _meta(name):

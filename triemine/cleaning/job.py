@@ -2,8 +2,9 @@
 
     pairs file(s) -> distinct pairs -> side files of distinct texts (work/src.txt, work/tgt.txt)
       -> exact features, encoder cosine and margin, language flags, Bicleaner (optional)
-      -> combined (the configuration's fixed combination) -> prob (its ``pairs`` calibration:
-         a logistic regression on the features, its score the column ``judge``)
+      -> combined (the configuration's fixed combination) -> judge and prob (its judge of given
+         pairs: the learned judge, or the record's ``pairs_judge``, a ``zsum`` file whose score
+         is the column ``judge``; :mod:`triemine.judging.shipped`)
       -> OUT.tsv: one row per input pair, in input order; kept pairs as a bitext
 
 A pair is scored once however often it occurs (its rows share its values).  A pair with an empty
@@ -33,8 +34,8 @@ from triemine.config.configurations import DEFAULT
 from triemine.judging.features import text_features
 from triemine.judging.calibration import Calibration
 from triemine.judging.combination import Combination
-from triemine.judging.model import CUT, load_judge
-from triemine.judging.shipped import learned, shipped_calibration, shipped
+from triemine.judging.model import CUT, judge_path, load_judge
+from triemine.judging.shipped import judge_record, learned, shipped_calibration, shipped
 from triemine.judging.quality import expected_quality
 from triemine.cleaning.pairs import Bitext
 from triemine.decoding import lengths
@@ -54,8 +55,8 @@ DEFAULT_MIN_PROB = CUT  # trie-mine-score's shipped cut: a pair more likely a tr
 
 @dataclass
 class ScoreOptions:
-    """What ``trie-mine-score`` computes and keeps: ``config`` (its combination, threshold and
-    ``pairs`` calibration; ``combination``, a combination file, and ``calibration``, a
+    """What ``trie-mine-score`` computes and keeps: ``config`` (its combination and its judge of
+    given pairs; ``combination``, a combination file, and ``calibration``, a
     :class:`~triemine.judging.calibration.Calibration`'s fields, override the first and the last),
     the encoder and its ``k``, language codes for the language flags
     (None: none), Bicleaner (its model: None for the default), the cut: ``min_prob`` or
@@ -272,6 +273,9 @@ def score_bitext(model, bitext: Bitext, out_path, opts: ScoreOptions, *, pool=No
         + ("" if opts.threshold is not None else f" (prob>={opts.min_prob or DEFAULT_MIN_PROB:g})"),
         "stage_s": seconds,
         "precision": opts.precision,
+        "judge": ({"fingerprint": judge.fingerprint(), "path": judge_path(opts.judge)}
+                  if judge is not None else None if opts.calibration is not None
+                  else judge_record(opts.config, "pairs")),
         "output": str(out_path),
     }
     return Scored(bitext, per_row, rows_status, kept, cut, summary)

@@ -25,8 +25,8 @@ makes a configuration:
 * ``thresholds`` (the paper's, which has no judge): the shipped default threshold, tuned on the
   BUCC 2018 zh-en sample: a thresholds file's ``thresholds`` (per direction), ``source``,
   ``signature`` and ``scores_where_chosen``;
-* ``calibration`` (optional): ``pairs``, the given-pairs curve of ``trie-mine-score``
-  (:mod:`triemine.judging.calibration`).
+* ``pairs_judge`` (optional): the judge of given pairs (``trie-mine-score``), named as
+  ``judge`` is: a ``zsum`` file writing the column ``judge`` and its ``prob``.
 
 The job, ``trie-mine``, ``trie-mine-eval``/``-filter`` and the API all read the records
 through :func:`configuration`; nothing else names a configuration's parts.
@@ -74,8 +74,8 @@ class Configuration:
     selection: Selection
     combination: Optional[Dict[str, Any]]
     thresholds: Optional[Dict[str, Any]]
-    calibration: Optional[Dict[str, Any]] = None
     judge: Optional[Dict[str, Any]] = None
+    pairs_judge: Optional[Dict[str, Any]] = None
 
     @property
     def paper(self) -> bool:
@@ -101,6 +101,6 @@ def configuration(name: str) -> Configuration:
                              selection=Selection(**data["selection"]),
                              combination=data.get("combination"),
                              thresholds=data.get("thresholds"),
-                             calibration=data.get("calibration"), judge=data.get("judge"))
+                             judge=data.get("judge"), pairs_judge=data.get("pairs_judge"))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"not a configuration record ({exc})", str(path)) from None

@@ -14,8 +14,10 @@ calibration.
   record);
 * :mod:`~triemine.judging.zsum`: the other judge kind, ``zsum``: a fixed
   :class:`~triemine.judging.combination.Combination` of standardised features (the column
-  ``combined``), its Platt curve (:class:`~triemine.judging.calibration.Calibration`, the
-  column ``prob``) and its tuned cut, one JSON file (``combined.json``, ``mt-only.json``);
+  ``combined``; ``judge`` for given pairs), its Platt curve
+  (:class:`~triemine.judging.calibration.Calibration`, the column ``prob``) and its tuned cut,
+  one JSON file (``combined.json``, ``mt-only.json``; ``combined-pairs.json``, the ``combined``
+  configuration's judge of given pairs);
 * :mod:`~triemine.judging.shipped`: each configuration's one judge (its record names the file
   and fingerprint) and :func:`~triemine.judging.shipped.tsv_cut`, the one function deciding a
   mining TSV's selection, score column and default cut;

@@ -7,8 +7,9 @@ b)))``, monotone in the score, so a ``--min-prob`` cut is a cut of that score
 * the ``zsum`` judges' (:mod:`triemine.judging.zsum`): ``prob`` of a mining job's
   ``combined``, fitted on the BUCC zh-en sample's candidates with its gold
   (``scripts/fit_calibration.py mined``), held in the judge file as its ``curve``;
-* ``pairs`` (the ``calibration`` of the ``combined`` configuration's record, read by
-  :func:`triemine.judging.shipped.pairs_calibration`): given pairs (``trie-mine-score``): a
+* ``pairs`` (the ``curve`` of the ``combined`` configuration's given-pairs ``zsum`` judge,
+  ``combined-pairs.json``, read by :func:`triemine.judging.shipped.shipped_calibration`):
+  given pairs (``trie-mine-score``): a
   logistic regression on the pairs' features (its score ``judge``, a fixed
   :class:`~triemine.judging.combination.Combination` of standardised
   features, then the curve with ``a = 1``), fitted on a noisy set built from

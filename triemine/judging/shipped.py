@@ -1,10 +1,12 @@
 """Each configuration's one judge, and the one answer to "what is this TSV cut on, and where".
 
-A configuration record (:mod:`triemine.config.configurations`) names its judge under ``judge``:
-``file`` (relative to the folder holding the ``triemine`` package) and ``fingerprint``.  The
-file is a learned judge (:class:`~triemine.judging.model.Judge`: kinds ``logistic``, ``trees``,
-``blend``) or a fixed combination (:class:`~triemine.judging.zsum.ZSum`: kind ``zsum``); either
-states its score column (``prob``; ``combined``) and its cut.  :func:`configuration_judge`
+A configuration record (:mod:`triemine.config.configurations`) names its judge under ``judge``
+(and the judge of given pairs, ``trie-mine-score``'s, under ``pairs_judge`` where it has one
+of its own): ``file`` (relative to the folder holding the ``triemine`` package) and
+``fingerprint``.  The file is a learned judge (:class:`~triemine.judging.model.Judge`: kinds
+``logistic``, ``trees``, ``blend``) or a fixed combination (:class:`~triemine.judging.zsum.ZSum`:
+kind ``zsum``); either states its score column (``prob``; ``combined``, or ``judge`` for given
+pairs) and its cut.  :func:`configuration_judge`
 reads and checks it (a file whose fingerprint is not the record's is refused, naming both).
 The paper's configuration has no judge: its record's ``thresholds`` is its cut.
 
@@ -46,15 +48,22 @@ def read_any_judge(path) -> AnyJudge:
     return Judge.load(path)   # also the refusal of a missing file or a folder, naming it
 
 
+USES = ("mined", "pairs")   # mined candidates (the record's judge); given pairs (pairs_judge)
+
+
 @lru_cache(maxsize=None)
-def configuration_judge(name: str) -> Optional[AnyJudge]:
-    """The judge configuration ``name``'s record names (module docstring), None for one without
-    (the paper's); an :class:`InputError` naming the record for an entry that is not
+def configuration_judge(name: str, use: str = "mined") -> Optional[AnyJudge]:
+    """The judge configuration ``name``'s record names for ``use`` (:data:`USES`; module
+    docstring), None for one without (the paper's; ``pairs`` of a record without
+    ``pairs_judge``); an :class:`InputError` naming the record for an entry that is not
     ``{"file", "fingerprint"}``, and the file when its fingerprint is not the record's."""
-    entry = configuration(name).judge
+    if use not in USES:
+        raise ValueError(f"use must be one of {USES}")
+    rec = configuration(name)
+    entry = rec.judge if use == "mined" else rec.pairs_judge
     if entry is None:
         return None
-    where = f"configuration {name}"
+    where = f"configuration {name}" + ("" if use == "mined" else " pairs_judge")
     if not isinstance(entry, dict) or sorted(entry) != ["file", "fingerprint"] or \
             not all(isinstance(v, str) and v for v in entry.values()):
         raise InputError("its judge must be {\"file\", \"fingerprint\"}", where)
@@ -66,15 +75,18 @@ def configuration_judge(name: str) -> Optional[AnyJudge]:
     return judge
 
 
-def judge_file(name: str) -> str:
-    """The resolved path of configuration ``name``'s judge file (it must have one)."""
-    return os.path.abspath(ROOT / configuration(name).judge["file"])
+def judge_file(name: str, use: str = "mined") -> str:
+    """The resolved path of configuration ``name``'s judge file for ``use`` (it must have
+    one)."""
+    rec = configuration(name)
+    return os.path.abspath(ROOT / (rec.judge if use == "mined" else rec.pairs_judge)["file"])
 
 
-def judge_record(name: str) -> Dict[str, str]:
-    """A run record's entry for configuration ``name``'s shipped judge: its ``fingerprint`` and
-    resolved ``path``, as the learned judge's entry is."""
-    return {"fingerprint": configuration_judge(name).fingerprint(), "path": judge_file(name)}
+def judge_record(name: str, use: str = "mined") -> Dict[str, str]:
+    """A run record's entry for configuration ``name``'s shipped judge for ``use``: its
+    ``fingerprint`` and resolved ``path``, as the learned judge's entry is."""
+    return {"fingerprint": configuration_judge(name, use).fingerprint(),
+            "path": judge_file(name, use)}
 
 
 def learned(name: str) -> bool:
@@ -120,26 +132,18 @@ def shipped(name: str) -> Combination:
     return Combination.of(shipped_combination_fields(name), f"configuration {name}")
 
 
-USES = ("mined", "pairs")
-
-
 def shipped_calibration(config: str, use: str) -> Calibration:
-    """The curve configuration ``config`` ships for ``use`` (:data:`USES`): ``mined``, its
-    ``zsum`` judge's ``prob`` of ``combined``; ``pairs``, the given-pairs curve of
-    ``trie-mine-score`` (its record's ``calibration.pairs``); an :class:`InputError` when it
-    ships none."""
-    if use not in USES:
-        raise ValueError(f"use must be one of {USES}")
+    """The curve configuration ``config``'s ``zsum`` judge for ``use`` (:data:`USES`) ships:
+    ``mined``, ``prob`` of ``combined``; ``pairs``, ``prob`` of the given-pairs judge's column
+    (``judge``), with that judge's combination as the curve's ``combination``; an
+    :class:`InputError` when it ships none."""
+    z = configuration_judge(config, use)
+    if not isinstance(z, ZSum) or z.curve is None:
+        raise InputError(f"configuration {config!r} ships no calibrated probability for {use}")
     if use == "mined":
-        z = zsum_judge(config)
-        if z is None or z.curve is None:
-            raise InputError(f"configuration {config!r} ships no calibrated probability for "
-                             "mined")
         return z.curve
-    data = (configuration(config).calibration or {}).get("pairs")
-    if data is None:
-        raise InputError(f"configuration {config!r} ships no calibrated probability for pairs")
-    return Calibration.of(data, f"configuration {config}")
+    return Calibration(z.curve.a, z.curve.b, z.column, z.curve.fitted_on,
+                       asdict(z.combination))
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,22 @@
 """The ``zsum`` judge: a fixed combination of standardised features, its probability curve and
 its cut, one small JSON file (``combined.json``, ``mt-only.json`` beside this module).
 
-The judge writes the score column :data:`COLUMN` (``combined``): ``sum_i w_i * (x_i - mean_i)
+The judge writes its score column ``column`` (:data:`COLUMN`, ``combined``, for mined candidates;
+``judge`` for the given-pairs judge of ``trie-mine-score``): ``sum_i w_i * (x_i - mean_i)
 / std_i`` (:class:`~triemine.judging.combination.Combination`: hand weights, a normalisation
 fitted once without gold, ``choices`` for a held-out re-choice of one weight) and, when it has a
-``curve``, ``prob`` = ``sigmoid(a * combined + b)`` (Platt,
-:class:`~triemine.judging.calibration.Calibration`).  Its ``cut`` is ``combined >= value``,
+``curve``, ``prob`` = ``sigmoid(a * score + b)`` (Platt,
+:class:`~triemine.judging.calibration.Calibration`).  Its ``cut`` is ``score >= value``,
 tuned where ``source`` says (None: it ships none).
 
-A file holds exactly ``version`` (:data:`VERSION`), ``kind`` (``"zsum"``), ``combination``
+A file holds exactly ``version`` (:data:`VERSION`), ``kind`` (``"zsum"``), ``column`` (a
+non-empty name that is none of its features nor ``prob``), ``combination``
 (a fitted combination's fields), ``curve`` (``{"a", "b", "fitted_on"}`` with ``a > 0``, or
 null) and ``cut`` (``{"value", "direction", "source"}`` and optionally ``signature`` and
 ``scores_where_chosen``, or null); :meth:`ZSum.of` checks every one and names the file in its
 :class:`~triemine.errors.InputError`.  A configuration record names the file and its
-:meth:`ZSum.fingerprint` (:mod:`triemine.judging.shipped`).
+:meth:`ZSum.fingerprint`, under ``judge`` for mined candidates and ``pairs_judge`` for given
+pairs (:mod:`triemine.judging.shipped`).
 """
 from __future__ import annotations
 
@@ -33,8 +36,8 @@ from triemine.judging.combination import Combination
 
 VERSION = 1
 KIND = "zsum"
-COLUMN = "combined"   # the score column a zsum judge writes, ranks by and cuts
-FIELDS = ("version", "kind", "combination", "curve", "cut")
+COLUMN = "combined"   # the score column a mining zsum judge writes, ranks by and cuts
+FIELDS = ("version", "kind", "column", "combination", "curve", "cut")
 CURVE_FIELDS = ("a", "b", "fitted_on")
 CUT_REQUIRED = ("value", "direction", "source")
 CUT_OPTIONAL = ("signature", "scores_where_chosen")
@@ -50,14 +53,15 @@ def _number(v, what: str) -> float:
 @dataclass(frozen=True)
 class ZSum:
     """A checked ``zsum`` judge (module docstring): ``combination`` (fitted), ``curve`` (None:
-    no ``prob``) and ``cut`` (the file's object, None: no shipped cut)."""
+    no ``prob``; its ``score`` is ``column``), ``cut`` (the file's object, None: no shipped
+    cut) and ``column``, the score column it writes."""
 
     combination: Combination
     curve: Optional[Calibration]
     cut: Optional[Dict[str, object]]
+    column: str = COLUMN
 
     kind = KIND
-    column = COLUMN
 
     @property
     def cut_value(self) -> Optional[float]:
@@ -65,18 +69,19 @@ class ZSum:
         return None if self.cut is None else float(self.cut["value"])
 
     def columns(self, columns: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        """``{"combined": ...}`` of ``columns`` (float64, one value a row), with ``prob`` when
+        """``{column: ...}`` of ``columns`` (float64, one value a row), with ``prob`` when
         the judge has a curve; an :class:`InputError` naming a missing feature."""
-        out = {COLUMN: self.combination(dict(columns))}
+        out = {self.column: self.combination(dict(columns))}
         if self.curve is not None:
-            out["prob"] = np.asarray(self.curve(out[COLUMN]), dtype=np.float64)
+            out["prob"] = np.asarray(self.curve(out[self.column]), dtype=np.float64)
         return out
 
     def as_dict(self) -> dict:
         """The file's fields (what :meth:`of` reads back to an equal judge)."""
         curve = None if self.curve is None else {
             "a": self.curve.a, "b": self.curve.b, "fitted_on": self.curve.fitted_on}
-        return {"version": VERSION, "kind": KIND, "combination": asdict(self.combination),
+        return {"version": VERSION, "kind": KIND, "column": self.column,
+                "combination": asdict(self.combination),
                 "curve": curve, "cut": None if self.cut is None else dict(self.cut)}
 
     def fingerprint(self) -> str:
@@ -99,13 +104,17 @@ class ZSum:
             unknown = sorted(set(data) - set(FIELDS))
             if unknown:
                 raise ValueError(f"unknown field(s) {', '.join(unknown)}")
-            comb = cls._combination(data["combination"], where)
-            return cls(comb, cls._curve(data["curve"]), cls._cut(data["cut"]))
+            column = data["column"]
+            if not isinstance(column, str) or not column or column == "prob":
+                raise ValueError(f"column must be a non-empty name other than prob, got "
+                                 f"{column!r}")
+            comb = cls._combination(data["combination"], where, column)
+            return cls(comb, cls._curve(data["curve"], column), cls._cut(data["cut"]), column)
         except (TypeError, ValueError) as exc:
             raise InputError(f"not a judge file ({exc})", where) from None
 
     @staticmethod
-    def _combination(data, where: str) -> Combination:
+    def _combination(data, where: str, column: str) -> Combination:
         if not isinstance(data, dict):
             raise ValueError("combination must be an object of a combination's fields")
         try:
@@ -114,8 +123,8 @@ class ZSum:
             raise ValueError(f"combination: {exc.problem}") from None
         if not comb.features or not all(isinstance(f, str) and f for f in comb.features):
             raise ValueError("combination: features must be a list of column names")
-        if len(set(comb.features)) != len(comb.features) or COLUMN in comb.features:
-            raise ValueError(f"combination: a feature is named twice or is {COLUMN!r}")
+        if len(set(comb.features)) != len(comb.features) or column in comb.features:
+            raise ValueError(f"combination: a feature is named twice or is {column!r}")
         if not (len(comb.mean) == len(comb.std) == len(comb.features)):
             raise ValueError("combination: one mean and std per feature (a fitted combination)")
         if any(s <= 0 for s in comb.std):
@@ -123,7 +132,7 @@ class ZSum:
         return comb
 
     @staticmethod
-    def _curve(data) -> Optional[Calibration]:
+    def _curve(data, column: str) -> Optional[Calibration]:
         if data is None:
             return None
         if not isinstance(data, dict) or sorted(data) != sorted(CURVE_FIELDS):
@@ -131,10 +140,10 @@ class ZSum:
         a = _number(data["a"], "curve a")
         _number(data["b"], "curve b")
         if a <= 0:
-            raise ValueError(f"curve a must be > 0 (prob rises with {COLUMN}), got {a}")
+            raise ValueError(f"curve a must be > 0 (prob rises with {column}), got {a}")
         if not isinstance(data["fitted_on"], str):
             raise ValueError("curve fitted_on must be a text")
-        return Calibration(data["a"], data["b"], COLUMN, data["fitted_on"])
+        return Calibration(data["a"], data["b"], column, data["fitted_on"])
 
     @staticmethod
     def _cut(data) -> Optional[Dict[str, object]]:
