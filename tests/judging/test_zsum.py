@@ -147,6 +147,19 @@ def test_the_given_pairs_judge_is_a_zsum_file_with_its_own_column():
         configuration_judge("combined", "other")
 
 
+def test_a_mining_record_naming_a_zsum_judge_of_another_column_is_refused(tmp_path,
+                                                                         monkeypatch):
+    rec = configuration("combined")
+    (tmp_path / "z.json").write_text(json.dumps(dict(_data(), column="judge")), encoding="utf-8")
+    fp = ZSum.load(tmp_path / "z.json").fingerprint()
+    monkeypatch.setattr(shipped_mod, "configuration",
+                        lambda name: replace(rec, judge={"file": "z.json", "fingerprint": fp}))
+    monkeypatch.setattr(shipped_mod, "ROOT", tmp_path)
+    with pytest.raises(InputError, match="writes the column 'combined'") as exc:
+        shipped_mod.configuration_judge.__wrapped__("combined")
+    assert str(tmp_path / "z.json") in str(exc.value)
+
+
 def _meta(name):
     if name == "paper":
         return {"mode": "pre"}

@@ -31,6 +31,7 @@ from triemine.io import read_json
 from triemine.judging.calibration import Calibration
 from triemine.judging.combination import Combination
 from triemine.judging.model import Judge
+from triemine.judging.zsum import COLUMN as ZSUM_COLUMN
 from triemine.judging.zsum import KIND as ZSUM
 from triemine.judging.zsum import ZSum
 
@@ -51,16 +52,21 @@ def read_any_judge(path) -> AnyJudge:
 USES = ("mined", "pairs")   # mined candidates (the record's judge); given pairs (pairs_judge)
 
 
+def _entry(name: str, use: str) -> Optional[dict]:
+    """Configuration ``name``'s record entry naming its judge for ``use`` (:data:`USES`)."""
+    if use not in USES:
+        raise ValueError(f"use must be one of {USES}")
+    rec = configuration(name)
+    return rec.judge if use == "mined" else rec.pairs_judge
+
+
 @lru_cache(maxsize=None)
 def configuration_judge(name: str, use: str = "mined") -> Optional[AnyJudge]:
     """The judge configuration ``name``'s record names for ``use`` (:data:`USES`; module
     docstring), None for one without (the paper's; ``pairs`` of a record without
     ``pairs_judge``); an :class:`InputError` naming the record for an entry that is not
     ``{"file", "fingerprint"}``, and the file when its fingerprint is not the record's."""
-    if use not in USES:
-        raise ValueError(f"use must be one of {USES}")
-    rec = configuration(name)
-    entry = rec.judge if use == "mined" else rec.pairs_judge
+    entry = _entry(name, use)
     if entry is None:
         return None
     where = f"configuration {name}" + ("" if use == "mined" else " pairs_judge")
@@ -72,14 +78,16 @@ def configuration_judge(name: str, use: str = "mined") -> Optional[AnyJudge]:
     if judge.fingerprint() != entry["fingerprint"]:
         raise InputError(f"the judge file's fingerprint {judge.fingerprint()} is not the one "
                          f"configuration {name} names ({entry['fingerprint']})", str(path))
+    if use == "mined" and isinstance(judge, ZSum) and judge.column != ZSUM_COLUMN:
+        raise InputError(f"a mining job's zsum judge writes the column {ZSUM_COLUMN!r}, not "
+                         f"{judge.column!r}", str(path))
     return judge
 
 
 def judge_file(name: str, use: str = "mined") -> str:
     """The resolved path of configuration ``name``'s judge file for ``use`` (it must have
     one)."""
-    rec = configuration(name)
-    return os.path.abspath(ROOT / (rec.judge if use == "mined" else rec.pairs_judge)["file"])
+    return os.path.abspath(ROOT / _entry(name, use)["file"])
 
 
 def judge_record(name: str, use: str = "mined") -> Dict[str, str]:
