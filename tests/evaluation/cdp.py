@@ -123,6 +123,29 @@ class Session:
             if "method" in msg:
                 self.events.append(msg)
 
+    def load(self, url: str | None = None, timeout: float = 30) -> None:
+        """Navigate to ``url`` (reload the page when it is None) and return once the new
+        document has loaded: load events left from an earlier document are dropped first, and
+        the document evaluated next is not the one marked before leaving it."""
+        self.events = [e for e in self.events if e["method"] != "Page.loadEventFired"]
+        self.evaluate("window.__cdpEarlier = true")
+        if url is None:
+            self.call("Page.reload")
+        else:
+            self.call("Page.navigate", url=url)
+        self.wait_event("Page.loadEventFired", timeout)
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                if self.evaluate("window.__cdpEarlier !== true && "
+                                 "document.readyState === 'complete'"):
+                    return
+            except RuntimeError:  # evaluated while the documents changed: ask again
+                pass
+            if time.monotonic() > end:
+                raise TimeoutError(f"no new document loaded in {timeout} s")
+            time.sleep(0.05)
+
     def evaluate(self, expression: str):
         """The value of a JavaScript expression on the page (an exception is an error)."""
         res = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
