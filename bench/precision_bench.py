@@ -32,15 +32,12 @@ stages are re-run in the other arithmetic on them, the kNN is not (``candidates:
 
 ``--jobs``: instead, the whole job of the package's default configuration (``trie-mine`` with
 no flags) on the BUCC sample and the transfer set (``--quick``: 16 + 16 sources of each), once
-with ``--precision fp32`` and once with ``auto`` (what this CPU resolves it to; where that is
-fp32, one job stands for both), and once as the release before its margin floor ran it
-(``before``: ``--precision fp32 --min-margin`` the settings' own floor), each with a cold cache
-of its own, one after the other in this run: ``{set}_{before|fp32|auto}_wall_s``, its stages'
-seconds (``_stage_s``) and candidates (``_candidates``), ``{set}_auto_over_fp32`` and
-``_auto_over_before`` (wall), the pairs kept, how many of them ``auto`` keeps and the other not
-(``{set}_kept_changed``, ``_share`` of fp32's; ``_vs_before``) and strict F1 at the shipped cut
-in each (``{set}_f1_{before|fp32|auto}``; the default's cut is tuned on no gold of these sets:
-transfer figures).
+with ``--precision fp32`` and once with ``auto`` (what this CPU resolves it to), each with a
+cold cache of its own, one after the other in this run: ``{set}_{fp32|auto}_wall_s`` and its
+stages' seconds (``_stage_s``), ``{set}_auto_over_fp32`` (wall), the pairs kept, how many of
+them one arithmetic keeps and the other not (``{set}_kept_changed``, ``_share`` of fp32's) and
+strict F1 at the shipped cut in each (``{set}_f1_{fp32|auto}``; the default's cut is tuned on
+no gold of these sets: transfer figures).
 
 ``--scaling``: instead, ``trie-mine-score`` (the default configuration) on the transfer set's
 first ``--scaling-pairs`` gold pairs (400; 40 with ``--quick``) in fp32 and in ``auto``, each at
@@ -226,30 +223,20 @@ def whole_jobs(model_dir: Path, quick: bool, work: Path) -> dict:
     from triemine.evaluation.bucc import read_bucc
     from triemine.scoring.precision import AUTO, resolve_precision
 
-    from triemine.mining.options import MineOptions
-
     auto = resolve_precision(AUTO)
-    before = MineOptions.of("combined").neighbours.min_margin  # the floor no record changes
-    floor = MineOptions.of(DEFAULT).neighbours.min_margin
-    res = {"mode": "jobs", "config": DEFAULT, "auto_is": auto, "floor": floor,
-           "before": f"--precision fp32 --min-margin {before} (the release before the floor)",
+    res = {"mode": "jobs", "config": DEFAULT, "auto_is": auto,
            "cut": "the configuration's shipped cut (tuned on no gold of these sets: transfer)"}
-    arms = [("before", "fp32", {"min_margin": before})] if before != floor else []
-    # where auto is fp32 the fp32 job is the auto job: run once
-    arms += [("fp32", "fp32", {})] if auto != "fp32" else []
-    arms += [("auto", AUTO, {})]
     for name, gold in benchlib.bucc_sets(work, quick).items():
         b = read_bucc(gold)
         kept = {}
-        for label, precision, given in arms:
+        for label, precision in (("fp32", "fp32"), ("auto", AUTO)):
             run_dir = work / f"{name}.{label}"  # the job's outputs and cache, made anew
             shutil.rmtree(run_dir, ignore_errors=True)
             run_dir.mkdir(parents=True)
             out = run_dir / "mined.tsv"
             with benchlib.env_var("TRIEMINE_CACHE", run_dir / "cache"):
                 result, wall, _ = benchlib.mine_corpora(model_dir, DEFAULT, b.src.path,
-                                                        b.tgt.path, out, precision=precision,
-                                                        **given)
+                                                        b.tgt.path, out, precision=precision)
             rows = result.kept_rows()
             kept[label] = set(zip(rows.src_ids, rows.tgt_ids))
             correct = len(kept[label] & set(b.gold))
@@ -259,22 +246,11 @@ def whole_jobs(model_dir: Path, quick: bool, work: Path) -> dict:
             res[f"{name}_f1_{label}"] = round(2 * correct / (len(kept[label]) + len(b.gold)), 4)
             print(f"{name} {label}: {wall} s, {len(kept[label])} kept, F1 "
                   f"{res[f'{name}_f1_{label}']}", flush=True)
-            res[f"{name}_{label}_candidates"] = result.summary.get("candidates")
-        if "fp32" not in kept:
-            kept["fp32"] = kept["auto"]
-            for key in ("wall_s", "stage_s", "kept", "candidates"):
-                res[f"{name}_fp32_{key}"] = res[f"{name}_auto_{key}"]
-            res[f"{name}_f1_fp32"] = res[f"{name}_f1_auto"]
-        for other in ("fp32", "before"):
-            if other not in kept:
-                continue
-            changed = len(kept[other] ^ kept["auto"])
-            tail = "" if other == "fp32" else "_vs_before"
-            res[f"{name}_auto_over_{other}"] = round(res[f"{name}_auto_wall_s"] /
-                                                     res[f"{name}_{other}_wall_s"], 3)
-            res[f"{name}_kept_changed{tail}"] = changed
-            res[f"{name}_kept_changed{tail}_share"] = round(changed / max(1, len(kept[other])),
-                                                           5)
+        changed = len(kept["fp32"] ^ kept["auto"])
+        res[f"{name}_auto_over_fp32"] = round(res[f"{name}_auto_wall_s"] /
+                                              res[f"{name}_fp32_wall_s"], 3)
+        res[f"{name}_kept_changed"] = changed
+        res[f"{name}_kept_changed_share"] = round(changed / max(1, len(kept["fp32"])), 5)
     return res
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Train the shipped judge (:mod:`triemine.judging`) for dilution, on the training split only.
 
-Seeded and in steps that resume (``--work``):
+Seeded and in two steps that resume (``--work``):
 
 1. ``mine``: a diluted mining set built from ``devsets/zh-en/train`` and
    :func:`triemine.evaluation.splits.training_english` only (never the transfer set, the BUCC
@@ -20,13 +20,11 @@ Seeded and in steps that resume (``--work``):
    two below, ``--kind trees`` a gradient-boosted forest
    (:func:`triemine.judging.train.fit_trees`: scikit-learn's
    ``HistGradientBoostingClassifier``, seeded, exported as flat arrays), ``--kind logistic``
-   the logistic regression (:meth:`triemine.judging.model.Judge.fit`), with the ``floors`` of
-   its rows (:mod:`triemine.judging.floors`: the mined candidates counted by margin, with the
-   positives the fitted judge keeps at its cut, the noisy pairs beside them).
+   the logistic regression (:meth:`triemine.judging.model.Judge.fit`).
 
 ::
 
-    python scripts/train_judge.py --work /tmp/judge
+    python scripts/train_judge.py --work /tmp/judge            # both steps
     python scripts/train_judge.py --work /tmp/judge --step fit --out /tmp/judge/judge.json
 """
 from __future__ import annotations
@@ -133,38 +131,6 @@ def score_noise(work: Path, model_arg, n: int, seed: int) -> Path:
     return work / "noise.tsv"
 
 
-def mined_floor() -> float:
-    """The margin floor the training candidates are mined at (``mine_set``'s options)."""
-    from triemine.mining.options import MineOptions
-    return MineOptions.of("combined", coverage=True).neighbours.min_margin
-
-
-def floors_of(margins, labels, noise, kept=None):
-    """The judge's ``floors`` (:class:`triemine.judging.floors.Floors`) of the mined training
-    rows (``margins``, ``labels``, whether the judge keeps each: ``kept`` or None) and the
-    scored noisy pairs (``noise``: ``(columns, labels)`` or None), never floored."""
-    from triemine.judging.floors import Floors
-
-    ny = np.zeros(0, dtype=np.int64) if noise is None else np.asarray(noise[1])
-    return Floors.count(margins, labels, mined_floor(), other_rows=len(ny),
-                        other_positives=int(ny.sum()), kept=kept)
-
-
-def floor_choice(floors) -> dict:
-    """The floor the shipped configuration runs at (:meth:`Floors.choose
-    <triemine.judging.floors.Floors.choose>`) and, for each floor it chose among, the share of
-    the training split's translations among the candidates it drops (``lost``), the share of
-    the mined rows it drops and the share of positives it keeps (the judge's reference
-    share there)."""
-    from triemine.judging.floors import MAX_LOST
-
-    total = sum(floors.rows)
-    table = {f"{f:.3f}": {"lost": round(floors.lost(f), 5),
-                          "dropped": round(sum(floors.rows[:floors.first_bin(f)]) / total, 4),
-                          "share": round(floors.share(f), 5)} for f in floors.grid()}
-    return {"floor": floors.choose(), "max_lost": MAX_LOST, "grid": table}
-
-
 def scored_columns(tsv: Path):
     """``(columns, src, tgt, scored)`` of a TSV of scored given pairs (``trie-mine-score``'s
     columns; one row a pair, in order): every numeric column (NaN where empty), the texts, and
@@ -193,8 +159,6 @@ def fit_set(work: Path, out: Path, c: float, kind: str = SHIPPED_KIND) -> dict:
     """Label ``work/mined.tsv``, add the scored noisy pairs when ``work`` has them, fit the
     judge of ``kind`` (:func:`triemine.judging.train.fit`; ``logistic``: L2 strength
     ``1 / c``) on both and write it to ``out``."""
-    from dataclasses import replace
-
     from triemine.io import read_mined
     mined = read_mined(work / "mined.tsv")
     refs = json.loads((work / "refs.json").read_text(encoding="utf-8"))
@@ -205,10 +169,7 @@ def fit_set(work: Path, out: Path, c: float, kind: str = SHIPPED_KIND) -> dict:
              f"English present) against {desc['targets']} English lines (training_english() "
              f"and other training pairs' English), seed {desc['seed']}; "
              "scripts/train_judge.py")
-    from triemine.judging.features import MINED_FEATURES, matrix
-    from triemine.judging.floors import Floors
-    from triemine.judging.model import CUT
-    from triemine.judging.prior import estimate_prior
+    from triemine.judging.features import MINED_FEATURES
     from triemine.judging.train import fit, mined_columns
 
     cols = mined_columns(mined)
@@ -221,17 +182,8 @@ def fit_set(work: Path, out: Path, c: float, kind: str = SHIPPED_KIND) -> dict:
                   "triemine.cleaning.noise made from devsets/zh-en/train as "
                   "scripts/fit_calibration.py pairs builds them")
     judge = fit(cols, y, MINED_FEATURES, kind, where, c)
-    fitted = np.isfinite(matrix(cols, MINED_FEATURES)).all(axis=1)  # the rows fit kept
-    n = len(mined.tgt)
-    kept_noise = None if noise is None else (None, y[n:][fitted[n:]])
-    mine = {f: v[:n][fitted[:n]] for f, v in cols.items()}
-    z = judge.logit(mine)   # what the judge keeps of its candidates, at their own share
-    keeps = judge.prob(z, estimate_prior(z, judge.train_prior)) >= CUT
-    judge = replace(judge, floors=floors_of(mine["use_margin"], y[:n][fitted[:n]],
-                                            kept_noise, keeps).as_dict())
     judge.save(out)
-    return {"floor_choice": floor_choice(Floors(**judge.floors)), "candidates": len(y),
-            "positives": int(y.sum()), "out": str(out), "kind": kind,
+    return {"candidates": len(y), "positives": int(y.sum()), "out": str(out), "kind": kind,
             "bytes": out.stat().st_size,
             "fingerprint": judge.fingerprint(), "train_prior": judge.train_prior}
 

@@ -21,15 +21,13 @@ Columns = Dict[str, np.ndarray]
 Adder = Callable[[Columns, Sequence[str], Sequence[str]], Columns]
 
 
-def judge_columns(judge: Judge, density: Optional[float] = None,
-                  floor: Optional[float] = None) -> Adder:
+def judge_columns(judge: Judge, density: Optional[float] = None) -> Adder:
     """The block function of ``judge`` (module docstring); ``density``: the share of the
-    candidates that are translations (None: the judge's share at ``floor``,
-    :meth:`Judge.prior_at`); ``floor``: the margin floor they were mined at (None: none)."""
+    candidates that are translations (None: the judge's ``train_prior``)."""
     def add(columns: Columns, src: Sequence[str], tgt: Sequence[str]) -> Columns:
         out = text_features(src, tgt)
         z = judge.logit({**columns, **out})
-        return {**out, "judge": z, "prob": judge.prob(z, density, floor)}
+        return {**out, "judge": z, "prob": judge.prob(z, density)}
     return add
 
 

@@ -34,7 +34,6 @@ import numpy as np
 from triemine.errors import InputError
 from triemine.io import DECIMALS, atomic_write, read_json
 from triemine.judging.features import matrix
-from triemine.judging.floors import Floors
 from triemine.judging.prior import estimate_prior, shift_logit, sigmoid
 from triemine.judging.trees import check_forest, forest_logit
 
@@ -59,9 +58,7 @@ class Judge:
     ``weights`` of the standardised features and ``bias``; for ``trees`` a ``forest``
     (:mod:`triemine.judging.trees`; ``mean``, ``std`` and ``weights`` empty, ``bias`` 0);
     for ``blend`` both, its log-odds the mean of theirs (both fitted on the same rows).
-    ``floors`` (optional): its training rows counted by margin
-    (:class:`triemine.judging.floors.Floors`' fields), whose share over every row must be
-    ``train_prior``.  A ``ValueError`` for parameters that do not fit its kind."""
+    A ``ValueError`` for parameters that do not fit its kind."""
 
     features: List[str]
     train_prior: float
@@ -74,7 +71,6 @@ class Judge:
     fitted_on: str = ""
     version: int = VERSION
     extra: Dict[str, object] = field(default_factory=dict)
-    floors: Dict[str, object] = field(default_factory=dict)
 
     column = "prob"   # the score column every learned judge is ranked by and cut on
     cut_value = CUT   # and its cut, prob >= CUT
@@ -95,13 +91,6 @@ class Judge:
                 raise ValueError(f"judge values must be finite numbers, got {v!r}")
         if not 0.0 < self.train_prior < 1.0:
             raise ValueError(f"train_prior must be in (0, 1), got {self.train_prior}")
-        if self.floors:
-            if not isinstance(self.floors, dict):
-                raise ValueError("floors must be an object of Floors' fields")
-            share = Floors(**self.floors).share(None)
-            if abs(share - self.train_prior) > 1e-9:
-                raise ValueError(f"floors give a share of {share:.6f}, train_prior is "
-                                 f"{self.train_prior:.6f}")
         if self.kind == "logistic" and self.forest:
             raise ValueError("a logistic judge has no forest")
         if self.kind != "logistic":
@@ -146,27 +135,16 @@ class Judge:
                    list(linear.std), list(linear.weights), linear.bias, dict(trees.forest),
                    fitted_on)
 
-    def prior_at(self, floor: Optional[float] = None) -> float:
-        """The share of translations the judge's log-odds are at for candidates mined at the
-        margin floor ``floor`` (:meth:`Floors.share`): ``train_prior`` for None, for a floor at
-        or under the training candidates' and for a judge without ``floors``."""
-        if not self.floors or floor is None:
-            return self.train_prior
-        return Floors(**self.floors).share(floor)
-
-    def prob(self, logit, density: Optional[float] = None,
-             floor: Optional[float] = None) -> np.ndarray:
-        """The column ``prob`` of the judge's ``logit`` for candidates mined at the margin
-        floor ``floor`` (None: given pairs, or no floor): at :meth:`prior_at` when
-        ``density`` is None, shifted from it to ``density`` (the share of the candidates that
-        are translations, in (0, 1)) when it is a number, to the share :func:`estimate_prior`
-        finds when it is ``"estimate"``."""
+    def prob(self, logit, density: Optional[float] = None) -> np.ndarray:
+        """The column ``prob`` of the judge's ``logit``: at ``train_prior`` when ``density``
+        is None, shifted to ``density`` (the share of the candidates that are translations,
+        in (0, 1)) when it is a number, to the share :func:`estimate_prior` finds when it is
+        ``"estimate"``."""
         if density is None:
             return sigmoid(logit)
-        reference = self.prior_at(floor)
         if density == "estimate":
-            density = estimate_prior(logit, reference)
-        return sigmoid(shift_logit(logit, reference, float(density)))
+            density = estimate_prior(logit, self.train_prior)
+        return sigmoid(shift_logit(logit, self.train_prior, float(density)))
 
     @classmethod
     def fit(cls, columns: Mapping[str, np.ndarray], labels, features: Sequence[str],
@@ -204,12 +182,7 @@ class Judge:
                    fitted_on=fitted_on)
 
     def as_dict(self) -> dict:
-        """The judge's fields; ``floors`` only when it has them (so the fingerprint of a
-        judge without them is what it was before judges had floors)."""
-        d = asdict(self)
-        if not d["floors"]:
-            del d["floors"]
-        return d
+        return asdict(self)
 
     def fingerprint(self) -> str:
         """The first 16 hex digits of the SHA-256 of the judge's canonical JSON: equal for
@@ -220,13 +193,11 @@ class Judge:
     def save(self, path) -> None:
         """Write the judge as JSON to ``path``, atomically (a forest's arrays one line each)."""
         d = self.as_dict()
-        forest, floors = d.pop("forest"), d.pop("floors", {})
+        forest = d.pop("forest")
         text = json.dumps(d, indent=1)
-        for name, part in (("forest", forest), ("floors", floors)):
-            if part:
-                lines = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}"
-                                    for k, v in part.items())
-                text = text[:-2] + f',\n "{name}": {{\n' + lines + "\n }\n}"
+        if forest:
+            lines = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in forest.items())
+            text = text[:-2] + ',\n "forest": {\n' + lines + "\n }\n}"
         atomic_write(Path(path), (text + "\n").encode("utf-8"), "judge file")
 
     @classmethod

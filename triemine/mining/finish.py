@@ -120,34 +120,20 @@ def judge_adder(opts, scored: ColumnStore, src, tgt, comb, density: Optional[flo
     the first pass's share); else, when its judge is a fixed combination (``zsum``) and the
     job's combination ``comb`` is the judge's, ``prob`` by the judge's curve (None without
     one) and the judge's entry; else ``(None, None, None)`` (a custom ``--combination``: no
-    judge of the configuration cut it).  A learned judge's share is the one at the job's
-    margin floor (:func:`margin_floor`; the record then names the floor and that share)."""
+    judge of the configuration cut it)."""
     if learned(opts.config):
         judge = load_judge(opts.scores.judge)
-        floor = margin_floor(opts, judge)
         density = density if density is not None else opts.scores.density
         if density is None:
             density = estimate_prior(column_of(scored, src, tgt, comb, judge_columns(judge),
-                                               "judge"), judge.prior_at(floor))
+                                               "judge"), judge.train_prior)
         record = {"fingerprint": judge.fingerprint(), "path": judge_path(opts.scores.judge)}
-        if floor is not None:  # the share prob is shifted from, at the job's margin floor
-            record.update(margin_floor=floor, share_at_floor=round(judge.prior_at(floor), 6))
-        return judge_columns(judge, density, floor), float(density), record
+        return judge_columns(judge, density), float(density), record
     z = zsum_judge(opts.config)
     if z is not None and asdict(comb) == asdict(z.combination):
         adder = curve_columns(z.curve) if z.curve is not None else None
         return adder, None, judge_record(opts.config)
     return None, None, None
-
-
-def margin_floor(opts, judge) -> Optional[float]:
-    """The margin floor the job's candidates were cut at on the margin ``judge``'s floors
-    count (:mod:`triemine.judging.floors`): ``--min-margin`` when the knn generator runs with
-    the encoder of that margin, else None (no floor the judge can account for)."""
-    feature = judge.floors.get("feature") if judge.floors else None
-    if "knn" in opts.candidates and feature == f"{opts.neighbours.encoder}_margin":
-        return opts.neighbours.min_margin
-    return None
 
 
 def check_judge(opts, have: Set[str]) -> None:
