@@ -547,13 +547,25 @@ PARTS = {"clean_bench": ("noisy", "unrelated", "mined"),
 
 # benchmarks whose records each measure one of several things, named by keys of the results (a
 # key absent or false in a record: the same thing): the latest record of each is shown
-GROUP_BY = {"density_bench": ("config", "second_look"), "precision_bench": ("mode", "precision")}
+CPU_UNIT = "cpu_unit"  # a GROUP_BY key read from the record's machine (:func:`unit_of`)
+GROUP_BY = {"density_bench": ("config", "second_look"),
+            "precision_bench": ("mode", "precision", CPU_UNIT)}
 
 
-def group_of(results: dict, keys) -> tuple:
-    """What a record of a :data:`GROUP_BY` benchmark measures: its values of ``keys``, a value
-    absent or false read as ``None``."""
-    return tuple(results.get(k) or None for k in keys)
+def unit_of(machine) -> str:
+    """The bf16 matrix units a record's ``machine`` lists (``amx_bf16 and avx512_bf16``, ``no
+    bf16 matrix unit``), or ``""`` for a record without CPU flags."""
+    flags = (machine.get("cpu_flags") if isinstance(machine, dict) else None) or {}
+    units = [f for f in ("amx_bf16", "avx512_bf16") if flags.get(f)]
+    return "" if not flags else (" and ".join(units) if units else "no bf16 matrix unit")
+
+
+def group_of(rec: dict, keys) -> tuple:
+    """What a record of a :data:`GROUP_BY` benchmark measures: its results' values of
+    ``keys`` (:data:`CPU_UNIT`: its machine's :func:`unit_of`), a value absent or false read as
+    ``None``."""
+    return tuple((unit_of(rec.get("machine")) if k == CPU_UNIT else rec["results"].get(k))
+                 or None for k in keys)
 
 
 def without(results: dict, parts) -> dict:
@@ -598,7 +610,8 @@ def machine_of(rec: dict) -> str:
     gpus = ", ".join(m.get("gpus") or []) or "no GPU"
     load = m.get("loadavg_start")
     load = f"; load {load[0]:.1f} at start" if load else ""
-    return f"{m.get('cpu')}, {m.get('cores')} cores, {gpus}{load}"
+    unit = f" ({unit_of(m)})" if unit_of(m) else ""
+    return f"{m.get('cpu')}{unit}, {m.get('cores')} cores, {gpus}{load}"
 
 
 def threads_of(rec: dict) -> str:
@@ -636,8 +649,8 @@ def render_results(records: Dict[str, List[dict]]) -> str:
             if bench in GROUP_BY:
                 keys = GROUP_BY[bench]
                 owner = {("group", v): latest(
-                    [x for x in recs if group_of(x["results"], keys) == v], quick)
-                    for v in dict.fromkeys(group_of(x["results"], keys) for x in recs)}
+                    [x for x in recs if group_of(x, keys) == v], quick)
+                    for v in dict.fromkeys(group_of(x, keys) for x in recs)}
             shown = {id(r) for r in owner.values() if r}
             out += [f"### {title}", ""]
             if not shown:
@@ -658,10 +671,7 @@ def setup_of(rec: dict) -> str:
     (no paths, load figures, dates or commits: those stay in ``docs/results.md``)."""
     m = rec["machine"] if isinstance(rec.get("machine"), dict) else {}
     gpus = ", ".join(m.get("gpus") or []) or "no GPU"
-    flags = m.get("cpu_flags") or {}
-    units = [f for f in ("amx_bf16", "avx512_bf16") if flags.get(f)]
-    unit = "" if not flags else (f" ({' and '.join(units)})" if units
-                                 else " (no bf16 matrix unit)")
+    unit = f" ({unit_of(m)})" if unit_of(m) else ""
     return (f"{m.get('cpu', 'CPU unknown')}{unit}, {m.get('cores', '?')} cores, {gpus}; "
             f"Python {m.get('python', '?')}, torch {m.get('torch', '?')}")
 

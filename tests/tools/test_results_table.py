@@ -73,7 +73,8 @@ def test_write_renders_every_benchmark_and_the_readme_table_and_check_then_passe
     # the latest full record (c...), with its commit marked dirty; the quick one apart
     assert "| use_margin | 0.9500 | 0.9400 | 0.9100 |" in full and "`cccccccccc` (dirty)" in full
     assert "| combined | 1.0000 |" in quick and "`bench/bucc_bench.py --quick --record`" in quick
-    assert "OMP_NUM_THREADS=2, torch 2" in full and "Test CPU, 2 cores, no GPU; load 3.0" in full
+    assert "OMP_NUM_THREADS=2, torch 2" in full
+    assert "Test CPU (avx512_bf16), 2 cores, no GPU; load 3.0" in full
     toy = page.split("## toy_bench")[1]
     assert "No record yet." in toy.split("### Quick run")[0]
     assert "| `speed` | 1.5 |" in toy and "| `nested.a` | 1 |" in toy and "| 2 | 0.25 |" in toy
@@ -227,6 +228,29 @@ def test_density_bench_shows_the_latest_record_of_every_configuration(tmp_path):
     assert "| comparable_1pct | 2727 | 27 | 0.0099 | 10 | 0.5 |" not in page
     assert "| wrong | 这是正常的。 | This ain't normal. | This is normal. | 0.55 | 6.1 |" in page
     assert "| comparable_1pct | 0.4 / 1 (0.037) |" in page
+
+
+@pytest.mark.cluster
+def test_precision_bench_shows_the_latest_record_of_each_cpu_unit(tmp_path):
+    def rec(speed, date, **flags):
+        r = _record("precision_bench", True, {"precision": "bf16", "speedup_wall": speed}, date)
+        r["machine"]["cpu_flags"] = {"amx_bf16": False, "avx512_bf16": False, **flags}
+        return r
+    recs = [rec(2.1, "2030-01-01T00:00:00Z", avx512_bf16=True),
+            rec(0.13, "2030-01-02T00:00:00Z"),
+            rec(2.4, "2030-01-03T00:00:00Z", avx512_bf16=True),
+            rec(9.0, "2030-01-04T00:00:00Z", amx_bf16=True, avx512_bf16=True)]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "precision_bench.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    assert _run(tmp_path, "--write").returncode == 0
+    page = (tmp_path / "results.md").read_text(encoding="utf-8")
+    for speed in ("0.13", "2.4", "9"):
+        assert f"| `speedup_wall` | {speed} |" in page
+    assert "| `speedup_wall` | 2.1 |" not in page    # a later record of the same unit
+    for unit in ("no bf16 matrix unit", "avx512_bf16", "amx_bf16 and avx512_bf16"):
+        assert f"- machine: Test CPU ({unit}), 2 cores" in page
 
 
 @pytest.mark.cluster
